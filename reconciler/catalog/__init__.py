@@ -1,0 +1,143 @@
+"""The GPU catalog: which MIG profiles each GPU model offers, and where they may be placed.
+
+Pure data access. The catalog is a YAML file shipped in the package (data/gpu-catalog.yaml, generated
+from shared/reference/gpu-profiles.yaml); this module only turns it into frozen values. Nothing here
+knows about inventories, clusters or NVML handles, so the cluster twin may use it too.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+__all__ = ["Catalog", "GpuModel", "PlacementRule", "Profile", "load_catalog"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementRule:
+    """Where a profile may start (memory-slice index) and how many memory slices it spans."""
+
+    starts: tuple[int, ...]
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str  # as nvidia-smi / mig-parted / the device plugin name it: "3g.71gb", "1g.18gb+me"
+    compute_slices: int
+    memory_slices: int
+    max_instances: int
+    nvml_profile: str  # NVML_GPU_INSTANCE_PROFILE_<nvml_profile>
+    nvml_profile_value: int
+    nvml_profile_derived: bool
+    profile_id: int | None  # nvidia-smi "ID" column = nvmlGpuInstanceProfileInfo_t.id (device specific)
+    memory_gib: float | None
+    placements: PlacementRule | None  # None: not published; checked on slice counts only
+    placement_source: str  # "published" | "derived:<model>" | "unknown"
+
+    @property
+    def resource_name(self) -> str:
+        """The mixed-strategy extended resource: 'mig-' + profile with '+' replaced by '.'."""
+        return "nvidia.com/mig-" + self.name.replace("+", ".")
+
+    @property
+    def placement_derived(self) -> bool:
+        return self.placement_source.startswith("derived")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuModel:
+    key: str  # catalog key, e.g. "H200-141GB"
+    products: tuple[str, ...]
+    nvml_names: tuple[str, ...]
+    gfd_products: tuple[str, ...]
+    pci_device_ids: tuple[str, ...]
+    compute_slices: int
+    memory_slices: int
+    placements_derived_from: str | None
+    profiles: Mapping[str, Profile]
+
+    @property
+    def placements_known(self) -> bool:
+        """True when every profile has a placement table (published or derived)."""
+        return all(p.placements is not None for p in self.profiles.values())
+
+    def profile(self, name: str) -> Profile | None:
+        return self.profiles.get(name)
+
+
+class Catalog:
+    """All known GPU models, addressable by catalog key or by the names the stack uses for them."""
+
+    def __init__(self, models: Mapping[str, GpuModel]) -> None:
+        self._models = dict(models)
+        aliases: dict[str, str] = {}
+        for key, m in self._models.items():
+            for alias in (key, *m.gfd_products, *m.nvml_names, *m.pci_device_ids):
+                aliases.setdefault(alias.lower(), key)
+        self._aliases = aliases
+
+    def __iter__(self) -> Iterator[GpuModel]:
+        return iter(self._models.values())
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(self._models)
+
+    def get(self, key: str) -> GpuModel | None:
+        return self._models.get(key)
+
+    def resolve(self, name: str) -> GpuModel | None:
+        """Look a model up by catalog key, GFD product label, NVML name or PCI device id."""
+        key = self._aliases.get(name.strip().lower())
+        return self._models[key] if key else None
+
+
+def _model_from(key: str, raw: Mapping[str, Any]) -> GpuModel:
+    profiles = {}
+    for p in raw["profiles"]:
+        pl = p.get("placements")
+        profiles[p["name"]] = Profile(
+            name=p["name"],
+            compute_slices=int(p["compute_slices"]),
+            memory_slices=int(p["memory_slices"]),
+            max_instances=int(p["max_instances"]),
+            nvml_profile=p["nvml_profile"],
+            nvml_profile_value=int(p["nvml_profile_value"]),
+            nvml_profile_derived=bool(p["nvml_profile_derived"]),
+            profile_id=p.get("profile_id"),
+            memory_gib=p.get("memory_gib"),
+            placements=PlacementRule(tuple(pl["starts"]), int(pl["size"])) if pl else None,
+            placement_source=p["placement_source"],
+        )
+    return GpuModel(
+        key=key,
+        products=tuple(raw.get("products", ())),
+        nvml_names=tuple(raw.get("nvml_names", ())),
+        gfd_products=tuple(raw.get("gfd_products", ())),
+        pci_device_ids=tuple(raw.get("pci_device_ids", ())),
+        compute_slices=int(raw["compute_slices"]),
+        memory_slices=int(raw["memory_slices"]),
+        placements_derived_from=raw.get("placements_derived_from"),
+        profiles=profiles,
+    )
+
+
+def parse_catalog(text: str | bytes) -> Catalog:
+    raw = yaml.load(text, Loader=yaml.CSafeLoader)
+    return Catalog({k: _model_from(k, v) for k, v in raw["models"].items()})
+
+
+@functools.cache
+def load_catalog() -> Catalog:
+    """The packaged catalog (parsed once per process)."""
+    text = resources.files("reconciler.catalog").joinpath("data/gpu-catalog.yaml").read_text("utf-8")
+    return parse_catalog(text)

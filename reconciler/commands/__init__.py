@@ -1,0 +1,1 @@
+"""One module per `migplan` subcommand; each exposes `command` (a click.Command)."""

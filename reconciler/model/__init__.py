@@ -1,0 +1,1 @@
+"""Domain values of migplan. Pure: stdlib only, frozen dataclasses, no I/O."""

@@ -1,0 +1,152 @@
+"""Desired state: the inventory after parsing, layout resolution and validation.
+
+Vocabulary: a *Partition* is one MIG GPU instance in the plan (profile, placement, owner); a
+*Placement* is where it sits on the GPU (start memory slice, size); a *NodePlan* is a node's GPUs
+and their partitions. Pure values; positions (file, line) travel with them so later stages can
+still point at the line a person wrote.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from reconciler.model.revisions import WORKDIR, Revision
+
+
+class MigStrategy(enum.StrEnum):
+    NONE = "none"
+    SINGLE = "single"
+    MIXED = "mixed"
+
+
+class ApplyMode(enum.StrEnum):
+    GPU_OPERATOR = "gpu-operator"
+    AGENT = "agent"
+    REPORT_ONLY = "report-only"
+
+
+class VerifyMode(enum.StrEnum):
+    NONE = "none"
+    HEAD = "head"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRef:
+    file: str
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Start memory slice and size in memory slices, as NVML's nvmlGpuInstancePlacement_t."""
+
+    start: int
+    size: int
+
+    @property
+    def end(self) -> int:  # exclusive
+        return self.start + self.size
+
+    def overlaps(self, other: Placement) -> bool:
+        return self.start < other.end and other.start < self.end
+
+    def __str__(self) -> str:
+        return f"{self.start}:{self.size}"
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    profile: str
+    placement: int | None = None  # start memory slice as written; None = the solver picks
+    owner: str | None = None  # None = free for anyone
+    purpose: str | None = None
+    source: SourceRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPlan:
+    index: int
+    model: str  # catalog key after resolution ("H200-141GB")
+    mig_enabled: bool
+    partitions: tuple[Partition, ...] = ()
+    layout: str | None = None  # name of the Layout it came from, if any
+    # Solver result: one Placement per partition, aligned with `partitions`. Filled by validation;
+    # empty when MIG is disabled or the model's placements are unknown.
+    placements: tuple[Placement, ...] = ()
+    source: SourceRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    name: str
+    gpus: tuple[GpuPlan, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    source: SourceRef | None = None
+
+    def gpu(self, index: int) -> GpuPlan | None:
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutSpec:
+    """A reusable per-GPU layout (layouts/<name>.yaml)."""
+
+    name: str
+    mig_enabled: bool
+    partitions: tuple[Partition, ...]
+    model: str | None = None  # if set, the layout may only be used on this model
+    source: SourceRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApplySettings:
+    mode: ApplyMode = ApplyMode.GPU_OPERATOR
+    max_unavailable_nodes: int = 1
+    allow_disruption: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GpuOperatorSettings:
+    namespace: str = "gpu-operator"
+    cluster_policy: str = "cluster-policy"
+    device_plugin_daemonset: str = "nvidia-device-plugin-daemonset"
+    mig_config_map: str = "migplan-mig-parted-config"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSettings:
+    branch: str = "migplan-reports"
+    path: str = "reports"
+
+
+@dataclass(frozen=True, slots=True)
+class VerifySettings:
+    mode: VerifyMode = VerifyMode.NONE
+    allowed_signers: tuple[str, ...] = ()  # SSH allowed-signers lines
+    gpg_public_keys: tuple[str, ...] = ()  # ASCII-armoured OpenPGP public keys
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    name: str
+    mig_strategy: MigStrategy
+    apply: ApplySettings = ApplySettings()
+    gpu_operator: GpuOperatorSettings = GpuOperatorSettings()
+    reports: ReportSettings = ReportSettings()
+    verify: VerifySettings = VerifySettings()
+    source: SourceRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredState:
+    """A validated inventory root: the cluster settings and every node's plan, at one revision."""
+
+    cluster: ClusterSpec
+    nodes: Mapping[str, NodePlan]
+    layouts: Mapping[str, LayoutSpec] = field(default_factory=dict)
+    revision: Revision = WORKDIR
