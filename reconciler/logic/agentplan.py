@@ -72,6 +72,15 @@ class ObservedGpu:
 
 
 @dataclass(frozen=True, slots=True)
+class MigMode:
+    """MIG mode after a set: `current` is in effect, `pending` takes effect at the next GPU reset."""
+
+    current: bool
+    pending: bool
+    activation_status: int = 0  # what nvmlDeviceSetMigMode returned (0, or an NVML code such as RESET_REQUIRED)
+
+
+@dataclass(frozen=True, slots=True)
 class DesiredPartition:
     profile: str
     placement: Placement

@@ -1,0 +1,265 @@
+"""Agent mode on the Kubernetes API: the migplan-owned Node annotations and label the controller and the
+node agents talk through.
+
+Keys (all owned by migplan; nothing else on the Node is written):
+- annotation `migplan.io/mig-desired`  — written by the controller: the node's desired layout with an
+  exact placement per partition, JSON (see `encode_desired`).
+- annotation `migplan.io/mig-observed` — written by the agent: per GPU, MIG mode current/pending and the
+  instances with profile, placement, GPU-instance id, MIG UUID and the PIDs using it, JSON.
+- label `migplan.io/mig.state` — written by the agent: pending | success | failed (mig-manager's words).
+- annotation `migplan.io/mig.state.reason` — why, in one line; `migplan.io/mig.state.revision` — the
+  inventory revision the state refers to.
+
+All writes are JSON merge patches of only these keys, and only when the value changed (an agent in sync
+writes nothing). The JSON is compact with sorted keys so equal states give equal strings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from reconciler.logic.agentplan import (
+    DesiredGpu,
+    DesiredNode,
+    DesiredPartition,
+    MigState,
+    ObservedGpu,
+    ObservedInstance,
+)
+from reconciler.model.errors import MigplanError, Transient
+from reconciler.model.inventory import Placement
+
+if TYPE_CHECKING:
+    from reconciler.agent import NodeStatePort
+
+DESIRED = "migplan.io/mig-desired"
+OBSERVED = "migplan.io/mig-observed"
+STATE = "migplan.io/mig.state"
+STATE_REASON = "migplan.io/mig.state.reason"
+STATE_REVISION = "migplan.io/mig.state.revision"
+FORMAT_VERSION = "v1"
+FIELD_MANAGER = "migplan"
+_MERGE = "application/merge-patch+json"
+_MAX_REASON = 1024  # annotations are small by convention; the full story is in the log
+
+
+def _dump(doc: Mapping[str, Any]) -> str:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def encode_desired(desired: DesiredNode) -> str:
+    return _dump(
+        {
+            "version": FORMAT_VERSION,
+            "revision": desired.revision,
+            "gpus": [
+                {
+                    "index": g.index,
+                    "migEnabled": g.mig_enabled,
+                    "partitions": [
+                        {"profile": p.profile, "start": p.placement.start, "size": p.placement.size}
+                        for p in g.partitions
+                    ],
+                }
+                for g in desired.gpus
+            ],
+        }
+    )
+
+
+def decode_desired(node: str, text: str) -> DesiredNode:
+    """Parse the desired annotation; a malformed one is an error, never a guess."""
+    try:
+        doc = json.loads(text)
+        if doc.get("version") != FORMAT_VERSION:
+            raise ValueError(f"unknown version {doc.get('version')!r}")
+        gpus = tuple(
+            DesiredGpu(
+                index=int(g["index"]),
+                mig_enabled=bool(g["migEnabled"]),
+                partitions=tuple(
+                    DesiredPartition(str(p["profile"]), Placement(int(p["start"]), int(p["size"])))
+                    for p in g.get("partitions", ())
+                ),
+            )
+            for g in doc["gpus"]
+        )
+        return DesiredNode(node=node, revision=str(doc.get("revision", "")), gpus=gpus)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise MigplanError(f"node {node}: annotation {DESIRED} is malformed: {exc}", code="MP910") from exc
+
+
+def encode_observed(observed: Sequence[ObservedGpu]) -> str:
+    return _dump(
+        {
+            "version": FORMAT_VERSION,
+            "gpus": [
+                {
+                    "index": g.index,
+                    "uuid": g.uuid,
+                    "name": g.name,
+                    "migCapable": g.mig_capable,
+                    "mig": {"current": g.mig_current, "pending": g.mig_pending},
+                    "instances": [
+                        {
+                            "profile": i.profile,
+                            "start": i.placement.start,
+                            "size": i.placement.size,
+                            "gpuInstanceId": i.gpu_instance_id,
+                            "uuid": i.uuid,
+                            "processes": list(i.processes),
+                        }
+                        for i in g.instances
+                    ],
+                }
+                for g in observed
+            ],
+        }
+    )
+
+
+def decode_observed(text: str) -> tuple[ObservedGpu, ...]:
+    try:
+        doc = json.loads(text)
+        return tuple(
+            ObservedGpu(
+                index=int(g["index"]),
+                uuid=str(g["uuid"]),
+                name=str(g["name"]),
+                mig_capable=bool(g["migCapable"]),
+                mig_current=bool(g["mig"]["current"]),
+                mig_pending=bool(g["mig"]["pending"]),
+                instances=tuple(
+                    ObservedInstance(
+                        gpu_instance_id=int(i["gpuInstanceId"]),
+                        profile=str(i["profile"]),
+                        placement=Placement(int(i["start"]), int(i["size"])),
+                        uuid=i.get("uuid"),
+                        processes=tuple(int(p) for p in i.get("processes", ())),
+                    )
+                    for i in g["instances"]
+                ),
+            )
+            for g in doc["gpus"]
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MigplanError(f"annotation {OBSERVED} is malformed: {exc}", code="MP911") from exc
+
+
+def _translate(exc: ApiException, what: str) -> MigplanError:
+    status = int(exc.status or 0)
+    if status in (409, 429) or status >= 500 or status == 0:
+        return Transient(f"{what}: HTTP {status} {exc.reason}")
+    return MigplanError(f"{what}: HTTP {status} {exc.reason}", code=f"K8S{status}")
+
+
+def _annotations(node_obj: Any) -> dict[str, str]:
+    return dict(node_obj.metadata.annotations or {})
+
+
+def _labels(node_obj: Any) -> dict[str, str]:
+    return dict(node_obj.metadata.labels or {})
+
+
+class KubeNodeState:
+    """The agent's view of its own Node (implements reconciler.agent.NodeStatePort)."""
+
+    def __init__(self, api: client.CoreV1Api) -> None:
+        self._api = api
+        self._seen: dict[str, dict[str, dict[str, str]]] = {}  # node -> last annotations/labels read or written
+
+    def _read(self, node: str) -> Any:
+        try:
+            obj = self._api.read_node(node)
+        except ApiException as exc:
+            raise _translate(exc, f"read node {node}") from exc
+        self._seen[node] = {"annotations": _annotations(obj), "labels": _labels(obj)}
+        return obj
+
+    def _patch(
+        self, node: str, *, annotations: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
+    ) -> None:
+        meta: dict[str, Any] = {}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        if labels:
+            meta["labels"] = dict(labels)
+        if not meta:
+            return
+        try:
+            self._api.patch_node(node, {"metadata": meta}, field_manager=FIELD_MANAGER, _content_type=_MERGE)
+        except ApiException as exc:
+            raise _translate(exc, f"patch node {node}") from exc
+        seen = self._seen.setdefault(node, {"annotations": {}, "labels": {}})
+        seen["annotations"].update(annotations or {})
+        seen["labels"].update(labels or {})
+
+    def _current(self, node: str) -> dict[str, dict[str, str]]:
+        if node not in self._seen:
+            self._read(node)
+        return self._seen[node]
+
+    def read_desired(self, node: str) -> DesiredNode | None:
+        text = _annotations(self._read(node)).get(DESIRED)
+        return decode_desired(node, text) if text else None
+
+    def publish_observed(self, node: str, observed: Sequence[ObservedGpu]) -> None:
+        text = encode_observed(observed)
+        if self._current(node)["annotations"].get(OBSERVED) != text:
+            self._patch(node, annotations={OBSERVED: text})
+
+    def publish_state(self, node: str, state: MigState, reason: str, *, revision: str) -> None:
+        cur = self._current(node)
+        reason = reason[:_MAX_REASON]
+        annotations = {STATE_REASON: reason, STATE_REVISION: revision}
+        changed = {k: v for k, v in annotations.items() if cur["annotations"].get(k) != v}
+        labels = {STATE: str(state)} if cur["labels"].get(STATE) != str(state) else {}
+        self._patch(node, annotations=changed, labels=labels)
+
+
+# --- the controller's side ----------------------------------------------------------------------------
+
+
+def publish_desired(api: client.CoreV1Api, desired: DesiredNode, *, current: Mapping[str, str] | None = None) -> bool:
+    """Write `migplan.io/mig-desired` on the node; False (and no request) when it already says that.
+
+    `current` is the node's annotations as the caller last listed them, to save a GET per node.
+    """
+    text = encode_desired(desired)
+    if current is None:
+        try:
+            current = _annotations(api.read_node(desired.node))
+        except ApiException as exc:
+            raise _translate(exc, f"read node {desired.node}") from exc
+    if current.get(DESIRED) == text:
+        return False
+    try:
+        api.patch_node(
+            desired.node,
+            {"metadata": {"annotations": {DESIRED: text}}},
+            field_manager=FIELD_MANAGER,
+            _content_type=_MERGE,
+        )
+    except ApiException as exc:
+        raise _translate(exc, f"patch node {desired.node}") from exc
+    return True
+
+
+def read_agent_state(node_obj: Any) -> tuple[MigState | None, str, tuple[ObservedGpu, ...] | None]:
+    """What the agent on a node reported: (state, reason, observed GPUs) from a listed Node object."""
+    labels, annotations = _labels(node_obj), _annotations(node_obj)
+    raw = labels.get(STATE)
+    state = MigState(raw) if raw in {s.value for s in MigState} else None
+    text = annotations.get(OBSERVED)
+    return state, annotations.get(STATE_REASON, ""), (decode_observed(text) if text else None)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(x: KubeNodeState) -> NodeStatePort:
+        return x

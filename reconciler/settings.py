@@ -1,0 +1,268 @@
+"""Settings of the long-running commands (`migplan run`, `migplan agent`): one frozen value.
+
+Sources, lowest to highest precedence: built-in defaults < a YAML file (`--config FILE` or
+`MIGPLAN_CONFIG`) < environment variables `MIGPLAN_<NAME>` < command-line flags — the order the device
+plugin and most Kubernetes components use, so an operator can pin a value in the Deployment's env
+without editing the mounted file. Secrets (webhook secret, Git password/token) may also come from files
+(`*_file`, for mounted Kubernetes Secrets) and are held in `Secret`, whose repr never shows the value,
+so a logged Settings never leaks them (`Settings.redacted()` is what the startup log prints).
+
+Loading does I/O only to read the given files; everything else is validation of plain values. A bad
+value is a `MigplanError` naming the source and the key (`MIGPLAN_INTERVAL: expected a number, got 'x'`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.model.errors import MigplanError
+
+ENV_PREFIX = "MIGPLAN_"
+FIELD_MANAGER = "migplan"
+CODE = "MP800"  # settings errors
+
+
+class Secret:
+    """A secret string: compares and hashes by value, prints as '***'."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __repr__(self) -> str:
+        return "Secret('***')" if self._value else "Secret('')"
+
+    __str__ = __repr__
+
+
+class LogFormat(enum.StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+def _default_identity() -> str:
+    # In a pod, POD_NAME (downward API) is unique per replica; the hostname is the pod name anyway.
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    # where the inventory comes from
+    repo: str = ""  # URL or local path of the inventory repository
+    branch: str = "main"
+    path: str = "."  # inventory root inside the repository
+    git_username: str = ""
+    git_password: Secret = field(default_factory=lambda: Secret(""))  # token or password (HTTPS)
+    git_ssh_key: str = ""  # path of an SSH private key
+    git_known_hosts: str = ""  # path of a known_hosts file
+    cache_dir: str = "/var/cache/migplan"
+    # the cluster
+    kubeconfig: str = ""  # empty: in-cluster configuration
+    namespace: str = "migplan"  # where the Lease and the controller live
+    # the loop
+    interval_seconds: float = 60.0
+    jitter_seconds: float = 5.0
+    backoff_base_seconds: float = 10.0
+    backoff_max_seconds: float = 300.0
+    shutdown_grace_seconds: float = 20.0
+    dry_run: bool = False
+    # leader election (coordination.k8s.io/v1 Lease)
+    leader_election: bool = True
+    lease_name: str = "migplan-leader"
+    lease_duration_seconds: int = 15
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+    identity: str = field(default_factory=_default_identity)
+    # HTTP: /metrics, /healthz, /readyz, /webhook
+    listen: str = "0.0.0.0:8080"
+    webhook_secret: Secret = field(default_factory=lambda: Secret(""))
+    webhook_max_body_bytes: int = 5 * 1024 * 1024
+    # logs
+    log_format: LogFormat = LogFormat.TEXT
+    log_level: str = "INFO"
+    # the node agent
+    node_name: str = ""
+
+    def redacted(self) -> dict[str, Any]:
+        """Every setting as plain values for the startup log, secrets shown only as set/unset."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Secret):
+                out[f.name] = "***" if value else ""
+            elif isinstance(value, enum.Enum):
+                out[f.name] = value.value
+            else:
+                out[f.name] = value
+        return out
+
+    @property
+    def listen_host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host or "0.0.0.0", int(port)
+
+
+_FIELDS = {f.name: f for f in fields(Settings)}
+_DEFAULTS = Settings(identity="default")
+# Secrets that may be given as a file path instead of a value (mounted Kubernetes Secrets).
+_SECRET_FILES = {"webhook_secret_file": "webhook_secret", "git_password_file": "git_password"}
+
+
+def _error(source: str, message: str) -> MigplanError:
+    return MigplanError(f"{source}: {message}", code=CODE)
+
+
+def _convert(name: str, raw: Any, source: str) -> Any:
+    default = getattr(_DEFAULTS, name)
+    if isinstance(default, Secret):
+        if isinstance(raw, Secret):
+            return raw
+        if not isinstance(raw, str):
+            raise _error(source, "expected a string")
+        return Secret(raw)
+    if isinstance(default, bool):
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise _error(source, f"expected true or false, got {raw!r}")
+    if isinstance(default, LogFormat):
+        try:
+            return LogFormat(str(raw).lower())
+        except ValueError:
+            raise _error(source, f"expected one of text, json, got {raw!r}") from None
+    if isinstance(default, int | float):
+        try:
+            value = int(raw) if isinstance(default, int) else float(raw)
+        except (TypeError, ValueError):
+            raise _error(source, f"expected a number, got {raw!r}") from None
+        if value < 0:
+            raise _error(source, f"must not be negative, got {raw!r}")
+        return value
+    if raw is None:
+        return ""
+    if not isinstance(raw, str | int | float):
+        raise _error(source, f"expected a string, got {type(raw).__name__}")
+    return str(raw)
+
+
+def _read_secret_file(path: str, source: str) -> Secret:
+    try:
+        # Kubernetes mounts secrets with a trailing newline more often than not; it is never part of it.
+        return Secret(Path(path).read_text("utf-8").rstrip("\r\n"))
+    except OSError as exc:
+        raise _error(source, f"cannot read secret file {path}: {exc.strerror}") from exc
+
+
+def _apply(values: dict[str, Any], items: Mapping[str, Any], describe: Any) -> None:
+    for key, raw in items.items():
+        if key in _SECRET_FILES:
+            if raw:
+                values[_SECRET_FILES[key]] = _read_secret_file(str(raw), describe(key))
+            continue
+        if key not in _FIELDS:
+            raise _error(describe(key), "unknown setting")
+        values[key] = _convert(key, raw, describe(key))
+
+
+def load_settings(
+    *,
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    config_file: str | os.PathLike[str] | None = None,
+) -> Settings:
+    """Merge defaults < file < env < flags into a validated Settings.
+
+    `flags` holds only the flags the user gave (None values are ignored); names are the field names
+    (`interval_seconds`) or a `*_file` secret path. `env` defaults to os.environ.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    config_file = config_file or env.get(ENV_PREFIX + "CONFIG") or None
+    if config_file:
+        path = Path(config_file)
+        try:
+            doc = yaml.load(path.read_bytes(), Loader=yaml.CSafeLoader)
+        except OSError as exc:
+            raise _error(str(path), f"cannot read config file: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            raise _error(where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+        if doc is None:
+            doc = {}
+        if not isinstance(doc, dict):
+            raise _error(str(path), "expected a mapping of setting names to values")
+        # The file may use camelCase (intervalSeconds) like the rest of our YAML, or snake_case.
+        _apply(values, {_snake(str(k)): v for k, v in doc.items()}, lambda k: f"{path}: {k}")
+    env_items = {
+        k[len(ENV_PREFIX) :].lower(): v
+        for k, v in env.items()
+        if k.startswith(ENV_PREFIX) and k != ENV_PREFIX + "CONFIG"
+    }
+    _apply(values, env_items, lambda k: ENV_PREFIX + k.upper())
+    _apply(values, {k: v for k, v in (flags or {}).items() if v is not None}, lambda k: "--" + k.replace("_", "-"))
+    settings = dataclasses.replace(Settings(), **values)
+    _validate(settings)
+    return settings
+
+
+def _snake(name: str) -> str:
+    out = []
+    for ch in name:
+        if ch.isupper():
+            out.append("_" + ch.lower())
+        else:
+            out.append(ch.replace("-", "_"))
+    return "".join(out)
+
+
+def _validate(s: Settings) -> None:
+    if s.interval_seconds <= 0:
+        raise _error("interval_seconds", "must be greater than 0")
+    if s.jitter_seconds >= s.interval_seconds:
+        raise _error("jitter_seconds", "must be smaller than interval_seconds")
+    if s.lease_duration_seconds < 1:
+        # The API refuses 0 with 422 (leases.json); catch it before the first request.
+        raise _error("lease_duration_seconds", "must be at least 1")
+    if not s.retry_period_seconds < s.renew_deadline_seconds < s.lease_duration_seconds:
+        raise _error(
+            "renew_deadline_seconds",
+            "needs retry_period_seconds < renew_deadline_seconds < lease_duration_seconds "
+            "(a leader must give up before another replica may take over)",
+        )
+    if s.backoff_base_seconds > s.backoff_max_seconds:
+        raise _error("backoff_base_seconds", "must not exceed backoff_max_seconds")
+    try:
+        port = s.listen_host_port[1]
+    except ValueError:
+        raise _error("listen", f"expected HOST:PORT, got {s.listen!r}") from None
+    if not 0 <= port <= 65535:
+        raise _error("listen", f"port out of range in {s.listen!r}")
+    if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise _error("log_level", f"unknown level {s.log_level!r}")
