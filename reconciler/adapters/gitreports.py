@@ -1,0 +1,284 @@
+"""Reports committed back to Git (pygit2): never lost, never noise.
+
+Contract of `commit_report(repo, settings=, files=, message=, bot=)`:
+- the report files (name -> bytes, e.g. drift.yaml, README.md) replace the content of
+  `settings.path` on `settings.branch` (created as an orphan branch when absent); everything else on
+  that branch is kept as it is;
+- a commit is made only when the resulting tree differs from the branch tip's (content comparison by
+  tree id, so nothing time-varying may be in the files — the caller's job);
+- file names and `settings.path` are checked first: absolute paths, `..`, backslashes, NUL, empty
+  components and `.git` are refused with an error value and nothing is written;
+- a push rejected because someone else pushed first is resolved by fetching, re-creating the commit
+  on the new tip and retrying with exponential backoff (tenacity);
+- every report goes through an outbox in the cache directory first (one JSON file per report,
+  surviving restarts); a report that cannot be pushed now stays there and is pushed, in order, by a
+  later call. Nothing is dropped.
+For a local repository (no remote) the commit is written straight into it, on the reports branch only.
+
+Not pure: disk and network I/O. With adapters/gitsource.py the only modules importing pygit2.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import tenacity
+from pygit2.enums import FileMode
+
+from reconciler.adapters.gitsource import (
+    ORIGIN,
+    PUSH_REJECTED,
+    UNSAFE_PATH,
+    GitFailure,
+    InventoryRepo,
+    classify,
+)
+from reconciler.model.inventory import ReportSettings
+from reconciler.model.revisions import Revision
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.@+-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    """Author and committer of report commits."""
+
+    name: str = "migplan"
+    email: str = "migplan@localhost"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportOutcome:
+    """What happened to a report.
+
+    status: "committed" (a new commit is on the remote), "unchanged" (the branch already holds this
+    content: no commit), "queued" (kept in the outbox; `failure` says why), "refused" (unsafe path:
+    nothing written). `pushed` lists the commits pushed by this call, older outbox entries included.
+    """
+
+    status: str
+    commit: str | None = None
+    pushed: tuple[str, ...] = ()
+    pending: int = 0
+    failure: GitFailure | None = None
+    attempts: int = 0  # commit+push attempts made; more than len(pushed) means a push race was lost and retried
+
+
+def report_message(revision: Revision, counts: Mapping[str, int]) -> str:
+    """`migplan: drift report for main@sha1:… — 3 drifted, 1 missing` (zero counts left out)."""
+    parts = [f"{n} {label}" for label, n in counts.items() if n]
+    return f"migplan: drift report for {revision} — {', '.join(parts) if parts else 'in sync'}"
+
+
+def check_report_paths(path: str, names: Sequence[str]) -> GitFailure | None:
+    """Refuse any report path that could land outside `path` (or inside .git)."""
+    for candidate in (path, *names):
+        problem = _path_problem(candidate)
+        if problem is not None:
+            return GitFailure(UNSAFE_PATH, f"refusing report path {candidate!r}: {problem}")
+    return None
+
+
+def _path_problem(p: str) -> str | None:
+    if not p:
+        return "empty"
+    if "\x00" in p:
+        return "contains NUL"
+    if "\\" in p:
+        return "contains a backslash"
+    if p.startswith("/") or re.match(r"^[A-Za-z]:", p):
+        return "is absolute"
+    for part in p.split("/"):
+        if part in ("", ".", ".."):
+            return "has an empty, '.' or '..' component"
+        if part.lower() == ".git":
+            return "names .git"
+        if not _NAME_RE.match(part):
+            return f"component {part!r} has characters outside [A-Za-z0-9_.@+-]"
+    return None
+
+
+class _Rejected(Exception):
+    """Someone else moved the branch first: fetch, re-create, retry."""
+
+
+class _Offline(Exception):
+    def __init__(self, failure: GitFailure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+class Outbox:
+    """Reports waiting to be pushed, one JSON file each, in arrival order, under the cache dir."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def for_repo(cls, repo: InventoryRepo) -> Outbox:
+        digest = hashlib.sha256(repo.remote.url.encode()).hexdigest()[:16]
+        return cls(repo.remote.cache_dir / "outbox" / digest)
+
+    def put(self, entry: Mapping[str, Any]) -> Path:
+        existing = self.entries()
+        seq = int(existing[-1].stem) + 1 if existing else 1
+        target = self.directory / f"{seq:010d}.json"
+        tmp = target.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            json.dump(entry, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(target)  # atomic: a crash leaves either no entry or a whole one
+        return target
+
+    def entries(self) -> list[Path]:
+        return sorted(self.directory.glob("*.json"))
+
+    @staticmethod
+    def load(path: Path) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return data
+
+
+def commit_report(
+    repo: InventoryRepo,
+    *,
+    settings: ReportSettings,
+    files: Mapping[str, bytes],
+    message: str,
+    bot: BotIdentity = BotIdentity(),
+    max_attempts: int = 6,
+) -> ReportOutcome:
+    """Queue this report, then push every queued report in order (see the module docstring)."""
+    refused = check_report_paths(settings.path, list(files))
+    if refused is not None:
+        return ReportOutcome(status="refused", failure=refused, pending=len(Outbox.for_repo(repo).entries()))
+    outbox = Outbox.for_repo(repo)
+    outbox.put(
+        {
+            "branch": settings.branch,
+            "path": settings.path,
+            "message": message,
+            "author": [bot.name, bot.email],
+            "files": {name: base64.b64encode(data).decode("ascii") for name, data in sorted(files.items())},
+        }
+    )
+    return flush_outbox(repo, max_attempts=max_attempts)
+
+
+def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6) -> ReportOutcome:
+    """Push queued reports in order; stop at the first that cannot be pushed now (kept for later)."""
+    outbox = Outbox.for_repo(repo)
+    pushed: list[str] = []
+    attempts = 0
+    last_status, last_commit = "unchanged", None
+    for path in outbox.entries():
+        entry = Outbox.load(path)
+        files = {name: base64.b64decode(data) for name, data in entry["files"].items()}
+        branch, root = str(entry["branch"]), str(entry["path"])
+        refused = check_report_paths(root, list(files))
+        if refused is not None:  # a tampered outbox file: never write it, never block the queue
+            path.unlink()
+            continue
+        bot = BotIdentity(*entry["author"])
+        try:
+            for attempt in tenacity.Retrying(
+                stop=tenacity.stop_after_attempt(max_attempts),
+                wait=tenacity.wait_random_exponential(multiplier=0.05, max=2.0),
+                retry=tenacity.retry_if_exception_type(_Rejected),
+                reraise=True,
+            ):
+                with attempt:
+                    attempts += 1
+                    commit = _commit_and_push(
+                        repo, branch=branch, root=root, files=files, message=entry["message"], bot=bot
+                    )
+        except _Offline as exc:
+            return ReportOutcome(
+                status="queued",
+                pushed=tuple(pushed),
+                pending=len(outbox.entries()),
+                failure=exc.failure,
+                attempts=attempts,
+            )
+        except _Rejected as exc:
+            failure = GitFailure(PUSH_REJECTED, f"push of {branch} kept being rejected: {exc}", repo.remote.url)
+            return ReportOutcome(
+                status="queued", pushed=tuple(pushed), pending=len(outbox.entries()), failure=failure, attempts=attempts
+            )
+        path.unlink()
+        if commit is None:
+            last_status, last_commit = "unchanged", None
+        else:
+            pushed.append(commit)
+            last_status, last_commit = "committed", commit
+    return ReportOutcome(status=last_status, commit=last_commit, pushed=tuple(pushed), pending=0, attempts=attempts)
+
+
+def _commit_and_push(
+    repo: InventoryRepo, *, branch: str, root: str, files: Mapping[str, bytes], message: str, bot: BotIdentity
+) -> str | None:
+    """One attempt: build the report tree on the current tip; commit and push only if it differs."""
+    git = repo.repo
+    local = repo.remote.is_local
+    if not local:
+        failure = repo.fetch()
+        if failure is not None:
+            raise _Offline(failure)
+    tip_ref = f"refs/heads/{branch}" if local else f"refs/remotes/{ORIGIN}/{branch}"
+    ref = git.references.get(tip_ref)
+    tip = ref.peel(pygit2.Commit) if ref is not None else None
+    tree_id = _report_tree(git, tip, root=root, files=files)
+    if tip is not None and tip.tree_id == tree_id:
+        return None
+    who = pygit2.Signature(bot.name, bot.email)
+    parents = [tip.id] if tip is not None else []
+    commit_id = git.create_commit(None, who, who, message, tree_id, parents)
+    if local:
+        current = git.references.get(tip_ref)
+        if (current.target if current is not None else None) != (tip.id if tip is not None else None):
+            raise _Rejected("the branch moved while the report was being written")
+        git.references.create(tip_ref, commit_id, force=True)
+        return str(commit_id)
+    outgoing = f"refs/migplan/outgoing/{branch}"
+    git.references.create(outgoing, commit_id, force=True)
+    try:
+        with repo.network() as callbacks:
+            git.remotes[ORIGIN].push([f"{outgoing}:refs/heads/{branch}"], callbacks=callbacks)
+    except pygit2.GitError as exc:
+        low = str(exc).lower()
+        if any(s in low for s in ("non-fast", "fastforward", "fast-forward", "not present locally", "fetch first")):
+            raise _Rejected(str(exc)) from exc
+        raise _Offline(classify(exc, repo.remote.url)) from exc
+    except Exception as exc:  # credentials/host-key refusals raised from our callbacks
+        raise _Offline(classify(exc, repo.remote.url)) from exc
+    if callbacks.rejected:
+        raise _Rejected("; ".join(f"{r}: {m}" for r, m in callbacks.rejected.items()))
+    git.references.create(tip_ref, commit_id, force=True)
+    return str(commit_id)
+
+
+def _report_tree(
+    git: pygit2.Repository, tip: pygit2.Commit | None, *, root: str, files: Mapping[str, bytes]
+) -> pygit2.Oid:
+    """The tip's tree with `root/` replaced by exactly the report files."""
+    index = pygit2.Index()
+    if tip is not None:
+        index.read_tree(tip.tree)
+    prefix = root.rstrip("/") + "/"
+    for entry in [e for e in index if e.path.startswith(prefix) or e.path == root]:
+        index.remove(entry.path)
+    for name, data in sorted(files.items()):
+        index.add(pygit2.IndexEntry(prefix + name, git.create_blob(data), FileMode.BLOB))
+    tree_id: pygit2.Oid = index.write_tree(git)
+    return tree_id

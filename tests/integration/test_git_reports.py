@@ -1,0 +1,240 @@
+"""Reports committed back: change detection, orphan branch, unsafe paths, outbox across a server
+outage and a restart, and a concurrent pusher racing migplan on the reports branch."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from gitserver import GitDaemon, HttpGitServer, git, make_bare, seed
+
+from reconciler.adapters import gitsource
+from reconciler.adapters.gitreports import BotIdentity, Outbox, commit_report, flush_outbox, report_message
+from reconciler.adapters.gitsource import GitAuth, GitRemote, InventoryRepo
+from reconciler.model.inventory import ReportSettings
+from reconciler.model.revisions import Revision
+
+SETTINGS = ReportSettings(branch="migplan-reports", path="reports/par1")
+BOT = BotIdentity("migplan-bot", "bot@example.com")
+REV = Revision("main", "ab" * 20)
+
+
+def _report(n: int) -> dict[str, bytes]:
+    return {"drift.yaml": f"drifted: {n}\n".encode(), "README.md": f"# Drift\n\n{n} drifted\n".encode()}
+
+
+@pytest.fixture()
+def remote(tmp_path: Path):
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    bare = make_bare(srv, "inv")
+    seed(bare, tmp_path / "work", {"inv/cluster.yaml": "kind: Cluster\n"})
+    daemon = GitDaemon(srv).start()
+    yield daemon, bare
+    daemon.stop()
+
+
+def _repo(url: str, cache: Path, auth: GitAuth | None = None) -> InventoryRepo:
+    repo = InventoryRepo.open(GitRemote(url, cache, auth or GitAuth(), timeout_ms=2000))
+    assert isinstance(repo, InventoryRepo)
+    return repo
+
+
+def _log(bare: Path, branch: str) -> list[str]:
+    out = git("log", "--format=%H %P|%an <%ae>|%s", branch, cwd=bare)
+    return out.splitlines() if out else []
+
+
+def test_first_report_creates_orphan_branch_then_only_changes_commit(remote, tmp_path: Path) -> None:
+    daemon, bare = remote
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    msg = report_message(REV, {"drifted": 3, "missing": 1, "undocumented": 0})
+    assert msg == f"migplan: drift report for main@sha1:{'ab' * 20} — 3 drifted, 1 missing"
+    first = commit_report(repo, settings=SETTINGS, files=_report(3), message=msg, bot=BOT)
+    assert first.status == "committed" and first.commit is not None and first.pending == 0
+    log = _log(bare, SETTINGS.branch)
+    assert len(log) == 1
+    sha_parents, author, subject = log[0].split("|")
+    assert sha_parents.strip() == first.commit  # orphan: no parent
+    assert author == "migplan-bot <bot@example.com>" and subject == msg
+    assert git("show", f"{SETTINGS.branch}:reports/par1/drift.yaml", cwd=bare) == "drifted: 3"
+    assert git("ls-tree", "-r", "--name-only", SETTINGS.branch, cwd=bare).splitlines() == [
+        "reports/par1/README.md",
+        "reports/par1/drift.yaml",
+    ]
+    # same content again (a new process, same cache): no commit
+    again = commit_report(repo, settings=SETTINGS, files=_report(3), message=msg, bot=BOT)
+    assert again.status == "unchanged" and again.commit is None
+    assert len(_log(bare, SETTINGS.branch)) == 1
+    # changed content: one commit on top, and a report file that disappeared is removed
+    changed = commit_report(repo, settings=SETTINGS, files={"drift.yaml": b"drifted: 0\n"}, message="m2", bot=BOT)
+    assert changed.status == "committed"
+    log = _log(bare, SETTINGS.branch)
+    assert len(log) == 2 and log[0].split("|")[0].split()[1] == first.commit
+    assert git("ls-tree", "-r", "--name-only", SETTINGS.branch, cwd=bare).splitlines() == ["reports/par1/drift.yaml"]
+    # the inventory branch was never touched
+    assert "migplan" not in git("log", "--format=%an", "main", cwd=bare)
+
+
+def test_other_files_on_the_branch_are_kept(remote, tmp_path: Path) -> None:
+    daemon, bare = remote
+    seed(bare, tmp_path / "work", {"NOTES.md": "human notes\n"}, message="notes", branch=SETTINGS.branch)
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    out = commit_report(repo, settings=SETTINGS, files=_report(1), message="m", bot=BOT)
+    assert out.status == "committed"
+    names = git("ls-tree", "-r", "--name-only", SETTINGS.branch, cwd=bare).splitlines()
+    assert "NOTES.md" in names and "reports/par1/drift.yaml" in names
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("reports", "../escape.yaml"),
+        ("reports", "/etc/passwd"),
+        ("reports", "a\\b.yaml"),
+        ("reports", "nul\x00.yaml"),
+        ("reports", "sub//x.yaml"),
+        ("reports", ".git/config"),
+        ("../reports", "drift.yaml"),
+        ("/abs", "drift.yaml"),
+        ("", "drift.yaml"),
+    ],
+)
+def test_unsafe_paths_are_refused_and_nothing_is_written(remote, tmp_path: Path, path: str, name: str) -> None:
+    daemon, bare = remote
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    out = commit_report(
+        repo, settings=ReportSettings(branch="r", path=path), files={name: b"x", "ok.yaml": b"y"}, message="m"
+    )
+    assert out.status == "refused" and out.failure is not None and out.failure.code == gitsource.UNSAFE_PATH
+    assert git("branch", "--list", "r", cwd=bare) == ""
+    assert Outbox.for_repo(repo).entries() == []
+
+
+def test_server_down_mid_cycle_keeps_report_in_outbox_until_it_is_back(remote, tmp_path: Path) -> None:
+    daemon, bare = remote
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    assert repo.fetch() is None  # the cycle's fetch worked ...
+    daemon.stop()  # ... then the server goes down before the report is pushed
+    down = commit_report(repo, settings=SETTINGS, files=_report(1), message="report 1", bot=BOT)
+    assert down.status == "queued" and down.pending == 1
+    assert down.failure is not None and down.failure.code == gitsource.UNREACHABLE
+    down2 = commit_report(repo, settings=SETTINGS, files=_report(2), message="report 2", bot=BOT)
+    assert down2.status == "queued" and down2.pending == 2
+    # the process restarts: a new InventoryRepo on the same cache dir finds the outbox
+    daemon.start()
+    restarted = _repo(daemon.url("inv"), tmp_path / "cache")
+    assert len(Outbox.for_repo(restarted).entries()) == 2
+    back = flush_outbox(restarted)
+    assert back.status == "committed" and len(back.pushed) == 2 and back.pending == 0
+    subjects = [line.split("|")[2] for line in _log(bare, SETTINGS.branch)]
+    assert subjects == ["report 2", "report 1"]  # both kept, in order
+    assert Outbox.for_repo(restarted).entries() == []
+
+
+def test_concurrent_pusher_races_migplan(remote, tmp_path: Path) -> None:
+    daemon, bare = remote
+    seed(bare, tmp_path / "work", {"other/0.txt": "0\n"}, message="pusher 0", branch=SETTINGS.branch)
+    pusher_dir = tmp_path / "pusher"
+    git("clone", "-q", "-b", SETTINGS.branch, daemon.url("inv"), str(pusher_dir))
+    stop = threading.Event()
+    pushed_by_pusher: list[str] = []
+    errors: list[str] = []
+
+    def pusher() -> None:
+        n = 0
+        while not stop.is_set() and n < 40:
+            n += 1
+            (pusher_dir / "other").mkdir(exist_ok=True)
+            (pusher_dir / "other" / f"{n}.txt").write_text(f"{n}\n")
+            git("add", "-A", cwd=pusher_dir)
+            git("commit", "-q", "-m", f"pusher {n}", cwd=pusher_dir)
+            for _ in range(50):  # a well-behaved human: rebase on rejection, retry
+                if git("push", "-q", "origin", f"HEAD:{SETTINGS.branch}", cwd=pusher_dir, check=False) == "" and (
+                    git("rev-parse", "HEAD", cwd=pusher_dir) == git("rev-parse", SETTINGS.branch, cwd=bare)
+                ):
+                    pushed_by_pusher.append(f"pusher {n}")
+                    break
+                git("pull", "-q", "--rebase", "origin", SETTINGS.branch, cwd=pusher_dir, check=False)
+            else:
+                errors.append(f"pusher {n} never got in")
+
+    thread = threading.Thread(target=pusher)
+    thread.start()
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    outcomes = [
+        commit_report(repo, settings=SETTINGS, files=_report(i), message=f"report {i}", bot=BOT, max_attempts=30)
+        for i in range(8)
+    ]
+    stop.set()
+    thread.join(timeout=120)
+    print("report attempts:", [o.attempts for o in outcomes], "pusher commits:", len(pushed_by_pusher))
+    assert not errors
+    assert all(o.status == "committed" for o in outcomes), outcomes
+    log = _log(bare, SETTINGS.branch)
+    subjects = [line.split("|")[2] for line in log]
+    for i in range(8):
+        assert subjects.count(f"report {i}") == 1
+    for s in pushed_by_pusher:
+        assert s in subjects
+    assert pushed_by_pusher, "the pusher never pushed: the race was not exercised"
+    assert all(len(line.split("|")[0].split()) <= 2 for line in log)  # linear: at most one parent each
+    assert git("show", f"{SETTINGS.branch}:reports/par1/drift.yaml", cwd=bare) == "drifted: 7"
+
+
+def test_local_repository_gets_the_report_on_its_branch_only(tmp_path: Path) -> None:
+    work = tmp_path / "local"
+    git("init", "-q", "-b", "main", str(work))
+    (work / "cluster.yaml").write_text("kind: Cluster\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "init", cwd=work)
+    repo = _repo(str(work), tmp_path / "cache")
+    out = commit_report(repo, settings=SETTINGS, files=_report(5), message="local report", bot=BOT)
+    assert out.status == "committed"
+    assert git("show", f"{SETTINGS.branch}:reports/par1/drift.yaml", cwd=work) == "drifted: 5"
+    assert git("status", "--porcelain", cwd=work) == ""  # work tree and index untouched
+    assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=work) == "main"
+    assert commit_report(repo, settings=SETTINGS, files=_report(5), message="again", bot=BOT).status == "unchanged"
+
+
+def test_push_with_wrong_http_credentials_is_kept(tmp_path: Path) -> None:
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    bare = make_bare(srv, "inv")
+    seed(bare, tmp_path / "work", {"inv/cluster.yaml": "x\n"})
+    http = HttpGitServer(srv).start()
+    try:
+        bad = _repo(http.url("inv"), tmp_path / "cache", GitAuth(username=http.user, password="nope"))
+        out = commit_report(bad, settings=SETTINGS, files=_report(1), message="r", bot=BOT)
+        assert out.status == "queued" and out.failure is not None
+        assert out.failure.code == gitsource.AUTH_REFUSED
+        good = _repo(http.url("inv"), tmp_path / "cache", GitAuth(username=http.user, password=http.password))
+        back = flush_outbox(good)
+        assert back.status == "committed" and back.pending == 0
+        assert git("show", f"{SETTINGS.branch}:reports/par1/drift.yaml", cwd=bare) == "drifted: 1"
+    finally:
+        http.stop()
+
+
+def test_push_rejected_after_fetch_is_recreated_on_the_new_tip(remote, tmp_path: Path, monkeypatch) -> None:
+    """Deterministic race: someone pushes right after migplan fetched, so migplan's push is refused."""
+    daemon, bare = remote
+    seed(bare, tmp_path / "work", {"other/a.txt": "a\n"}, message="human 1", branch=SETTINGS.branch)
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    real_fetch = InventoryRepo.fetch
+    calls = {"n": 0}
+
+    def fetch_then_someone_pushes(self: InventoryRepo):  # type: ignore[no-untyped-def]
+        got = real_fetch(self)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            seed(bare, tmp_path / "work", {"other/b.txt": "b\n"}, message="human 2", branch=SETTINGS.branch)
+        return got
+
+    monkeypatch.setattr(InventoryRepo, "fetch", fetch_then_someone_pushes)
+    out = commit_report(repo, settings=SETTINGS, files=_report(1), message="report", bot=BOT)
+    assert out.status == "committed" and out.attempts == 2, out
+    subjects = [line.split("|")[2] for line in _log(bare, SETTINGS.branch)]
+    assert subjects == ["report", "human 2", "human 1", "seed"]
+    assert git("show", f"{SETTINGS.branch}:other/b.txt", cwd=bare) == "b"
