@@ -1,0 +1,559 @@
+"""Drift detection: every way the cluster differs from the plan, as Findings with stable codes.
+
+Pure: desired state, observed state and (optionally) the current time in; findings, occupancy and
+the drift report out. No I/O, no clock of its own. Codes are stable and documented in FINDING_CODES
+(rendered into the README's table); never reuse a code for another meaning.
+
+Node status is derived from the findings on that node: Missing (MP410) and Undocumented (MP411)
+win, then Error if any finding is an error, then Drifted if any finding is a warning or a change is
+held back, else InSync (info findings such as a saturated profile do not make a node drift).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import yaml
+
+from reconciler.catalog import load_catalog
+from reconciler.logic import migparted, occupancy
+from reconciler.logic.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
+from reconciler.model.drift import (
+    DriftReport,
+    Finding,
+    FindingSeverity,
+    GpuSliceMap,
+    NodeReport,
+    NodeStatus,
+    SlicePartition,
+)
+from reconciler.model.inventory import DesiredState, MigStrategy, NodePlan
+from reconciler.model.observed import (
+    CORDONED_ANNOTATION,
+    GPU_RESOURCE,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    MIXED_LAYOUT_ERROR,
+    REQUESTED_AT_ANNOTATION,
+    MigConfigState,
+    ObservedState,
+    is_gpu_resource,
+    is_mig_resource,
+)
+from reconciler.model.plans import Action, Plan
+
+ERROR, WARNING, INFO = FindingSeverity.ERROR, FindingSeverity.WARNING, FindingSeverity.INFO
+
+# code -> (severity, what it means). The one table of drift codes; README renders it.
+FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
+    "MP401": (WARNING, "a node advertises a different number of partitions of a profile than its plan gives it"),
+    "MP402": (WARNING, "ClusterPolicy spec.mig.strategy differs from the inventory's migStrategy"),
+    "MP403": (WARNING, "ClusterPolicy spec.devicePlugin.config would contradict the strategy; it must be removed"),
+    "MP404": (ERROR, "the device plugin refuses the node's MIG layout (its log line is quoted)"),
+    "MP405": (WARNING, "a device-plugin pod is not ready for another reason (last log line quoted)"),
+    "MP406": (ERROR, "pods ask for nvidia.com/gpu on a node that advertises none: they stay Pending forever"),
+    "MP407": (ERROR, "mig-manager failed to apply the node's config (nvidia.com/mig.config.state=failed)"),
+    "MP408": (ERROR, "the node has been reconfiguring (state pending) for longer than expected"),
+    "MP409": (INFO, "mig-manager is reconfiguring the node (state pending or rebooting)"),
+    "MP410": (ERROR, "a node of the inventory is not in the cluster"),
+    "MP411": (WARNING, "a GPU node of the cluster is not in the inventory"),
+    "MP412": (
+        ERROR,
+        "a pod's MIG request is invalid (requests differ from limits, or two MIG profiles in one container)",
+    ),
+    "MP413": (INFO, "no free partition of a profile is left in the cluster (saturation)"),
+    "MP414": (WARNING, "the node's nvidia.com/mig.config label is not the config its plan renders to"),
+    "MP415": (WARNING, "ClusterPolicy spec.migManager.config.name does not point at migplan's ConfigMap"),
+    "MP416": (WARNING, "the mig-parted ConfigMap is missing or differs from the rendered inventory"),
+    "MP417": (ERROR, "the ClusterPolicy named in cluster.yaml is not in the cluster"),
+    "MP418": (ERROR, "the device-plugin DaemonSet named in cluster.yaml is not in the cluster"),
+    "MP419": (WARNING, "a change is held back: it would destroy partitions that running pods hold"),
+    "MP420": (WARNING, "pods hold more partitions of a profile on the node than its plan gives it"),
+    "MP421": (INFO, "the node is cordoned by migplan while it is reconfigured"),
+}
+
+STUCK_AFTER = timedelta(minutes=15)
+
+
+def finding(
+    code: str,
+    message: str,
+    *,
+    severity: FindingSeverity | None = None,
+    node: str | None = None,
+    gpu: int | None = None,
+    profile: str | None = None,
+    desired: object = None,
+    observed: object = None,
+    pods: tuple[str, ...] = (),
+) -> Finding:
+    """A Finding with the code's default severity from FINDING_CODES."""
+    return Finding(
+        code=code,
+        message=message,
+        severity=severity or FINDING_CODES[code][0],
+        node=node,
+        gpu=gpu,
+        profile=profile,
+        desired=desired,
+        observed=observed,
+        pods=pods,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    findings: tuple[Finding, ...]  # sorted
+    occupancy: Mapping[str, NodeOccupancy]  # per node (desired nodes present + undocumented GPU nodes)
+    rendered: migparted.MigPartedConfig
+
+
+def analyze(
+    desired: DesiredState,
+    observed: ObservedState,
+    *,
+    now: datetime | None = None,
+    rendered: migparted.MigPartedConfig | None = None,
+    stuck_after: timedelta = STUCK_AFTER,
+) -> Analysis:
+    """All findings and the occupancy of every node, from desired and observed state."""
+    rendered = rendered or migparted.render(desired)
+    strategy = desired.cluster.mig_strategy
+    pods_by_node = observed.pods_by_node()
+    out: list[Finding] = []
+    out.extend(_cluster_policy_findings(desired, observed))
+    out.extend(_config_map_findings(desired, observed, rendered))
+    occ: dict[str, NodeOccupancy] = {}
+
+    for name in sorted(desired.nodes):
+        plan = desired.nodes[name]
+        node = observed.nodes.get(name)
+        if node is None:
+            out.append(finding("MP410", f"node {name} is in the inventory but not in the cluster", node=name))
+            continue
+        pods = pods_by_node.get(name, ())
+        occ[name] = occupancy.node_occupancy(node=name, plan=plan, strategy=strategy, pods=pods)
+        out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources))
+        out.extend(
+            _mig_manager_findings(name, rendered.node_configs[name], node.labels, node.annotations, now, stuck_after)
+        )
+        for o in occ[name].entries:
+            if o.used > o.total:
+                out.append(
+                    finding(
+                        "MP420",
+                        f"pods hold {o.used} {o.profile} on {name} but its plan has {o.total}",
+                        node=name,
+                        profile=o.profile,
+                        desired=o.total,
+                        observed=o.used,
+                        pods=tuple(h.pod for h in o.holders),
+                    )
+                )
+        if node.annotations.get(CORDONED_ANNOTATION) == "true":
+            out.append(finding("MP421", f"{name} is cordoned by migplan until its reconfiguration succeeds", node=name))
+
+    for name in sorted(observed.nodes):
+        node = observed.nodes[name]
+        if name in desired.nodes or not node.is_gpu_node:
+            continue
+        out.append(
+            finding(
+                "MP411",
+                f"GPU node {name} is not in the inventory: add nodes/{name}.yaml",
+                node=name,
+                observed={k: v for k, v in sorted(node.advertised_resources.items()) if is_gpu_resource(k)},
+            )
+        )
+        occ[name] = occupancy.node_occupancy(
+            node=name, plan=None, strategy=strategy, pods=pods_by_node.get(name, ()), observed=node
+        )
+
+    out.extend(_device_plugin_findings(observed))
+    out.extend(_pending_gpu_findings(desired, observed))
+    out.extend(_invalid_request_findings(observed))
+    out.extend(_saturation_findings(desired, observed, occ))
+    return Analysis(findings=tuple(sorted(out, key=Finding.sort_key)), occupancy=occ, rendered=rendered)
+
+
+# --- cluster-wide ---------------------------------------------------------------------------------
+
+
+def _cluster_policy_findings(desired: DesiredState, observed: ObservedState) -> Iterable[Finding]:
+    ops = desired.cluster.gpu_operator
+    cp = observed.cluster_policy
+    if cp is None:
+        yield finding("MP417", f"ClusterPolicy {ops.cluster_policy} not found: is the GPU Operator installed?")
+        return
+    want = desired.cluster.mig_strategy.value
+    if cp.mig_strategy != want:
+        yield finding(
+            "MP402",
+            f"ClusterPolicy {cp.name} has spec.mig.strategy={cp.mig_strategy or '(unset)'}, the inventory says {want}",
+            desired=want,
+            observed=cp.mig_strategy,
+        )
+    if cp.mig_manager_config_name != ops.mig_config_map:
+        yield finding(
+            "MP415",
+            f"ClusterPolicy {cp.name} spec.migManager.config.name is {cp.mig_manager_config_name or '(unset)'}, "
+            f"not {ops.mig_config_map}: mig-manager would not see migplan's configs",
+            desired=ops.mig_config_map,
+            observed=cp.mig_manager_config_name,
+        )
+    conflict = device_plugin_config_conflict(desired, observed)
+    if conflict is not None:
+        yield finding(
+            "MP403",
+            f"ClusterPolicy {cp.name} spec.devicePlugin.config names {cp.device_plugin_config_name}: {conflict}; "
+            "remove it (the strategy is set by spec.mig.strategy)",
+            desired=None,
+            observed=cp.device_plugin_config_name,
+        )
+
+
+def device_plugin_config_conflict(desired: DesiredState, observed: ObservedState) -> str | None:
+    """Why spec.devicePlugin.config contradicts the inventory's strategy, or None if it does not.
+
+    stack-facts §1.6: a config that sets flags.migStrategy per node fights spec.mig.strategy (the
+    env var wins only while the ClusterPolicy sets it, so the config is a trap the moment it is
+    unset or the two disagree). A config whose entries all agree with the strategy, or set none, is
+    harmless; a config migplan cannot read is treated as a conflict (it cannot be proven harmless).
+    """
+    cp = observed.cluster_policy
+    if cp is None or not cp.device_plugin_config_name:
+        return None
+    cm = observed.device_plugin_config_map
+    if cm is None:
+        return f"ConfigMap {cp.device_plugin_config_name} does not exist"
+    want = desired.cluster.mig_strategy.value
+    for key in sorted(cm.data):
+        try:
+            doc = yaml.load(cm.data[key], Loader=yaml.CSafeLoader)
+        except yaml.YAMLError:
+            return f"its entry {key!r} cannot be parsed"
+        flags = doc.get("flags") if isinstance(doc, dict) else None
+        strategy = flags.get("migStrategy") if isinstance(flags, dict) else None
+        if strategy is not None and strategy != want:
+            return f"its entry {key!r} sets flags.migStrategy={strategy}"
+    return None
+
+
+def _config_map_findings(
+    desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig
+) -> Iterable[Finding]:
+    ops = desired.cluster.gpu_operator
+    cm = observed.mig_config_map
+    if cm is None:
+        yield finding("MP416", f"ConfigMap {ops.namespace}/{ops.mig_config_map} does not exist yet")
+    elif cm.data.get(migparted.CONFIG_KEY) != rendered.text:
+        yield finding("MP416", f"ConfigMap {ops.namespace}/{ops.mig_config_map} differs from the rendered inventory")
+
+
+def _device_plugin_findings(observed: ObservedState) -> Iterable[Finding]:
+    ds = observed.device_plugin
+    if ds is None:
+        return
+    for pod in sorted(ds.pods, key=lambda p: p.name):
+        if pod.ready:
+            continue
+        line = pod.log_line or ""
+        if MIXED_LAYOUT_ERROR in line:
+            yield finding(
+                "MP404",
+                f"device plugin on {pod.node} refuses the node's layout under the current strategy: {line.strip()}",
+                node=pod.node,
+                observed=line.strip(),
+            )
+        else:
+            yield finding(
+                "MP405",
+                f"device-plugin pod {ds.namespace}/{pod.name} is not ready" + (f": {line.strip()}" if line else ""),
+                node=pod.node,
+                observed=line.strip() or None,
+            )
+
+
+def _pending_gpu_findings(desired: DesiredState, observed: ObservedState) -> Iterable[Finding]:
+    """Pods asking for whole GPUs where the plan advertises none (the article's nvidia.com/gpu: 0)."""
+    strategy = desired.cluster.mig_strategy
+    if strategy is not MigStrategy.MIXED:
+        return
+    gpu_somewhere = any(expected_resources(p, strategy).get(GPU_RESOURCE, 0) > 0 for p in desired.nodes.values())
+    gpu_somewhere = gpu_somewhere or any(
+        n.advertised(GPU_RESOURCE) > 0 for name, n in observed.nodes.items() if name not in desired.nodes
+    )
+    per_node: dict[str | None, list[str]] = {}
+    for pod in observed.pods:
+        if pod.phase != "Pending" or pod.requested().get(GPU_RESOURCE, 0) <= 0:
+            continue
+        target = pod.node or pod.node_selector.get("kubernetes.io/hostname")
+        if target is not None and target in desired.nodes:
+            if expected_resources(desired.nodes[target], strategy).get(GPU_RESOURCE, 0) == 0:
+                per_node.setdefault(target, []).append(pod.key)
+        elif target is None and not gpu_somewhere:
+            per_node.setdefault(None, []).append(pod.key)
+    for node, pods in sorted(per_node.items(), key=lambda kv: kv[0] or ""):
+        where = f"node {node} advertises nvidia.com/gpu: 0 (all its GPUs use MIG)" if node else (
+            "no node of the plan advertises whole GPUs"
+        )
+        yield finding(
+            "MP406",
+            f"{len(pods)} pending pod(s) ask for nvidia.com/gpu but {where}: ask for a nvidia.com/mig-<profile>",
+            node=node,
+            desired=0,
+            pods=tuple(sorted(pods)),
+        )
+
+
+def _invalid_request_findings(observed: ObservedState) -> Iterable[Finding]:
+    for pod in sorted(observed.pods, key=lambda p: p.key):
+        if not pod.active:
+            continue
+        problems: list[str] = []
+        for c in pod.containers:
+            for res in sorted(set(c.requests) & set(c.limits)):
+                if is_gpu_resource(res) and c.requests[res] != c.limits[res]:
+                    problems.append(f"container {c.name} requests {c.requests[res]} {res} but limits {c.limits[res]}")
+            migs = sorted(r for r, n in c.effective.items() if is_mig_resource(r) and n > 0)
+            if len(migs) > 1:
+                problems.append(f"container {c.name} asks for {len(migs)} MIG profiles ({', '.join(migs)})")
+        if problems:
+            yield finding(
+                "MP412",
+                f"pod {pod.key}: " + "; ".join(problems),
+                node=pod.node,
+                pods=(pod.key,),
+            )
+
+
+def _saturation_findings(
+    desired: DesiredState, observed: ObservedState, occ: Mapping[str, NodeOccupancy]
+) -> Iterable[Finding]:
+    totals: dict[str, list[int]] = {}
+    for node_occ in occ.values():
+        for o in node_occ.entries:
+            if o.profile == "gpu":
+                continue
+            t = totals.setdefault(o.profile, [0, 0])
+            t[0] += o.total
+            t[1] += o.used
+    waiting: dict[str, list[str]] = {}
+    for pod in observed.pods:
+        if pod.phase == "Pending" and pod.node is None:
+            for res, n in pod.requested().items():
+                if n > 0 and is_mig_resource(res):
+                    waiting.setdefault(profile_label(res, _any_plan_with(desired, res)), []).append(pod.key)
+    for profile in sorted(totals):
+        total, used = totals[profile]
+        if total > 0 and used >= total:
+            pods = tuple(sorted(waiting.get(profile, ())))
+            msg = f"no free {profile} partition left in the cluster ({used} of {total} used)"
+            if pods:
+                msg += f"; {len(pods)} pending pod(s) wait for one"
+            yield finding(
+                "MP413",
+                msg,
+                severity=WARNING if pods else INFO,
+                profile=profile,
+                desired=total,
+                observed=used,
+                pods=pods,
+            )
+
+
+def _any_plan_with(desired: DesiredState, resource: str) -> NodePlan | None:
+    for plan in desired.nodes.values():
+        for g in plan.gpus:
+            if any(resource_of(p.profile) == resource for p in g.partitions):
+                return plan
+    return None
+
+
+# --- per node -------------------------------------------------------------------------------------
+
+
+def _advertised_findings(
+    name: str, plan: NodePlan, strategy: MigStrategy, advertised: Mapping[str, int]
+) -> Iterable[Finding]:
+    want = expected_resources(plan, strategy)
+    have = {k: v for k, v in advertised.items() if is_gpu_resource(k)}
+    for res in sorted(set(want) | set(have)):
+        w, h = want.get(res, 0), have.get(res, 0)
+        if w != h:
+            profile = profile_label(res, plan)
+            yield finding(
+                "MP401",
+                f"{name} advertises {h} x {res}, its plan gives {w}",
+                node=name,
+                profile=profile,
+                desired=w,
+                observed=h,
+            )
+
+
+def _mig_manager_findings(
+    name: str,
+    config: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    now: datetime | None,
+    stuck_after: timedelta,
+) -> Iterable[Finding]:
+    label = labels.get(MIG_CONFIG_LABEL)
+    state = labels.get(MIG_CONFIG_STATE_LABEL)
+    if label != config:
+        yield finding(
+            "MP414",
+            f"{name} has nvidia.com/mig.config={label or '(unset)'}, its plan renders to {config}",
+            node=name,
+            desired=config,
+            observed=label,
+        )
+    if state == MigConfigState.FAILED:
+        yield finding(
+            "MP407",
+            f"mig-manager failed to apply {label} on {name} (nvidia.com/mig.config.state=failed): check the "
+            "nvidia-mig-manager pod log (often GPUs still in use); re-trigger by removing and re-setting the label",
+            node=name,
+            desired=config,
+            observed=state,
+        )
+    elif state in (MigConfigState.PENDING, MigConfigState.REBOOTING):
+        since = _parse_time(annotations.get(REQUESTED_AT_ANNOTATION))
+        if state == MigConfigState.PENDING and now is not None and since is not None and now - since > stuck_after:
+            minutes = int((now - since).total_seconds() // 60)
+            yield finding(
+                "MP408",
+                f"{name} has been pending for {minutes} min (more than {int(stuck_after.total_seconds() // 60)}): "
+                "check the nvidia-mig-manager pod on it",
+                node=name,
+                observed=state,
+            )
+        else:
+            msg = f"mig-manager is applying {label} on {name} (state {state})"
+            yield finding("MP409", msg, node=name, observed=state)
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+# --- the report -----------------------------------------------------------------------------------
+
+
+# Informational findings that still mean "not there yet" (work in progress is not in sync).
+_IN_PROGRESS = frozenset({"MP409", "MP421"})
+
+
+def node_status(findings: Iterable[Finding]) -> NodeStatus:
+    fs = list(findings)
+    codes = {f.code for f in fs}
+    if "MP410" in codes:
+        return NodeStatus.MISSING
+    if "MP411" in codes:
+        return NodeStatus.UNDOCUMENTED
+    if any(f.severity is ERROR for f in fs):
+        return NodeStatus.ERROR
+    if any(f.severity is WARNING for f in fs) or codes & _IN_PROGRESS:
+        return NodeStatus.DRIFTED
+    return NodeStatus.IN_SYNC
+
+
+def blocked_findings(plan: Plan) -> tuple[Finding, ...]:
+    """The disruption guard's verdicts as findings, so the report names the pods that block a change."""
+    out = []
+    for c in plan.changes:
+        if c.action is Action.SKIP and c.blocked_by:
+            node = c.subject.split("/", 1)[1] if c.subject.startswith("node/") else None
+            out.append(
+                finding(
+                    "MP419",
+                    f"{c.subject} not reconfigured: running pods hold partitions it would destroy "
+                    f"({', '.join(c.blocked_by)}); move them or set apply.allowDisruption",
+                    node=node,
+                    pods=c.blocked_by,
+                )
+            )
+    return tuple(out)
+
+
+def build_report(
+    desired: DesiredState,
+    observed: ObservedState,
+    analysis: Analysis,
+    plan: Plan | None = None,
+) -> DriftReport:
+    """Group findings per node, attach occupancy and slice maps: the value reports.py renders."""
+    findings = list(analysis.findings)
+    if plan is not None:
+        findings.extend(blocked_findings(plan))
+    per_node: dict[str, list[Finding]] = {}
+    cluster: list[Finding] = []
+    for f in findings:
+        if f.node is not None and (f.node in desired.nodes or f.node in observed.nodes):
+            per_node.setdefault(f.node, []).append(f)
+        else:
+            cluster.append(f)
+    names = sorted(set(desired.nodes) | set(analysis.occupancy) | {n for n in per_node if n in observed.nodes})
+    nodes = []
+    for name in names:
+        fs = tuple(sorted(per_node.get(name, ()), key=Finding.sort_key))
+        occ = analysis.occupancy.get(name)
+        nodes.append(
+            NodeReport(
+                name=name,
+                status=node_status(fs),
+                findings=fs,
+                occupancy=occ.entries if occ else (),
+                mig_config=analysis.rendered.node_configs.get(name),
+            )
+        )
+    return DriftReport(
+        cluster=desired.cluster.name,
+        revision=desired.revision,
+        strategy=desired.cluster.mig_strategy.value,
+        nodes=tuple(nodes),
+        cluster_findings=tuple(sorted(cluster, key=Finding.sort_key)),
+        slice_maps={n: slice_maps(desired.nodes[n], analysis.occupancy.get(n)) for n in sorted(desired.nodes)},
+    )
+
+
+def slice_maps(plan: NodePlan, occ: NodeOccupancy | None) -> tuple[GpuSliceMap, ...]:
+    catalog = load_catalog()
+    out = []
+    for g in sorted(plan.gpus, key=lambda g: g.index):
+        model = catalog.get(g.model)
+        slices = model.memory_slices if model else 8
+        parts = []
+        for i, p in enumerate(g.partitions if g.mig_enabled else ()):
+            placement = g.placements[i] if i < len(g.placements) else None
+            prof = model.profiles.get(p.profile) if model else None
+            size = placement.size if placement else (prof.memory_slices if prof else 1)
+            holder = occ.assignment.get((g.index, i)) if occ else None
+            parts.append(
+                SlicePartition(
+                    profile=p.profile,
+                    start=placement.start if placement else p.placement,
+                    size=size,
+                    owner=p.owner,
+                    holder=holder,
+                )
+            )
+        out.append(
+            GpuSliceMap(
+                index=g.index,
+                model=g.model,
+                mig_enabled=g.mig_enabled,
+                memory_slices=slices,
+                partitions=tuple(parts),
+            )
+        )
+    return tuple(out)

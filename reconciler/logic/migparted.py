@@ -1,0 +1,252 @@
+"""Render the inventory as a mig-parted v1 config, and read such a config back strictly.
+
+Pure. The GPU Operator's mig-manager applies the config named by a node's `nvidia.com/mig.config`
+label, taken from the ConfigMap that ClusterPolicy `spec.migManager.config.name` points at (key
+`config.yaml`, stack-facts §3.2). mig-parted's v1 format (stack-facts §5.1) has no placement fields:
+each entry is `devices`, `mig-enabled` and a profile -> count map, and the driver picks the
+placements. So one named config per *distinct node layout*, with one `devices: [i]` entry per GPU
+(mig-parted's `assert` fails unless every GPU of the node is matched by an entry) and
+`mig-enabled: false` for GPUs without MIG.
+
+The text is emitted by hand, in the style of NVIDIA's own files (quoted profile keys, two-space
+indent), so it diffs cleanly and is byte-stable for a given inventory. `parse_strict` is a reader
+modelled on mig-parted's own strict UnmarshalJSON: tests round-trip every rendering through it and
+run it over NVIDIA's files, and the planner uses it to learn a node's previous layout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import yaml
+
+from reconciler.model.inventory import DesiredState, GpuPlan, NodePlan
+
+# Always present: the GPU Operator labels a MIG-capable node without a label `all-disabled`
+# (stack-facts §3.1). If our ConfigMap lacked that name, mig-manager would mark such nodes failed
+# as soon as the ClusterPolicy points at our ConfigMap.
+ALL_DISABLED = "all-disabled"
+CONFIG_KEY = "config.yaml"  # the key mig-manager reads (stack-facts §3.2)
+_LABEL_VALUE_MAX = 63
+_PROFILE_RE = re.compile(r"^(?:\d+c\.)?\d+g\.\d+gb(?:(?:\+|-)[A-Za-z][A-Za-z0-9.]*(?:,[A-Za-z][A-Za-z0-9.]*)*)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLayout:
+    """One GPU's geometry as mig-parted sees it: MIG mode and profile counts (no placements)."""
+
+    mig_enabled: bool
+    devices: tuple[tuple[str, int], ...] = ()  # sorted (profile, count), counts > 0
+
+    def resources(self) -> frozenset[str]:
+        """Extended resources this GPU contributes to under the mixed strategy."""
+        if not self.mig_enabled:
+            return frozenset({"nvidia.com/gpu"})
+        return frozenset("nvidia.com/mig-" + p.replace("+", ".") for p, _ in self.devices)
+
+
+@dataclass(frozen=True, slots=True)
+class MigPartedConfig:
+    """A rendered config file and which config name each node should carry."""
+
+    text: str
+    node_configs: Mapping[str, str]  # node name -> config name
+    layouts: Mapping[str, Mapping[int, GpuLayout]]  # config name -> GPU index -> layout
+
+
+class MigPartedFormatError(ValueError):
+    """The text is not a valid mig-parted v1 config (messages follow mig-parted's own)."""
+
+
+def gpu_layout(gpu: GpuPlan) -> GpuLayout:
+    if not gpu.mig_enabled:
+        return GpuLayout(mig_enabled=False)
+    counts: dict[str, int] = {}
+    for p in gpu.partitions:
+        counts[p.profile] = counts.get(p.profile, 0) + 1
+    return GpuLayout(mig_enabled=True, devices=tuple(sorted(counts.items())))
+
+
+def node_layout(node: NodePlan) -> tuple[tuple[int, GpuLayout], ...]:
+    return tuple(sorted((g.index, gpu_layout(g)) for g in node.gpus))
+
+
+def _canonical(layout: tuple[tuple[int, GpuLayout], ...]) -> str:
+    parts = []
+    for index, gl in layout:
+        devs = ",".join(f"{p}={n}" for p, n in gl.devices)
+        parts.append(f"{index}:{'mig' if gl.mig_enabled else 'nomig'}[{devs}]")
+    return ";".join(parts)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._") or "custom"
+
+
+def config_name(node: NodePlan) -> str:
+    """A stable, label-safe name for the node's layout: migplan-<n>x-<layout>-<hash>.
+
+    The hash makes two different layouts never share a name; the readable middle tells a person
+    looking at `kubectl get node -L nvidia.com/mig.config` what the node is meant to carry.
+    """
+    layout = node_layout(node)
+    digest = hashlib.sha256(_canonical(layout).encode()).hexdigest()[:8]
+    names = {g.layout for g in node.gpus if g.mig_enabled}
+    if not any(g.mig_enabled for g in node.gpus):
+        middle = "disabled"
+    elif len(names) == 1 and None not in names:
+        middle = _slug(str(next(iter(names))))
+    else:
+        middle = "custom"
+    head = f"migplan-{len(node.gpus)}x-"
+    room = _LABEL_VALUE_MAX - len(head) - len(digest) - 1
+    return f"{head}{middle[:room].rstrip('-._')}-{digest}"
+
+
+def render(desired: DesiredState) -> MigPartedConfig:
+    """The ConfigMap's `config.yaml`: all-disabled plus one config per distinct node layout."""
+    by_layout: dict[tuple[tuple[int, GpuLayout], ...], str] = {}
+    node_configs: dict[str, str] = {}
+    for name in sorted(desired.nodes):
+        node = desired.nodes[name]
+        layout = node_layout(node)
+        cfg = by_layout.get(layout)
+        if cfg is None:
+            cfg = config_name(node)
+            by_layout[layout] = cfg
+        node_configs[name] = cfg
+    configs = {cfg: layout for layout, cfg in by_layout.items()}
+    lines = [
+        "# Rendered by migplan from the inventory; do not edit (changes are overwritten).",
+        "version: v1",
+        "mig-configs:",
+        f"  {ALL_DISABLED}:",
+        "    - devices: all",
+        "      mig-enabled: false",
+    ]
+    for cfg in sorted(configs):
+        lines.append("")
+        lines.append(f"  {cfg}:")
+        for index, gl in configs[cfg]:
+            lines.append(f"    - devices: [{index}]")
+            lines.append(f"      mig-enabled: {'true' if gl.mig_enabled else 'false'}")
+            if gl.mig_enabled:
+                if not gl.devices:
+                    lines.append("      mig-devices: {}")
+                else:
+                    lines.append("      mig-devices:")
+                    lines.extend(f'        "{p}": {n}' for p, n in gl.devices)
+    layouts = {cfg: dict(layout) for cfg, layout in configs.items()}
+    return MigPartedConfig(text="\n".join(lines) + "\n", node_configs=node_configs, layouts=layouts)
+
+
+# --- strict reader (stack-facts §5.1) -------------------------------------------------------------
+
+_ENTRY_KEYS = frozenset({"device-filter", "devices", "mig-enabled", "mig-devices"})
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    devices: tuple[int, ...] | None  # None = "all"
+    mig_enabled: bool
+    mig_devices: Mapping[str, int]
+    device_filter: tuple[str, ...] = ()
+
+
+def parse_strict(text: str) -> Mapping[str, tuple[ConfigEntry, ...]]:
+    """Parse a mig-parted v1 config the way mig-parted does, raising MigPartedFormatError."""
+    try:
+        doc = yaml.load(text, Loader=yaml.CSafeLoader)
+    except yaml.YAMLError as exc:
+        raise MigPartedFormatError(f"unable to parse YAML: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise MigPartedFormatError("config is not a mapping")
+    if "version" not in doc:
+        raise MigPartedFormatError("unable to parse with missing 'version' field")
+    if doc["version"] != "v1":
+        raise MigPartedFormatError(f"unknown version: {doc['version']}")
+    for key in doc:
+        if key not in ("version", "mig-configs"):
+            raise MigPartedFormatError(f"unexpected field: {key}")
+    configs = doc.get("mig-configs")
+    if not isinstance(configs, dict) or not configs:
+        raise MigPartedFormatError("missing required field 'mig-configs' (at least one config)")
+    out: dict[str, tuple[ConfigEntry, ...]] = {}
+    for name, entries in configs.items():
+        if not isinstance(entries, list) or not entries:
+            raise MigPartedFormatError(f"config {name!r}: at least one entry required")
+        out[str(name)] = tuple(_parse_entry(str(name), e) for e in entries)
+    return out
+
+
+def _parse_entry(name: str, raw: object) -> ConfigEntry:
+    if not isinstance(raw, dict):
+        raise MigPartedFormatError(f"config {name!r}: entry is not a mapping")
+    for key in raw:
+        if key not in _ENTRY_KEYS:
+            raise MigPartedFormatError(f"unexpected field: {key}")
+    for key in ("devices", "mig-enabled"):
+        if key not in raw:
+            raise MigPartedFormatError(f"missing required field '{key}'")
+    devices_raw = raw["devices"]
+    devices: tuple[int, ...] | None
+    if devices_raw == "all":
+        devices = None
+    elif isinstance(devices_raw, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in devices_raw):
+        devices = tuple(devices_raw)
+    else:
+        raise MigPartedFormatError(f"invalid format for 'devices': {devices_raw!r}")
+    enabled = raw["mig-enabled"]
+    if not isinstance(enabled, bool):
+        raise MigPartedFormatError(f"invalid format for 'mig-enabled': {enabled!r}")
+    mig_devices_raw = raw.get("mig-devices")
+    if enabled and "mig-devices" not in raw:
+        raise MigPartedFormatError("missing required field 'mig-devices'")
+    mig_devices: dict[str, int] = {}
+    if mig_devices_raw not in (None, {}):
+        if not enabled:
+            raise MigPartedFormatError("MIG devices included when 'mig-enabled' is false")
+        if not isinstance(mig_devices_raw, dict):
+            raise MigPartedFormatError(f"invalid format for 'mig-devices': {mig_devices_raw!r}")
+        for profile, count in mig_devices_raw.items():
+            if not isinstance(profile, str) or not _PROFILE_RE.match(profile) or ("+" in profile and "-" in profile):
+                raise MigPartedFormatError(f"invalid MIG profile: {profile!r}")
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise MigPartedFormatError(f"invalid count for {profile}: {count!r}")
+            mig_devices[profile] = count
+    filt = raw.get("device-filter")
+    filters: tuple[str, ...]
+    if filt is None:
+        filters = ()
+    elif isinstance(filt, str):
+        filters = (filt,)
+    elif isinstance(filt, list) and all(isinstance(f, str) for f in filt):
+        filters = tuple(filt)
+    else:
+        raise MigPartedFormatError(f"invalid format for 'device-filter': {filt!r}")
+    return ConfigEntry(devices=devices, mig_enabled=enabled, mig_devices=mig_devices, device_filter=filters)
+
+
+def layouts_of(entries: Sequence[ConfigEntry], gpu_indexes: Sequence[int]) -> Mapping[int, GpuLayout] | None:
+    """Per-GPU layout a config gives a node with these GPU indexes, or None if it cannot be told.
+
+    Device filters select by PCI id, which the plan does not carry for the previous config: a config
+    with filters is treated as unknown (the disruption guard then assumes the worst).
+    """
+    out: dict[int, GpuLayout] = {}
+    for e in entries:
+        if e.device_filter:
+            return None
+        targets = gpu_indexes if e.devices is None else e.devices
+        layout = GpuLayout(
+            mig_enabled=e.mig_enabled,
+            devices=tuple(sorted((p, n) for p, n in e.mig_devices.items() if n > 0)),
+        )
+        for i in targets:
+            out.setdefault(i, layout)
+    if any(i not in out for i in gpu_indexes):
+        return None
+    return out

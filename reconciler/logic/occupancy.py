@@ -1,0 +1,150 @@
+"""Occupancy: per node and profile, partitions total/used/free and which pods hold them.
+
+Pure. Totals come from the plan (what the node should advertise under the cluster's strategy),
+usage from the pods bound to the node that have not finished. The device plugin does not say which
+partition a pod got, so holders are matched to the inventory's partition *owners* by name: a pod
+whose namespace, name, `app.kubernetes.io/name|instance`, `app` label or controlling owner
+(ReplicaSet hash stripped) equals a partition's owner is that owner's pod. Unmatched pods fill
+unowned partitions first, then any left. The result is the article's "monitor occupancy, and by
+what", and the slice map of the report shows it per placement.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from reconciler.model.drift import Holder, Occupancy
+from reconciler.model.inventory import MigStrategy, NodePlan
+from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, ObservedNode, ObservedPod, is_gpu_resource
+
+_RS_HASH = re.compile(r"-[a-z0-9]{5,10}$")
+
+
+def resource_of(profile: str) -> str:
+    """The mixed-strategy extended resource of a profile ('+' becomes '.', stack-facts §1.3)."""
+    return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
+
+
+def expected_resources(node: NodePlan, strategy: MigStrategy) -> dict[str, int]:
+    """What the device plugin should advertise for this plan (stack-facts §1.3).
+
+    none: every GPU is a whole nvidia.com/gpu. single: every MIG device is an nvidia.com/gpu (the
+    plugin refuses a mixed layout; validation rejects that plan). mixed: one resource per profile,
+    non-MIG GPUs stay nvidia.com/gpu, and nvidia.com/gpu is advertised as 0 when all GPUs use MIG.
+    """
+    if strategy is MigStrategy.NONE:
+        return {GPU_RESOURCE: len(node.gpus)}
+    whole = sum(1 for g in node.gpus if not g.mig_enabled)
+    if strategy is MigStrategy.SINGLE:
+        return {GPU_RESOURCE: whole + sum(len(g.partitions) for g in node.gpus if g.mig_enabled)}
+    out: dict[str, int] = {GPU_RESOURCE: whole}
+    for g in node.gpus:
+        if g.mig_enabled:
+            for p in g.partitions:
+                r = resource_of(p.profile)
+                out[r] = out.get(r, 0) + 1
+    return out
+
+
+def profile_label(resource: str, node: NodePlan | None = None) -> str:
+    """The profile name for a resource ('gpu' for whole GPUs), using the plan's spelling if it has one."""
+    if resource == GPU_RESOURCE:
+        return "gpu"
+    if node is not None:
+        for g in node.gpus:
+            for p in g.partitions:
+                if resource_of(p.profile) == resource:
+                    return p.profile
+    return resource.removeprefix(MIG_RESOURCE_PREFIX)
+
+
+def pod_identities(pod: ObservedPod) -> frozenset[str]:
+    ids = {pod.namespace, pod.name, pod.key}
+    for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app"):
+        if key in pod.labels:
+            ids.add(pod.labels[key])
+    if pod.owner is not None:
+        ids.add(pod.owner.name)
+        if pod.owner.kind == "ReplicaSet":
+            ids.add(_RS_HASH.sub("", pod.owner.name))
+    return frozenset(ids)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOccupancy:
+    node: str
+    entries: tuple[Occupancy, ...]
+    # (gpu index, partition position in GpuPlan.partitions) -> pod namespace/name holding it
+    assignment: Mapping[tuple[int, int], str]
+
+
+def node_occupancy(
+    *,
+    node: str,
+    plan: NodePlan | None,
+    strategy: MigStrategy,
+    pods: tuple[ObservedPod, ...],
+    observed: ObservedNode | None = None,
+) -> NodeOccupancy:
+    """Occupancy of one node. Without a plan (undocumented node) totals are what it advertises."""
+    if plan is not None:
+        totals = expected_resources(plan, strategy)
+    elif observed is not None:
+        totals = {k: v for k, v in observed.advertised_resources.items() if is_gpu_resource(k)}
+    else:
+        totals = {}
+    holders: dict[str, list[tuple[ObservedPod, int]]] = {}
+    for pod in sorted(pods, key=lambda p: p.key):
+        if not pod.holds_devices:
+            continue
+        for res, n in pod.requested().items():
+            if n > 0 and is_gpu_resource(res):
+                holders.setdefault(res, []).append((pod, n))
+    assignment: dict[tuple[int, int], str] = {}
+    owner_of: dict[tuple[str, str], str | None] = {}
+    if plan is not None and strategy is MigStrategy.MIXED:
+        for res, pod_list in holders.items():
+            assignment.update(_assign(plan, res, pod_list, owner_of))
+    entries = []
+    for res in sorted(set(totals) | set(holders)):
+        used = sum(n for _, n in holders.get(res, []))
+        total = totals.get(res, 0)
+        if total == 0 and used == 0:
+            continue  # e.g. nvidia.com/gpu: 0 on an all-MIG node: nothing to show
+        hs = tuple(Holder(pod=p.key, count=n, owner=owner_of.get((res, p.key))) for p, n in holders.get(res, []))
+        entries.append(Occupancy(node=node, profile=profile_label(res, plan), total=total, used=used, holders=hs))
+    return NodeOccupancy(node=node, entries=tuple(entries), assignment=assignment)
+
+
+def _assign(
+    plan: NodePlan,
+    resource: str,
+    pods: list[tuple[ObservedPod, int]],
+    owner_of: dict[tuple[str, str], str | None],
+) -> dict[tuple[int, int], str]:
+    """Give each holding pod concrete partitions of `resource`: its owner's first, then unowned ones."""
+    slots = [
+        (g.index, i, p.owner)
+        for g in sorted(plan.gpus, key=lambda g: g.index)
+        if g.mig_enabled
+        for i, p in enumerate(g.partitions)
+        if resource_of(p.profile) == resource
+    ]
+    taken: dict[tuple[int, int], str] = {}
+    remaining: list[tuple[ObservedPod, int]] = []
+    for pod, n in pods:
+        ids = pod_identities(pod)
+        mine = [s for s in slots if s[2] is not None and s[2] in ids and (s[0], s[1]) not in taken]
+        for s in mine[:n]:
+            taken[(s[0], s[1])] = pod.key
+            owner_of[(resource, pod.key)] = s[2]
+        if len(mine) < n:
+            remaining.append((pod, n - len(mine)))
+    for pod, n in remaining:
+        free = [s for s in slots if (s[0], s[1]) not in taken]
+        free.sort(key=lambda s: s[2] is not None)  # unowned partitions first
+        for s in free[:n]:
+            taken[(s[0], s[1])] = pod.key
+    return taken

@@ -1,0 +1,357 @@
+"""The planner: `plan(desired, observed) -> Plan`, the ordered writes that bring the cluster to the inventory.
+
+Pure: values in, a Plan out; the clock is a parameter (it stamps restartedAt and the requested-at
+annotation). Every Change carries the exact JSON patch the applier sends, so dry-run prints what a
+real run would write. Order (stack-facts §1.6 last bullet, §3):
+
+1. the mig-parted ConfigMap (so every config name exists before anything refers to it);
+2. the ClusterPolicy, in ONE JSON merge patch: spec.migManager.config.name -> our ConfigMap,
+   spec.mig.strategy, and `spec.devicePlugin.config: null` when that config contradicts the
+   strategy. Going *to* `single` is deferred until every node's layout has converged: the plugin
+   crash-loops under `single` while a node still carries a mixed geometry (gpu-operator #460);
+3. the device-plugin DaemonSet restarted like `kubectl rollout restart` (a strategic merge patch of
+   the pod template's restartedAt annotation) when the strategy changed; a marker annotation on
+   the DaemonSet records the strategy it was restarted for, so a run killed between 2 and 3
+   still restarts it on the next run;
+4. per node, by name: cordon (only with allowDisruption and pods in the way), the
+   `nvidia.com/mig.config` label, and uncordon once mig-manager reports success. At most
+   `maxUnavailableNodes` nodes are in flight; nodes whose change would destroy partitions running
+   pods hold are skipped and name those pods (the disruption guard).
+
+Only fields and labels migplan owns appear in a patch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from reconciler.logic import drift, migparted
+from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
+from reconciler.model.observed import (
+    CORDONED_ANNOTATION,
+    GPU_RESOURCE,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    MIG_CONFIG_LABEL,
+    REQUESTED_AT_ANNOTATION,
+    RESTARTED_AT_ANNOTATION,
+    MigConfigState,
+    ObservedNode,
+    ObservedPod,
+    ObservedState,
+    is_gpu_resource,
+)
+from reconciler.model.plans import Action, Change, Kind, Plan
+
+# migplan's own annotations on objects it does not create (its only writes there besides the
+# fields the plan names).
+STRATEGY_SET_ANNOTATION = "migplan.io/mig-strategy-set"  # on the ClusterPolicy: strategy migplan set
+RESTARTED_FOR_ANNOTATION = "migplan.io/restarted-for-strategy"  # on the DaemonSet
+
+
+def rfc3339(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def plan(
+    desired: DesiredState,
+    observed: ObservedState,
+    *,
+    now: datetime,
+    rendered: migparted.MigPartedConfig | None = None,
+) -> Plan:
+    """The ordered changes for this cycle (see the module docstring for the order and the rules)."""
+    rendered = rendered or migparted.render(desired)
+    stamp = rfc3339(now)
+    node_changes, nodes_settled = _node_changes(desired, observed, rendered, stamp)
+    changes: list[Change] = [_config_map_change(desired, observed, rendered)]
+    changes.extend(_cluster_policy_changes(desired, observed, nodes_settled=nodes_settled, stamp=stamp))
+    changes.extend(node_changes)
+    return Plan(changes=tuple(changes), revision=desired.revision, node_configs=dict(rendered.node_configs))
+
+
+# --- 1. ConfigMap ---------------------------------------------------------------------------------
+
+
+def _config_map_change(desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig) -> Change:
+    ops = desired.cluster.gpu_operator
+    subject = f"configmap/{ops.namespace}/{ops.mig_config_map}"
+    cm = observed.mig_config_map
+    after = {migparted.CONFIG_KEY: rendered.text}
+    labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE}
+    if cm is None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": ops.mig_config_map, "namespace": ops.namespace, "labels": labels},
+            "data": after,
+        }
+        return Change(subject, Action.CREATE, Kind.MIG_CONFIG_MAP, None, after, "render the inventory", patch=body)
+    if cm.data.get(migparted.CONFIG_KEY) == rendered.text and cm.managed_by_migplan:
+        return Change(subject, Action.UNCHANGED, Kind.MIG_CONFIG_MAP)
+    before = {migparted.CONFIG_KEY: cm.data.get(migparted.CONFIG_KEY)}
+    # The observed resourceVersion makes a concurrent edit a 409 instead of a silent overwrite.
+    patch = {"metadata": {"labels": labels, "resourceVersion": cm.resource_version}, "data": after}
+    return Change(subject, Action.CONFIGURE, Kind.MIG_CONFIG_MAP, before, after, "render the inventory", patch=patch)
+
+
+# --- 2./3. ClusterPolicy and device plugin --------------------------------------------------------
+
+
+def _cluster_policy_changes(
+    desired: DesiredState, observed: ObservedState, *, nodes_settled: bool, stamp: str
+) -> list[Change]:
+    ops = desired.cluster.gpu_operator
+    cp = observed.cluster_policy
+    subject = f"clusterpolicy/{ops.cluster_policy}"
+    if cp is None:
+        return [Change(subject, Action.SKIP, Kind.CLUSTER_POLICY, reason="ClusterPolicy not found (MP417)")]
+    want = desired.cluster.mig_strategy
+    spec: dict[str, Any] = {}
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    out: list[Change] = []
+    if cp.mig_manager_config_name != ops.mig_config_map:
+        spec["migManager"] = {"config": {"name": ops.mig_config_map}}
+        before["spec.migManager.config.name"] = cp.mig_manager_config_name
+        after["spec.migManager.config.name"] = ops.mig_config_map
+    if drift.device_plugin_config_conflict(desired, observed) is not None:
+        spec["devicePlugin"] = {"config": None}  # JSON merge patch: null removes the key
+        before["spec.devicePlugin.config.name"] = cp.device_plugin_config_name
+        after["spec.devicePlugin.config.name"] = None
+    strategy_changes = cp.mig_strategy != want.value
+    deferred = strategy_changes and want is MigStrategy.SINGLE and not nodes_settled
+    metadata: dict[str, Any] = {"resourceVersion": cp.resource_version}
+    if strategy_changes and not deferred:
+        spec["mig"] = {"strategy": want.value}
+        before["spec.mig.strategy"] = cp.mig_strategy
+        after["spec.mig.strategy"] = want.value
+        metadata["annotations"] = {STRATEGY_SET_ANNOTATION: want.value}
+    if spec:
+        reason = ", ".join(f"{k}={'null' if v is None else v}" for k, v in after.items())
+        patch = {"metadata": metadata, "spec": spec}
+        out.append(Change(subject, Action.CONFIGURE, Kind.CLUSTER_POLICY, before, after, reason, patch=patch))
+    else:
+        out.append(Change(subject, Action.UNCHANGED, Kind.CLUSTER_POLICY))
+    if deferred:
+        out.append(
+            Change(
+                f"{subject}/spec.mig.strategy",
+                Action.SKIP,
+                Kind.CLUSTER_POLICY,
+                {"spec.mig.strategy": cp.mig_strategy},
+                {"spec.mig.strategy": want.value},
+                "waiting for every node's layout to converge before switching to single",
+            )
+        )
+    out.append(_restart_change(desired, observed, strategy_now=not deferred and strategy_changes, stamp=stamp))
+    return out
+
+
+def _restart_change(desired: DesiredState, observed: ObservedState, *, strategy_now: bool, stamp: str) -> Change:
+    ops = desired.cluster.gpu_operator
+    subject = f"daemonset/{ops.namespace}/{ops.device_plugin_daemonset}"
+    ds = observed.device_plugin
+    cp = observed.cluster_policy
+    want = desired.cluster.mig_strategy.value
+    if ds is None:
+        return Change(subject, Action.SKIP, Kind.RESTART_DEVICE_PLUGIN, reason="DaemonSet not found (MP418)")
+    # Restart when the strategy changes in this plan, or when migplan changed it in an earlier run
+    # that did not get as far as the restart (killed between the two writes).
+    pending_restart = (
+        cp is not None
+        and cp.mig_strategy == want
+        and cp.annotations.get(STRATEGY_SET_ANNOTATION) == want
+        and ds.annotations.get(RESTARTED_FOR_ANNOTATION) != want
+    )
+    if not (strategy_now or pending_restart):
+        return Change(subject, Action.UNCHANGED, Kind.RESTART_DEVICE_PLUGIN)
+    patch = {
+        "metadata": {"annotations": {RESTARTED_FOR_ANNOTATION: want}},
+        "spec": {"template": {"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: stamp}}}},
+    }
+    return Change(
+        subject,
+        Action.CONFIGURE,
+        Kind.RESTART_DEVICE_PLUGIN,
+        {RESTARTED_AT_ANNOTATION: ds.restarted_at},
+        {RESTARTED_AT_ANNOTATION: stamp},
+        f"restart the device plugin for strategy {want}",
+        patch=patch,
+    )
+
+
+# --- 4. nodes ---------------------------------------------------------------------------------------
+
+
+def _in_flight(node: ObservedNode, config: str) -> bool:
+    """Reconfiguring right now: labelled with its config and mig-manager not done with it."""
+    if node.mig_config != config:
+        return False
+    state = node.mig_config_state
+    return state is None or state in (MigConfigState.PENDING, MigConfigState.REBOOTING)
+
+
+def destroyed_resources(
+    node: ObservedNode, plan_: NodePlan, previous: Mapping[str, tuple[migparted.ConfigEntry, ...]] | None
+) -> frozenset[str] | None:
+    """Resources whose partitions the node's change would destroy; None = unknown (assume all).
+
+    mig-parted applies per GPU and leaves a GPU alone when it already matches (stack-facts §3.3 step
+    2 and §5.1), so only GPUs whose layout changes lose their partitions. The previous layout is
+    the config the node's current label names, read from the observed ConfigMap.
+    """
+    if previous is None or node.mig_config is None or node.mig_config not in previous:
+        return None
+    indexes = [g.index for g in plan_.gpus]
+    old = migparted.layouts_of(previous[node.mig_config], indexes)
+    if old is None:
+        return None
+    new = dict(migparted.node_layout(plan_))
+    lost: set[str] = set()
+    for i in indexes:
+        if old[i] != new[i]:
+            lost |= old[i].resources()
+    return frozenset(lost)
+
+
+def blocking_pods(pods: tuple[ObservedPod, ...], destroyed: frozenset[str] | None) -> tuple[str, ...]:
+    out = []
+    for p in pods:
+        if not p.holds_devices:
+            continue
+        held = {r for r, n in p.requested().items() if n > 0 and is_gpu_resource(r)}
+        if held and (destroyed is None or held & destroyed or (GPU_RESOURCE in held and destroyed)):
+            out.append(p.key)
+    return tuple(sorted(out))
+
+
+def _previous_configs(observed: ObservedState) -> Mapping[str, tuple[migparted.ConfigEntry, ...]] | None:
+    cm = observed.mig_config_map
+    if cm is None or migparted.CONFIG_KEY not in cm.data:
+        return None
+    try:
+        return migparted.parse_strict(cm.data[migparted.CONFIG_KEY])
+    except migparted.MigPartedFormatError:
+        return None
+
+
+def _node_changes(
+    desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig, stamp: str
+) -> tuple[list[Change], bool]:
+    """Per-node changes, and whether every node has settled (no change wanted, none in flight)."""
+    settings = desired.cluster.apply
+    budget = max(settings.max_unavailable_nodes, 0)
+    previous = _previous_configs(observed)
+    pods_by_node = observed.pods_by_node()
+    wanted: list[tuple[str, NodePlan, ObservedNode, str]] = []
+    changes: list[Change] = []
+    in_flight = 0
+    settled = True
+    # First pass: count what is already in flight and queue uncordons (they free capacity).
+    for name in sorted(desired.nodes):
+        node = observed.nodes.get(name)
+        if node is None:
+            continue
+        config = rendered.node_configs[name]
+        cordoned = node.annotations.get(CORDONED_ANNOTATION) == "true"
+        if node.mig_config == config:
+            if _in_flight(node, config):
+                in_flight += 1
+                settled = False
+            elif node.mig_config_state == MigConfigState.SUCCESS and cordoned:
+                changes.append(_uncordon(name))
+            elif node.mig_config_state == MigConfigState.FAILED:
+                settled = False
+                if cordoned:
+                    in_flight += 1  # still unavailable: it stays cordoned until a person looks at it
+            # A node whose label is right but whose advertised resources are not (e.g. the plugin
+            # refusing the layout under the old strategy) is not "unsettled": the strategy change
+            # is what fixes it, so it must not hold the strategy change back.
+            continue
+        settled = False
+        wanted.append((name, desired.nodes[name], node, config))
+    for name, plan_, node, config in wanted:
+        subject = f"node/{name}"
+        blockers = blocking_pods(pods_by_node.get(name, ()), destroyed_resources(node, plan_, previous))
+        if blockers and not settings.allow_disruption:
+            changes.append(
+                Change(
+                    subject,
+                    Action.SKIP,
+                    Kind.NODE_MIG_CONFIG,
+                    {MIG_CONFIG_LABEL: node.mig_config},
+                    {MIG_CONFIG_LABEL: config},
+                    "disruption guard: running pods hold partitions this change destroys",
+                    blocked_by=blockers,
+                )
+            )
+            continue
+        if in_flight >= budget:
+            changes.append(
+                Change(
+                    subject,
+                    Action.SKIP,
+                    Kind.NODE_MIG_CONFIG,
+                    {MIG_CONFIG_LABEL: node.mig_config},
+                    {MIG_CONFIG_LABEL: config},
+                    f"waiting: maxUnavailableNodes={settings.max_unavailable_nodes} node(s) already reconfiguring",
+                )
+            )
+            continue
+        in_flight += 1
+        if blockers and not node.unschedulable:
+            changes.append(
+                Change(
+                    subject,
+                    Action.CONFIGURE,
+                    Kind.CORDON,
+                    {"spec.unschedulable": False},
+                    {"spec.unschedulable": True},
+                    f"allowDisruption: cordon before destroying partitions held by {', '.join(blockers)}",
+                    blocked_by=(),
+                    patch={"metadata": {"annotations": {CORDONED_ANNOTATION: "true"}}, "spec": {"unschedulable": True}},
+                )
+            )
+        changes.append(
+            Change(
+                subject,
+                Action.CONFIGURE,
+                Kind.NODE_MIG_CONFIG,
+                {MIG_CONFIG_LABEL: node.mig_config},
+                {MIG_CONFIG_LABEL: config},
+                "apply the node's layout through mig-manager",
+                patch={
+                    "metadata": {
+                        "labels": {MIG_CONFIG_LABEL: config},
+                        "annotations": {REQUESTED_AT_ANNOTATION: stamp},
+                    }
+                },
+            )
+        )
+    # Deterministic order: by node, then cordon -> label -> uncordon (kinds in enum order).
+    kind_order = {k: i for i, k in enumerate(Kind)}
+    changes.sort(key=lambda c: (c.subject, kind_order[c.kind]))
+    if desired.cluster.apply.mode is ApplyMode.AGENT:
+        # The NVML agent applies layouts itself; the controller only keeps the ClusterPolicy.
+        changes = [
+            Change(c.subject, Action.SKIP, c.kind, c.before, c.after, "apply.mode=agent: the node agent applies it")
+            if c.writes
+            else c
+            for c in changes
+        ]
+    return changes, settled
+
+
+def _uncordon(name: str) -> Change:
+    return Change(
+        f"node/{name}",
+        Action.CONFIGURE,
+        Kind.UNCORDON,
+        {"spec.unschedulable": True},
+        {"spec.unschedulable": False},
+        "reconfiguration succeeded: uncordon",
+        patch={"metadata": {"annotations": {CORDONED_ANNOTATION: None}}, "spec": {"unschedulable": False}},
+    )

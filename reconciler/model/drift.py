@@ -1,0 +1,164 @@
+"""Drift and occupancy values: what differs between the plan and the cluster, and who holds what.
+
+Pure values. A Finding carries a stable code (the table in reconciler/logic/drift.py and the
+README), the node/GPU/profile it concerns, the desired and observed values and one line a person
+can act on. A DriftReport is the whole picture for one revision; reports.py renders it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model.revisions import Revision
+
+
+class FindingSeverity(enum.StrEnum):
+    ERROR = "error"  # something is broken now (pods cannot start, a node refused its layout)
+    WARNING = "warning"  # differs from the plan; migplan will (or cannot) fix it
+    INFO = "info"  # worth knowing (a reconfiguration in progress, a profile saturated)
+
+
+class NodeStatus(enum.StrEnum):
+    IN_SYNC = "InSync"
+    DRIFTED = "Drifted"
+    MISSING = "Missing"  # in the inventory, not in the cluster
+    UNDOCUMENTED = "Undocumented"  # a GPU node in the cluster, not in the inventory
+    ERROR = "Error"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    code: str
+    message: str
+    severity: FindingSeverity = FindingSeverity.WARNING
+    node: str | None = None
+    gpu: int | None = None
+    profile: str | None = None
+    desired: Any = None
+    observed: Any = None
+    pods: tuple[str, ...] = ()  # namespace/name of pods involved, sorted
+
+    def sort_key(self) -> tuple[str, str, int, str, str]:
+        return (self.node or "", self.code, -1 if self.gpu is None else self.gpu, self.profile or "", self.message)
+
+    def __str__(self) -> str:
+        where = self.node or "cluster"
+        return f"{where}: {self.severity.value} {self.code}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "severity": self.severity.value, "message": self.message}
+        for key in ("node", "gpu", "profile", "desired", "observed"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.pods:
+            out["pods"] = list(self.pods)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A pod holding partitions of one profile on one node."""
+
+    pod: str  # namespace/name
+    count: int
+    owner: str | None = None  # the inventory partition owner it was matched to, if any
+
+
+@dataclass(frozen=True, slots=True)
+class Occupancy:
+    node: str
+    profile: str  # "3g.71gb"; "gpu" for whole GPUs (nvidia.com/gpu)
+    total: int
+    used: int
+    holders: tuple[Holder, ...] = ()
+
+    @property
+    def free(self) -> int:
+        return max(self.total - self.used, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "total": self.total,
+            "used": self.used,
+            "free": self.free,
+            "holders": [
+                {"pod": h.pod, "count": h.count, **({"owner": h.owner} if h.owner else {})} for h in self.holders
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    name: str
+    status: NodeStatus
+    findings: tuple[Finding, ...] = ()
+    occupancy: tuple[Occupancy, ...] = ()
+    mig_config: str | None = None  # the config name the plan gives this node
+
+
+@dataclass(frozen=True, slots=True)
+class DriftReport:
+    cluster: str
+    revision: Revision
+    strategy: str
+    nodes: tuple[NodeReport, ...]  # sorted by name
+    cluster_findings: tuple[Finding, ...] = ()  # findings not about one node
+    # The desired plan per node/GPU, for the slice maps: node -> (gpu index, model, [(profile,
+    # start, size, owner, holder)]). Filled by the engine from DesiredState + occupancy.
+    slice_maps: Mapping[str, tuple[GpuSliceMap, ...]] = field(default_factory=dict)
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        out = list(self.cluster_findings)
+        for n in self.nodes:
+            out.extend(n.findings)
+        return tuple(out)
+
+    def counts(self) -> dict[str, int]:
+        """Nodes per status (every status present, for stable summaries)."""
+        counts = {s.value: 0 for s in NodeStatus}
+        for n in self.nodes:
+            counts[n.status.value] += 1
+        return counts
+
+    @property
+    def in_sync(self) -> bool:
+        return not self.cluster_findings_blocking and all(n.status is NodeStatus.IN_SYNC for n in self.nodes)
+
+    @property
+    def cluster_findings_blocking(self) -> bool:
+        return any(f.severity is not FindingSeverity.INFO for f in self.cluster_findings)
+
+    def summary(self) -> str:
+        """One line for commit messages and logs: counts only, no timestamps."""
+        c = self.counts()
+        parts = [f"{c[s.value]} {s.value}" for s in NodeStatus if c[s.value]]
+        findings = self.findings
+        errors = sum(1 for f in findings if f.severity is FindingSeverity.ERROR)
+        return (
+            f"drift: {self.cluster} vs {self.revision}: {', '.join(parts) or 'no nodes'}; "
+            f"{len(findings)} finding(s), {errors} error(s)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SlicePartition:
+    profile: str
+    start: int | None  # None: placement unknown for this model
+    size: int
+    owner: str | None = None
+    holder: str | None = None  # namespace/name of the pod holding it, when known
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSliceMap:
+    index: int
+    model: str
+    mig_enabled: bool
+    memory_slices: int
+    partitions: tuple[SlicePartition, ...] = ()

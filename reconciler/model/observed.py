@@ -1,0 +1,226 @@
+"""Observed state: what the Kubernetes API says about the GPU side of a cluster, as plain values.
+
+Pure: stdlib only. The kube adapter fills these from list calls; the drift, occupancy and planner
+functions read them. Only the fields migplan reasons about are kept (labels, advertised resources,
+MIG-holding pods, the ClusterPolicy essentials, the device plugin's health, the mig-parted
+ConfigMap), so a 5,000-node snapshot stays small.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
+# §3.3); the `migplan.io/` ones are migplan's own and the only annotation keys it writes.
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+REQUESTED_AT_ANNOTATION = "migplan.io/mig-config-requested-at"  # RFC 3339, set with the label
+CORDONED_ANNOTATION = "migplan.io/cordoned"  # "true" while migplan holds the node cordoned
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "migplan"
+FIELD_MANAGER = "migplan"
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+RESTARTED_AT_ANNOTATION = "kubectl.kubernetes.io/restartedAt"
+# stack-facts §1.4: match on this substring, whatever wraps it.
+MIXED_LAYOUT_ERROR = "more than one MIG device type present on node"
+
+
+class MigConfigState(enum.StrEnum):
+    """Values mig-manager writes to nvidia.com/mig.config.state (stack-facts §3.3)."""
+
+    PENDING = "pending"
+    REBOOTING = "rebooting"
+    SUCCESS = "success"
+    FAILED = "failed"
+
+
+def is_mig_resource(name: str) -> bool:
+    return name.startswith(MIG_RESOURCE_PREFIX)
+
+
+def is_gpu_resource(name: str) -> bool:
+    return name == GPU_RESOURCE or is_mig_resource(name)
+
+
+def parse_count(quantity: str | int | None) -> int:
+    """An extended-resource quantity as an integer (they are whole numbers; '1k' etc. are legal)."""
+    if quantity is None:
+        return 0
+    if isinstance(quantity, int):
+        return quantity
+    q = quantity.strip()
+    suffixes = {"k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    for suffix, factor in suffixes.items():
+        if q.endswith(suffix) and q[: -len(suffix)].isdigit():
+            return int(q[: -len(suffix)]) * factor
+    try:
+        return int(q)
+    except ValueError:
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedNode:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    capacity: Mapping[str, int] = field(default_factory=dict)  # GPU resources only
+    allocatable: Mapping[str, int] = field(default_factory=dict)  # GPU resources only
+    unschedulable: bool = False
+    resource_version: str = ""
+
+    @property
+    def mig_config(self) -> str | None:
+        return self.labels.get(MIG_CONFIG_LABEL)
+
+    @property
+    def mig_config_state(self) -> str | None:
+        return self.labels.get(MIG_CONFIG_STATE_LABEL)
+
+    @property
+    def is_gpu_node(self) -> bool:
+        """The signals NVIDIA's stack leaves on a GPU node: GFD/operator labels or advertised resources."""
+        if self.labels.get(GPU_PRESENT_LABEL) == "true" or GPU_COUNT_LABEL in self.labels:
+            return True
+        return any(v > 0 for k, v in self.capacity.items() if is_gpu_resource(k))
+
+    def advertised(self, resource: str) -> int:
+        """What the device plugin advertises: allocatable, else capacity, else 0."""
+        if resource in self.allocatable:
+            return self.allocatable[resource]
+        return self.capacity.get(resource, 0)
+
+    @property
+    def advertised_resources(self) -> Mapping[str, int]:
+        merged = dict(self.capacity)
+        merged.update(self.allocatable)
+        return merged
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerResources:
+    name: str
+    requests: Mapping[str, int] = field(default_factory=dict)  # GPU resources only
+    limits: Mapping[str, int] = field(default_factory=dict)  # GPU resources only
+
+    @property
+    def effective(self) -> Mapping[str, int]:
+        """For extended resources Kubernetes copies limits into requests when requests are absent."""
+        out = dict(self.limits)
+        out.update(self.requests)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedPod:
+    """A pod that asks for nvidia.com/gpu or nvidia.com/mig-* (others are not kept)."""
+
+    namespace: str
+    name: str
+    node: str | None  # spec.nodeName; None while unscheduled
+    phase: str  # Pending | Running | Succeeded | Failed | Unknown
+    containers: tuple[ContainerResources, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    owner: OwnerRef | None = None  # the controlling ownerReference
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def active(self) -> bool:
+        return self.phase not in ("Succeeded", "Failed")
+
+    @property
+    def holds_devices(self) -> bool:
+        """Bound and not finished: the kubelet has (or will have) given it the devices it asked for."""
+        return self.node is not None and self.active
+
+    def requested(self) -> Mapping[str, int]:
+        """GPU/MIG resources over all containers (init containers excluded: they run before)."""
+        total: dict[str, int] = {}
+        for c in self.containers:
+            for k, v in c.effective.items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPolicyState:
+    name: str
+    mig_strategy: str | None  # spec.mig.strategy; None when absent
+    mig_manager_config_name: str | None  # spec.migManager.config.name
+    device_plugin_config_name: str | None  # spec.devicePlugin.config.name
+    device_plugin_config_default: str | None = None
+    resource_version: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DevicePluginPod:
+    name: str
+    node: str | None
+    ready: bool
+    log_line: str | None = None  # only read when not ready: the line quoting the error
+
+
+@dataclass(frozen=True, slots=True)
+class DevicePluginState:
+    namespace: str
+    name: str
+    restarted_at: str | None  # spec.template.metadata.annotations[kubectl.kubernetes.io/restartedAt]
+    generation: int = 0
+    pods: tuple[DevicePluginPod, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)  # metadata.annotations
+
+    def pod_on(self, node: str) -> DevicePluginPod | None:
+        for p in self.pods:
+            if p.node == node:
+                return p
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigMapState:
+    namespace: str
+    name: str
+    data: Mapping[str, str]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    resource_version: str = ""
+
+    @property
+    def managed_by_migplan(self) -> bool:
+        return self.labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedState:
+    nodes: Mapping[str, ObservedNode]
+    pods: tuple[ObservedPod, ...] = ()
+    cluster_policy: ClusterPolicyState | None = None  # None: not found
+    device_plugin: DevicePluginState | None = None  # None: DaemonSet not found
+    mig_config_map: ConfigMapState | None = None  # None: not found
+    # The ConfigMap named by spec.devicePlugin.config.name, when it exists (to tell whether it
+    # contradicts the strategy).
+    device_plugin_config_map: ConfigMapState | None = None
+
+    def pods_by_node(self) -> Mapping[str, tuple[ObservedPod, ...]]:
+        """Bound pods grouped by node, in one pass (callers join on this, never per node over all pods)."""
+        grouped: dict[str, list[ObservedPod]] = {}
+        for p in self.pods:
+            if p.node is not None:
+                grouped.setdefault(p.node, []).append(p)
+        return {k: tuple(v) for k, v in grouped.items()}

@@ -1,0 +1,105 @@
+"""The plan: an ordered, deterministic tuple of Changes, one vocabulary for dry-run, apply, logs and reports.
+
+Pure values. A Change names its subject ("configmap/gpu-operator/migplan-mig-parted-config",
+"clusterpolicy/cluster-policy", "daemonset/gpu-operator/nvidia-device-plugin-daemonset",
+"node/gpu-h200-01"), what to do with it, the before/after values of the fields migplan owns and
+why. The applier turns each non-trivial Change into exactly one write (`patch`), so the plan *is*
+the list of writes, in order.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model.revisions import WORKDIR, Revision
+
+
+class Action(enum.StrEnum):
+    CREATE = "create"
+    CONFIGURE = "configure"
+    UNCHANGED = "unchanged"
+    DELETE = "delete"
+    SKIP = "skip"  # wanted, but held back (disruption guard, maxUnavailableNodes, ordering)
+
+
+class Kind(enum.StrEnum):
+    """What a change writes; the applier dispatches on it."""
+
+    MIG_CONFIG_MAP = "mig-config-map"  # create or merge-patch the mig-parted ConfigMap
+    CLUSTER_POLICY = "cluster-policy"  # one JSON merge patch of ClusterPolicy spec
+    RESTART_DEVICE_PLUGIN = "restart-device-plugin"  # kubectl-rollout-restart style SMP
+    CORDON = "cordon"  # spec.unschedulable=true + migplan.io/cordoned
+    NODE_MIG_CONFIG = "node-mig-config"  # nvidia.com/mig.config label (+ requested-at)
+    UNCORDON = "uncordon"  # spec.unschedulable=false, drop migplan.io/cordoned
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    subject: str
+    action: Action
+    kind: Kind
+    before: Mapping[str, Any] | None = None
+    after: Mapping[str, Any] | None = None
+    reason: str = ""
+    # Pods that hold a partition this change would destroy (disruption guard); namespace/name.
+    blocked_by: tuple[str, ...] = ()
+    # The write itself, as the applier sends it (a JSON merge patch or a ConfigMap body); None for
+    # UNCHANGED / SKIP. Kept in the plan so dry-run prints exactly what would be sent.
+    patch: Mapping[str, Any] | None = None
+
+    @property
+    def writes(self) -> bool:
+        return self.action in (Action.CREATE, Action.CONFIGURE, Action.DELETE)
+
+    def __str__(self) -> str:
+        text = f"{self.action.value} {self.subject}"
+        if self.reason:
+            text += f": {self.reason}"
+        if self.blocked_by:
+            text += f" (blocked by {', '.join(self.blocked_by)})"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "subject": self.subject,
+            "action": self.action.value,
+            "kind": self.kind.value,
+            "reason": self.reason,
+        }
+        if self.before is not None:
+            out["before"] = dict(self.before)
+        if self.after is not None:
+            out["after"] = dict(self.after)
+        if self.blocked_by:
+            out["blockedBy"] = list(self.blocked_by)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    changes: tuple[Change, ...]
+    revision: Revision = WORKDIR
+    # Node name -> mig-parted config name it should carry (for reports and tests).
+    node_configs: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def writes(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.writes)
+
+    @property
+    def skipped(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.action is Action.SKIP)
+
+    def is_empty(self) -> bool:
+        """Nothing to write and nothing held back: the cluster matches the plan."""
+        return not self.writes and not self.skipped
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "revision": str(self.revision),
+            "changes": [c.to_json() for c in self.changes if c.action is not Action.UNCHANGED],
+            "unchanged": sum(1 for c in self.changes if c.action is Action.UNCHANGED),
+        }
