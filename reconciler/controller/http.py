@@ -1,0 +1,104 @@
+"""The controller's HTTP endpoints: /metrics, /healthz, /readyz and POST /webhook.
+
+A stdlib ThreadingHTTPServer on its own thread (no web framework for four routes). Health and
+readiness are callables supplied by the loop, so this module knows nothing of leases or cycles:
+- /healthz: the process is alive and its loops are not stuck (liveness; failing it restarts the pod);
+- /readyz: the replica can do its job (API reachable, settings loaded); a standby replica is ready —
+  it serves webhooks and forwards them to the leader, and a rollout must not wait for it to lead.
+Webhook bodies are capped (413 above the limit) and verified by `webhook.verify` before anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from reconciler.controller import webhook
+from reconciler.controller.metrics import CONTENT_TYPE_LATEST, ControllerMetrics
+
+log = logging.getLogger("migplan.http")
+
+Check = Callable[[], tuple[bool, str]]
+
+
+class ControllerHttp:
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        metrics: ControllerMetrics,
+        healthy: Check,
+        ready: Check,
+        on_push: Callable[[str], None],
+        secret: Callable[[], str],
+        branch: str,
+        max_body: int = 5 * 1024 * 1024,
+    ) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "migplan"
+            sys_version = ""
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("http %s", format % args)
+
+            def _send(self, status: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._send(200, metrics.render(), CONTENT_TYPE_LATEST)
+                elif path in ("/healthz", "/readyz"):
+                    ok, why = (healthy if path == "/healthz" else ready)()
+                    self._send(200 if ok else 503, (why or "ok").encode() + b"\n")
+                else:
+                    self._send(404, b"not found\n")
+
+            def do_POST(self) -> None:
+                if self.path.split("?", 1)[0] != "/webhook":
+                    self._send(404, b"not found\n")
+                    return
+                try:
+                    length = int(self.headers.get("Content-Length") or "0")
+                except ValueError:
+                    length = -1
+                if length < 0:
+                    self._send(400, b"bad Content-Length\n")
+                    return
+                if length > max_body:
+                    metrics.webhooks.labels("unknown", "rejected").inc()
+                    self._send(413, b"payload too large\n")
+                    self.close_connection = True
+                    return
+                body = self.rfile.read(length)
+                verdict = webhook.verify(dict(self.headers.items()), body, secret=secret(), branch=branch)
+                metrics.webhooks.labels(verdict.provider, verdict.outcome).inc()
+                log.info("webhook %s", verdict.reason, extra={"provider": verdict.provider, "status": verdict.status})
+                if verdict.trigger:
+                    on_push(f"webhook:{verdict.provider}")
+                reply = {"status": verdict.outcome, "reason": verdict.reason}
+                self._send(verdict.status, json.dumps(reply).encode(), "application/json")
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="migplan-http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
