@@ -1,0 +1,78 @@
+"""Report rendering: drift.yaml is data, README.md is for people; both deterministic and clock-free."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.logic import drift, planner, reports
+
+_LOADER = Path(__file__).parents[1] / "fixtures" / "planning" / "loader.py"
+if "planning_fixtures" not in sys.modules:
+    _spec = importlib.util.spec_from_file_location("planning_fixtures", _LOADER)
+    assert _spec and _spec.loader
+    _mod = importlib.util.module_from_spec(_spec)
+    sys.modules["planning_fixtures"] = _mod
+    _spec.loader.exec_module(_mod)
+fixtures: Any = sys.modules["planning_fixtures"]
+
+
+def _report(case: str, now: datetime) -> Any:
+    desired = fixtures.desired_state(fixtures.read(case, "desired.yaml"))
+    observed = fixtures.observed_state(fixtures.read(case, "observed.yaml") or {}, desired)
+    analysis = drift.analyze(desired, observed, now=now)
+    return drift.build_report(desired, observed, analysis, planner.plan(desired, observed, now=now))
+
+
+def test_drift_yaml_is_the_report_as_data() -> None:
+    report = _report("pod-findings", datetime(2026, 12, 2, tzinfo=UTC))
+    doc = yaml.safe_load(reports.render_reports(report)["drift.yaml"])
+    assert doc["kind"] == "DriftReport" and doc["cluster"] == "par1-prod" and doc["strategy"] == "mixed"
+    (node,) = doc["nodes"]
+    assert node["name"] == "gpu-h200-01" and node["status"] == "Error"
+    assert [f["code"] for f in node["findings"]] == ["MP406"]
+    assert node["findings"][0]["pods"] == ["batch/old-train"]
+    occ = {o["profile"]: o for o in node["occupancy"]}
+    assert occ["3g.71gb"] == {
+        "profile": "3g.71gb",
+        "total": 2,
+        "used": 2,
+        "free": 0,
+        "holders": [
+            {"pod": "ml/vllm-0", "count": 1, "owner": "vllm-llama-70b"},
+            {"pod": "ml/vllm-1", "count": 1, "owner": "vllm-llama-70b"},
+        ],
+    }
+    assert {f["code"] for f in doc["clusterFindings"]} == {"MP412", "MP413"}
+    assert doc["summary"]["Error"] == 1 and doc["inSync"] is False
+
+
+def test_readme_has_summary_findings_occupancy_and_slice_map() -> None:
+    report = _report("pod-findings", datetime(2026, 12, 2, tzinfo=UTC))
+    text = reports.render_reports(report)["README.md"].decode()
+    assert text.index("## Summary") < text.index("## Nodes") < text.index("### gpu-h200-01: Error")
+    assert "| Error    |       1 |" in text or re.search(r"\|\s*Error\s*\|\s*1\s*\|", text)
+    assert "MP406" in text and "MP413" in text
+    # slice map: the 3g.71gb at memory slice 4 spans slices 4-7 and is held by vllm-0
+    assert re.search(r"3g\.71gb\s+\.\.\.\.####\s+at 4\s+owner vllm-llama-70b, held by ml/vllm-0", text)
+    assert re.search(r"2g\.35gb\s+##\.\.\.\.\.\.\s+at 0\s+owner embeddings, free", text)
+
+
+def test_reports_do_not_change_with_the_clock() -> None:
+    a = reports.render_reports(_report("in-sync", datetime(2026, 12, 2, 10, tzinfo=UTC)))
+    b = reports.render_reports(_report("in-sync", datetime(2027, 1, 1, 3, tzinfo=UTC)))
+    assert a == b
+    assert b"2026" not in a["README.md"] and b"2026" not in a["drift.yaml"]
+
+
+def test_summary_line_counts() -> None:
+    report = _report("missing-undocumented", datetime(2026, 12, 2, tzinfo=UTC))
+    assert report.summary() == "drift: par1-prod vs workdir@dir: 1 Missing, 1 Undocumented; 2 finding(s), 1 error(s)"
+    assert report.counts()["Missing"] == 1 and not report.in_sync
+    assert _report("in-sync", datetime(2026, 12, 2, tzinfo=UTC)).in_sync
