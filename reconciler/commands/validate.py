@@ -1,0 +1,135 @@
+"""`migplan validate [ROOT] [-o text|json]`: check an inventory root before it is merged.
+
+Exit codes: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error (missing root).
+Text output: one line per diagnostic, `file:line: error CODE: message`, where the solver put the
+partitions written without `placement:`, then a summary line. JSON output (DESIGN.md):
+`{"valid", "errors": [{"code", "message", "file", "line", ...}], "warnings": [...]}` plus
+`placements` (solver choices) and `notes` (derived placement tables) for scripts that want them.
+
+Getting the files is one call (`load_files`), so another source (a Git revision) can be added
+without touching the rest.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from reconciler import resources
+from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
+from reconciler.catalog import Catalog, load_catalog
+from reconciler.logic.validation import ValidationResult, solver_choices, validate_inventory
+from reconciler.model.inventory import DesiredState
+
+MAX_TEXT_PLACEMENTS = 20  # beyond this the text output says how many more; -o json has them all
+
+
+def load_files(root: Path | None) -> tuple[str, Mapping[str, bytes]]:
+    """The inventory to validate: (a label for messages, path -> bytes). Raises InventoryReadError."""
+    where = root if root is not None else resources.inventory_dir()
+    return str(where), read_inventory_dir(where)
+
+
+def derived_notes(desired: DesiredState, catalog: Catalog) -> list[dict[str, Any]]:
+    """Models in use whose placement table is borrowed from another model (H200 <- H100-80GB)."""
+    used = sorted({g.model for n in desired.nodes.values() for g in n.gpus if g.mig_enabled})
+    notes = []
+    for key in used:
+        model = catalog.get(key)
+        if model is not None and model.placements_derived_from:
+            notes.append(
+                {
+                    "model": key,
+                    "placement_source": f"derived:{model.placements_derived_from}",
+                    "message": f"{key} placements are derived from {model.placements_derived_from} (same die and "
+                    "slice fractions; NVIDIA publishes them only as a diagram): NVML on the node is the final word",
+                }
+            )
+    return notes
+
+
+def _placements(desired: DesiredState) -> list[dict[str, Any]]:
+    return [
+        {
+            "node": c.node,
+            "gpu": c.gpu,
+            "profile": c.profile,
+            "start": c.placement.start,
+            "size": c.placement.size,
+            "file": c.source.file if c.source else None,
+            "line": c.source.line if c.source else None,
+            "layout": c.layout,
+            "chosen_by": "solver",
+        }
+        for c in solver_choices(desired)
+    ]
+
+
+def render_json(result: ValidationResult, *, root: str, catalog: Catalog) -> bytes:
+    doc: dict[str, Any] = {
+        "valid": result.valid,
+        "errors": [d.to_json() for d in result.errors],
+        "warnings": [d.to_json() for d in result.warnings],
+        "root": root,
+    }
+    if result.desired is not None:
+        doc["placements"] = _placements(result.desired)
+        doc["notes"] = derived_notes(result.desired, catalog)
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def render_text(result: ValidationResult, *, root: str, catalog: Catalog) -> str:
+    lines = [str(d) for d in result.diagnostics]
+    desired = result.desired
+    if desired is not None:
+        # One line per written partition: a layout used by many GPUs is placed once per model.
+        grouped: dict[tuple[str, int, str, int], list[str]] = {}
+        for c in solver_choices(desired):
+            loc = c.source.file if c.source and c.source.file else "?"
+            key = (loc, c.source.line or 0 if c.source else 0, c.profile, c.placement.start)
+            grouped.setdefault(key, []).append(f"{c.node}/{c.gpu}")
+        if grouped:
+            lines.append("placements chosen by the solver:")
+            for (file, line, profile, start), users in sorted(grouped.items())[:MAX_TEXT_PLACEMENTS]:
+                who = users[0] if len(users) == 1 else f"{len(users)} GPUs"
+                lines.append(f"  {file}:{line}: {profile} placed at {start} ({who})")
+            if len(grouped) > MAX_TEXT_PLACEMENTS:
+                lines.append(f"  ... and {len(grouped) - MAX_TEXT_PLACEMENTS} more (see -o json)")
+        lines.extend(f"note: {n['message']}" for n in derived_notes(desired, catalog))
+        all_gpus = [g for n in desired.nodes.values() for g in n.gpus]
+        parts = sum(len(g.partitions) for g in all_gpus)
+        size = f"{len(desired.nodes)} node(s), {len(all_gpus)} GPU(s), {parts} partition(s); "
+    else:
+        size = ""
+    verdict = "valid" if result.valid else "INVALID"
+    lines.append(f"{root}: {verdict}: {size}{len(result.errors)} error(s), {len(result.warnings)} warning(s)")
+    return "\n".join(lines) + "\n"
+
+
+@click.command("validate")
+@click.argument("root", required=False, type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
+)
+def command(root: Path | None, output: str) -> None:
+    """Validate an inventory root (default: the embedded example inventory).
+
+    Exit status: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error."""
+    try:
+        label, files = load_files(root)
+    except (InventoryReadError, FileNotFoundError) as exc:
+        click.echo(f"migplan validate: {exc}", err=True)
+        sys.exit(2)
+    catalog = load_catalog()
+    result = validate_inventory(files, catalog=catalog)
+    if output == "json":
+        sys.stdout.buffer.write(render_json(result, root=label, catalog=catalog))
+        sys.stdout.flush()
+    else:
+        click.echo(render_text(result, root=label, catalog=catalog), nl=False)
+    sys.exit(0 if result.valid else 1)

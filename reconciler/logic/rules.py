@@ -1,0 +1,388 @@
+"""Hardware and strategy rules, and the one registry of every diagnostic code migplan validate emits.
+
+Pure. The hardware rules check one GPU's MIG partitions against the GPU catalog and the exact
+placement solver (reconciler.logic.placement); the strategy rules check a whole node against the
+cluster's device-plugin MIG strategy. Both return Diagnostics and never raise.
+
+Codes are stable: a code is never reused for another meaning. The table below (CODES) is the single
+list; the README and `migplan validate` output refer to it.
+
+| code  | sev     | meaning |
+|-------|---------|---------|
+| MP101 | error   | file larger than the size limit (1 MiB) |
+| MP102 | error   | empty file (no YAML document) |
+| MP103 | error   | binary file (NUL bytes) |
+| MP104 | error   | not UTF-8 (invalid bytes, UTF-16/32) |
+| MP105 | error   | UTF-8 byte-order mark |
+| MP106 | error   | tab in indentation |
+| MP107 | error   | YAML syntax error |
+| MP108 | error   | more than one YAML document in a file |
+| MP109 | error   | YAML alias or merge key (anchors reused; billion laughs) |
+| MP110 | error   | unsupported YAML tag (!!binary, !custom, ...) |
+| MP111 | error   | duplicate mapping key |
+| MP112 | error   | mapping key that is not a string (`on:`, `1:`, `[a]:`) |
+| MP113 | error   | document is not a mapping |
+| MP114 | error   | nesting too deep |
+| MP115 | error   | number too large to read |
+| MP200 | error   | other schema violation |
+| MP201 | error   | required field missing |
+| MP202 | error   | unknown field |
+| MP203 | error   | wrong type (e.g. a string where a mapping or integer belongs, null) |
+| MP204 | error   | value not allowed (apiVersion, kind, enum) |
+| MP205 | error   | malformed value (names: node, owner, layout, label; profile syntax) |
+| MP206 | error   | number out of range (placement 0..7, index 0..63, ...) |
+| MP207 | error   | too many / too few items |
+| MP301 | error   | unknown GPU model |
+| MP302 | error   | profile not offered by the GPU model |
+| MP303 | error   | more instances of a profile than the model allows |
+| MP304 | error   | compute slices exceeded |
+| MP305 | error   | memory slices exceeded |
+| MP306 | error   | placement not allowed for the profile |
+| MP307 | error   | placement overlaps another partition |
+| MP308 | error   | no feasible placement for the GPU's partitions (exact search) |
+| MP309 | error   | MIG enabled but no partitions |
+| MP310 | error   | partitions on a GPU with MIG disabled |
+| MP311 | error   | compute-instance profile (C != G, e.g. 1c.3g.20gb): not advertised by the device plugin |
+| MP312 | warning | model's placements unknown: checked on slice counts and instance limits only |
+| MP313 | error   | a GPU needs exactly one of `mig:` or `layout:` |
+| MP314 | error   | layout restricted to another GPU model |
+| MP401 | error   | migStrategy single with more than one MIG device type on a node |
+| MP402 | error   | migStrategy single with MIG-enabled and MIG-disabled GPUs on one node |
+| MP403 | warning | MIG partitions under migStrategy none (not schedulable) |
+| MP404 | error   | node name differs from its file name |
+| MP405 | error   | the same node name in two files |
+| MP406 | error   | duplicate GPU index on a node |
+| MP407 | error   | layout reference that does not resolve |
+| MP408 | error   | layout name differs from its file name |
+| MP409 | error   | cluster.yaml missing |
+| MP410 | warning | unexpected YAML file in the inventory root (ignored) |
+| MP411 | error   | invalid inventory path (path-like or nested node/layout file name) |
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from reconciler.catalog import GpuModel
+from reconciler.logic.placement import Request, solve
+from reconciler.model.diagnostics import Diagnostic, Severity
+from reconciler.model.inventory import GpuPlan, MigStrategy, NodePlan, Partition, Placement, SourceRef
+
+E, W = Severity.ERROR, Severity.WARNING
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    code: str
+    severity: Severity
+    title: str
+
+
+CODES: Mapping[str, Rule] = {
+    r.code: r
+    for r in (
+        Rule("MP101", E, "file larger than the size limit"),
+        Rule("MP102", E, "empty file"),
+        Rule("MP103", E, "binary file"),
+        Rule("MP104", E, "not UTF-8"),
+        Rule("MP105", E, "UTF-8 byte-order mark"),
+        Rule("MP106", E, "tab in indentation"),
+        Rule("MP107", E, "YAML syntax error"),
+        Rule("MP108", E, "more than one YAML document"),
+        Rule("MP109", E, "YAML alias or merge key"),
+        Rule("MP110", E, "unsupported YAML tag"),
+        Rule("MP111", E, "duplicate key"),
+        Rule("MP112", E, "non-string mapping key"),
+        Rule("MP113", E, "document is not a mapping"),
+        Rule("MP114", E, "nesting too deep"),
+        Rule("MP115", E, "number too large"),
+        Rule("MP200", E, "schema violation"),
+        Rule("MP201", E, "required field missing"),
+        Rule("MP202", E, "unknown field"),
+        Rule("MP203", E, "wrong type"),
+        Rule("MP204", E, "value not allowed"),
+        Rule("MP205", E, "malformed value"),
+        Rule("MP206", E, "number out of range"),
+        Rule("MP207", E, "wrong number of items"),
+        Rule("MP301", E, "unknown GPU model"),
+        Rule("MP302", E, "profile not offered by the model"),
+        Rule("MP303", E, "too many instances of a profile"),
+        Rule("MP304", E, "compute slices exceeded"),
+        Rule("MP305", E, "memory slices exceeded"),
+        Rule("MP306", E, "placement not allowed for the profile"),
+        Rule("MP307", E, "overlapping placements"),
+        Rule("MP308", E, "no feasible placement"),
+        Rule("MP309", E, "MIG enabled without partitions"),
+        Rule("MP310", E, "partitions with MIG disabled"),
+        Rule("MP311", E, "compute-instance profile not advertised by the device plugin"),
+        Rule("MP312", W, "placements unknown for the model"),
+        Rule("MP313", E, "GPU needs exactly one of mig or layout"),
+        Rule("MP314", E, "layout restricted to another model"),
+        Rule("MP401", E, "single strategy with several MIG device types"),
+        Rule("MP402", E, "single strategy with mixed MIG modes"),
+        Rule("MP403", W, "MIG partitions under strategy none"),
+        Rule("MP404", E, "node name differs from file name"),
+        Rule("MP405", E, "duplicate node name"),
+        Rule("MP406", E, "duplicate GPU index"),
+        Rule("MP407", E, "unresolved layout reference"),
+        Rule("MP408", E, "layout name differs from file name"),
+        Rule("MP409", E, "cluster.yaml missing"),
+        Rule("MP410", W, "unexpected YAML file"),
+        Rule("MP411", E, "invalid inventory path"),
+    )
+}
+
+# The device plugin's own words (k8s-device-plugin internal/rm/device_map.go, shared/reference/
+# stack-facts.md section 1.4); quoted so that a person who later greps the plugin's log finds us.
+PLUGIN_MIXED_TYPES = "more than one MIG device type present on node"
+PLUGIN_MIXED_MODES = "all devices on the node must be configured with the same migEnabled value"
+
+_CI_PROFILE = re.compile(r"^(\d+)c\.(\d+)g\.")
+
+
+def diag(code: str, message: str, source: SourceRef | None, **extra: object) -> Diagnostic:
+    """A Diagnostic with the severity the registry gives `code`."""
+    rule = CODES[code]
+    return Diagnostic(
+        code,
+        message,
+        source.file if source else None,
+        source.line if source else None,
+        rule.severity,
+        extra=dict(extra),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCheck:
+    """What the hardware rules found for one GPU: its diagnostics and, when a placement table is
+    known and the partitions fit, one Placement per partition (aligned with the partitions)."""
+
+    diagnostics: tuple[Diagnostic, ...]
+    placements: tuple[Placement, ...] = ()
+
+
+def check_gpu(
+    model: GpuModel,
+    *,
+    mig_enabled: bool,
+    partitions: Sequence[Partition],
+    source: SourceRef | None,
+    context: str,
+) -> GpuCheck:
+    """Check one GPU's partitions against its model. `context` names the GPU in messages
+    ("node gpu-h200-01 GPU 0", "layout a100-balanced on A100-40GB")."""
+    out: list[Diagnostic] = []
+    if not mig_enabled:
+        if partitions:
+            out.append(
+                diag(
+                    "MP310",
+                    f"{context}: MIG is disabled (enabled: false) but {len(partitions)} partition(s) are listed; "
+                    "set enabled: true or remove the partitions",
+                    partitions[0].source or source,
+                )
+            )
+        return GpuCheck(tuple(out))
+    if not partitions:
+        out.append(
+            diag(
+                "MP309",
+                f"{context}: MIG is enabled but no partitions are listed; the GPU would be unusable "
+                "(the device plugin reports 'has no MIG devices configured'). List partitions or set enabled: false",
+                source,
+            )
+        )
+        return GpuCheck(tuple(out))
+
+    known: list[Partition] = []
+    for p in partitions:
+        ci = _CI_PROFILE.match(p.profile)
+        if ci and ci.group(1) != ci.group(2):
+            out.append(
+                diag(
+                    "MP311",
+                    f"{context}: profile {p.profile} is a compute-instance subdivision (C != G); the device plugin "
+                    "advertises only profiles with C == G, so no pod could request it. Use a GPU-instance profile "
+                    f"such as {ci.group(2)}g.* instead",
+                    p.source,
+                )
+            )
+        elif p.profile not in model.profiles:
+            offered = ", ".join(model.profiles)
+            out.append(
+                diag(
+                    "MP302",
+                    f"{context}: profile {p.profile} is not offered by {model.key} (offered: {offered})",
+                    p.source,
+                )
+            )
+        else:
+            known.append(p)
+    if len(known) != len(partitions):
+        return GpuCheck(tuple(out))
+
+    counts = Counter(p.profile for p in partitions)
+    seen: Counter[str] = Counter()
+    for p in partitions:
+        seen[p.profile] += 1
+        limit = model.profiles[p.profile].max_instances
+        if seen[p.profile] == limit + 1:
+            out.append(
+                diag(
+                    "MP303",
+                    f"{context}: {counts[p.profile]} x {p.profile} listed, but {model.key} allows at most {limit}",
+                    p.source,
+                )
+            )
+    compute = sum(model.profiles[p.profile].compute_slices for p in partitions)
+    memory = sum(model.profiles[p.profile].memory_slices for p in partitions)
+    if compute > model.compute_slices:
+        out.append(
+            diag(
+                "MP304",
+                f"{context}: the partitions need {compute} compute slices, {model.key} has {model.compute_slices}",
+                source,
+            )
+        )
+    if memory > model.memory_slices:
+        out.append(
+            diag(
+                "MP305",
+                f"{context}: the partitions need {memory} memory slices, {model.key} has {model.memory_slices}",
+                source,
+            )
+        )
+    unknown = sorted({p.profile for p in partitions if model.profiles[p.profile].placements is None})
+    if unknown:
+        # Without a published placement table only counts can be checked; say so instead of
+        # pretending the layout is proven to fit (the agent asks NVML on the node).
+        out.append(
+            diag(
+                "MP312",
+                f"{context}: placements of {', '.join(unknown)} on {model.key} are not published; checked on slice "
+                "counts and instance limits only (NVML decides on the node)",
+                source,
+            )
+        )
+        return GpuCheck(tuple(out))
+    if any(d.is_error for d in out):
+        return GpuCheck(tuple(out))
+
+    fixed: list[tuple[Partition, Placement]] = []
+    for p in partitions:
+        if p.placement is None:
+            continue
+        rule = model.profiles[p.profile].placements
+        assert rule is not None  # checked above: every profile here has a table
+        if p.placement not in rule.starts:
+            starts = ", ".join(str(s) for s in rule.starts)
+            out.append(
+                diag(
+                    "MP306",
+                    f"{context}: {p.profile} cannot start at memory slice {p.placement} on {model.key}; "
+                    f"allowed starts: {starts}",
+                    p.source,
+                )
+            )
+            continue
+        here = Placement(p.placement, rule.size)
+        for other, where in fixed:
+            if here.overlaps(where):
+                other_line = f" (line {other.source.line})" if other.source and other.source.line else ""
+                out.append(
+                    diag(
+                        "MP307",
+                        f"{context}: {p.profile} at {here.start} (slices {here.start}-{here.end - 1}) overlaps "
+                        f"{other.profile} at {where.start}{other_line}",
+                        p.source,
+                    )
+                )
+                break
+        else:
+            fixed.append((p, here))
+    if out:
+        return GpuCheck(tuple(out))
+
+    found = solve(model, [Request(p.profile, p.placement) for p in partitions])
+    if found is None:
+        what = " + ".join(p.profile + (f"@{p.placement}" if p.placement is not None else "") for p in partitions)
+        hint = (
+            "; the fixed placements leave no room: remove `placement:` to let the solver search"
+            if any(p.placement is not None for p in partitions)
+            else ""
+        )
+        out.append(
+            diag(
+                "MP308",
+                f"{context}: no feasible placement for {what} on {model.key} (exact search over the placement "
+                f"table){hint}",
+                source,
+            )
+        )
+        return GpuCheck(tuple(out))
+    return GpuCheck(tuple(out), found)
+
+
+def check_strategy(
+    strategy: MigStrategy, node: NodePlan, *, gpu_lines: Mapping[int, SourceRef | None]
+) -> tuple[Diagnostic, ...]:
+    """The device-plugin strategy rules for one node whose layouts are resolved.
+
+    `gpu_lines` maps a GPU index to where that GPU is written in the node file (a layout's
+    partitions live in another file, but the node is what the strategy breaks)."""
+    mig_gpus = [g for g in node.gpus if g.mig_enabled]
+    if not mig_gpus:
+        return ()
+    if strategy is MigStrategy.MIXED:
+        return ()
+    first = gpu_lines.get(mig_gpus[0].index) or node.source
+    if strategy is MigStrategy.NONE:
+        if any(g.partitions for g in mig_gpus):
+            return (
+                diag(
+                    "MP403",
+                    f"node {node.name} has MIG partitions but migStrategy is none: the device plugin advertises "
+                    "MIG GPUs as whole nvidia.com/gpu and no partition can be requested; set migStrategy: mixed",
+                    first,
+                    node=node.name,
+                ),
+            )
+        return ()
+    out: list[Diagnostic] = []
+    types = _ordered_profiles(mig_gpus)
+    if len(types) > 1:
+        second = next(g for g in mig_gpus if any(p.profile != types[0] for p in g.partitions))
+        out.append(
+            diag(
+                "MP401",
+                f"node {node.name} would carry {len(types)} MIG device types ({', '.join(types)}) under migStrategy "
+                f"single; the device plugin refuses that with '{PLUGIN_MIXED_TYPES}' and the node advertises no GPU. "
+                "Set migStrategy: mixed in cluster.yaml (or cut every GPU of the node into one profile)",
+                gpu_lines.get(second.index) or node.source,
+                node=node.name,
+            )
+        )
+    if len(mig_gpus) != len(node.gpus):
+        off = next(g for g in node.gpus if not g.mig_enabled)
+        out.append(
+            diag(
+                "MP402",
+                f"node {node.name} mixes MIG-enabled and MIG-disabled GPUs under migStrategy single; the device "
+                f"plugin refuses that with '{PLUGIN_MIXED_MODES}'. Set migStrategy: mixed in cluster.yaml",
+                gpu_lines.get(off.index) or node.source,
+                node=node.name,
+            )
+        )
+    return tuple(out)
+
+
+def _ordered_profiles(gpus: Iterable[GpuPlan]) -> list[str]:
+    seen: dict[str, None] = {}
+    for g in gpus:
+        for p in g.partitions:
+            seen.setdefault(p.profile, None)
+    return list(seen)

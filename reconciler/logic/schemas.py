@@ -1,0 +1,171 @@
+"""The schema pass: check one parsed inventory document against its JSON Schema (draft 2020-12).
+
+Pure apart from reading the three schema files shipped with migplan (schemas/*.json, found through
+reconciler.resources) once per process. The schemas are the contract editors see through the
+`yaml-language-server` modeline; this module is the *reference* check, whose diagnostics carry the
+line of the offending key and a message a person understands (not jsonschema's repr of the
+instance). Codes are MP2xx, listed with every other code in reconciler.logic.rules.
+
+A document's kind is decided by its path (cluster.yaml, nodes/*.yaml, layouts/*.yaml), never by
+what the file claims, so a Cluster pasted into nodes/ is reported instead of silently obeyed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import jsonschema
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from reconciler import resources
+from reconciler.logic.yamldocs import Path, YamlDoc
+from reconciler.model.diagnostics import Diagnostic
+
+KINDS = ("Cluster", "Node", "Layout")
+SCHEMA_FILES = {"Cluster": "cluster.schema.json", "Node": "node.schema.json", "Layout": "layout.schema.json"}
+_WHERE = {"Cluster": "cluster.yaml", "Node": "a file under nodes/", "Layout": "a file under layouts/"}
+
+
+def _strict_integer(_checker: Any, instance: Any) -> bool:
+    # JSON Schema calls 4.0 an integer; an inventory placement or index written 4.0 is a typo that
+    # the rest of migplan (and NVML) would treat differently, so floats are never integers here.
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator: Any = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
+)
+
+
+@functools.cache
+def schema(kind: str) -> Mapping[str, Any]:
+    """The JSON Schema for a document kind, as shipped in schemas/."""
+    path = resources.schemas_dir() / SCHEMA_FILES[kind]
+    loaded: dict[str, Any] = json.loads(path.read_text("utf-8"))
+    return loaded
+
+
+@functools.cache
+def _validator(kind: str) -> Any:
+    return _Validator(schema(kind))
+
+
+def check_document(doc: YamlDoc, *, kind: str, file: str) -> tuple[Diagnostic, ...]:
+    """Every schema violation of `doc` against the schema of `kind`, each at its line."""
+    errors = sorted(_validator(kind).iter_errors(doc.value), key=lambda e: [str(p) for p in e.absolute_path])
+    out: list[Diagnostic] = []
+    for err in errors:
+        out.extend(_diagnose(err, doc=doc, kind=kind, file=file))
+    return tuple(out)
+
+
+def dotted(path: Iterable[str | int]) -> str:
+    """spec.gpus[0].mig.partitions[2] -- how the messages name a place in a document."""
+    s = ""
+    for p in path:
+        s += f"[{p}]" if isinstance(p, int) else (f".{p}" if s else str(p))
+    return s or "the document"
+
+
+def json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "list"
+    if isinstance(v, dict):
+        return "mapping"
+    return type(v).__name__
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+_TYPE_WORDS = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "number": "a number",
+    "null": "null",
+}
+
+
+def _diagnose(err: ValidationError, *, doc: YamlDoc, kind: str, file: str) -> list[Diagnostic]:
+    path: Path = tuple(err.absolute_path)
+    where = dotted(path)
+    line = doc.line_of(path)
+    sub = err.schema if isinstance(err.schema, Mapping) else {}
+    v = err.validator
+    inst = err.instance
+    vv: Any = err.validator_value
+
+    def d(code: str, msg: str, at: int | None = None) -> Diagnostic:
+        return Diagnostic(code, msg, file, at if at is not None else line, extra={"path": where})
+
+    if v == "required":
+        missing = [k for k in vv if isinstance(inst, dict) and k not in inst]
+        return [d("MP201", f"{where} is missing the required field {k!r}") for k in missing]
+    if v == "additionalProperties" and isinstance(inst, dict):
+        known = list(sub.get("properties", {}))
+        out = []
+        for key in inst:
+            if key in known:
+                continue
+            hint = difflib.get_close_matches(key, known, n=1)
+            suggestion = f"; did you mean {hint[0]!r}?" if hint else f"; allowed: {', '.join(known)}"
+            out.append(
+                Diagnostic(
+                    "MP202",
+                    f"unknown field {key!r} in {where}{suggestion}",
+                    file,
+                    doc.line_of((*path, key)),
+                    extra={"path": dotted((*path, key))},
+                )
+            )
+        return out
+    if v == "type":
+        want = vv if isinstance(vv, list) else [vv]
+        words = " or ".join(_TYPE_WORDS.get(str(w), str(w)) for w in want)
+        return [d("MP203", f"{where} must be {words}, not {json_type(inst)} {_short(inst)}".rstrip())]
+    if v == "const":
+        if path == ("kind",):
+            return [d("MP204", f"kind must be {vv!r} in {_WHERE[kind]}, not {_short(inst)}")]
+        return [d("MP204", f"{where} must be {vv!r}, not {_short(inst)}")]
+    if v == "enum":
+        allowed = ", ".join(str(x) for x in vv)
+        return [d("MP204", f"{where} must be one of {allowed}; got {_short(inst)}")]
+    if v in ("pattern", "format", "propertyNames"):
+        why = sub.get("x-migplan-message") or f"must match {vv!r}"
+        if v == "propertyNames":
+            why = (vv or {}).get("x-migplan-message", why)
+        return [d("MP205", f"{where} {_short(inst)} is invalid: {why}")]
+    if v in ("minLength", "maxLength"):
+        n = vv
+        what = f"at least {n} character(s)" if v == "minLength" else f"at most {n} characters"
+        return [d("MP205", f"{where} must have {what}")]
+    if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        lo, hi = sub.get("minimum"), sub.get("maximum")
+        rng = f"{lo}..{hi}" if lo is not None and hi is not None else (f">= {lo}" if lo is not None else f"<= {hi}")
+        return [d("MP206", f"{where} is {_short(inst)}, outside the allowed range {rng}")]
+    if v in ("minItems", "maxItems", "minProperties", "maxProperties"):
+        n = len(inst) if isinstance(inst, list | dict) else 0
+        bound = "at most" if v.startswith("max") else "at least"
+        return [d("MP207", f"{where} has {n} entries; {bound} {vv} allowed")]
+    return [d("MP200", f"{where}: {err.message}")]  # pragma: no cover - every keyword we use is mapped

@@ -1,0 +1,538 @@
+"""Validate an inventory root: files (path -> bytes) in, DesiredState and diagnostics out.
+
+Pure: no file system, no Git, no clock. The caller reads the files (reconciler.adapters.fsinventory
+for a directory, the Git loader for a revision) and passes them as a mapping of '/'-separated paths
+relative to the inventory root:
+
+    cluster.yaml          kind Cluster
+    nodes/<node>.yaml     kind Node     (file name = metadata.name)
+    layouts/<name>.yaml   kind Layout   (file name = metadata.name)
+
+Other files: non-YAML files (README.md, .gitkeep, ...) are ignored, other YAML files get a warning.
+
+Two stages, so that a one-node change costs one parse:
+1. per file (cached in a ParseCache by Git blob id, or by a content hash): YAML loading
+   (reconciler.logic.yamldocs), the schema pass (reconciler.logic.schemas), building model values,
+   and the rules that need only that file (node name = file name, duplicate GPU indexes, the
+   hardware rules of GPUs whose partitions are written inline);
+2. across files, re-run every time over the cached results (cheap): the cluster file, duplicate
+   node names, layout references and the hardware rules of layouts (memoised per layout and GPU
+   model), and the strategy rules.
+
+All errors of all files are reported in one run; DesiredState is returned only when there is none.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from reconciler.catalog import Catalog, GpuModel, load_catalog
+from reconciler.logic import rules, schemas
+from reconciler.logic.rules import GpuCheck, diag
+from reconciler.logic.yamldocs import YamlDoc, load_yaml
+from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.inventory import (
+    ApplyMode,
+    ApplySettings,
+    ClusterSpec,
+    DesiredState,
+    GpuOperatorSettings,
+    GpuPlan,
+    LayoutSpec,
+    MigStrategy,
+    NodePlan,
+    Partition,
+    Placement,
+    ReportSettings,
+    SourceRef,
+    VerifyMode,
+    VerifySettings,
+)
+from reconciler.model.revisions import WORKDIR, Revision
+
+__all__ = [
+    "ParseCache",
+    "SolverChoice",
+    "ValidationResult",
+    "classify",
+    "solver_choices",
+    "validate_inventory",
+]
+
+CLUSTER_FILE = "cluster.yaml"
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationResult:
+    desired: DesiredState | None  # None when any error; GpuPlan.placements filled by the solver
+    diagnostics: tuple[Diagnostic, ...]  # every error and warning of every file, sorted by file, line
+
+    @property
+    def valid(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.is_error)
+
+    @property
+    def warnings(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if not d.is_error)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """Stage-1 result for one file; immutable so a cache can hand it to any number of runs."""
+
+    path: str
+    kind: str
+    diagnostics: tuple[Diagnostic, ...]
+    blob: str = ""
+    cluster: ClusterSpec | None = None
+    layout: LayoutSpec | None = None
+    node: NodePlan | None = None  # GPUs that use a layout have partitions=() until stage 2
+    layout_refs: Mapping[int, SourceRef] = field(default_factory=dict)  # GPU index -> `layout:` key
+
+
+class ParseCache:
+    """Per-file parse + schema + per-file rule results, keyed by (path, blob id).
+
+    `parses` counts files actually parsed, so tests can show that a one-node change costs one
+    parse. Entries not used by the latest run are dropped, so a long-running controller holds
+    one inventory's worth of results, not its history.
+    """
+
+    def __init__(self) -> None:
+        self.parses = 0
+        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._layout_checks: dict[tuple[str, str, str], GpuCheck] = {}
+        self._catalog: Catalog | None = None
+
+    def _bind(self, catalog: Catalog) -> None:
+        # Per-file results depend on the catalog (model resolution, hardware rules).
+        if self._catalog is not catalog:
+            self._entries.clear()
+            self._layout_checks.clear()
+            self._catalog = catalog
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def classify(path: str) -> tuple[str | None, Diagnostic | None]:
+    """The document kind a path holds (Cluster, Node, Layout), or None for a file to skip, plus a
+    diagnostic for paths that are wrong rather than merely foreign."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+        return None, diag("MP411", f"invalid inventory path {path!r}: paths are relative and '/'-separated", None)
+    if path == CLUSTER_FILE:
+        return "Cluster", None
+    is_yaml = path.endswith(_YAML_SUFFIXES)
+    if len(parts) >= 2 and parts[0] in ("nodes", "layouts"):
+        kind = "Node" if parts[0] == "nodes" else "Layout"
+        if len(parts) > 2:
+            if is_yaml:
+                return None, diag(
+                    "MP411",
+                    f"{parts[0]}/ holds one file per {kind.lower()}, not folders; move it to {parts[0]}/{parts[-1]}",
+                    SourceRef(path),
+                )
+            return None, None
+        if path.endswith(".yaml") and len(parts[1]) > len(".yaml"):
+            return kind, None
+        if is_yaml:
+            return None, diag("MP410", f"ignored: files under {parts[0]}/ must end in .yaml", SourceRef(path))
+        return None, None
+    if is_yaml:
+        return None, diag(
+            "MP410",
+            "ignored: not part of the inventory format (cluster.yaml, nodes/<node>.yaml, layouts/<name>.yaml)",
+            SourceRef(path),
+        )
+    return None, None
+
+
+def validate_inventory(
+    files: Mapping[str, bytes],
+    *,
+    revision: Revision = WORKDIR,
+    cache: ParseCache | None = None,
+    blob_ids: Mapping[str, str] | None = None,
+    catalog: Catalog | None = None,
+) -> ValidationResult:
+    """Validate one inventory root. Never raises for bad input: it all ends up in diagnostics."""
+    catalog = catalog if catalog is not None else load_catalog()
+    cache = cache if cache is not None else ParseCache()
+    cache._bind(catalog)
+    diagnostics: list[Diagnostic] = []
+    entries: list[_Entry] = []
+    used: dict[tuple[str, str], _Entry] = {}
+    for path in sorted(files):
+        kind, problem = classify(path)
+        if problem is not None:
+            diagnostics.append(problem)
+        if kind is None:
+            continue
+        data = files[path]
+        blob = (blob_ids or {}).get(path) or _content_id(data)
+        key = (path, blob)
+        entry = cache._entries.get(key)
+        if entry is None:
+            entry = replace(_stage1(path, kind, data, catalog), blob=blob)
+            cache.parses += 1
+        used[key] = entry
+        entries.append(entry)
+        diagnostics.extend(entry.diagnostics)
+    cache._entries = used
+
+    desired, cross = _stage2(entries, catalog=catalog, cache=cache, revision=revision)
+    diagnostics.extend(cross)
+    ordered = tuple(sorted(_dedupe(diagnostics), key=_sort_key))
+    if any(d.is_error for d in ordered):
+        return ValidationResult(None, ordered)
+    return ValidationResult(desired, ordered)
+
+
+def _content_id(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _sort_key(d: Diagnostic) -> tuple[str, int, str, str]:
+    return (d.file or "", d.line or 0, d.code, d.message)
+
+
+def _dedupe(ds: list[Diagnostic]) -> list[Diagnostic]:
+    seen: set[tuple[str, str | None, int | None, str]] = set()
+    out = []
+    for d in ds:
+        k = (d.code, d.file, d.line, d.message)
+        if k not in seen:
+            seen.add(k)
+            out.append(d)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 1: one file
+
+
+def _stage1(path: str, kind: str, data: bytes, catalog: Catalog) -> _Entry:
+    doc, problems = load_yaml(data, file=path)
+    if doc is None:
+        return _Entry(path, kind, problems)
+    bad = schemas.check_document(doc, kind=kind, file=path)
+    if bad:
+        return _Entry(path, kind, bad)
+    if kind == "Cluster":
+        return _Entry(path, kind, (), cluster=_cluster(doc, path))
+    if kind == "Layout":
+        return _layout_entry(doc, path, catalog)
+    return _node_entry(doc, path, catalog)
+
+
+def _src(doc: YamlDoc, file: str, *path: str | int) -> SourceRef:
+    return SourceRef(file, doc.line_of(path))
+
+
+def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
+    v = doc.value
+    spec = v["spec"]
+    a, g, r, ver = (spec.get(k, {}) for k in ("apply", "gpuOperator", "reports", "verify"))
+    dg, dr = GpuOperatorSettings(), ReportSettings()
+    return ClusterSpec(
+        name=v.get("metadata", {}).get("name", "default"),
+        mig_strategy=MigStrategy(spec["migStrategy"]),
+        apply=ApplySettings(
+            mode=ApplyMode(a.get("mode", ApplyMode.GPU_OPERATOR.value)),
+            max_unavailable_nodes=a.get("maxUnavailableNodes", 1),
+            allow_disruption=a.get("allowDisruption", False),
+        ),
+        gpu_operator=GpuOperatorSettings(
+            namespace=g.get("namespace", dg.namespace),
+            cluster_policy=g.get("clusterPolicy", dg.cluster_policy),
+            device_plugin_daemonset=g.get("devicePluginDaemonSet", dg.device_plugin_daemonset),
+            mig_config_map=g.get("migConfigMap", dg.mig_config_map),
+        ),
+        reports=ReportSettings(branch=r.get("branch", dr.branch), path=r.get("path", dr.path)),
+        verify=VerifySettings(
+            mode=VerifyMode(ver.get("mode", VerifyMode.NONE.value)),
+            allowed_signers=tuple(ver.get("allowedSigners", ())),
+            gpg_public_keys=tuple(ver.get("gpgPublicKeys", ())),
+        ),
+        source=_src(doc, file, "spec", "migStrategy"),
+    )
+
+
+def _partitions(doc: YamlDoc, file: str, raw: list[dict[str, Any]], *path: str | int) -> tuple[Partition, ...]:
+    return tuple(
+        Partition(
+            profile=p["profile"],
+            placement=p.get("placement"),
+            owner=p.get("owner"),
+            purpose=p.get("purpose"),
+            source=_src(doc, file, *path, i),
+        )
+        for i, p in enumerate(raw)
+    )
+
+
+def _resolve(catalog: Catalog, written: str, source: SourceRef) -> tuple[GpuModel | None, Diagnostic | None]:
+    model = catalog.resolve(written)
+    if model is not None:
+        return model, None
+    close = difflib.get_close_matches(written, list(catalog.keys), n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return None, diag(
+        "MP301",
+        f"unknown GPU model {written!r}; {hint}known models: {', '.join(catalog.keys)} "
+        "(GFD product strings such as NVIDIA-H200 are accepted too)",
+        source,
+    )
+
+
+def _layout_entry(doc: YamlDoc, file: str, catalog: Catalog) -> _Entry:
+    v = doc.value
+    name = v["metadata"]["name"]
+    stem = file[len("layouts/") : -len(".yaml")]
+    out: list[Diagnostic] = []
+    name_src = _src(doc, file, "metadata", "name")
+    if name != stem:
+        out.append(
+            diag("MP408", f"layout name {name!r} differs from its file name {stem!r}.yaml; make them equal", name_src)
+        )
+    mig = v["spec"]["mig"]
+    partitions = _partitions(doc, file, mig.get("partitions", []), "spec", "mig", "partitions")
+    model_key: str | None = None
+    if "model" in v["spec"]:
+        model, bad = _resolve(catalog, v["spec"]["model"], _src(doc, file, "spec", "model"))
+        if bad is not None:
+            out.append(bad)
+        if model is not None:
+            model_key = model.key
+            # A layout pinned to a model is checked on its own, so a broken layout is reported
+            # even before a node uses it; stage 2 reuses nothing from here (it memoises per model).
+            check = rules.check_gpu(
+                model,
+                mig_enabled=mig["enabled"],
+                partitions=partitions,
+                source=_src(doc, file, "spec", "mig"),
+                context=f"layout {name} on {model.key}",
+            )
+            out.extend(check.diagnostics)
+    layout = LayoutSpec(name=name, mig_enabled=mig["enabled"], partitions=partitions, model=model_key, source=name_src)
+    return _Entry(file, "Layout", tuple(out), layout=layout)
+
+
+def _node_entry(doc: YamlDoc, file: str, catalog: Catalog) -> _Entry:
+    v = doc.value
+    name = v["metadata"]["name"]
+    stem = file[len("nodes/") : -len(".yaml")]
+    out: list[Diagnostic] = []
+    name_src = _src(doc, file, "metadata", "name")
+    if name != stem:
+        out.append(
+            diag(
+                "MP404",
+                f"node name {name!r} differs from its file name {stem!r}.yaml; the file name must be the "
+                "Kubernetes node name",
+                name_src,
+            )
+        )
+    gpus: list[GpuPlan] = []
+    refs: dict[int, SourceRef] = {}
+    first_index: dict[int, SourceRef] = {}
+    for i, g in enumerate(v["spec"]["gpus"]):
+        gsrc = _src(doc, file, "spec", "gpus", i)
+        index = g["index"]
+        if index in first_index:
+            out.append(
+                diag(
+                    "MP406",
+                    f"node {name}: GPU index {index} is listed twice (first at line {first_index[index].line})",
+                    _src(doc, file, "spec", "gpus", i, "index"),
+                )
+            )
+        else:
+            first_index[index] = gsrc
+        model, bad = _resolve(catalog, g["model"], _src(doc, file, "spec", "gpus", i, "model"))
+        if bad is not None:
+            out.append(bad)
+        has_mig, has_layout = "mig" in g, "layout" in g
+        if has_mig == has_layout:
+            hint = "" if has_mig else "; for a GPU without MIG write mig: {enabled: false}"
+            out.append(
+                diag(
+                    "MP313",
+                    f"node {name} GPU {index}: write exactly one of `mig:` (partitions inline) or `layout:` "
+                    f"(a file under layouts/){hint}",
+                    gsrc,
+                )
+            )
+            continue
+        model_key = model.key if model is not None else g["model"]
+        if has_layout:
+            refs[index] = _src(doc, file, "spec", "gpus", i, "layout")
+            gpus.append(GpuPlan(index=index, model=model_key, mig_enabled=False, layout=g["layout"], source=gsrc))
+            continue
+        mig = g["mig"]
+        partitions = _partitions(doc, file, mig.get("partitions", []), "spec", "gpus", i, "mig", "partitions")
+        placements: tuple[Placement, ...] = ()
+        if model is not None:
+            check = rules.check_gpu(
+                model,
+                mig_enabled=mig["enabled"],
+                partitions=partitions,
+                source=gsrc,
+                context=f"node {name} GPU {index}",
+            )
+            out.extend(check.diagnostics)
+            placements = check.placements
+        gpus.append(
+            GpuPlan(
+                index=index,
+                model=model_key,
+                mig_enabled=mig["enabled"],
+                partitions=partitions,
+                placements=placements,
+                source=gsrc,
+            )
+        )
+    labels = dict(v["metadata"].get("labels", {}))
+    node = NodePlan(name=name, gpus=tuple(gpus), labels=labels, source=name_src)
+    return _Entry(file, "Node", tuple(out), node=node, layout_refs=refs)
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 2: across files
+
+
+def _stage2(
+    entries: list[_Entry], *, catalog: Catalog, cache: ParseCache, revision: Revision
+) -> tuple[DesiredState | None, list[Diagnostic]]:
+    out: list[Diagnostic] = []
+    cluster_entries = [e for e in entries if e.kind == "Cluster"]
+    if not cluster_entries:
+        out.append(
+            diag(
+                "MP409",
+                "cluster.yaml is missing: every inventory root needs one (apiVersion: migplan/v1, kind: Cluster, "
+                "spec.migStrategy)",
+                SourceRef(CLUSTER_FILE),
+            )
+        )
+    cluster = cluster_entries[0].cluster if cluster_entries else None
+
+    layouts: dict[str, _Entry] = {}
+    for e in entries:
+        if e.kind == "Layout":
+            layouts[e.path[len("layouts/") : -len(".yaml")]] = e
+    layout_checks: dict[tuple[str, str, str], GpuCheck] = {}
+    names: dict[str, str] = {}
+    nodes: dict[str, NodePlan] = {}
+    for e in entries:
+        if e.kind != "Node" or e.node is None:
+            continue
+        node = e.node
+        if node.name in names:
+            out.append(
+                diag(
+                    "MP405",
+                    f"node {node.name} is also defined in {names[node.name]}; a node has exactly one file",
+                    node.source,
+                )
+            )
+            continue
+        names[node.name] = e.path
+        gpus = []
+        for g in node.gpus:
+            if g.layout is None:
+                gpus.append(g)
+                continue
+            ref_src = e.layout_refs.get(g.index, g.source)
+            le = layouts.get(g.layout)
+            if le is None:
+                known = ", ".join(sorted(layouts)) or "none"
+                out.append(
+                    diag(
+                        "MP407",
+                        f"node {node.name} GPU {g.index}: layout {g.layout!r} not found (no layouts/{g.layout}.yaml; "
+                        f"layouts: {known})",
+                        ref_src,
+                    )
+                )
+                continue
+            if le.layout is None:
+                continue  # the layout file's own errors are already reported
+            lay = le.layout
+            model = catalog.get(g.model)
+            if model is None:
+                continue  # MP301 already reported on the node
+            if lay.model is not None and lay.model != model.key:
+                out.append(
+                    diag(
+                        "MP314",
+                        f"node {node.name} GPU {g.index} ({model.key}) uses layout {lay.name}, "
+                        f"which is for {lay.model} only",
+                        ref_src,
+                    )
+                )
+                continue
+            key = (le.path, le.blob, model.key)
+            check = cache._layout_checks.get(key)
+            if check is None:
+                check = rules.check_gpu(
+                    model,
+                    mig_enabled=lay.mig_enabled,
+                    partitions=lay.partitions,
+                    source=lay.source,
+                    context=f"layout {lay.name} on {model.key} (node {node.name} GPU {g.index})",
+                )
+            if key not in layout_checks:
+                layout_checks[key] = check
+                out.extend(check.diagnostics)
+            gpus.append(replace(g, mig_enabled=lay.mig_enabled, partitions=lay.partitions, placements=check.placements))
+        resolved = replace(node, gpus=tuple(gpus))
+        nodes[node.name] = resolved
+        if cluster is not None:
+            gpu_lines = {g.index: g.source for g in node.gpus}
+            out.extend(rules.check_strategy(cluster.mig_strategy, resolved, gpu_lines=gpu_lines))
+    cache._layout_checks = layout_checks
+    if cluster is None:
+        return None, out
+    desired = DesiredState(
+        cluster=cluster,
+        nodes=dict(sorted(nodes.items())),
+        layouts={k: e.layout for k, e in sorted(layouts.items()) if e.layout is not None},
+        revision=revision,
+    )
+    return desired, out
+
+
+# --------------------------------------------------------------------------------------------
+# What the solver chose (for `migplan validate` output)
+
+
+@dataclass(frozen=True, slots=True)
+class SolverChoice:
+    node: str
+    gpu: int
+    profile: str
+    placement: Placement
+    source: SourceRef | None
+    layout: str | None
+
+
+def solver_choices(desired: DesiredState) -> tuple[SolverChoice, ...]:
+    """Partitions written without `placement:` and where the solver put them."""
+    out = []
+    for node in desired.nodes.values():
+        for g in node.gpus:
+            for p, pl in zip(g.partitions, g.placements, strict=False):
+                if p.placement is None:
+                    out.append(SolverChoice(node.name, g.index, p.profile, pl, p.source, g.layout))
+    return tuple(out)
