@@ -1,0 +1,14 @@
+"""Kubernetes API server twin: an in-process, threaded HTTP server with the semantics of a real kube-apiserver.
+
+`ApiServerTwin` (twin.py) starts it; `Store` (store.py) holds the objects and implements the write semantics;
+server.py speaks HTTP. ASSUMPTIONS.md lists where the twin deliberately or knowingly differs from the real v1.36
+server recorded in shared/reference/kube-apiserver/.
+"""
+
+from .errors import ApiError
+from .store import Store
+from .twin import ApiServerTwin, clusterpolicy_crd
+
+EventType = str  # "ADDED" | "MODIFIED" | "DELETED" as passed to Store.subscribe callbacks
+
+__all__ = ["ApiError", "ApiServerTwin", "EventType", "Store", "clusterpolicy_crd"]

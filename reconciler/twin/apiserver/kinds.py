@@ -1,0 +1,550 @@
+"""Per-kind admission, defaulting and validation of the built-in types, with the real server's messages.
+
+Pure (the random suffixes come from the caller's `random.Random`). Each function works on a JSON dict the store
+owns. What is reproduced and from where:
+- object metadata: name required / RFC 1123 subdomain (label for namespaces), label keys and values (nodes.json);
+- Node: TaintNodesByCondition's not-ready taint (only in `bare` mode, see ASSUMPTIONS.md) and status defaults;
+- Namespace: `kubernetes.io/metadata.name` label, `kubernetes` finalizer, phase Active (configmaps.json);
+- Pod: ServiceAccount admission (403 without `default`), kube-api-access projected volume (upstream's 3 sources),
+  DefaultTolerationSeconds, container/spec defaults, QoS class, extended-resource rules (requests == limits,
+  integers only, limits default requests) and immutable spec (pods.json);
+- DaemonSet: selector must match template labels, defaults, template-generation annotation (daemonset.json);
+- Lease: MicroTime with exactly 6 fractional digits, normalised to UTC; leaseDurationSeconds > 0 (leases.json);
+- Event: core involvedObject namespace rule and events.k8s.io required fields, plus the core <-> events.k8s.io
+  conversion of the shared storage (events.json);
+- ConfigMap: data keys (configmaps.json).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .errors import ApiError, FieldError, bad_request
+from .quantity import parse_quantity
+
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+MSG_SUBDOMAIN = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
+    "and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+MSG_LABEL = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
+    "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+MSG_LABEL_VALUE = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start "
+    "and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
+    "validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+MSG_LABEL_KEY = (
+    "a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. "
+    "'example.com/MyName')"
+)
+MSG_CONFIG_KEY = (
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or "
+    "'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
+)
+MSG_POD_UPDATE = (
+    "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,"
+    "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def random_suffix(rng: random.Random, n: int = 5) -> str:
+    return "".join(rng.choice(_SUFFIX_ALPHABET) for _ in range(n))
+
+
+# ---------------------------------------------------------------- metadata
+
+
+def valid_qualified_name(key: str) -> bool:
+    parts = key.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix):
+            return False
+    else:
+        return False
+    return 0 < len(name) <= 63 and bool(_QUALIFIED_NAME.match(name))
+
+
+def validate_metadata(obj: dict[str, Any], *, label_name: bool = False, repeat: int = 1) -> list[FieldError]:
+    """Name format, labels and annotation keys. `repeat` mirrors update paths that report label errors n times."""
+    meta = obj.get("metadata") or {}
+    errs: list[FieldError] = []
+    name = meta.get("name") or ""
+    if not name and not meta.get("generateName"):
+        errs.append(FieldError("Required", "metadata.name", detail="name or generateName is required"))
+    elif name:
+        if label_name and not DNS1123_LABEL.match(name):
+            errs.append(FieldError("Invalid", "metadata.name", name, MSG_LABEL))
+        elif not label_name and (len(name) > 253 or not DNS1123_SUBDOMAIN.match(name)):
+            errs.append(FieldError("Invalid", "metadata.name", name, MSG_SUBDOMAIN))
+    label_errs: list[FieldError] = []
+    for key, value in (meta.get("labels") or {}).items():
+        if not valid_qualified_name(key):
+            label_errs.append(FieldError("Invalid", "metadata.labels", key, MSG_LABEL_KEY))
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+            label_errs.append(FieldError("Invalid", "metadata.labels", value, MSG_LABEL_VALUE))
+    errs.extend(label_errs * repeat)
+    for key in meta.get("annotations") or {}:
+        if not valid_qualified_name(key):
+            errs.append(FieldError("Invalid", "metadata.annotations", key, MSG_LABEL_KEY))
+    return errs
+
+
+# ---------------------------------------------------------------- nodes and namespaces
+
+
+def default_node(obj: dict[str, Any], *, bare: bool) -> None:
+    spec = obj.setdefault("spec", {})
+    if bare:
+        taints = spec.setdefault("taints", [])
+        if not any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints):
+            taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+    status = obj.setdefault("status", {})
+    status.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 0}})
+    info = status.setdefault("nodeInfo", {})
+    for key in (
+        "machineID",
+        "systemUUID",
+        "bootID",
+        "kernelVersion",
+        "osImage",
+        "containerRuntimeVersion",
+        "kubeletVersion",
+        "kubeProxyVersion",
+        "operatingSystem",
+        "architecture",
+    ):
+        info.setdefault(key, "")
+
+
+def default_namespace(obj: dict[str, Any]) -> None:
+    meta = obj["metadata"]
+    meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj["status"] = {"phase": "Active"}
+
+
+def validate_configmap(obj: dict[str, Any]) -> list[FieldError]:
+    errs: list[FieldError] = []
+    for field in ("data", "binaryData"):
+        for key in obj.get(field) or {}:
+            if len(key) > 253 or not _CONFIG_KEY.match(key):
+                errs.append(FieldError("Invalid", f"{field}[{key}]", key, MSG_CONFIG_KEY))
+    return errs
+
+
+# ---------------------------------------------------------------- pods
+
+
+def decode_pod_quantities(obj: dict[str, Any], kind: str = "Pod") -> None:
+    """The decoder rejects malformed quantities with 400 before any validation (pods.json create-pod-bad-quantity)."""
+    for container in _all_containers(obj.get("spec") or {}):
+        for field in ("limits", "requests"):
+            for value in ((container.get("resources") or {}).get(field) or {}).values():
+                try:
+                    parse_quantity(value)
+                except ValueError as exc:
+                    raise bad_request(f'{kind} in version "v1" cannot be handled as a {kind}: {exc}') from exc
+
+
+def _all_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for f in ("initContainers", "containers") for c in (spec.get(f) or []) if isinstance(c, dict)]
+
+
+def default_pod_spec(spec: dict[str, Any]) -> None:
+    """Defaults shared by pods and pod templates (SetDefaults_PodSpec / SetDefaults_Container)."""
+    for container in _all_containers(spec):
+        container.setdefault("resources", {})
+        res = container["resources"]
+        limits = res.get("limits") or {}
+        if limits:
+            requests = res.setdefault("requests", {})
+            for name, value in limits.items():
+                requests.setdefault(name, value)
+        container.setdefault("terminationMessagePath", "/dev/termination-log")
+        container.setdefault("terminationMessagePolicy", "File")
+        image = container.get("image", "")
+        tag = image.rsplit("/", 1)[-1]
+        latest = "@" not in tag and (":" not in tag or tag.endswith(":latest"))
+        container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+
+
+def admit_pod(obj: dict[str, Any], namespace: str, sa_exists: bool, rng: random.Random) -> None:
+    """ServiceAccount and DefaultTolerationSeconds admission plus Pod defaults (create only)."""
+    meta = obj["metadata"]
+    spec = obj.setdefault("spec", {})
+    sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+    if not sa_exists:
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'pods "{meta.get("name") or meta.get("generateName", "")}" is forbidden: error looking up service '
+            f'account {namespace}/{sa}: serviceaccount "{sa}" not found',
+            {"name": meta.get("name", ""), "kind": "pods"},
+        )
+    spec["serviceAccountName"] = sa
+    spec["serviceAccount"] = sa
+    if spec.get("automountServiceAccountToken", True) is not False:
+        vol = f"kube-api-access-{random_suffix(rng)}"
+        spec.setdefault("volumes", []).append(
+            {
+                "name": vol,
+                "projected": {
+                    "sources": [
+                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                        {
+                            "downwardAPI": {
+                                "items": [
+                                    {
+                                        "path": "namespace",
+                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                    }
+                                ]
+                            }
+                        },
+                    ],
+                    "defaultMode": 420,
+                },
+            }
+        )
+        for container in _all_containers(spec):
+            container.setdefault("volumeMounts", []).append(
+                {"name": vol, "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+            )
+    default_pod_spec(spec)
+    tolerations = spec.setdefault("tolerations", [])
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if not any(t.get("key") == key and t.get("effect") in ("NoExecute", None, "") for t in tolerations):
+            tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+    spec.setdefault("priority", 0)
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+
+
+def qos_class(spec: dict[str, Any]) -> str:
+    """BestEffort / Burstable / Guaranteed from cpu and memory only (extended resources do not count)."""
+    containers = spec.get("containers") or []
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        for r in ("cpu", "memory"):
+            if r in req or r in lim:
+                any_set = True
+            if r not in lim or (r in req and parse_quantity(req[r]) != parse_quantity(lim[r])):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _is_extended(name: str) -> bool:
+    return "/" in name and not name.split("/", 1)[0].endswith("kubernetes.io") and not name.startswith("requests.")
+
+
+def validate_pod_spec(spec: dict[str, Any], path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    containers = spec.get("containers")
+    if not containers:
+        errs.append(FieldError("Required", f"{path}.containers"))
+    for field in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(field) or []):
+            cpath = f"{path}.{field}[{i}]"
+            if not c.get("name"):
+                errs.append(FieldError("Required", f"{cpath}.name"))
+            if not c.get("image"):
+                errs.append(FieldError("Required", f"{cpath}.image"))
+            errs.extend(_validate_resources(c.get("resources") or {}, f"{cpath}.resources"))
+    return errs
+
+
+def _validate_resources(res: dict[str, Any], path: str) -> list[FieldError]:
+    errs: list[FieldError] = []
+    limits, requests = res.get("limits") or {}, res.get("requests") or {}
+    for field, values in (("limits", limits), ("requests", requests)):
+        for name in sorted(values):
+            fpath = f"{path}.{field}[{name}]"
+            if "/" not in name and name not in _STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+                errs.append(FieldError("Invalid", fpath, name, "must be a standard resource type or fully qualified"))
+                errs.append(FieldError("Invalid", fpath, name, "must be a standard resource for containers"))
+                continue
+            if "/" in name and not valid_qualified_name(name):
+                errs.append(FieldError("Invalid", fpath, name, "must be a standard resource type or fully qualified"))
+                continue
+            value = parse_quantity(values[name])
+            if value < 0:
+                errs.append(FieldError("Invalid", fpath, str(values[name]), "must be greater than or equal to 0"))
+            if _is_extended(name) and value != value.to_integral_value():
+                errs.append(FieldError("Invalid", fpath, str(values[name]), "must be an integer"))
+    for name in sorted(requests):
+        if "/" not in name and name not in _STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+            continue
+        req = parse_quantity(requests[name])
+        if name in limits:
+            lim = parse_quantity(limits[name])
+            if _is_extended(name) or name.startswith("hugepages-"):
+                if req != lim:
+                    errs.append(
+                        FieldError(
+                            "Invalid",
+                            f"{path}.requests",
+                            str(requests[name]),
+                            f"must be equal to {name} limit of {limits[name]}",
+                        )
+                    )
+            elif req > lim:
+                errs.append(
+                    FieldError(
+                        "Invalid",
+                        f"{path}.requests",
+                        str(requests[name]),
+                        f"must be less than or equal to {name} limit of {limits[name]}",
+                    )
+                )
+        elif _is_extended(name):
+            errs.append(
+                FieldError("Required", f"{path}.limits", detail="Limit must be set for non overcommitable resources")
+            )
+    return errs
+
+
+def validate_pod_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+    """Pod spec is immutable except images, activeDeadlineSeconds, tolerations additions, grace period."""
+    a, b = copy.deepcopy(new.get("spec") or {}), copy.deepcopy(old.get("spec") or {})
+    for spec in (a, b):
+        for c in _all_containers(spec):
+            c.pop("image", None)
+        spec.pop("activeDeadlineSeconds", None)
+        spec.pop("tolerations", None)
+        spec.pop("terminationGracePeriodSeconds", None)
+    errs: list[FieldError] = []
+    if a != b:
+        errs.append(FieldError("Forbidden", "spec", detail=MSG_POD_UPDATE))
+    old_tol = (old.get("spec") or {}).get("tolerations") or []
+    new_tol = (new.get("spec") or {}).get("tolerations") or []
+    if any(t not in new_tol for t in old_tol) and not errs:
+        errs.append(FieldError("Forbidden", "spec", detail=MSG_POD_UPDATE))
+    return errs
+
+
+def graceful_delete(obj: dict[str, Any], grace: int) -> None:
+    meta = obj["metadata"]
+    when = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=grace)
+    meta["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    meta["deletionGracePeriodSeconds"] = grace
+
+
+# ---------------------------------------------------------------- daemonsets
+
+
+def default_daemonset(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    template = spec.setdefault("template", {})
+    default_pod_spec(template.setdefault("spec", {}))
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", 1)
+        rolling.setdefault("maxSurge", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+
+
+def daemonset_initial_status() -> dict[str, Any]:
+    return {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0}
+
+
+def validate_daemonset(obj: dict[str, Any]) -> list[FieldError]:
+    spec = obj.get("spec") or {}
+    errs: list[FieldError] = []
+    selector = spec.get("selector")
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if not selector:
+        errs.append(FieldError("Required", "spec.selector"))
+    else:
+        match = selector.get("matchLabels") or {}
+        if any(labels.get(k) != v for k, v in match.items()):
+            errs.append(
+                FieldError(
+                    "Invalid", "spec.template.metadata.labels", labels, "`selector` does not match template `labels`"
+                )
+            )
+    errs.extend(validate_pod_spec((spec.get("template") or {}).get("spec") or {}, "spec.template.spec"))
+    return errs
+
+
+# ---------------------------------------------------------------- leases
+
+
+_MICRO_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
+
+
+def normalize_micro_time(value: str, kind: str) -> str:
+    """metav1.MicroTime: exactly 6 fractional digits; returned in UTC 'Z' form (leases.json)."""
+
+    def fail(rest: str, elem: str) -> ApiError:
+        return bad_request(
+            f'{kind} in version "v1" cannot be handled as a {kind}: parsing time "{value}" as '
+            f'"{_MICRO_LAYOUT}": cannot parse "{rest}" as "{elem}"'
+        )
+
+    m = re.match(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})", value)
+    if not m:
+        raise fail(value, "2006")
+    rest = value[m.end() :]
+    frac = re.match(r"^\.(\d+)", rest)
+    if not frac or len(frac.group(1)) < 6:
+        raise fail(rest, ".000000")
+    digits = frac.group(1)[:6]
+    tail = rest[7:]
+    zone = re.match(r"^(Z|[+-]\d{2}:\d{2})$", tail)
+    if not zone:
+        raise fail(tail, "Z07:00")
+    parsed = datetime.strptime(value[: m.end()] + "." + digits + tail.replace("Z", "+00:00"), "%Y-%m-%dT%H:%M:%S.%f%z")
+    return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def decode_lease(obj: dict[str, Any]) -> None:
+    spec = obj.get("spec") or {}
+    for field in ("acquireTime", "renewTime"):
+        if isinstance(spec.get(field), str):
+            spec[field] = normalize_micro_time(spec[field], "Lease")
+
+
+def validate_lease(obj: dict[str, Any]) -> list[FieldError]:
+    spec = obj.get("spec") or {}
+    errs: list[FieldError] = []
+    if (
+        "leaseDurationSeconds" in spec
+        and spec["leaseDurationSeconds"] is not None
+        and spec["leaseDurationSeconds"] <= 0
+    ):
+        errs.append(
+            FieldError("Invalid", "spec.leaseDurationSeconds", spec["leaseDurationSeconds"], "must be greater than 0")
+        )
+    if spec.get("leaseTransitions") is not None and spec["leaseTransitions"] < 0:
+        errs.append(
+            FieldError(
+                "Invalid", "spec.leaseTransitions", spec["leaseTransitions"], "must be greater than or equal to 0"
+            )
+        )
+    return errs
+
+
+# ---------------------------------------------------------------- events (shared storage, two API shapes)
+
+
+def default_core_event(obj: dict[str, Any]) -> None:
+    obj.setdefault("eventTime", None)
+    obj.setdefault("reportingComponent", "")
+    obj.setdefault("reportingInstance", "")
+
+
+def validate_core_event(obj: dict[str, Any], namespace: str) -> list[FieldError]:
+    inv = obj.get("involvedObject") or {}
+    inv_ns = inv.get("namespace", "")
+    if inv_ns != namespace and not (inv_ns == "" and namespace == "default"):
+        return [FieldError("Invalid", "involvedObject.namespace", inv_ns, "does not match event.namespace")]
+    return []
+
+
+def validate_v1_event(obj: dict[str, Any]) -> list[FieldError]:
+    errs: list[FieldError] = []
+    if not obj.get("eventTime"):
+        errs.append(FieldError("Required", "eventTime"))
+    for field in ("reportingController", "reportingInstance", "action", "reason"):
+        if not obj.get(field):
+            errs.append(FieldError("Required", field))
+    if obj.get("type") not in ("Normal", "Warning"):
+        errs.append(FieldError("Invalid", "type", obj.get("type", ""), "has invalid value"))
+    return errs
+
+
+def event_core_to_v1(core: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": "Event", "apiVersion": "events.k8s.io/v1", "metadata": core["metadata"]}
+    out["eventTime"] = core.get("eventTime")
+    if core.get("series"):
+        out["series"] = core["series"]
+    if core.get("reportingComponent"):
+        out["reportingController"] = core["reportingComponent"]
+    if core.get("reportingInstance"):
+        out["reportingInstance"] = core["reportingInstance"]
+    for key in ("action", "reason"):
+        if core.get(key):
+            out[key] = core[key]
+    out["regarding"] = core.get("involvedObject") or {}
+    if core.get("related"):
+        out["related"] = core["related"]
+    if core.get("message"):
+        out["note"] = core["message"]
+    if core.get("type"):
+        out["type"] = core["type"]
+    out["deprecatedSource"] = core.get("source") or {}
+    out["deprecatedFirstTimestamp"] = core.get("firstTimestamp")
+    out["deprecatedLastTimestamp"] = core.get("lastTimestamp")
+    if core.get("count"):
+        out["deprecatedCount"] = core["count"]
+    return out
+
+
+def event_v1_to_core(ev: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": "Event", "apiVersion": "v1", "metadata": ev.get("metadata") or {}}
+    out["involvedObject"] = ev.get("regarding") or {}
+    for src, dst in (("reason", "reason"), ("note", "message")):
+        if ev.get(src):
+            out[dst] = ev[src]
+    out["source"] = ev.get("deprecatedSource") or {}
+    out["firstTimestamp"] = ev.get("deprecatedFirstTimestamp")
+    out["lastTimestamp"] = ev.get("deprecatedLastTimestamp")
+    if ev.get("deprecatedCount"):
+        out["count"] = ev["deprecatedCount"]
+    if ev.get("type"):
+        out["type"] = ev["type"]
+    out["eventTime"] = ev.get("eventTime")
+    if ev.get("series"):
+        out["series"] = ev["series"]
+    if ev.get("action"):
+        out["action"] = ev["action"]
+    if ev.get("related"):
+        out["related"] = ev["related"]
+    out["reportingComponent"] = ev.get("reportingController", "")
+    out["reportingInstance"] = ev.get("reportingInstance", "")
+    return out
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)

@@ -1,0 +1,236 @@
+"""The resource types the twin serves: names, kinds, scope, verbs, subresources and supported field selectors.
+
+Pure data. The built-in entries copy what the real v1.36 server advertises in discovery (discovery.json); custom
+resource types are built from a CRD object by `from_crd`. A resource is addressed everywhere by its `key`:
+`plural` for the core group, `plural.group` otherwise (the form kubectl accepts, e.g. `daemonsets.apps`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+_META_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+_CORE_EVENT_FIELDS = frozenset(
+    {
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    }
+)
+_EVENTS_V1_FIELDS = frozenset(
+    {
+        "regarding.kind",
+        "regarding.namespace",
+        "regarding.name",
+        "regarding.uid",
+        "regarding.apiVersion",
+        "regarding.resourceVersion",
+        "regarding.fieldPath",
+        "reason",
+        "reportingController",
+        "type",
+    }
+)
+_POD_FIELDS = frozenset(
+    {
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.podIPs",
+        "status.nominatedNodeName",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """One servable resource (a group/version/plural)."""
+
+    group: str
+    version: str
+    plural: str
+    singular: str
+    kind: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    subresources: tuple[str, ...] = ()
+    storage_hash: str = ""
+    extra_fields: frozenset[str] = frozenset()
+    # metadata.generation is maintained (bumped on spec changes) for these types, as the real server does
+    tracks_generation: bool = False
+    # field defaults for selectors when the field is absent (e.g. spec.unschedulable -> "false")
+    field_defaults: Mapping[str, str] = field(default_factory=dict)
+    schema: Mapping[str, Any] | None = None  # openAPIV3Schema for custom resources
+    status_in_main: bool = True  # False: the main path ignores writes to .status (status subresource)
+    printer_columns: tuple[Mapping[str, Any], ...] = ()  # a CRD's additionalPrinterColumns
+
+    @property
+    def key(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def is_custom(self) -> bool:
+        return self.schema is not None
+
+    @property
+    def field_selectors(self) -> frozenset[str]:
+        base = _META_FIELDS if self.namespaced else frozenset({"metadata.name"})
+        return base | self.extra_fields
+
+
+BUILTINS: tuple[ResourceType, ...] = (
+    ResourceType(
+        "",
+        "v1",
+        "namespaces",
+        "namespace",
+        "Namespace",
+        False,
+        ("ns",),
+        verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+        subresources=("status",),
+        storage_hash="Q3oi5N2YM8M=",
+        extra_fields=frozenset({"status.phase"}),
+        status_in_main=False,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "nodes",
+        "node",
+        "Node",
+        False,
+        ("no",),
+        subresources=("status",),
+        storage_hash="XwShjMxG9Fs=",
+        extra_fields=frozenset({"spec.unschedulable"}),
+        field_defaults={"spec.unschedulable": "false"},
+        status_in_main=False,
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "pods",
+        "pod",
+        "Pod",
+        True,
+        ("po",),
+        ("all",),
+        subresources=("log", "status"),
+        storage_hash="xPOwRZ+Yhw8=",
+        extra_fields=_POD_FIELDS,
+        tracks_generation=True,
+        field_defaults={"spec.hostNetwork": "false"},
+        status_in_main=False,
+    ),
+    ResourceType("", "v1", "configmaps", "configmap", "ConfigMap", True, ("cm",), storage_hash="qFsyl6wFWjQ="),
+    ResourceType(
+        "",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        True,
+        ("ev",),
+        storage_hash="r2yiGXH7wu8=",
+        extra_fields=_CORE_EVENT_FIELDS,
+    ),
+    ResourceType(
+        "", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, ("sa",), storage_hash="pbx9ZvyFpBE="
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "daemonsets",
+        "daemonset",
+        "DaemonSet",
+        True,
+        ("ds",),
+        ("all",),
+        subresources=("status",),
+        storage_hash="dd7pWHUlMKQ=",
+        tracks_generation=True,
+        status_in_main=False,
+    ),
+    ResourceType("coordination.k8s.io", "v1", "leases", "lease", "Lease", True, storage_hash="gqkMMb/YqFM="),
+    ResourceType(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        True,
+        ("ev",),
+        storage_hash="r2yiGXH7wu8=",
+        extra_fields=_EVENTS_V1_FIELDS,
+    ),
+    ResourceType(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        False,
+        ("crd", "crds"),
+        subresources=("status",),
+        storage_hash="jfWCUB31mvA=",
+        tracks_generation=True,
+        status_in_main=False,
+    ),
+)
+
+
+def from_crd(crd: Mapping[str, Any]) -> list[ResourceType]:
+    """Resource types (one per served version) for a CustomResourceDefinition object."""
+    spec = crd["spec"]
+    names = spec["names"]
+    out: list[ResourceType] = []
+    for ver in spec.get("versions", []):
+        if not ver.get("served", True):
+            continue
+        subs = ver.get("subresources") or {}
+        schema = (ver.get("schema") or {}).get("openAPIV3Schema") or {"type": "object"}
+        out.append(
+            ResourceType(
+                spec["group"],
+                ver["name"],
+                names["plural"],
+                names.get("singular", names["kind"].lower()),
+                names["kind"],
+                spec.get("scope", "Namespaced") == "Namespaced",
+                tuple(names.get("shortNames", ())),
+                tuple(names.get("categories", ())),
+                verbs=("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"),
+                subresources=("status",) if "status" in subs else (),
+                tracks_generation=True,
+                schema=schema,
+                status_in_main="status" not in subs,
+                printer_columns=tuple(ver.get("additionalPrinterColumns") or ()),
+            )
+        )
+    return out

@@ -1,0 +1,546 @@
+"""HTTP front of the API server twin: routing, authentication, content types, lists, watches, logs, discovery.
+
+Threaded HTTP/1.1 (keep-alive; watches are chunked streams), bound to 127.0.0.1 on a free port. Every request is
+counted by (method, resource, verb) so benchmarks can prove which calls production code made. Status codes,
+bodies and content types follow the real server's transcripts (errors.json): JSON `Status` 404 for unknown
+resources of known groups, text/plain "404 page not found" for unknown groups and paths, 401 for a wrong bearer
+token, 403 for anonymous requests beyond /version and the health endpoints, 415 for PATCH without a patch type.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import orjson
+import yaml
+
+from . import discovery, tables
+from .errors import ApiError, bad_request, method_not_allowed, resource_not_found, unsupported_media_type
+from .resources import ResourceType
+from .selectors import parse_field_selector, parse_label_selector
+from .store import Store, WatchEvent
+
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/json-patch+json": "json",
+}
+_PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")
+_TEXT_404 = b"404 page not found\n"
+_DEFAULT_WATCH_TIMEOUT = 1800.0
+
+
+class _NotFoundText(Exception):
+    """Unknown path outside the API: plain-text 404 like the Go mux."""
+
+
+class Route:
+    """A parsed API path."""
+
+    def __init__(self, rt: ResourceType, namespace: str | None, name: str | None, sub: str | None, watch: bool):
+        self.rt = rt
+        self.namespace = namespace
+        self.name = name
+        self.sub = sub
+        self.watch = watch
+
+
+def _go_json_error(exc: json.JSONDecodeError) -> str:
+    """Go encoding/json wording for the two malformations clients actually produce."""
+    if exc.pos >= len(exc.doc.rstrip()):
+        return "unexpected end of JSON input"
+    ch = exc.doc[exc.pos]
+    if exc.msg.startswith("Expecting property name"):
+        return f"invalid character '{ch}' looking for beginning of object key string"
+    if exc.msg.startswith("Expecting value"):
+        return f"invalid character '{ch}' looking for beginning of value"
+    if exc.msg.startswith("Expecting ':'"):
+        return f"invalid character '{ch}' after object key"
+    if exc.msg.startswith("Expecting ','"):
+        return f"invalid character '{ch}' after object key:value pair"
+    return f"invalid character '{ch}' after top-level value"
+
+
+class TwinHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, store: Store, token: str) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.store = store
+        self.token = token
+        self.counts: Counter[tuple[str, str, str]] = Counter()
+        self.counts_lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    def count(self, method: str, resource: str, verb: str) -> None:
+        with self.counts_lock:
+            self.counts[(method, resource, verb)] += 1
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: TwinHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # quiet: tests and the demo print what matters themselves
+
+    # ------------------------------------------------------------ entry points
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def _handle(self, method: str) -> None:
+        body = self._read_body()
+        split = urlsplit(self.path)
+        path = split.path
+        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        try:
+            user = self._authenticate()
+            if path in _PUBLIC_PATHS or path.startswith(("/healthz/", "/livez/", "/readyz/")):
+                self._public(path)
+                return
+            if path.startswith(("/openapi/v2", "/openapi/v3")):
+                if user is None:
+                    raise self._forbidden_path(path)
+                self._openapi(path)
+                return
+            if path in ("/api", "/api/", "/apis", "/apis/") or self._is_discovery(path):
+                if user is None:
+                    raise self._forbidden_path(path)
+                self._discovery(path)
+                return
+            route = self._route(path)
+            self._serve(method, route, query, body, user)
+        except _NotFoundText:
+            self._send(404, _TEXT_404, "text/plain; charset=utf-8")
+        except ApiError as err:
+            self._send_status(err)
+        except Exception as exc:  # a bug in the twin must still answer like a server, not hang the client
+            self._send_status(ApiError(500, "InternalError", f"Internal error occurred: {exc!r}", {}))
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    # ------------------------------------------------------------ auth
+
+    def _authenticate(self) -> str | None:
+        header = self.headers.get("Authorization")
+        if header is None:
+            return None
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or token.strip() != self.server.token:
+            raise ApiError(401, "Unauthorized", "Unauthorized")
+        return "admin"
+
+    @staticmethod
+    def _forbidden_path(path: str) -> ApiError:
+        return ApiError(403, "Forbidden", f'forbidden: User "system:anonymous" cannot get path "{path}"', {})
+
+    @staticmethod
+    def _forbidden(route: Route, verb: str) -> ApiError:
+        rt = route.rt
+        resource = rt.plural + (f"/{route.sub}" if route.sub else "")
+        scope = f'in the namespace "{route.namespace}"' if route.namespace else "at the cluster scope"
+        target = f'{rt.plural} "{route.name}"' if route.name else rt.plural
+        details: dict[str, Any] = {"name": route.name} if route.name else {}
+        if rt.group:
+            details["group"] = rt.group
+        details["kind"] = rt.plural
+        return ApiError(
+            403,
+            "Forbidden",
+            f'{target} is forbidden: User "system:anonymous" cannot {verb} resource "{resource}" in API group '
+            f'"{rt.group}" {scope}',
+            details,
+        )
+
+    # ------------------------------------------------------------ non-resource endpoints
+
+    def _public(self, path: str) -> None:
+        if path == "/version":
+            self._send_json(200, discovery.VERSION_INFO)
+        else:
+            self._send(200, b"ok", "text/plain; charset=utf-8")
+
+    def _openapi(self, path: str) -> None:
+        # kubectl only uses OpenAPI for client-side validation, explain and apply; the twin has no OpenAPI
+        # document, which kubectl tolerates as "not found" (ASSUMPTIONS.md).
+        raise _NotFoundText()
+
+    def _is_discovery(self, path: str) -> bool:
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["api"] and len(parts) == 2:
+            return True
+        return parts[:1] == ["apis"] and len(parts) in (2, 3)
+
+    def _discovery(self, path: str) -> None:
+        store = self.server.store
+        types = store.resource_types()
+        parts = [p for p in path.split("/") if p]
+        wants_aggregated = discovery.AGGREGATED_V2 in (self.headers.get("Accept") or "").replace(" ", "")
+        self.server.count("GET", path, "discovery")
+        if parts == ["api"]:
+            if wants_aggregated:
+                self._send_json(200, discovery.aggregated(types, core=True), discovery.AGGREGATED_V2)
+            else:
+                host = f"127.0.0.1:{self.server.server_address[1]}"
+                self._send_json(200, discovery.api_versions(host))
+            return
+        if parts == ["apis"]:
+            if wants_aggregated:
+                self._send_json(200, discovery.aggregated(types, core=False), discovery.AGGREGATED_V2)
+            else:
+                self._send_json(200, discovery.api_group_list(types))
+            return
+        if parts[0] == "api":
+            doc = discovery.api_resource_list(types, "", parts[1]) if parts[1] == "v1" else None
+        elif len(parts) == 2:
+            doc = discovery.api_group(types, parts[1])
+        else:
+            doc = discovery.api_resource_list(types, parts[1], parts[2])
+        if doc is None:
+            raise _NotFoundText()
+        self._send_json(200, doc)
+
+    # ------------------------------------------------------------ routing
+
+    def _route(self, path: str) -> Route:
+        parts = [unquote(p) for p in path.split("/") if p]
+        store = self.server.store
+        if parts[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", parts[2:]
+            json_404 = True
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            group, version, rest = parts[1], parts[2], parts[3:]
+            known = [t for t in store.resource_types() if t.group == group and t.version == version]
+            if not known:
+                raise _NotFoundText()
+            json_404 = not known[0].is_custom
+        else:
+            raise _NotFoundText()
+
+        def missing() -> Exception:
+            return resource_not_found() if json_404 else _NotFoundText()
+
+        watch = False
+        if rest[:1] == ["watch"]:
+            watch, rest = True, rest[1:]
+        if not rest:
+            raise missing()
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        plural = rest[0]
+        rt = store.find_type(group, version, plural)
+        if rt is None or (namespace is not None and not rt.namespaced):
+            raise missing()
+        if namespace is None and len(rest) >= 2 and rt.key == "namespaces":
+            pass
+        name = rest[1] if len(rest) >= 2 else None
+        sub = rest[2] if len(rest) >= 3 else None
+        if len(rest) > 3 or (sub is not None and sub not in rt.subresources):
+            raise missing()
+        return Route(rt, namespace, name, sub, watch)
+
+    # ------------------------------------------------------------ resources
+
+    def _serve(self, method: str, route: Route, query: dict[str, str], body: bytes, user: str | None) -> None:
+        rt = route.rt
+        verb = self._verb(method, route, query)
+        count_resource = rt.key + (f"/{route.sub}" if route.sub else "")
+        self.server.count(method, count_resource, verb)
+        if user is None:
+            raise self._forbidden(route, verb)
+        store = self.server.store
+        dry_run = query.get("dryRun") == "All"
+        strict = query.get("fieldValidation") == "Strict"
+        warnings: list[str] = []
+        if verb in ("list", "watch"):
+            self._list_or_watch(route, query, verb == "watch")
+            return
+        if verb == "get":
+            if route.sub == "log":
+                text = store.pod_log(route.namespace or "", route.name or "")
+                self._send(200, text.encode(), "text/plain")
+                return
+            raw = store.get_bytes(rt.key, route.name or "", route.namespace)
+            if self._wants_table():
+                obj = orjson.loads(raw)
+                self._send_json(200, tables.table(rt, [obj], str(store.resource_version), single=True))
+                return
+            self._send(200, raw, "application/json")
+            return
+        if verb == "create":
+            obj = self._decode_object(rt, body)
+            created = store.create(rt.key, obj, route.namespace, dry_run=dry_run, strict=strict, warnings=warnings)
+            self._send_object(201, rt, created, warnings)
+            return
+        if verb == "update":
+            obj = self._decode_object(rt, body)
+            updated = store.update(
+                rt.key,
+                obj,
+                route.namespace,
+                subresource=route.sub,
+                name=route.name,
+                dry_run=dry_run,
+                strict=strict,
+                warnings=warnings,
+            )
+            self._send_object(200, rt, updated, warnings)
+            return
+        if verb == "patch":
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if ctype == "application/strategic-merge-patch+json" and rt.is_custom:
+                raise unsupported_media_type(
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+                )
+            if ctype not in PATCH_TYPES:
+                raise unsupported_media_type()
+            try:
+                patch = json.loads(body or b"null")
+            except json.JSONDecodeError as exc:
+                raise bad_request(f"error decoding patch: {_go_json_error(exc)}") from exc
+            patched = store.patch(
+                rt.key,
+                route.name or "",
+                patch,
+                route.namespace,
+                patch_type=PATCH_TYPES[ctype],
+                subresource=route.sub,
+                dry_run=dry_run,
+                strict=strict,
+                warnings=warnings,
+            )
+            self._send_object(200, rt, patched, warnings)
+            return
+        if verb == "delete":
+            grace = query.get("gracePeriodSeconds")
+            options: dict[str, Any] = {}
+            if body.strip():
+                try:
+                    options = json.loads(body)
+                except json.JSONDecodeError as exc:
+                    raise bad_request(f"error decoding delete options: {_go_json_error(exc)}") from exc
+            if grace is None and options.get("gracePeriodSeconds") is not None:
+                grace = str(options["gracePeriodSeconds"])
+            grace_s = self._int_param(grace) if grace is not None else None
+            if options.get("dryRun") == ["All"]:
+                dry_run = True
+            gone = store.delete(
+                rt.key, route.name or "", route.namespace, grace_period_seconds=grace_s, dry_run=dry_run
+            )
+            if rt.key == "pods" or rt.key == "namespaces":
+                self._send_object(200, rt, gone, [])
+            else:
+                details: dict[str, Any] = {"name": route.name}
+                if rt.group:
+                    details["group"] = rt.group
+                details["kind"] = rt.plural
+                details["uid"] = gone.get("metadata", {}).get("uid", "")
+                self._send_json(
+                    200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+                )
+            return
+        if verb == "deletecollection":
+            page = store.list(rt.key, route.namespace, query.get("labelSelector"), query.get("fieldSelector"))
+            for obj in page:
+                meta = obj["metadata"]
+                store.delete(rt.key, meta["name"], meta.get("namespace"), grace_period_seconds=0, dry_run=dry_run)
+            self._send_list(rt, [store.object_bytes(rt, o) for o in page], store.resource_version, None, None)
+            return
+        raise method_not_allowed()
+
+    def _verb(self, method: str, route: Route, query: dict[str, str]) -> str:
+        watch = route.watch or query.get("watch") in ("1", "true", "True")
+        if route.sub == "log":
+            if method != "GET":
+                raise method_not_allowed()
+            return "get"
+        if route.name is None:
+            table = {"GET": "watch" if watch else "list", "POST": "create", "DELETE": "deletecollection"}
+        else:
+            table = {"GET": "watch" if watch else "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+            if route.sub:
+                table.pop("DELETE")
+        verb = table.get(method)
+        if verb is None:
+            raise method_not_allowed()
+        return verb
+
+    @staticmethod
+    def _int_param(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError as exc:
+            raise bad_request(f'strconv.ParseInt: parsing "{text}": invalid syntax') from exc
+
+    def _decode_object(self, rt: ResourceType, body: bytes) -> dict[str, Any]:
+        ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        text = body.decode("utf-8", errors="replace")
+        try:
+            if ctype in ("application/yaml", "application/x-yaml"):
+                obj = yaml.load(text, Loader=yaml.CSafeLoader)
+            else:
+                obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            snippet = text if len(text) <= 30 else text[:30] + " ..."
+            raise bad_request(
+                f"the object provided is unrecognized (must be of type {rt.kind}): couldn't get version/kind; json "
+                f"parse error: {_go_json_error(exc)} ({snippet})"
+            ) from exc
+        except yaml.YAMLError as exc:
+            raise bad_request(f"the object provided is unrecognized (must be of type {rt.kind}): {exc}") from exc
+        if not isinstance(obj, dict):
+            raise bad_request(f"the object provided is unrecognized (must be of type {rt.kind})")
+        return obj
+
+    # ------------------------------------------------------------ lists and watches
+
+    def _wants_table(self) -> bool:
+        return "as=Table" in (self.headers.get("Accept") or "")
+
+    def _list_or_watch(self, route: Route, query: dict[str, str], watch: bool) -> None:
+        rt = route.rt
+        store = self.server.store
+        field_selector = query.get("fieldSelector")
+        if route.name is not None:  # /watch/.../name: a watch on one object
+            field_selector = ",".join(filter(None, [field_selector, f"metadata.name={route.name}"]))
+        limit = self._int_param(query["limit"]) if query.get("limit") else 0
+        timeout = self._int_param(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
+        if watch:
+            self._watch(route, query, field_selector, timeout)
+            return
+        page = store.list_page(
+            rt.key,
+            route.namespace,
+            query.get("labelSelector"),
+            field_selector,
+            limit=limit,
+            continue_token=query.get("continue") or None,
+            resource_version=query.get("resourceVersion"),
+            resource_version_match=query.get("resourceVersionMatch"),
+        )
+        if self._wants_table():
+            objs = [orjson.loads(i) for i in page.items]
+            doc = tables.table(rt, objs, str(page.resource_version), single=False)
+            if page.continue_token:
+                doc["metadata"]["continue"] = page.continue_token
+            self._send_json(200, doc)
+            return
+        self._send_list(rt, page.items, page.resource_version, page.continue_token, page.remaining)
+
+    def _send_list(
+        self, rt: ResourceType, items: list[bytes], rv: int, token: str | None, remaining: int | None
+    ) -> None:
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if token:
+            meta["continue"] = token
+        if remaining is not None:
+            meta["remainingItemCount"] = remaining
+        head = orjson.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta})
+        body = b"".join((head[:-1], b',"items":[', b",".join(items), b"]}"))
+        self._send(200, body, "application/json")
+
+    def _watch(self, route: Route, query: dict[str, str], field_selector: str | None, timeout: int | None) -> None:
+        rt = route.rt
+        store = self.server.store
+        labels = parse_label_selector(query.get("labelSelector"))
+        fields = parse_field_selector(field_selector, rt.field_selectors)
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        rv_text = query.get("resourceVersion") or ""
+        initial: list[dict[str, Any]] = []
+        if rv_text in ("", "0"):
+            objs, start_rv = store.snapshot(rt.key, route.namespace)
+            initial = [o for o in objs if store.matches(rt, o, labels, fields)]
+        else:
+            start_rv = self._int_param(rv_text)
+        deadline = time.monotonic() + (timeout if timeout is not None else _DEFAULT_WATCH_TIMEOUT)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for obj in initial:
+                self._chunk(self._event_bytes(rt, "ADDED", obj))
+            last = start_rv
+            next_bookmark = min(deadline - 2, time.monotonic() + 60)
+            while not self.server.stopping.is_set():
+                try:
+                    events, current = store.events_since(store._storage_key(rt), last)
+                except ApiError as err:
+                    self._chunk(orjson.dumps({"type": "ERROR", "object": err.status()}) + b"\n")
+                    break
+                for ev in events:
+                    if self._event_matches(route, rt, ev, labels, fields):
+                        self._chunk(self._event_bytes(rt, ev.type, ev.obj))
+                last = max(last, current)
+                now = time.monotonic()
+                if bookmarks and now >= next_bookmark:
+                    mark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(last)}}
+                    self._chunk(orjson.dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
+                    next_bookmark = now + 60
+                if now >= deadline:
+                    break
+                store.wait_for_events(last, min(deadline - now, max(next_bookmark - now, 0.05), 1.0))
+            self._chunk(b"")
+        except (BrokenPipeError, ConnectionResetError, TimeoutError, OSError):
+            self.close_connection = True
+
+    def _event_matches(self, route: Route, rt: ResourceType, ev: WatchEvent, labels: Any, fields: Any) -> bool:
+        if route.namespace and ev.namespace != route.namespace:
+            return False
+        return self.server.store.matches(rt, ev.obj, labels, fields)
+
+    def _event_bytes(self, rt: ResourceType, event_type: str, obj: dict[str, Any]) -> bytes:
+        raw = self.server.store.object_bytes(rt, self.server.store.view(rt, obj))
+        return b'{"type":"' + event_type.encode() + b'","object":' + raw + b"}\n"
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    # ------------------------------------------------------------ responses
+
+    def _send_object(self, code: int, rt: ResourceType, obj: dict[str, Any], warnings: list[str]) -> None:
+        extra = {"Warning": ", ".join(f'299 - "{w.replace(chr(34), chr(92) + chr(34))}"' for w in warnings)}
+        self._send(code, self.server.store.object_bytes(rt, obj), "application/json", extra if warnings else None)
+
+    def _send_status(self, err: ApiError) -> None:
+        self._send_json(err.code, err.status())
+
+    def _send_json(self, code: int, doc: Any, content_type: str = "application/json") -> None:
+        self._send(code, orjson.dumps(doc), content_type)
+
+    def _send(self, code: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)

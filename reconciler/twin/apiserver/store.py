@@ -1,0 +1,902 @@
+"""The twin's object store: the semantics of kube-apiserver + etcd for the resources the twin serves.
+
+Thread-safe, in memory, no I/O. One global resourceVersion counter across all types (as etcd's revision);
+metadata.generation on spec changes only; 409 on a stale resourceVersion; status only through the status
+subresource; per-kind defaulting/validation (kinds.py) and CRD schema handling (schema.py) run for Python callers
+and HTTP alike. Objects are kept as JSON dicts that are never mutated once committed, each with its serialised bytes
+cached (orjson), so large paginated lists are served by joining bytes.
+
+Notification contract (used by the GPU Operator simulator): `subscribe(cb)`; after every committed write,
+`cb(event_type, obj_copy)` runs in the writing thread, after the lock is released, in global commit order. Writes
+made from inside a callback are queued and delivered once the current delivery round finishes.
+Watches (HTTP) read the event log kept here (bounded; older resourceVersions answer 410 Expired).
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import contextlib
+import copy
+import random
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from . import kinds, schema
+from .errors import (
+    ApiError,
+    already_exists,
+    bad_request,
+    conflict,
+    expired,
+    invalid,
+    not_found,
+    unsupported_media_type,
+)
+from .patch import json_patch, merge_patch, strategic_merge_patch
+from .resources import BUILTINS, ResourceType, from_crd
+from .selectors import FieldSelector, LabelSelector, field_value, parse_field_selector, parse_label_selector
+
+Callback = Callable[[str, dict[str, Any]], None]
+_List = list  # `Store.list` shadows the builtin inside the class body
+WATCH_CACHE_SIZE = 100  # kube-apiserver's --default-watch-cache-size: events kept per resource for watches
+_EVENTS_V1 = "events.events.k8s.io"
+_SORTED_KEYS = orjson.OPT_SORT_KEYS
+
+
+@dataclass
+class _Entry:
+    obj: dict[str, Any]  # full object incl. kind/apiVersion; never mutated after commit
+    item: bytes  # serialised as a list item (built-ins omit kind/apiVersion there, like the real server)
+
+    @property
+    def rv(self) -> int:
+        return int(self.obj["metadata"]["resourceVersion"])
+
+
+@dataclass
+class _Table:
+    rt: ResourceType
+    items: dict[str, _Entry] = field(default_factory=dict)  # sort key "ns/name" (or "name") -> entry
+    keys: list[str] = field(default_factory=list)  # sorted sort keys, for pagination
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    rv: int
+    storage: str
+    type: str
+    namespace: str
+    obj: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ListPage:
+    items: list[bytes]
+    resource_version: int
+    continue_token: str | None
+    remaining: int | None
+
+
+def _dumps(obj: Any, sort: bool = False) -> bytes:
+    return orjson.dumps(obj, option=_SORTED_KEYS) if sort else orjson.dumps(obj)
+
+
+def _clone(obj: Any) -> Any:
+    return orjson.loads(orjson.dumps(obj))
+
+
+def _clone_obj(obj: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = orjson.loads(orjson.dumps(obj))
+    return out
+
+
+class Store:
+    """In-memory API storage with the real server's write semantics. See the module docstring."""
+
+    def __init__(
+        self, *, bare: bool = False, seed: int | None = None, watch_cache_size: int = WATCH_CACHE_SIZE
+    ) -> None:
+        self.watch_cache_size = watch_cache_size
+        self.bare = bare  # True: behave like the transcripts' server with no controllers at all
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._rv = 1
+        self._types: dict[str, ResourceType] = {}
+        self._tables: dict[str, _Table] = {}
+        self._logs: dict[str, list[WatchEvent]] = {}  # per storage: the watch cache window
+        self._floors: dict[str, int] = {}  # per storage: watches from an RV below this get 410 Expired
+        self._subscribers: list[Callback] = []
+        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._dispatch_lock = threading.Lock()
+        self._local = threading.local()
+        self._pod_logs: dict[tuple[str, str], str] = {}
+        self._rng = random.Random(seed)
+        for rt in BUILTINS:
+            self._register(rt)
+
+    # ------------------------------------------------------------ registry
+
+    def _register(self, rt: ResourceType) -> None:
+        self._types[rt.key] = rt
+        storage = self._storage_key(rt)
+        if storage not in self._tables:
+            self._tables[storage] = _Table(rt)
+
+    @staticmethod
+    def _storage_key(rt: ResourceType) -> str:
+        return "events" if rt.key == _EVENTS_V1 else rt.key
+
+    def resource_types(self) -> list[ResourceType]:
+        with self._lock:
+            return list(self._types.values())
+
+    def resource_type(self, resource: str) -> ResourceType:
+        rt = self._types.get(resource)
+        if rt is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
+        return rt
+
+    def find_type(self, group: str, version: str, plural: str) -> ResourceType | None:
+        rt = self._types.get(f"{plural}.{group}" if group else plural)
+        if rt is not None and rt.version == version:
+            return rt
+        return None
+
+    @property
+    def resource_version(self) -> int:
+        with self._lock:
+            return self._rv
+
+    # ------------------------------------------------------------ helpers
+
+    def _table(self, rt: ResourceType) -> _Table:
+        return self._tables[self._storage_key(rt)]
+
+    @staticmethod
+    def _sort_key(rt: ResourceType, namespace: str | None, name: str) -> str:
+        return f"{namespace}/{name}" if rt.namespaced else name
+
+    def _ns(self, rt: ResourceType, namespace: str | None) -> str | None:
+        if not rt.namespaced:
+            return None
+        if not namespace:
+            raise bad_request("the server could not find the requested resource: namespace is required")
+        return namespace
+
+    def _to_view(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        if rt.key == _EVENTS_V1:
+            return kinds.event_core_to_v1(obj)
+        return obj
+
+    def _item_bytes(self, rt: ResourceType, obj: dict[str, Any]) -> bytes:
+        if rt.is_custom:
+            return _dumps(obj, sort=True)
+        return _dumps({k: v for k, v in obj.items() if k not in ("kind", "apiVersion")})
+
+    def object_bytes(self, rt: ResourceType, obj: dict[str, Any]) -> bytes:
+        """How the server serialises a single object of this type (CRs: sorted keys, like unstructured JSON)."""
+        if rt.is_custom:
+            return _dumps(obj, sort=True)
+        head = {"kind": obj.get("kind", rt.kind), "apiVersion": obj.get("apiVersion", rt.api_version)}
+        head.update({k: v for k, v in obj.items() if k not in ("kind", "apiVersion")})
+        return _dumps(head)
+
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def _commit(self, rt: ResourceType, event_type: str, obj: dict[str, Any], *, remove: bool = False) -> None:
+        """Store (or remove) a finished object, log the event and queue notifications. Lock held."""
+        table = self._table(rt)
+        meta = obj["metadata"]
+        key = self._sort_key(rt, meta.get("namespace"), meta["name"])
+        if remove:
+            table.items.pop(key, None)
+            idx = bisect.bisect_left(table.keys, key)
+            if idx < len(table.keys) and table.keys[idx] == key:
+                table.keys.pop(idx)
+        else:
+            if key not in table.items:
+                bisect.insort(table.keys, key)
+            table.items[key] = _Entry(obj, self._item_bytes(table.rt, obj))
+        storage = self._storage_key(rt)
+        ev = WatchEvent(int(meta["resourceVersion"]), storage, event_type, meta.get("namespace", ""), obj)
+        log = self._logs.setdefault(storage, [])
+        log.append(ev)
+        if len(log) > self.watch_cache_size:  # keep the newest `watch_cache_size` events, like the watch cache
+            del log[0]
+            self._floors[storage] = log[0].rv - 1
+        self._pending.append((event_type, obj))
+        self._cond.notify_all()
+
+    # ------------------------------------------------------------ notifications
+
+    def subscribe(self, callback: Callback) -> Callable[[], None]:
+        """Receive (event_type, object copy) after every committed write; returns an unsubscribe function."""
+        with self._lock:
+            self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _dispatch(self) -> None:
+        if getattr(self._local, "dispatching", False):
+            return  # nested write from a callback: the outer loop delivers it in order
+        with self._dispatch_lock:
+            self._local.dispatching = True
+            try:
+                while True:
+                    with self._lock:
+                        if not self._pending:
+                            return
+                        event_type, obj = self._pending.pop(0)
+                        subscribers = list(self._subscribers)
+                    for cb in subscribers:
+                        cb(event_type, _clone(obj))
+            finally:
+                self._local.dispatching = False
+
+    # ------------------------------------------------------------ reads
+
+    def get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        rt = self.resource_type(resource)
+        with self._lock:
+            entry = self._table(rt).items.get(self._sort_key(rt, self._ns(rt, namespace), name))
+            if entry is None:
+                raise not_found(rt.plural, rt.group, name)
+            return _clone_obj(self._to_view(rt, entry.obj))
+
+    def get_bytes(self, resource: str, name: str, namespace: str | None = None) -> bytes:
+        rt = self.resource_type(resource)
+        with self._lock:
+            entry = self._table(rt).items.get(self._sort_key(rt, self._ns(rt, namespace), name))
+            if entry is None:
+                raise not_found(rt.plural, rt.group, name)
+            return self.object_bytes(rt, self._to_view(rt, entry.obj))
+
+    def list(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> _List[dict[str, Any]]:
+        """All matching objects (fresh copies), ordered like the real server (by namespace, name)."""
+        page = self.list_page(resource, namespace, label_selector, field_selector)
+        rt = self.resource_type(resource)
+        out: _List[dict[str, Any]] = []
+        for raw in page.items:
+            obj = orjson.loads(raw)
+            if not rt.is_custom:
+                obj = {"kind": rt.kind, "apiVersion": rt.api_version, **obj}
+            out.append(obj)
+        return out
+
+    def list_page(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        *,
+        limit: int = 0,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> ListPage:
+        rt = self.resource_type(resource)
+        labels = parse_label_selector(label_selector)
+        fields = parse_field_selector(field_selector, rt.field_selectors)
+        start = ""
+        with self._lock:
+            list_rv = self._rv
+            if continue_token:
+                start, list_rv = self._decode_continue(continue_token)
+            elif resource_version not in (None, "", "0"):
+                self._check_list_rv(resource_version or "", resource_version_match, limit)
+            table = self._table(rt)
+            keys = table.keys
+            prefix = f"{namespace}/" if (rt.namespaced and namespace) else ""
+            lo = bisect.bisect_left(keys, max(prefix, start)) if (prefix or start) else 0
+            if start:
+                lo = bisect.bisect_right(keys, start)
+                lo = max(lo, bisect.bisect_left(keys, prefix)) if prefix else lo
+            hi = bisect.bisect_left(keys, prefix[:-1] + "0") if prefix else len(keys)  # '0' sorts right after '/'
+            selecting = bool(labels.requirements or fields.requirements or rt.key == _EVENTS_V1)
+            items: _List[bytes] = []
+            last_key = ""
+            idx = lo
+            while idx < hi:
+                key = keys[idx]
+                idx += 1
+                entry = table.items[key]
+                if selecting:
+                    view = self._to_view(rt, entry.obj)
+                    if not self._matches(rt, view, labels, fields):
+                        continue
+                    items.append(entry.item if view is entry.obj else self._item_bytes(rt, view))
+                else:
+                    items.append(entry.item)
+                last_key = key
+                if limit and len(items) >= limit:
+                    break
+            more = bool(limit) and idx < hi and self._has_more(rt, table, keys, idx, hi, labels, fields, selecting)
+            token = self._encode_continue(list_rv, last_key) if more else None
+            remaining = (hi - idx) if (more and not selecting) else None
+            return ListPage(items, list_rv, token, remaining)
+
+    def _has_more(
+        self,
+        rt: ResourceType,
+        table: _Table,
+        keys: _List[str],
+        idx: int,
+        hi: int,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        selecting: bool,
+    ) -> bool:
+        if not selecting:
+            return idx < hi
+        return any(
+            self._matches(rt, self._to_view(rt, table.items[keys[i]].obj), labels, fields) for i in range(idx, hi)
+        )
+
+    def _matches(self, rt: ResourceType, obj: dict[str, Any], labels: LabelSelector, fields: FieldSelector) -> bool:
+        if labels.requirements and not labels.matches((obj.get("metadata") or {}).get("labels")):
+            return False
+        if fields.requirements:
+            defaults = rt.field_defaults
+
+            def lookup(path: str) -> str:
+                value = field_value(obj, path)
+                return value if value != "" else defaults.get(path, "")
+
+            return fields.matches(lookup)
+        return True
+
+    @staticmethod
+    def _encode_continue(rv: int, last_key: str) -> str:
+        raw = orjson.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": last_key + "\u0000"})
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def _decode_continue(self, token: str) -> tuple[str, int]:
+        try:
+            data = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+            start, rv = str(data["start"]), int(data["rv"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise bad_request(f"continue key is not valid: {exc}") from exc
+        if rv < 0:
+            raise expired(
+                "The provided continue parameter is too old to display a consistent list result. You can start a "
+                "new list without the continue parameter, or use the continue token in this response to retrieve "
+                "the remainder of the results. Continuing with the provided token results in an inconsistent list - "
+                "objects that were created, modified, or deleted between the time the first chunk was returned and "
+                "now may show up in the list."
+            )
+        return start.rstrip("\u0000").lstrip("/"), rv
+
+    def _check_list_rv(self, rv_text: str, match: str | None, limit: int) -> None:
+        try:
+            rv = int(rv_text)
+        except ValueError as exc:
+            raise bad_request(f'strconv.ParseUint: parsing "{rv_text}": invalid syntax') from exc
+        if rv > self._rv:
+            raise ApiError(
+                504,
+                "Timeout",
+                f"Too large resource version: {rv}, current: {self._rv}",
+                {
+                    "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                    "retryAfterSeconds": 1,
+                },
+            )
+        # The twin keeps no old snapshots: an exact (or paginated) list at an older RV is answered like a
+        # compacted one (ASSUMPTIONS.md); NotOlderThan is served from the current state.
+        if rv < self._rv and (match == "Exact" or limit):
+            raise expired("The resourceVersion for the provided list is too old.")
+
+    # ------------------------------------------------------------ watch support
+
+    def events_since(self, storage: str, rv: int) -> tuple[_List[WatchEvent], int]:
+        """Logged events of one storage after rv, and the current RV; raises 410 when rv is older than the log."""
+        with self._lock:
+            floor = self._floors.get(storage, 0)
+            if rv < floor:
+                raise expired(f"too old resource version: {rv} ({floor})")
+            log = self._logs.get(storage, [])
+            idx = bisect.bisect_right(log, rv, key=lambda e: e.rv)
+            return log[idx:], self._rv
+
+    def wait_for_events(self, after_rv: int, timeout: float) -> None:
+        with self._cond:
+            if self._rv <= after_rv:
+                self._cond.wait(timeout)
+
+    def snapshot(self, resource: str, namespace: str | None) -> tuple[_List[dict[str, Any]], int]:
+        rt = self.resource_type(resource)
+        with self._lock:
+            table = self._table(rt)
+            objs = [
+                e.obj
+                for k, e in table.items.items()
+                if not (rt.namespaced and namespace) or k.startswith(f"{namespace}/")
+            ]
+            return objs, self._rv
+
+    def view(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._to_view(rt, obj)
+
+    def matches(self, rt: ResourceType, obj: dict[str, Any], labels: LabelSelector, fields: FieldSelector) -> bool:
+        return self._matches(rt, self._to_view(rt, obj), labels, fields)
+
+    # ------------------------------------------------------------ writes
+
+    def create(
+        self,
+        resource: str,
+        obj: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        dry_run: bool = False,
+        strict: bool = False,
+        warnings: _List[str] | None = None,
+    ) -> dict[str, Any]:
+        rt = self.resource_type(resource)
+        if rt.namespaced and not namespace:
+            namespace = (obj.get("metadata") or {}).get("namespace")
+        ns = self._ns(rt, namespace)
+        new = self._decode(rt, obj, strict, warnings)
+        meta = new.setdefault("metadata", {})
+        if rt.namespaced:
+            if meta.get("namespace") and meta["namespace"] != ns:
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        with self._lock:
+            if ns is not None and self._get_entry("namespaces", None, ns) is None:
+                raise not_found("namespaces", "", ns)
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = meta["generateName"] + kinds.random_suffix(self._rng)
+            self._admit_create(rt, new, ns)
+            errors = self._validate(rt, new, None)
+            if errors:
+                raise invalid(rt.kind, rt.group, meta.get("name", ""), errors)
+            if self._get_entry(rt.key, ns, meta["name"]) is not None:
+                raise already_exists(rt.plural, rt.group, meta["name"])
+            for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+                meta.pop(key, None)
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = kinds.now_rfc3339()
+            if rt.tracks_generation:
+                meta["generation"] = 1
+            if rt.key == "daemonsets.apps":
+                meta.setdefault("annotations", {})["deprecated.daemonset.template.generation"] = "1"
+            stored = self._from_view(rt, new)
+            if dry_run:
+                return _clone_obj(self._to_view(rt, self._order(rt, stored)))
+            stored["metadata"]["resourceVersion"] = str(self._next_rv())
+            stored = self._order(rt, stored)
+            self._commit(rt, "ADDED", stored)
+            after = self._after_create(rt, stored)
+            result = _clone_obj(self._to_view(rt, stored))
+        self._dispatch()
+        if after is not None:
+            after()
+        return result
+
+    def update(
+        self,
+        resource: str,
+        obj: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        name: str | None = None,
+        dry_run: bool = False,
+        strict: bool = False,
+        warnings: _List[str] | None = None,
+    ) -> dict[str, Any]:
+        """PUT: a stale metadata.resourceVersion gives 409; no resourceVersion means an unconditional update."""
+        rt = self.resource_type(resource)
+        ns = self._ns(rt, namespace or (obj.get("metadata") or {}).get("namespace"))
+        new = self._decode(rt, obj, strict, warnings)
+        meta = new.setdefault("metadata", {})
+        target = name or meta.get("name", "")
+        if name is not None and meta.get("name") != name:
+            raise bad_request(
+                f"the name of the object ({meta.get('name', '')}) does not match the name on the URL ({name})"
+            )
+        if rt.namespaced and meta.get("namespace") and meta["namespace"] != ns:
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        rv_text = meta.get("resourceVersion")
+        if rv_text not in (None, ""):
+            try:
+                int(str(rv_text))
+            except ValueError as exc:
+                raise ApiError(500, "", f'strconv.ParseUint: parsing "{rv_text}": invalid syntax') from exc
+        with self._lock:
+            entry = self._get_entry(rt.key, ns, target)
+            if entry is not None:
+                if rv_text not in (None, "") and int(str(rv_text)) != entry.rv:
+                    raise conflict(rt.plural, rt.group, target)
+                result = self._write_update(rt, entry.obj, self._from_view(rt, new), subresource, dry_run)
+        if entry is None:
+            # leases and events allow create-on-update (AllowCreateOnUpdate in their registry strategies)
+            if rt.key in ("leases.coordination.k8s.io", "events", _EVENTS_V1) and subresource is None:
+                meta.pop("resourceVersion", None)
+                return self.create(resource, new, ns, dry_run=dry_run)
+            raise not_found(rt.plural, rt.group, target)
+        self._dispatch()
+        return result
+
+    def patch(
+        self,
+        resource: str,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+        dry_run: bool = False,
+        strict: bool = False,
+        warnings: _List[str] | None = None,
+    ) -> dict[str, Any]:
+        """PATCH with patch_type 'merge' (RFC 7386), 'strategic' (built-ins only, 415 on CRs) or 'json' (RFC 6902)."""
+        rt = self.resource_type(resource)
+        ns = self._ns(rt, namespace)
+        if patch_type == "strategic" and rt.is_custom:
+            raise unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+            )
+        if patch_type not in ("merge", "strategic", "json"):
+            raise unsupported_media_type()
+        with self._lock:
+            entry = self._get_entry(rt.key, ns, name)
+            if entry is None:
+                raise not_found(rt.plural, rt.group, name)
+            current = _clone(self._to_view(rt, entry.obj))
+            if patch_type == "merge":
+                if not isinstance(patch, dict):
+                    raise bad_request("error decoding patch: json: cannot unmarshal into Go value of type map")
+                patched = merge_patch(current, patch)
+            elif patch_type == "strategic":
+                patched = strategic_merge_patch(current, patch)
+            else:
+                patched = json_patch(current, patch)
+            if not isinstance(patched, dict):
+                raise bad_request("the patched object is not a JSON object")
+            pmeta = patched.setdefault("metadata", {})
+            if str(pmeta.get("resourceVersion", entry.rv)) != str(entry.rv):
+                raise conflict(rt.plural, rt.group, name)
+            if pmeta.get("name") != name:
+                raise bad_request(
+                    f"the name of the object ({pmeta.get('name', '')}) does not match the name on the URL ({name})"
+                )
+            new = self._decode(rt, patched, strict, warnings)
+            result = self._write_update(rt, entry.obj, self._from_view(rt, new), subresource, dry_run)
+        self._dispatch()
+        return result
+
+    def delete(
+        self,
+        resource: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Remove the object and return its last state. A pod bound to a node is only marked for deletion
+        (deletionTimestamp) unless grace_period_seconds=0, as with no kubelet in pods.json."""
+        rt = self.resource_type(resource)
+        ns = self._ns(rt, namespace)
+        cascade: _List[tuple[ResourceType, dict[str, Any]]] = []
+        with self._lock:
+            entry = self._get_entry(rt.key, ns, name)
+            if entry is None:
+                raise not_found(rt.plural, rt.group, name)
+            old = entry.obj
+            if rt.key == "pods" and (old.get("spec") or {}).get("nodeName") and grace_period_seconds != 0:
+                meta = old["metadata"]
+                if meta.get("deletionTimestamp"):
+                    return _clone_obj(old)
+                grace = grace_period_seconds
+                if grace is None:
+                    grace = (old.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+                new = _clone_obj(old)
+                kinds.graceful_delete(new, int(grace))
+                new["metadata"]["generation"] = int(meta.get("generation", 1)) + 1
+                if dry_run:
+                    return new
+                new["metadata"]["resourceVersion"] = str(self._next_rv())
+                self._commit(rt, "MODIFIED", new)
+                result = _clone_obj(new)
+            else:
+                if dry_run:
+                    return _clone_obj(self._to_view(rt, old))
+                gone = _clone(old)
+                gone["metadata"]["resourceVersion"] = str(self._next_rv())
+                self._commit(rt, "DELETED", gone, remove=True)
+                result = _clone_obj(self._to_view(rt, gone))
+                if rt.key == "namespaces" and not self.bare:
+                    cascade = self._namespace_contents(name)
+                if rt.key == "pods":
+                    self._pod_logs.pop((ns or "", name), None)
+                if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
+                    for crt in from_crd(old):
+                        self._types.pop(crt.key, None)
+                        self._tables.pop(crt.key, None)
+        self._dispatch()
+        for crt, obj in cascade:  # the namespace controller's job, done at once (ASSUMPTIONS.md)
+            meta = obj["metadata"]
+            with contextlib.suppress(ApiError):  # already gone
+                self.delete(crt.key, meta["name"], meta.get("namespace"), grace_period_seconds=0)
+        return result
+
+    def _namespace_contents(self, namespace: str) -> _List[tuple[ResourceType, dict[str, Any]]]:
+        out: _List[tuple[ResourceType, dict[str, Any]]] = []
+        for table in self._tables.values():
+            if table.rt.namespaced:
+                out.extend((table.rt, e.obj) for k, e in table.items.items() if k.startswith(f"{namespace}/"))
+        return out
+
+    # ------------------------------------------------------------ pod logs
+
+    def set_pod_log(self, namespace: str, name: str, text: str) -> None:
+        """Text served by GET /api/v1/namespaces/NS/pods/NAME/log (the simulated container's output)."""
+        with self._lock:
+            self._pod_logs[(namespace, name)] = text
+
+    def pod_log(self, namespace: str, name: str) -> str:
+        with self._lock:
+            if self._get_entry("pods", namespace, name) is None:
+                raise not_found("pods", "", name)
+            return self._pod_logs.get((namespace, name), "")
+
+    # ------------------------------------------------------------ internals
+
+    def _get_entry(self, resource: str, namespace: str | None, name: str) -> _Entry | None:
+        rt = self._types[resource]
+        return self._table(rt).items.get(self._sort_key(rt, namespace, name))
+
+    def _from_view(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        if rt.key == _EVENTS_V1:
+            return kinds.event_v1_to_core(obj)
+        return obj
+
+    def _decode(self, rt: ResourceType, obj: Any, strict: bool, warnings: _List[str] | None) -> dict[str, Any]:
+        """What the real decoder does before admission: kind check, pruning, quantities and times (400s)."""
+        if not isinstance(obj, dict):
+            raise bad_request(f"the object provided is unrecognized (must be of type {rt.kind})")
+        new: dict[str, Any] = _clone(obj)
+        kind = new.get("kind")
+        if kind and kind != rt.kind:
+            raise bad_request(
+                f'{kind} in version "{rt.version}" cannot be handled as a {rt.kind}: converting '
+                f"({rt.version}.{kind}) to ({rt.group or 'core'}.{rt.kind}): unknown conversion"
+            )
+        new["kind"] = rt.kind
+        new["apiVersion"] = rt.api_version
+        if not isinstance(new.get("metadata"), dict):
+            new["metadata"] = {}
+        if rt.schema is not None:
+            pruned, unknown = schema.prune(new, rt.schema)
+            if unknown:
+                if strict:
+                    listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+                    raise bad_request(
+                        f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: strict decoding '
+                        f"error: {listed}"
+                    )
+                if warnings is not None:
+                    warnings.extend(f'unknown field "{u}"' for u in unknown)
+            new = schema.apply_defaults(pruned, rt.schema)
+        if rt.key == "pods":
+            kinds.decode_pod_quantities(new)
+        elif rt.key == "daemonsets.apps":
+            kinds.decode_pod_quantities(new.get("spec", {}).get("template", {}), "DaemonSet")
+        elif rt.key == "leases.coordination.k8s.io":
+            kinds.decode_lease(new)
+        return new
+
+    def _admit_create(self, rt: ResourceType, obj: dict[str, Any], ns: str | None) -> None:
+        key = rt.key
+        if key == "pods":
+            sa_name = (obj.get("spec") or {}).get("serviceAccountName") or "default"
+            sa_exists = self._get_entry("serviceaccounts", ns, sa_name) is not None
+            if not self.bare and sa_name == "default":
+                sa_exists = True  # the serviceaccount controller keeps `default` in every namespace
+            kinds.admit_pod(obj, ns or "", sa_exists, self._rng)
+        elif key == "nodes":
+            kinds.default_node(obj, bare=self.bare)
+        elif key == "namespaces":
+            kinds.default_namespace(obj)
+        elif key == "daemonsets.apps":
+            kinds.default_daemonset(obj)
+            obj["status"] = kinds.daemonset_initial_status()
+        elif key == "events":
+            kinds.default_core_event(obj)
+        elif key == "customresourcedefinitions.apiextensions.k8s.io":
+            obj["status"] = {
+                "conditions": None,
+                "acceptedNames": {"plural": "", "kind": ""},
+                "storedVersions": [v["name"] for v in obj.get("spec", {}).get("versions", []) if v.get("storage")],
+            }
+        elif rt.is_custom and not rt.status_in_main:
+            obj.pop("status", None)
+
+    def _after_create(self, rt: ResourceType, obj: dict[str, Any]) -> Callable[[], None] | None:
+        """Follow-up work of controllers that run inside a real apiserver. Lock held."""
+        if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
+            for crt in from_crd(obj):
+                self._register(crt)
+            name = obj["metadata"]["name"]
+            names = obj["spec"]["names"]
+            now = kinds.now_rfc3339()
+            status = {
+                "conditions": [
+                    {
+                        "type": "NamesAccepted",
+                        "status": "True",
+                        "lastTransitionTime": now,
+                        "reason": "NoConflicts",
+                        "message": "no conflicts found",
+                    },
+                    {
+                        "type": "Established",
+                        "status": "True",
+                        "lastTransitionTime": now,
+                        "reason": "InitialNamesAccepted",
+                        "message": "the initial names have been accepted",
+                    },
+                ],
+                "acceptedNames": {
+                    "plural": names["plural"],
+                    "singular": names.get("singular", ""),
+                    "kind": names["kind"],
+                    "listKind": names.get("listKind", names["kind"] + "List"),
+                    **({"shortNames": names["shortNames"]} if names.get("shortNames") else {}),
+                    **({"categories": names["categories"]} if names.get("categories") else {}),
+                },
+                "storedVersions": obj["status"]["storedVersions"],
+            }
+
+            def establish() -> None:
+                self.patch(rt.key, name, {"status": status}, subresource="status")
+
+            return establish
+        if rt.key == "namespaces" and not self.bare:
+            ns = obj["metadata"]["name"]
+
+            def default_sa() -> None:
+                with contextlib.suppress(ApiError):  # already there: nothing to do
+                    self.create("serviceaccounts", {"metadata": {"name": "default"}}, ns)
+
+            return default_sa
+        return None
+
+    def _validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> _List[Any]:
+        key = rt.key
+        repeat = 4 if (old is not None and key == "nodes") else 1  # the real node update path reports them 4x
+        errors = kinds.validate_metadata(obj, label_name=key == "namespaces", repeat=repeat)
+        if key == "configmaps":
+            errors += kinds.validate_configmap(obj)
+        elif key == "pods":
+            errors += kinds.validate_pod_spec(obj.get("spec") or {}, "spec")
+            if old is not None:
+                errors += kinds.validate_pod_update(obj, old)
+        elif key == "daemonsets.apps":
+            errors += kinds.validate_daemonset(obj)
+        elif key == "leases.coordination.k8s.io":
+            errors += kinds.validate_lease(obj)
+        elif key == "events":
+            errors += kinds.validate_core_event(obj, obj["metadata"].get("namespace", ""))
+        elif key == _EVENTS_V1:
+            errors += kinds.validate_v1_event(obj)
+        elif rt.schema is not None:
+            errors += schema.validate(obj, rt.schema)
+        return errors
+
+    def _write_update(
+        self,
+        rt: ResourceType,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        subresource: str | None,
+        dry_run: bool,
+    ) -> dict[str, Any]:
+        """Shared tail of PUT and PATCH. Lock held; the caller dispatches notifications after releasing it."""
+        meta = new.setdefault("metadata", {})
+        old_meta = old["metadata"]
+        if subresource == "status":
+            merged = _clone(old)
+            if "status" in new:
+                merged["status"] = new["status"]
+            else:
+                merged.pop("status", None)
+            new = merged
+        else:
+            if not rt.status_in_main:
+                if "status" in old:
+                    new["status"] = _clone(old["status"])
+                else:
+                    new.pop("status", None)
+            # immutable or server-owned metadata
+            for key in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
+                if key in old_meta:
+                    meta[key] = old_meta[key]
+                else:
+                    meta.pop(key, None)
+            meta["name"] = old_meta["name"]
+            if "namespace" in old_meta:
+                meta["namespace"] = old_meta["namespace"]
+        new["kind"], new["apiVersion"] = old.get("kind", rt.kind), old.get("apiVersion", rt.api_version)
+        new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
+        if rt.key == "namespaces" and subresource is None:
+            new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = old_meta["name"]
+        if rt.key == "pods" or rt.key == "daemonsets.apps":
+            tmpl = new.get("spec", {}) if rt.key == "pods" else new.get("spec", {}).get("template", {}).get("spec", {})
+            kinds.default_pod_spec(tmpl)
+        errors = self._validate(rt, self._to_view(rt, new), old)
+        if errors:
+            raise invalid(rt.kind, rt.group, old_meta["name"], errors)
+        if kinds.json_equal(new, old):
+            # a no-op write: no new resourceVersion and no event, like etcd's GuaranteedUpdate
+            return _clone_obj(self._to_view(rt, old))
+        if rt.tracks_generation:
+            changed = {k: v for k, v in new.items() if k not in ("metadata", "status")} != {
+                k: v for k, v in old.items() if k not in ("metadata", "status")
+            }
+            if changed:
+                new["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
+                if rt.key == "daemonsets.apps" and new.get("spec", {}).get("template") != old.get("spec", {}).get(
+                    "template"
+                ):
+                    new["metadata"].setdefault("annotations", {})["deprecated.daemonset.template.generation"] = str(
+                        new["metadata"]["generation"]
+                    )
+        if dry_run:
+            return _clone_obj(self._to_view(rt, new))
+        new["metadata"]["resourceVersion"] = str(self._next_rv())
+        new = self._order(rt, new)
+        self._commit(rt, "MODIFIED", new)
+        return _clone_obj(self._to_view(rt, new))
+
+    @staticmethod
+    def _order(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """kind, apiVersion, metadata, then the rest (Go struct order for the top level)."""
+        head = {"kind": obj.get("kind", rt.kind), "apiVersion": obj.get("apiVersion", rt.api_version)}
+        head["metadata"] = obj.get("metadata", {})
+        for k, v in obj.items():
+            if k not in head:
+                head[k] = v
+        return head
+
+    def install_crd(self, crd: dict[str, Any]) -> dict[str, Any]:
+        """Create a CRD (as POST would) and return it once Established."""
+        self.create("customresourcedefinitions.apiextensions.k8s.io", crd)
+        return self.get("customresourcedefinitions.apiextensions.k8s.io", crd["metadata"]["name"])
+
+    def ensure_namespaces(self, names: Iterable[str]) -> None:
+        for ns in names:
+            if self._get_entry("namespaces", None, ns) is None:
+                self.create("namespaces", {"metadata": {"name": ns}})
+
+    def copy(self, obj: Any) -> Any:
+        return copy.deepcopy(obj)

@@ -1,0 +1,106 @@
+"""`ApiServerTwin`: start/stop the API server twin from Python (context manager), with the real ClusterPolicy CRD.
+
+Side effects: binds 127.0.0.1:<free port> and runs the HTTP server in a daemon thread until stop().
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterable
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from .kubeconfig import write_kubeconfig
+from .server import TwinHTTPServer
+from .store import Store
+
+CLUSTERPOLICY_CRD_FILE = "config_crd_bases_nvidia.com_clusterpolicies.yaml"
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def clusterpolicy_crd() -> dict[str, Any]:
+    """NVIDIA's ClusterPolicy CRD, byte-for-byte the gpu-operator v25.10.1 file shipped in reconciler/twin/data."""
+    text = resources.files("reconciler.twin").joinpath("data", CLUSTERPOLICY_CRD_FILE).read_text()
+    crd: dict[str, Any] = yaml.load(text, Loader=yaml.CSafeLoader)
+    return crd
+
+
+class ApiServerTwin:
+    """A running API server twin. `with ApiServerTwin() as api:` -> api.url, api.token, api.store."""
+
+    def __init__(
+        self,
+        token: str | None = None,
+        *,
+        install_clusterpolicy_crd: bool = True,
+        namespaces: Iterable[str] = DEFAULT_NAMESPACES,
+        bare: bool = False,
+        store: Store | None = None,
+    ) -> None:
+        self.token = token or secrets.token_urlsafe(24)
+        self.store = store if store is not None else Store(bare=bare)
+        self.store.ensure_namespaces(namespaces)
+        if install_clusterpolicy_crd:
+            self.store.install_crd(clusterpolicy_crd())
+        self._server: TwinHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> ApiServerTwin:
+        if self._server is not None:
+            return self
+        self._server = TwinHTTPServer(self.store, self.token)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="apiserver-twin", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.stopping.set()
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> ApiServerTwin:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ access
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the API server twin is not running")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        return write_kubeconfig(path, self.url, self.token)
+
+    def request_counts(self) -> dict[tuple[str, str, str], int]:
+        """Requests served so far by (HTTP method, resource, verb), e.g. ("GET", "nodes", "list")."""
+        if self._server is None:
+            return {}
+        with self._server.counts_lock:
+            return dict(self._server.counts)
+
+    def reset_counts(self) -> None:
+        if self._server is not None:
+            with self._server.counts_lock:
+                self._server.counts.clear()
