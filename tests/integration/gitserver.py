@@ -219,3 +219,29 @@ UsePAM no
         )
         self._spawn([sshd, "-D", "-e", "-f", str(conf)], self.dir / "sshd.log")
         return self
+
+
+def cluster_yaml(*, verify: str = "", reports: str = "{branch: migplan-reports, path: reports}") -> str:
+    return (
+        "apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: test}\nspec:\n  migStrategy: mixed\n"
+        f"  reports: {reports}\n{verify}"
+    )
+
+
+def node_yaml(name: str, *, owner: str = "svc-a", profile: str = "3g.71gb") -> str:
+    """A valid H200 node (the 3g+2g+1g+1g cut); `profile` lets a test make it invalid."""
+    return f"""apiVersion: migplan/v1
+kind: Node
+metadata: {{name: {name}}}
+spec:
+  gpus:
+    - index: 0
+      model: H200-141GB
+      mig:
+        enabled: true
+        partitions:
+          - {{profile: {profile}, placement: 4, owner: {owner}}}
+          - {{profile: 2g.35gb, placement: 0, owner: embeddings}}
+          - {{profile: 1g.18gb, placement: 2}}
+          - {{profile: 1g.18gb, placement: 3}}
+"""

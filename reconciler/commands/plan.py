@@ -1,0 +1,178 @@
+"""`migplan plan --repo R --from REV --to REV [--path ROOT] [-o markdown|json]`: the merge-request view.
+
+Reads both revisions straight from Git (a local repository in place, or a remote through the
+cache), validates them, and prints what merging would do to the partitions: per node and GPU,
+partitions created, destroyed, moved and handed to a new owner, plus the validation status of the
+target revision (its errors, if any, with file and line). Markdown is meant to be posted on the
+merge request as is; `-o json` is for scripts.
+
+Exit codes: 0 the target revision is valid (a plan is shown), 1 the target revision is invalid,
+2 usage or I/O error (unknown revision, remote unreachable, root missing).
+Credentials for a remote come from MIGPLAN_GIT_USERNAME, MIGPLAN_GIT_PASSWORD (password or token),
+MIGPLAN_GIT_SSH_KEY and MIGPLAN_GIT_KNOWN_HOSTS, as for the controller.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from tabulate import tabulate
+
+from reconciler.adapters.gitsource import GitAuth, GitFailure, GitRemote
+from reconciler.logic.revdiff import ChangeKind, PartitionChange, RevisionDiff, diff_states
+from reconciler.logic.validation import ParseCache
+from reconciler.model.diagnostics import Diagnostic
+from reconciler.sourcing import LoadedRevision, load_revision
+
+_VERBS = {
+    ChangeKind.CREATE: "create",
+    ChangeKind.DESTROY: "destroy",
+    ChangeKind.MOVE: "move",
+    ChangeKind.OWNER: "new owner",
+}
+
+
+def _auth_from_env() -> GitAuth:
+    env = os.environ
+    key = env.get("MIGPLAN_GIT_SSH_KEY") or None
+    hosts = env.get("MIGPLAN_GIT_KNOWN_HOSTS") or None
+    return GitAuth(
+        username=env.get("MIGPLAN_GIT_USERNAME") or None,
+        password=env.get("MIGPLAN_GIT_PASSWORD") or None,
+        ssh_private_key=Path(key) if key else None,
+        known_hosts=Path(hosts) if hosts else None,
+    )
+
+
+def _default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "migplan"
+
+
+def _placement(c: PartitionChange) -> str:
+    if c.kind is ChangeKind.MOVE:
+        return f"{c.before} → {c.after}"
+    where = c.after or c.before
+    return str(where) if where is not None else "solver"
+
+
+def _owner(c: PartitionChange) -> str:
+    if c.kind is ChangeKind.OWNER:
+        return f"{c.owner_before or 'free'} → {c.owner_after or 'free'}"
+    owner = c.owner_after if c.kind is not ChangeKind.DESTROY else c.owner_before
+    return owner or "free"
+
+
+def summary_line(diff: RevisionDiff) -> str:
+    counts = [
+        f"{diff.count(ChangeKind.CREATE)} created",
+        f"{diff.count(ChangeKind.DESTROY)} destroyed",
+        f"{diff.count(ChangeKind.MOVE)} moved",
+        f"{diff.count(ChangeKind.OWNER)} owner change(s)",
+    ]
+    extra = ""
+    if diff.nodes_added or diff.nodes_removed:
+        extra = f"; nodes added: {len(diff.nodes_added)}, removed: {len(diff.nodes_removed)}"
+    return f"{', '.join(counts)} on {diff.gpus_touched} GPU(s){extra}"
+
+
+def _diag_rows(diags: tuple[Diagnostic, ...]) -> list[list[str]]:
+    return [[d.location(), d.code, d.message] for d in diags]
+
+
+def render_markdown(old: LoadedRevision, new: LoadedRevision, diff: RevisionDiff | None) -> str:
+    out = [f"### migplan plan: `{old.revision}` → `{new.revision}`", ""]
+    target = new.validation
+    if target.valid:
+        warn = f" ({len(target.warnings)} warning(s))" if target.warnings else ""
+        out.append(f"Target revision: **valid**{warn}.")
+    else:
+        out.append(f"Target revision: **invalid** — {len(target.errors)} error(s); it would not be applied.")
+    if target.diagnostics:
+        out += ["", tabulate(_diag_rows(target.diagnostics), headers=["Where", "Code", "Problem"], tablefmt="github")]
+    if not old.validation.valid:
+        out += ["", f"The base revision is invalid ({len(old.validation.errors)} error(s)): no partition diff."]
+    if diff is not None:
+        out += ["", f"**{summary_line(diff)}**"]
+        for note in diff.cluster_notes:
+            out.append(f"- cluster: {note}")
+        for name in diff.nodes_added:
+            out.append(f"- node `{name}` added")
+        for name in diff.nodes_removed:
+            out.append(f"- node `{name}` removed: its partitions are no longer managed")
+        for n in diff.notes:
+            out.append(f"- `{n.node}` GPU {n.gpu}: {n.message}")
+        if diff.changes:
+            rows = [[c.node, c.gpu, _VERBS[c.kind], c.profile, _placement(c), _owner(c)] for c in diff.changes]
+            headers = ["Node", "GPU", "Change", "Profile", "Placement (start:size)", "Owner"]
+            out += ["", tabulate(rows, headers=headers, tablefmt="github")]
+        elif diff.empty:
+            out += ["", "No partition changes."]
+    return "\n".join(out) + "\n"
+
+
+def render_json(old: LoadedRevision, new: LoadedRevision, diff: RevisionDiff | None) -> bytes:
+    def place(p: Any) -> dict[str, int] | None:
+        return None if p is None else {"start": p.start, "size": p.size}
+
+    doc: dict[str, Any] = {
+        "from": str(old.revision),
+        "to": str(new.revision),
+        "valid": new.validation.valid,
+        "errors": [d.to_json() for d in new.validation.errors],
+        "warnings": [d.to_json() for d in new.validation.warnings],
+        "base_valid": old.validation.valid,
+    }
+    if diff is not None:
+        doc["summary"] = {k.value: diff.count(k) for k in ChangeKind} | {"gpus": diff.gpus_touched}
+        doc["changes"] = [
+            {
+                "node": c.node,
+                "gpu": c.gpu,
+                "change": c.kind.value,
+                "profile": c.profile,
+                "before": place(c.before),
+                "after": place(c.after),
+                "owner_before": c.owner_before,
+                "owner_after": c.owner_after,
+            }
+            for c in diff.changes
+        ]
+        doc["notes"] = [{"node": n.node, "gpu": n.gpu, "message": n.message} for n in diff.notes]
+        doc["nodes_added"] = list(diff.nodes_added)
+        doc["nodes_removed"] = list(diff.nodes_removed)
+        doc["cluster"] = list(diff.cluster_notes)
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+
+
+@click.command("plan")
+@click.option("--repo", "repo", required=True, help="Repository: local path, https://, ssh:// or git:// URL.")
+@click.option("--from", "from_rev", required=True, help="Base revision (branch, tag or commit), e.g. main.")
+@click.option("--to", "to_rev", required=True, help="Target revision, e.g. the merge request's head.")
+@click.option("--path", "root", default="", help="Inventory root inside the repository (default: top level).")
+@click.option("-o", "--output", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
+def command(repo: str, from_rev: str, to_rev: str, root: str, output: str, cache_dir: Path | None) -> None:
+    """Show what merging --to into --from would do to the MIG partitions."""
+    remote = GitRemote(repo, cache_dir or _default_cache(), _auth_from_env())
+    cache = ParseCache()  # shared: files equal in both revisions are parsed once
+    old = load_revision(remote, from_rev, root=root, cache=cache)
+    new = old if isinstance(old, GitFailure) else load_revision(remote, to_rev, root=root, cache=cache, fetch=False)
+    for got in (old, new):
+        if isinstance(got, GitFailure):
+            click.echo(f"migplan plan: {got}", err=True)
+            sys.exit(2)
+    assert isinstance(old, LoadedRevision) and isinstance(new, LoadedRevision)
+    diff = None
+    if old.validation.desired is not None and new.validation.desired is not None:
+        diff = diff_states(old.validation.desired, new.validation.desired)
+    if output == "json":
+        sys.stdout.buffer.write(render_json(old, new, diff) + b"\n")
+    else:
+        click.echo(render_markdown(old, new, diff), nl=False)
+    sys.exit(0 if new.validation.valid else 1)

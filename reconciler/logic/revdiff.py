@@ -1,0 +1,170 @@
+"""What a merge would change: the partition-level difference between two desired states.
+
+Pure: `diff_states(before, after) -> RevisionDiff`; no Git, no cluster. This is the merge-request
+view of `migplan plan --from A --to B`: per node and GPU, which partitions would be created,
+destroyed, moved to another placement, or handed to another owner.
+
+Matching, per GPU (same node name and GPU index): a partition is identified by its profile and
+placement (the start slice the solver or the author fixed). Pairs with the same profile and
+placement are unchanged or have an owner change; left-overs with the same profile and owner are a
+move (destroy + create on the node, shown as one line because that is how a reviewer thinks of
+it); the rest are destroyed or created. A GPU whose model changed, or whose MIG mode is switched,
+is rebuilt: everything on it is destroyed and created.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from reconciler.model.inventory import DesiredState, GpuPlan, Placement
+from reconciler.model.revisions import Revision
+
+
+class ChangeKind(enum.StrEnum):
+    CREATE = "create"
+    DESTROY = "destroy"
+    MOVE = "move"
+    OWNER = "owner"  # same partition, new owner
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChange:
+    node: str
+    gpu: int
+    kind: ChangeKind
+    profile: str
+    before: Placement | None = None
+    after: Placement | None = None
+    owner_before: str | None = None
+    owner_after: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuNote:
+    node: str
+    gpu: int
+    message: str  # "model A100-40GB -> H100-80GB: rebuilt", "MIG enabled", "GPU added", ...
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionDiff:
+    before: Revision
+    after: Revision
+    changes: tuple[PartitionChange, ...]  # sorted by node, GPU, kind order, placement
+    notes: tuple[GpuNote, ...] = ()
+    nodes_added: tuple[str, ...] = ()
+    nodes_removed: tuple[str, ...] = ()
+    cluster_notes: tuple[str, ...] = ()  # strategy or apply-mode changes
+
+    @property
+    def empty(self) -> bool:
+        return not (self.changes or self.notes or self.nodes_added or self.nodes_removed or self.cluster_notes)
+
+    def count(self, kind: ChangeKind) -> int:
+        return sum(1 for c in self.changes if c.kind is kind)
+
+    @property
+    def gpus_touched(self) -> int:
+        return len({(c.node, c.gpu) for c in self.changes} | {(n.node, n.gpu) for n in self.notes})
+
+
+# (profile, placement or None, owner) for each partition of a GPU
+_Item = tuple[str, Placement | None, str | None]
+
+
+def _items(gpu: GpuPlan | None) -> list[_Item]:
+    if gpu is None or not gpu.mig_enabled:
+        return []
+    placements: list[Placement | None] = list(gpu.placements) or [None] * len(gpu.partitions)
+    if len(placements) != len(gpu.partitions):  # solver result missing: fall back to what was written
+        placements = [None] * len(gpu.partitions)
+    return [(p.profile, pl, p.owner) for p, pl in zip(gpu.partitions, placements, strict=True)]
+
+
+def _diff_gpu(
+    node: str, index: int, old: GpuPlan | None, new: GpuPlan | None
+) -> tuple[list[PartitionChange], list[GpuNote]]:
+    notes: list[GpuNote] = []
+    if old is None and new is not None:
+        notes.append(GpuNote(node, index, f"GPU added ({new.model})"))
+    elif new is None and old is not None:
+        notes.append(GpuNote(node, index, f"GPU removed ({old.model})"))
+    elif old is not None and new is not None:
+        if old.model != new.model:
+            notes.append(GpuNote(node, index, f"model {old.model} -> {new.model}: every partition is rebuilt"))
+            return _rebuild(node, index, old, new), notes
+        if old.mig_enabled != new.mig_enabled:
+            notes.append(GpuNote(node, index, "MIG enabled" if new.mig_enabled else "MIG disabled"))
+    before, after = _items(old), _items(new)
+    changes: list[PartitionChange] = []
+    # 1. same profile and placement: unchanged, or an owner change
+    rest_after: list[_Item] = []
+    for item in after:
+        twin = next((b for b in before if b[0] == item[0] and b[1] == item[1]), None)
+        if twin is None:
+            rest_after.append(item)
+            continue
+        before.remove(twin)
+        if twin[2] != item[2]:
+            changes.append(PartitionChange(node, index, ChangeKind.OWNER, item[0], twin[1], item[1], twin[2], item[2]))
+    # 2. same profile and owner elsewhere: a move
+    created: list[_Item] = []
+    for item in rest_after:
+        twin = next((b for b in before if b[0] == item[0] and b[2] == item[2]), None)
+        if twin is None:
+            created.append(item)
+            continue
+        before.remove(twin)
+        changes.append(PartitionChange(node, index, ChangeKind.MOVE, item[0], twin[1], item[1], twin[2], item[2]))
+    # 3. the rest
+    changes += [PartitionChange(node, index, ChangeKind.DESTROY, b[0], b[1], None, b[2], None) for b in before]
+    changes += [PartitionChange(node, index, ChangeKind.CREATE, a[0], None, a[1], None, a[2]) for a in created]
+    return changes, notes
+
+
+def _rebuild(node: str, index: int, old: GpuPlan, new: GpuPlan) -> list[PartitionChange]:
+    out = [PartitionChange(node, index, ChangeKind.DESTROY, p, pl, None, o, None) for p, pl, o in _items(old)]
+    out += [PartitionChange(node, index, ChangeKind.CREATE, p, None, pl, None, o) for p, pl, o in _items(new)]
+    return out
+
+
+_ORDER = {ChangeKind.DESTROY: 0, ChangeKind.MOVE: 1, ChangeKind.OWNER: 2, ChangeKind.CREATE: 3}
+
+
+def _sort_key(c: PartitionChange) -> tuple[str, int, int, int, str]:
+    where = c.after or c.before
+    return (c.node, c.gpu, _ORDER[c.kind], where.start if where else -1, c.profile)
+
+
+def diff_states(before: DesiredState, after: DesiredState) -> RevisionDiff:
+    changes: list[PartitionChange] = []
+    notes: list[GpuNote] = []
+    for name in sorted(set(before.nodes) | set(after.nodes)):
+        old, new = before.nodes.get(name), after.nodes.get(name)
+        indexes: Iterable[int] = sorted(
+            {g.index for g in (old.gpus if old else ())} | {g.index for g in (new.gpus if new else ())}
+        )
+        for index in indexes:
+            c, n = _diff_gpu(name, index, old.gpu(index) if old else None, new.gpu(index) if new else None)
+            changes += c
+            notes += n
+    cluster_notes: list[str] = []
+    if before.cluster.mig_strategy != after.cluster.mig_strategy:
+        cluster_notes.append(
+            f"migStrategy {before.cluster.mig_strategy.value} -> {after.cluster.mig_strategy.value}: "
+            "the device plugin is restarted"
+        )
+    if before.cluster.apply.mode != after.cluster.apply.mode:
+        cluster_notes.append(f"apply.mode {before.cluster.apply.mode.value} -> {after.cluster.apply.mode.value}")
+    return RevisionDiff(
+        before=before.revision,
+        after=after.revision,
+        changes=tuple(sorted(changes, key=_sort_key)),
+        # a whole node added or removed is said once, not once per GPU
+        notes=tuple(n for n in notes if n.node in before.nodes and n.node in after.nodes),
+        nodes_added=tuple(sorted(set(after.nodes) - set(before.nodes))),
+        nodes_removed=tuple(sorted(set(before.nodes) - set(after.nodes))),
+        cluster_notes=tuple(cluster_notes),
+    )

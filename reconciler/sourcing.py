@@ -1,0 +1,299 @@
+"""Where desired state comes from, cycle after cycle: fetch → read → verify → validate → last known good.
+
+Contract of `InventorySource(remote, ref=, root=).cycle() -> SourceResult`:
+- the newest revision of `ref` is applied only if it validates and, when `verify.mode: head`, its
+  head commit carries a good signature by a trusted key; otherwise the result keeps the last
+  known good revision and names both revisions, with the refusal's code, reason, diagnostics and
+  (for signatures) who signed it;
+- a remote that is down or refuses the credentials is reported in `source_error` and the cycle
+  carries on with the cached revision;
+- the last known good revision survives restarts: a JSON state file in the cache dir plus a ref in
+  the bare cache (refs/migplan/last-known-good/...) so Git's gc keeps its objects;
+- files are re-parsed only when their blob id changed (validation's ParseCache, kept across cycles);
+- a new commit that leaves the inventory files as they were (e.g. the controller's own report commit
+  on the same branch) is not a change: `changed` is False and the revision stays the applied one,
+  so the controller's commits never trigger a re-apply (nor a report naming a new revision).
+Trust anchors for `verify` come from, in order: the settings passed in by the operator, the last
+known good revision's cluster.yaml, and only for the very first revision its own cluster.yaml
+(trust on first use, as a new repository has nothing else to go by). A commit can therefore not
+switch verification off, or add its own key, without being signed by a key already trusted.
+
+Orchestration over the Git and signature adapters and the pure validation; I/O: disk and network.
+`load_revision(...)` is the one-shot form for `migplan validate --repo` and `migplan plan`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from reconciler.adapters import signatures
+from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot, normalize_root
+from reconciler.logic.validation import ParseCache, ValidationResult, validate_inventory
+from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.inventory import DesiredState, VerifyMode, VerifySettings
+from reconciler.model.revisions import Revision
+
+INVALID_REVISION = "MP720"  # the newer revision does not validate: not applied
+
+Validator = Callable[..., ValidationResult]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a revision is not applied."""
+
+    revision: Revision
+    code: str  # MP720 invalid; MP710 unsigned, MP711 untrusted signer, MP712 bad signature
+    reason: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+    signer: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.revision} is not applied: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceResult:
+    """One cycle's answer: what to act on, and everything the report must say about the source."""
+
+    desired: DesiredState | None  # act on this (None only when no revision was ever valid)
+    revision: Revision | None  # revision of `desired` (the last known good)
+    latest: Revision | None  # the head of the ref seen this cycle (may be refused)
+    changed: bool  # desired differs from the previous cycle's: something to apply
+    refused: Refusal | None = None  # why `latest` is not the applied revision
+    source_error: GitFailure | None = None  # fetch/resolve/read problem; the cycle used the cache
+    warnings: tuple[Diagnostic, ...] = ()  # validation warnings of the applied revision
+    signature: signatures.SignatureCheck | None = None  # of the applied revision, when verified
+
+    @property
+    def stale(self) -> bool:
+        """True when the newest revision is not the one being acted on."""
+        return self.latest is not None and self.revision is not None and self.latest.sha != self.revision.sha
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRevision:
+    snapshot: Snapshot
+    validation: ValidationResult
+
+    @property
+    def revision(self) -> Revision:
+        return self.snapshot.revision
+
+
+def load_revision(
+    remote: GitRemote,
+    rev: str,
+    *,
+    root: str = "",
+    cache: ParseCache | None = None,
+    fetch: bool = True,
+    validate: Validator = validate_inventory,
+) -> LoadedRevision | GitFailure:
+    """Fetch (remote URLs), resolve `rev`, read `root` at it and validate. For one-shot commands."""
+    repo = InventoryRepo.open(remote)
+    if isinstance(repo, GitFailure):
+        return repo
+    if fetch and (failure := repo.fetch()) is not None:
+        return failure
+    revision = repo.resolve(rev)
+    if isinstance(revision, GitFailure):
+        return revision
+    snap = repo.read(revision, root)
+    if isinstance(snap, GitFailure):
+        return snap
+    result = validate(snap.files, revision=revision, cache=cache, blob_ids=snap.blob_ids)
+    return LoadedRevision(snap, result)
+
+
+@dataclass(frozen=True, slots=True)
+class _Applied:
+    snapshot: Snapshot
+    desired: DesiredState
+    warnings: tuple[Diagnostic, ...]
+    signature: signatures.SignatureCheck | None
+
+
+class InventorySource:
+    """One per controller: keeps the cache repo, the parse cache and the last known good revision."""
+
+    def __init__(
+        self,
+        remote: GitRemote,
+        *,
+        ref: str,
+        root: str = "",
+        verify: VerifySettings | None = None,
+        cache: ParseCache | None = None,
+        validate: Validator = validate_inventory,
+    ) -> None:
+        self.remote = remote
+        self.ref = ref
+        self.root = normalize_root(root)
+        self.verify_override = verify
+        self.cache = cache if cache is not None else ParseCache()
+        self._validate = validate
+        self._repo: InventoryRepo | None = None
+        self._applied: _Applied | None = None
+        self._refused: Refusal | None = None
+        self._restored = False
+        self._reported_once = False
+
+    # -- persistence ------------------------------------------------------------------------------
+    @property
+    def state_file(self) -> Path:
+        key = hashlib.sha256(f"{self.remote.url}\0{self.ref}\0{self.root}".encode()).hexdigest()[:16]
+        return self.remote.cache_dir / "state" / f"last-known-good-{key}.json"
+
+    def _pin_name(self) -> str:
+        return f"last-known-good/{self.state_file.stem.removeprefix('last-known-good-')}"
+
+    def _save(self, applied: _Applied) -> None:
+        assert self._repo is not None
+        self._repo.pin(self._pin_name(), applied.snapshot.revision.sha)
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        rev = applied.snapshot.revision
+        tmp.write_text(json.dumps({"url": self.remote.url, "ref": rev.ref, "sha": rev.sha, "root": self.root}))
+        tmp.replace(self.state_file)
+
+    def _restore(self, repo: InventoryRepo) -> None:
+        """After a restart: load the last known good revision from the cache, without the network."""
+        self._restored = True
+        try:
+            state = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return
+        sha = str(state.get("sha", ""))
+        if not sha or not repo.has_commit(sha):
+            return
+        revision = Revision(ref=str(state.get("ref", self.ref)), sha=sha)
+        snap = repo.read(revision, self.root, exclude=None)
+        if isinstance(snap, GitFailure):
+            return
+        result = self._validate(snap.files, revision=revision, cache=self.cache, blob_ids=snap.blob_ids)
+        if result.desired is not None:
+            snap = self._without_reports(repo, snap, result.desired)
+            self._applied = _Applied(snap, result.desired, result.warnings, None)
+
+    # -- the cycle --------------------------------------------------------------------------------
+    def cycle(self) -> SourceResult:
+        repo = self._repo
+        if repo is None:
+            opened = InventoryRepo.open(self.remote)
+            if isinstance(opened, GitFailure):
+                return self._carry_on(None, source_error=opened)
+            repo = self._repo = opened
+        if not self._restored:
+            self._restore(repo)
+        fetch_error = repo.fetch()
+        latest = repo.resolve(self.ref)
+        if isinstance(latest, GitFailure):
+            return self._carry_on(None, source_error=fetch_error or latest)
+        applied = self._applied
+        if applied is not None and latest.sha == applied.snapshot.revision.sha:
+            return self._carry_on(latest, source_error=fetch_error, changed=False)
+        if self._refused is not None and self._refused.revision.sha == latest.sha:
+            return self._carry_on(latest, source_error=fetch_error, refused=self._refused)
+
+        exclude = self._reports_path(applied.desired) if applied is not None else None
+        snap = repo.read(latest, self.root, exclude=exclude, previous=applied.snapshot if applied else None)
+        if isinstance(snap, GitFailure):
+            return self._carry_on(latest, source_error=snap)
+        if applied is not None and dict(snap.blob_ids) == dict(applied.snapshot.blob_ids):
+            # Same inventory files: e.g. the controller's own report commit on this branch.
+            return self._carry_on(latest, source_error=fetch_error, changed=False, same_content=True)
+
+        result = self._validate(snap.files, revision=latest, cache=self.cache, blob_ids=snap.blob_ids)
+        check: signatures.SignatureCheck | None = None
+        verify = self._verify_settings(result)
+        if verify.mode is VerifyMode.HEAD:
+            sig = repo.signature(latest.sha)
+            check = signatures.verify_signature(None if sig is None else sig[0], b"" if sig is None else sig[1], verify)
+            if not check.trusted:
+                refusal = Refusal(
+                    latest, check.code or signatures.UNTRUSTED_CODE, check.describe(), signer=check.signer
+                )
+                return self._refuse(refusal, fetch_error)
+        if result.desired is None:
+            errors = result.errors
+            first = f"; first: {errors[0]}" if errors else ""
+            refusal = Refusal(
+                latest,
+                INVALID_REVISION,
+                f"the inventory is invalid ({len(errors)} error(s){first})",
+                result.diagnostics,
+            )
+            return self._refuse(refusal, fetch_error)
+        snap = self._without_reports(repo, snap, result.desired)
+        self._applied = _Applied(snap, result.desired, result.warnings, check)
+        self._refused = None
+        self._save(self._applied)
+        return self._carry_on(latest, source_error=fetch_error, changed=True)
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _verify_settings(self, candidate: ValidationResult) -> VerifySettings:
+        if self.verify_override is not None:
+            return self.verify_override
+        if self._applied is not None:
+            return self._applied.desired.cluster.verify
+        if candidate.desired is not None:
+            return candidate.desired.cluster.verify  # trust on first use (see module docstring)
+        return VerifySettings()
+
+    def _reports_path(self, desired: DesiredState) -> str:
+        # reports.path is relative to the repository top level; ignore it when inside the root
+        return desired.cluster.reports.path
+
+    def _without_reports(self, repo: InventoryRepo, snap: Snapshot, desired: DesiredState) -> Snapshot:
+        """The snapshot minus files under reports.path, so report commits never look like changes."""
+        path = normalize_root(self._reports_path(desired))
+        if not path:
+            return snap
+        rel = path if not self.root else (path[len(self.root) + 1 :] if path.startswith(self.root + "/") else "")
+        if not rel:
+            return snap
+        keep = {p for p in snap.files if p != rel and not p.startswith(rel + "/")}
+        if len(keep) == len(snap.files):
+            return snap
+        return Snapshot(
+            revision=snap.revision,
+            root=snap.root,
+            files={p: snap.files[p] for p in keep},
+            blob_ids={p: snap.blob_ids[p] for p in keep},
+            tree_id=snap.tree_id,
+        )
+
+    def _refuse(self, refusal: Refusal, fetch_error: GitFailure | None) -> SourceResult:
+        self._refused = refusal
+        return self._carry_on(refusal.revision, source_error=fetch_error, refused=refusal)
+
+    def _carry_on(
+        self,
+        latest: Revision | None,
+        *,
+        source_error: GitFailure | None,
+        changed: bool = False,
+        refused: Refusal | None = None,
+        same_content: bool = False,
+    ) -> SourceResult:
+        applied = self._applied
+        if applied is None:
+            return SourceResult(None, None, latest, False, refused=refused, source_error=source_error)
+        # A restart's first cycle must apply the restored revision: nothing has been applied yet.
+        first = not self._reported_once
+        self._reported_once = True
+        return SourceResult(
+            desired=applied.desired,
+            revision=applied.snapshot.revision,
+            latest=applied.snapshot.revision if same_content else latest,
+            changed=changed or first,
+            refused=refused,
+            source_error=source_error,
+            warnings=applied.warnings,
+            signature=applied.signature,
+        )

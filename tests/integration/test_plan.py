@@ -1,0 +1,143 @@
+"""`migplan plan --repo R --from A --to B`: the merge-request view, from real Git revisions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from gitserver import GitDaemon, cluster_yaml, git, make_bare, node_yaml, seed
+
+from reconciler.cli import cli
+
+MOVED = """apiVersion: migplan/v1
+kind: Node
+metadata: {name: gpu-1}
+spec:
+  gpus:
+    - index: 0
+      model: H200-141GB
+      mig:
+        enabled: true
+        partitions:
+          - {profile: 3g.71gb, placement: 4, owner: svc-a}
+          - {profile: 2g.35gb, placement: 2, owner: embeddings}
+          - {profile: 1g.18gb, placement: 0}
+          - {profile: 1g.18gb, placement: 1}
+"""
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> tuple[Path, str, str]:
+    work = tmp_path / "inv"
+    git("init", "-q", "-b", "main", str(work))
+    files = {"clusters/a/cluster.yaml": cluster_yaml()}
+    files |= {f"clusters/a/nodes/gpu-{i}.yaml": node_yaml(f"gpu-{i}") for i in range(3)}
+    for rel, text in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "base", cwd=work)
+    base = git("rev-parse", "HEAD", cwd=work)
+    git("checkout", "-q", "-b", "feature", cwd=work)
+    (work / "clusters/a/nodes/gpu-0.yaml").write_text(node_yaml("gpu-0", owner="llama-405b"))
+    (work / "clusters/a/nodes/gpu-1.yaml").write_text(MOVED)
+    (work / "clusters/a/nodes/gpu-2.yaml").unlink()
+    (work / "clusters/a/nodes/gpu-3.yaml").write_text(node_yaml("gpu-3"))
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "feature", cwd=work)
+    return work, base, git("rev-parse", "HEAD", cwd=work)
+
+
+def _plan(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["plan", *args])
+    return result.exit_code, result.output
+
+
+def test_plan_markdown_lists_each_kind_of_change(repo: tuple[Path, str, str]) -> None:
+    work, base, head = repo
+    code, out = _plan("--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/a")
+    assert code == 0, out
+    assert f"main@sha1:{base}" in out and f"feature@sha1:{head}" in out
+    assert "Target revision: **valid**" in out
+    assert "| gpu-0  |     0 | new owner | 3g.71gb   | 4:4" in out and "svc-a → llama-405b" in out
+    assert "| gpu-1  |     0 | move      | 2g.35gb   | 0:2 → 2:2" in out
+    assert out.count("| gpu-2  |     0 | destroy") == 4 and out.count("| gpu-3  |     0 | create") == 4
+    assert "node `gpu-3` added" in out and "node `gpu-2` removed" in out
+    assert "4 created, 4 destroyed, 3 moved, 1 owner change(s) on 4 GPU(s)" in out
+
+
+def test_plan_json(repo: tuple[Path, str, str]) -> None:
+    work, _base, _head = repo
+    code, out = _plan("--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/a", "-o", "json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["valid"] is True and doc["errors"] == []
+    assert doc["summary"] == {"create": 4, "destroy": 4, "move": 3, "owner": 1, "gpus": 4}
+    owner = [c for c in doc["changes"] if c["change"] == "owner"]
+    assert owner == [
+        {
+            "node": "gpu-0",
+            "gpu": 0,
+            "change": "owner",
+            "profile": "3g.71gb",
+            "before": {"start": 4, "size": 4},
+            "after": {"start": 4, "size": 4},
+            "owner_before": "svc-a",
+            "owner_after": "llama-405b",
+        }
+    ]
+
+
+def test_plan_same_revision_is_empty(repo: tuple[Path, str, str]) -> None:
+    work, base, _head = repo
+    code, out = _plan("--repo", str(work), "--from", "main", "--to", base, "--path", "clusters/a")
+    assert code == 0 and "No partition changes." in out
+
+
+def test_plan_invalid_target_exits_1_with_errors(repo: tuple[Path, str, str]) -> None:
+    work, _base, _head = repo
+    (work / "clusters/a/nodes/gpu-0.yaml").write_text(node_yaml("gpu-0", profile="9g.99gb"))
+    git("commit", "-q", "-am", "broken", cwd=work)
+    code, out = _plan("--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/a")
+    assert code == 1, out
+    assert "Target revision: **invalid**" in out and "nodes/gpu-0.yaml:" in out and "MP302" in out
+    code, out = _plan("--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/a", "-o", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["valid"] is False and doc["errors"][0]["file"] == "nodes/gpu-0.yaml"
+    assert "changes" not in doc
+
+
+def test_plan_unknown_revision_or_root_exits_2(repo: tuple[Path, str, str]) -> None:
+    work, _base, _head = repo
+    code, out = _plan("--repo", str(work), "--from", "main", "--to", "nope", "--path", "clusters/a")
+    assert code == 2 and "MP704" in out
+    code, out = _plan("--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/zz")
+    assert code == 2 and "MP705" in out
+
+
+def test_plan_from_a_remote(tmp_path: Path) -> None:
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    bare = make_bare(srv, "inv")
+    base = seed(bare, tmp_path / "w", {"cluster.yaml": cluster_yaml(), "nodes/gpu-0.yaml": node_yaml("gpu-0")})
+    seed(bare, tmp_path / "w", {"nodes/gpu-0.yaml": node_yaml("gpu-0", owner="other")}, message="owner")
+    daemon = GitDaemon(srv).start()
+    try:
+        code, out = _plan(
+            "--repo",
+            daemon.url("inv"),
+            "--from",
+            base,
+            "--to",
+            "main",
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "-o",
+            "json",
+        )
+    finally:
+        daemon.stop()
+    assert code == 0, out
+    assert json.loads(out)["summary"]["owner"] == 1
