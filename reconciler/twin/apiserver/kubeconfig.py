@@ -1,20 +1,26 @@
-"""Kubeconfig files for the twin (plain http, bearer token).
+"""Kubeconfig files for the twin (bearer token; https with the twin's own CA, or plain http).
 
-Writes a file; nothing else. Both the official Python client and kubectl accept `server: http://...`.
+Writes a file; nothing else. kubectl only sends the token over https, hence TLS by default in ApiServerTwin.
 """
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import yaml
 
 
-def kubeconfig_dict(url: str, token: str, name: str = "migplan-twin", namespace: str = "default") -> dict[str, object]:
+def kubeconfig_dict(
+    url: str, token: str, name: str = "migplan-twin", namespace: str = "default", ca_pem: bytes | None = None
+) -> dict[str, object]:
+    cluster: dict[str, str] = {"server": url}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": url}}],
+        "clusters": [{"name": name, "cluster": cluster}],
         "users": [{"name": f"{name}-admin", "user": {"token": token}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-admin", "namespace": namespace}}],
         "current-context": name,
@@ -22,9 +28,11 @@ def kubeconfig_dict(url: str, token: str, name: str = "migplan-twin", namespace:
     }
 
 
-def write_kubeconfig(path: str | Path, url: str, token: str, name: str = "migplan-twin") -> Path:
+def write_kubeconfig(
+    path: str | Path, url: str, token: str, name: str = "migplan-twin", ca_pem: bytes | None = None
+) -> Path:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(yaml.safe_dump(kubeconfig_dict(url, token, name), sort_keys=False))
+    target.write_text(yaml.safe_dump(kubeconfig_dict(url, token, name, ca_pem=ca_pem), sort_keys=False))
     target.chmod(0o600)
     return target

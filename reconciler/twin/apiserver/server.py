@@ -10,6 +10,7 @@ token, 403 for anonymous requests beyond /version and the health endpoints, 415 
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections import Counter
@@ -20,7 +21,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from . import discovery, tables
+from . import discovery, openapi, tables
+from .certs import TlsFiles
 from .errors import ApiError, bad_request, method_not_allowed, resource_not_found, unsupported_media_type
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
@@ -71,8 +73,13 @@ class TwinHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, store: Store, token: str) -> None:
+    def __init__(self, store: Store, token: str, tls: TlsFiles | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        if tls is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(tls.server_cert, tls.server_key)
+            # handshake lazily in the handler thread, so one slow client cannot stall accept()
+            self.socket = ctx.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
         self.store = store
         self.token = token
         self.counts: Counter[tuple[str, str, str]] = Counter()
@@ -183,8 +190,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"ok", "text/plain; charset=utf-8")
 
     def _openapi(self, path: str) -> None:
-        # kubectl only uses OpenAPI for client-side validation, explain and apply; the twin has no OpenAPI
-        # document, which kubectl tolerates as "not found" (ASSUMPTIONS.md).
+        # v3 only: enough for kubectl to choose server-side field validation (see openapi.py); no v2 document.
+        types = self.server.store.resource_types()
+        self.server.count("GET", path, "openapi")
+        if path.rstrip("/") == "/openapi/v3":
+            self._send_json(200, openapi.root(types))
+            return
+        if path.startswith("/openapi/v3/"):
+            doc = openapi.group_version(types, path[len("/openapi/v3/") :].strip("/"))
+            if doc is not None:
+                self._send_json(200, doc)
+                return
         raise _NotFoundText()
 
     def _is_discovery(self, path: str) -> bool:

@@ -6,6 +6,8 @@ Side effects: binds 127.0.0.1:<free port> and runs the HTTP server in a daemon t
 from __future__ import annotations
 
 import secrets
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterable
 from importlib import resources
@@ -15,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from . import certs
+from .certs import TlsFiles
 from .kubeconfig import write_kubeconfig
 from .server import TwinHTTPServer
 from .store import Store
@@ -41,8 +45,12 @@ class ApiServerTwin:
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         bare: bool = False,
         store: Store | None = None,
+        tls: bool = True,
     ) -> None:
         self.token = token or secrets.token_urlsafe(24)
+        self.tls = tls
+        self._tls_dir: Path | None = None
+        self._tls_files: TlsFiles | None = None
         self.store = store if store is not None else Store(bare=bare)
         self.store.ensure_namespaces(namespaces)
         if install_clusterpolicy_crd:
@@ -55,7 +63,10 @@ class ApiServerTwin:
     def start(self) -> ApiServerTwin:
         if self._server is not None:
             return self
-        self._server = TwinHTTPServer(self.store, self.token)
+        if self.tls and self._tls_files is None:
+            self._tls_dir = Path(tempfile.mkdtemp(prefix="migplan-twin-tls-"))
+            self._tls_files = certs.generate(self._tls_dir)
+        self._server = TwinHTTPServer(self.store, self.token, self._tls_files)
         self._thread = threading.Thread(target=self._server.serve_forever, name="apiserver-twin", daemon=True)
         self._thread.start()
         return self
@@ -69,6 +80,9 @@ class ApiServerTwin:
         server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._tls_dir is not None:
+            shutil.rmtree(self._tls_dir, ignore_errors=True)
+            self._tls_dir, self._tls_files = None, None
 
     def __enter__(self) -> ApiServerTwin:
         return self.start()
@@ -88,10 +102,21 @@ class ApiServerTwin:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        """PEM of the CA that signed the server certificate (None for plain http)."""
+        return self._tls_files.ca_pem() if self._tls_files is not None else None
+
+    @property
+    def ca_file(self) -> Path | None:
+        return self._tls_files.ca_cert if self._tls_files is not None else None
 
     def write_kubeconfig(self, path: str | Path) -> Path:
-        return write_kubeconfig(path, self.url, self.token)
+        """A kubeconfig (token + embedded CA) for kubectl and kubernetes.config.load_kube_config."""
+        return write_kubeconfig(path, self.url, self.token, ca_pem=self.ca_pem)
 
     def request_counts(self) -> dict[tuple[str, str, str], int]:
         """Requests served so far by (HTTP method, resource, verb), e.g. ("GET", "nodes", "list")."""
