@@ -131,6 +131,12 @@ class Outbox:
 
     def put(self, entry: Mapping[str, Any]) -> Path:
         existing = self.entries()
+        if existing:
+            last = self.load(existing[-1])
+            if all(last.get(k) == entry.get(k) for k in ("branch", "path", "files")):
+                # Same report content as the newest queued one (a long outage, one cycle a minute):
+                # pushing it twice would change nothing, so the queue does not grow.
+                return existing[-1]
         seq = int(existing[-1].stem) + 1 if existing else 1
         target = self.directory / f"{seq:010d}.json"
         tmp = target.with_suffix(".tmp")

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from gitserver import GitDaemon, HttpGitServer, git, make_bare, seed
+from gitserver import GitDaemon, HttpGitServer, SshGitServer, git, make_bare, seed
 
 from reconciler.adapters import gitsource
 from reconciler.adapters.gitreports import BotIdentity, Outbox, commit_report, flush_outbox, report_message
@@ -238,3 +238,33 @@ def test_push_rejected_after_fetch_is_recreated_on_the_new_tip(remote, tmp_path:
     subjects = [line.split("|")[2] for line in _log(bare, SETTINGS.branch)]
     assert subjects == ["report", "human 2", "human 1", "seed"]
     assert git("show", f"{SETTINGS.branch}:other/b.txt", cwd=bare) == "b"
+
+
+def test_outbox_does_not_grow_with_identical_reports_during_an_outage(remote, tmp_path: Path) -> None:
+    daemon, bare = remote
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    daemon.stop()
+    for _ in range(5):
+        out = commit_report(repo, settings=SETTINGS, files=_report(1), message="same", bot=BOT)
+        assert out.status == "queued"
+    assert out.pending == 1
+    daemon.start()
+    back = flush_outbox(repo)
+    assert back.status == "committed" and len(_log(bare, SETTINGS.branch)) == 1
+
+
+def test_report_pushed_over_ssh(tmp_path: Path) -> None:
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    bare = make_bare(srv, "inv")
+    seed(bare, tmp_path / "work", {"inv/cluster.yaml": "x\n"})
+    ssh = SshGitServer(srv).start()
+    try:
+        auth = GitAuth(ssh_private_key=ssh.client_key, known_hosts=ssh.known_hosts)
+        out = commit_report(
+            _repo(ssh.url("inv"), tmp_path / "cache", auth), settings=SETTINGS, files=_report(4), message="r"
+        )
+    finally:
+        ssh.stop()
+    assert out.status == "committed", out
+    assert git("show", f"{SETTINGS.branch}:reports/par1/drift.yaml", cwd=bare) == "drifted: 4"
