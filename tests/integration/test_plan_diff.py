@@ -1,0 +1,64 @@
+"""The pure partition diff behind `migplan plan`, on hand-built desired states (no Git)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from reconciler.logic.revdiff import ChangeKind, diff_states
+from reconciler.model.inventory import ClusterSpec, DesiredState, GpuPlan, MigStrategy, NodePlan, Partition, Placement
+from reconciler.model.revisions import Revision
+
+CLUSTER = ClusterSpec(name="c", mig_strategy=MigStrategy.MIXED)
+
+
+def _gpu(model: str = "H200-141GB", *parts: tuple[str, int, int, str | None], enabled: bool = True) -> GpuPlan:
+    return GpuPlan(
+        index=0,
+        model=model,
+        mig_enabled=enabled,
+        partitions=tuple(Partition(p, placement=s, owner=o) for p, s, _size, o in parts),
+        placements=tuple(Placement(s, size) for _p, s, size, _o in parts),
+    )
+
+
+def _state(gpu: GpuPlan, sha: str, cluster: ClusterSpec = CLUSTER) -> DesiredState:
+    return DesiredState(cluster=cluster, nodes={"n": NodePlan("n", (gpu,))}, revision=Revision("main", sha * 40))
+
+
+BASE = _gpu("H200-141GB", ("3g.71gb", 4, 4, "a"), ("2g.35gb", 0, 2, "b"), ("1g.18gb", 2, 1, None))
+
+
+def test_identical_states_have_no_changes() -> None:
+    d = diff_states(_state(BASE, "a"), _state(BASE, "b"))
+    assert d.empty and d.changes == () and d.before.sha == "a" * 40 and d.after.sha == "b" * 40
+
+
+def test_owner_move_create_destroy() -> None:
+    after = _gpu("H200-141GB", ("3g.71gb", 4, 4, "z"), ("2g.35gb", 2, 2, "b"), ("1g.18gb", 0, 1, "new"))
+    d = diff_states(_state(BASE, "a"), _state(after, "b"))
+    got = {(c.kind, c.profile, str(c.before), str(c.after), c.owner_before, c.owner_after) for c in d.changes}
+    assert got == {
+        (ChangeKind.OWNER, "3g.71gb", "4:4", "4:4", "a", "z"),
+        (ChangeKind.MOVE, "2g.35gb", "0:2", "2:2", "b", "b"),
+        (ChangeKind.DESTROY, "1g.18gb", "2:1", "None", None, None),
+        (ChangeKind.CREATE, "1g.18gb", "None", "0:1", None, "new"),
+    }
+    # destroys are listed before creates, as they must happen on the GPU
+    kinds = [c.kind for c in d.changes]
+    assert kinds.index(ChangeKind.DESTROY) < kinds.index(ChangeKind.CREATE)
+
+
+def test_model_change_rebuilds_and_mig_toggle_is_noted() -> None:
+    other = _gpu("H100-80GB", ("7g.80gb", 0, 8, "a"))
+    d = diff_states(_state(BASE, "a"), _state(other, "b"))
+    assert d.count(ChangeKind.DESTROY) == 3 and d.count(ChangeKind.CREATE) == 1
+    assert any("H200-141GB -> H100-80GB" in n.message for n in d.notes)
+    off = replace(BASE, mig_enabled=False)
+    d = diff_states(_state(BASE, "a"), _state(off, "b"))
+    assert d.count(ChangeKind.DESTROY) == 3 and [n.message for n in d.notes] == ["MIG disabled"]
+
+
+def test_strategy_change_is_a_cluster_note() -> None:
+    single = replace(CLUSTER, mig_strategy=MigStrategy.SINGLE)
+    d = diff_states(_state(BASE, "a"), _state(BASE, "b", single))
+    assert d.changes == () and len(d.cluster_notes) == 1 and "mixed -> single" in d.cluster_notes[0]
