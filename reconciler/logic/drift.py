@@ -4,7 +4,7 @@ Pure: desired state, observed state and (optionally) the current time in; findin
 the drift report out. No I/O, no clock of its own. Codes are stable and documented in FINDING_CODES
 (rendered into the README's table); never reuse a code for another meaning.
 
-Node status is derived from the findings on that node: Missing (MP410) and Undocumented (MP411)
+Node status is derived from the findings on that node: Missing (MP510) and Undocumented (MP511)
 win, then Error if any finding is an error, then Drifted if any finding is a warning or a change is
 held back, else InSync (info findings such as a saturated profile do not make a node drift).
 """
@@ -48,30 +48,30 @@ ERROR, WARNING, INFO = FindingSeverity.ERROR, FindingSeverity.WARNING, FindingSe
 
 # code -> (severity, what it means). The one table of drift codes; README renders it.
 FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
-    "MP401": (WARNING, "a node advertises a different number of partitions of a profile than its plan gives it"),
-    "MP402": (WARNING, "ClusterPolicy spec.mig.strategy differs from the inventory's migStrategy"),
-    "MP403": (WARNING, "ClusterPolicy spec.devicePlugin.config would contradict the strategy; it must be removed"),
-    "MP404": (ERROR, "the device plugin refuses the node's MIG layout (its log line is quoted)"),
-    "MP405": (WARNING, "a device-plugin pod is not ready for another reason (last log line quoted)"),
-    "MP406": (ERROR, "pods ask for nvidia.com/gpu on a node that advertises none: they stay Pending forever"),
-    "MP407": (ERROR, "mig-manager failed to apply the node's config (nvidia.com/mig.config.state=failed)"),
-    "MP408": (ERROR, "the node has been reconfiguring (state pending) for longer than expected"),
-    "MP409": (INFO, "mig-manager is reconfiguring the node (state pending or rebooting)"),
-    "MP410": (ERROR, "a node of the inventory is not in the cluster"),
-    "MP411": (WARNING, "a GPU node of the cluster is not in the inventory"),
-    "MP412": (
+    "MP501": (WARNING, "a node advertises a different number of partitions of a profile than its plan gives it"),
+    "MP502": (WARNING, "ClusterPolicy spec.mig.strategy differs from the inventory's migStrategy"),
+    "MP503": (WARNING, "ClusterPolicy spec.devicePlugin.config would contradict the strategy; it must be removed"),
+    "MP504": (ERROR, "the device plugin refuses the node's MIG layout (its log line is quoted)"),
+    "MP505": (WARNING, "a device-plugin pod is not ready for another reason (last log line quoted)"),
+    "MP506": (ERROR, "pods ask for nvidia.com/gpu on a node that advertises none: they stay Pending forever"),
+    "MP507": (ERROR, "mig-manager failed to apply the node's config (nvidia.com/mig.config.state=failed)"),
+    "MP508": (ERROR, "the node has been reconfiguring (state pending) for longer than expected"),
+    "MP509": (INFO, "mig-manager is reconfiguring the node (state pending or rebooting)"),
+    "MP510": (ERROR, "a node of the inventory is not in the cluster"),
+    "MP511": (WARNING, "a GPU node of the cluster is not in the inventory"),
+    "MP512": (
         ERROR,
         "a pod's MIG request is invalid (requests differ from limits, or two MIG profiles in one container)",
     ),
-    "MP413": (INFO, "no free partition of a profile is left in the cluster (saturation)"),
-    "MP414": (WARNING, "the node's nvidia.com/mig.config label is not the config its plan renders to"),
-    "MP415": (WARNING, "ClusterPolicy spec.migManager.config.name does not point at migplan's ConfigMap"),
-    "MP416": (WARNING, "the mig-parted ConfigMap is missing or differs from the rendered inventory"),
-    "MP417": (ERROR, "the ClusterPolicy named in cluster.yaml is not in the cluster"),
-    "MP418": (ERROR, "the device-plugin DaemonSet named in cluster.yaml is not in the cluster"),
-    "MP419": (WARNING, "a change is held back: it would destroy partitions that running pods hold"),
-    "MP420": (WARNING, "pods hold more partitions of a profile on the node than its plan gives it"),
-    "MP421": (INFO, "the node is cordoned by migplan while it is reconfigured"),
+    "MP513": (INFO, "no free partition of a profile is left in the cluster (saturation)"),
+    "MP514": (WARNING, "the node's nvidia.com/mig.config label is not the config its plan renders to"),
+    "MP515": (WARNING, "ClusterPolicy spec.migManager.config.name does not point at migplan's ConfigMap"),
+    "MP516": (WARNING, "the mig-parted ConfigMap is missing or differs from the rendered inventory"),
+    "MP517": (ERROR, "the ClusterPolicy named in cluster.yaml is not in the cluster"),
+    "MP518": (ERROR, "the device-plugin DaemonSet named in cluster.yaml is not in the cluster"),
+    "MP519": (WARNING, "a change is held back: it would destroy partitions that running pods hold"),
+    "MP520": (WARNING, "pods hold more partitions of a profile on the node than its plan gives it"),
+    "MP521": (INFO, "the node is cordoned by migplan while it is reconfigured"),
 }
 
 STUCK_AFTER = timedelta(minutes=15)
@@ -131,7 +131,7 @@ def analyze(
         plan = desired.nodes[name]
         node = observed.nodes.get(name)
         if node is None:
-            out.append(finding("MP410", f"node {name} is in the inventory but not in the cluster", node=name))
+            out.append(finding("MP510", f"node {name} is in the inventory but not in the cluster", node=name))
             continue
         pods = pods_by_node.get(name, ())
         occ[name] = occupancy.node_occupancy(node=name, plan=plan, strategy=strategy, pods=pods)
@@ -143,7 +143,7 @@ def analyze(
             if o.used > o.total:
                 out.append(
                     finding(
-                        "MP420",
+                        "MP520",
                         f"pods hold {o.used} {o.profile} on {name} but its plan has {o.total}",
                         node=name,
                         profile=o.profile,
@@ -153,7 +153,7 @@ def analyze(
                     )
                 )
         if node.annotations.get(CORDONED_ANNOTATION) == "true":
-            out.append(finding("MP421", f"{name} is cordoned by migplan until its reconfiguration succeeds", node=name))
+            out.append(finding("MP521", f"{name} is cordoned by migplan until its reconfiguration succeeds", node=name))
 
     for name in sorted(observed.nodes):
         node = observed.nodes[name]
@@ -161,7 +161,7 @@ def analyze(
             continue
         out.append(
             finding(
-                "MP411",
+                "MP511",
                 f"GPU node {name} is not in the inventory: add nodes/{name}.yaml",
                 node=name,
                 observed={k: v for k, v in sorted(node.advertised_resources.items()) if is_gpu_resource(k)},
@@ -185,19 +185,19 @@ def _cluster_policy_findings(desired: DesiredState, observed: ObservedState) -> 
     ops = desired.cluster.gpu_operator
     cp = observed.cluster_policy
     if cp is None:
-        yield finding("MP417", f"ClusterPolicy {ops.cluster_policy} not found: is the GPU Operator installed?")
+        yield finding("MP517", f"ClusterPolicy {ops.cluster_policy} not found: is the GPU Operator installed?")
         return
     want = desired.cluster.mig_strategy.value
     if cp.mig_strategy != want:
         yield finding(
-            "MP402",
+            "MP502",
             f"ClusterPolicy {cp.name} has spec.mig.strategy={cp.mig_strategy or '(unset)'}, the inventory says {want}",
             desired=want,
             observed=cp.mig_strategy,
         )
     if cp.mig_manager_config_name != ops.mig_config_map:
         yield finding(
-            "MP415",
+            "MP515",
             f"ClusterPolicy {cp.name} spec.migManager.config.name is {cp.mig_manager_config_name or '(unset)'}, "
             f"not {ops.mig_config_map}: mig-manager would not see migplan's configs",
             desired=ops.mig_config_map,
@@ -206,7 +206,7 @@ def _cluster_policy_findings(desired: DesiredState, observed: ObservedState) -> 
     conflict = device_plugin_config_conflict(desired, observed)
     if conflict is not None:
         yield finding(
-            "MP403",
+            "MP503",
             f"ClusterPolicy {cp.name} spec.devicePlugin.config names {cp.device_plugin_config_name}: {conflict}; "
             "remove it (the strategy is set by spec.mig.strategy)",
             desired=None,
@@ -247,9 +247,9 @@ def _config_map_findings(
     ops = desired.cluster.gpu_operator
     cm = observed.mig_config_map
     if cm is None:
-        yield finding("MP416", f"ConfigMap {ops.namespace}/{ops.mig_config_map} does not exist yet")
+        yield finding("MP516", f"ConfigMap {ops.namespace}/{ops.mig_config_map} does not exist yet")
     elif cm.data.get(migparted.CONFIG_KEY) != rendered.text:
-        yield finding("MP416", f"ConfigMap {ops.namespace}/{ops.mig_config_map} differs from the rendered inventory")
+        yield finding("MP516", f"ConfigMap {ops.namespace}/{ops.mig_config_map} differs from the rendered inventory")
 
 
 def _device_plugin_findings(observed: ObservedState) -> Iterable[Finding]:
@@ -262,14 +262,14 @@ def _device_plugin_findings(observed: ObservedState) -> Iterable[Finding]:
         line = pod.log_line or ""
         if MIXED_LAYOUT_ERROR in line:
             yield finding(
-                "MP404",
+                "MP504",
                 f"device plugin on {pod.node} refuses the node's layout under the current strategy: {line.strip()}",
                 node=pod.node,
                 observed=line.strip(),
             )
         else:
             yield finding(
-                "MP405",
+                "MP505",
                 f"device-plugin pod {ds.namespace}/{pod.name} is not ready" + (f": {line.strip()}" if line else ""),
                 node=pod.node,
                 observed=line.strip() or None,
@@ -300,7 +300,7 @@ def _pending_gpu_findings(desired: DesiredState, observed: ObservedState) -> Ite
             "no node of the plan advertises whole GPUs"
         )
         yield finding(
-            "MP406",
+            "MP506",
             f"{len(pods)} pending pod(s) ask for nvidia.com/gpu but {where}: ask for a nvidia.com/mig-<profile>",
             node=node,
             desired=0,
@@ -322,7 +322,7 @@ def _invalid_request_findings(observed: ObservedState) -> Iterable[Finding]:
                 problems.append(f"container {c.name} asks for {len(migs)} MIG profiles ({', '.join(migs)})")
         if problems:
             yield finding(
-                "MP412",
+                "MP512",
                 f"pod {pod.key}: " + "; ".join(problems),
                 node=pod.node,
                 pods=(pod.key,),
@@ -354,7 +354,7 @@ def _saturation_findings(
             if pods:
                 msg += f"; {len(pods)} pending pod(s) wait for one"
             yield finding(
-                "MP413",
+                "MP513",
                 msg,
                 severity=WARNING if pods else INFO,
                 profile=profile,
@@ -385,7 +385,7 @@ def _advertised_findings(
         if w != h:
             profile = profile_label(res, plan)
             yield finding(
-                "MP401",
+                "MP501",
                 f"{name} advertises {h} x {res}, its plan gives {w}",
                 node=name,
                 profile=profile,
@@ -406,7 +406,7 @@ def _mig_manager_findings(
     state = labels.get(MIG_CONFIG_STATE_LABEL)
     if label != config:
         yield finding(
-            "MP414",
+            "MP514",
             f"{name} has nvidia.com/mig.config={label or '(unset)'}, its plan renders to {config}",
             node=name,
             desired=config,
@@ -414,7 +414,7 @@ def _mig_manager_findings(
         )
     if state == MigConfigState.FAILED:
         yield finding(
-            "MP407",
+            "MP507",
             f"mig-manager failed to apply {label} on {name} (nvidia.com/mig.config.state=failed): check the "
             "nvidia-mig-manager pod log (often GPUs still in use); re-trigger by removing and re-setting the label",
             node=name,
@@ -426,7 +426,7 @@ def _mig_manager_findings(
         if state == MigConfigState.PENDING and now is not None and since is not None and now - since > stuck_after:
             minutes = int((now - since).total_seconds() // 60)
             yield finding(
-                "MP408",
+                "MP508",
                 f"{name} has been pending for {minutes} min (more than {int(stuck_after.total_seconds() // 60)}): "
                 "check the nvidia-mig-manager pod on it",
                 node=name,
@@ -434,7 +434,7 @@ def _mig_manager_findings(
             )
         else:
             msg = f"mig-manager is applying {label} on {name} (state {state})"
-            yield finding("MP409", msg, node=name, observed=state)
+            yield finding("MP509", msg, node=name, observed=state)
 
 
 def _parse_time(text: str | None) -> datetime | None:
@@ -450,15 +450,15 @@ def _parse_time(text: str | None) -> datetime | None:
 
 
 # Informational findings that still mean "not there yet" (work in progress is not in sync).
-_IN_PROGRESS = frozenset({"MP409", "MP421"})
+_IN_PROGRESS = frozenset({"MP509", "MP521"})
 
 
 def node_status(findings: Iterable[Finding]) -> NodeStatus:
     fs = list(findings)
     codes = {f.code for f in fs}
-    if "MP410" in codes:
+    if "MP510" in codes:
         return NodeStatus.MISSING
-    if "MP411" in codes:
+    if "MP511" in codes:
         return NodeStatus.UNDOCUMENTED
     if any(f.severity is ERROR for f in fs):
         return NodeStatus.ERROR
@@ -475,7 +475,7 @@ def blocked_findings(plan: Plan) -> tuple[Finding, ...]:
             node = c.subject.split("/", 1)[1] if c.subject.startswith("node/") else None
             out.append(
                 finding(
-                    "MP419",
+                    "MP519",
                     f"{c.subject} not reconfigured: running pods hold partitions it would destroy "
                     f"({', '.join(c.blocked_by)}); move them or set apply.allowDisruption",
                     node=node,

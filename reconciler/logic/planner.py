@@ -107,7 +107,7 @@ def _cluster_policy_changes(
     cp = observed.cluster_policy
     subject = f"clusterpolicy/{ops.cluster_policy}"
     if cp is None:
-        return [Change(subject, Action.SKIP, Kind.CLUSTER_POLICY, reason="ClusterPolicy not found (MP417)")]
+        return [Change(subject, Action.SKIP, Kind.CLUSTER_POLICY, reason="ClusterPolicy not found (MP517)")]
     want = desired.cluster.mig_strategy
     spec: dict[str, Any] = {}
     before: dict[str, Any] = {}
@@ -157,7 +157,7 @@ def _restart_change(desired: DesiredState, observed: ObservedState, *, strategy_
     cp = observed.cluster_policy
     want = desired.cluster.mig_strategy.value
     if ds is None:
-        return Change(subject, Action.SKIP, Kind.RESTART_DEVICE_PLUGIN, reason="DaemonSet not found (MP418)")
+        return Change(subject, Action.SKIP, Kind.RESTART_DEVICE_PLUGIN, reason="DaemonSet not found (MP518)")
     # Restart when the strategy changes in this plan, or when migplan changed it in an earlier run
     # that did not get as far as the restart (killed between the two writes).
     pending_restart = (

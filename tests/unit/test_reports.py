@@ -36,7 +36,7 @@ def test_drift_yaml_is_the_report_as_data() -> None:
     assert doc["kind"] == "DriftReport" and doc["cluster"] == "par1-prod" and doc["strategy"] == "mixed"
     (node,) = doc["nodes"]
     assert node["name"] == "gpu-h200-01" and node["status"] == "Error"
-    assert [f["code"] for f in node["findings"]] == ["MP406"]
+    assert [f["code"] for f in node["findings"]] == ["MP506"]
     assert node["findings"][0]["pods"] == ["batch/old-train"]
     occ = {o["profile"]: o for o in node["occupancy"]}
     assert occ["3g.71gb"] == {
@@ -49,7 +49,7 @@ def test_drift_yaml_is_the_report_as_data() -> None:
             {"pod": "ml/vllm-1", "count": 1, "owner": "vllm-llama-70b"},
         ],
     }
-    assert {f["code"] for f in doc["clusterFindings"]} == {"MP412", "MP413"}
+    assert {f["code"] for f in doc["clusterFindings"]} == {"MP512", "MP513"}
     assert doc["summary"]["Error"] == 1 and doc["inSync"] is False
 
 
@@ -58,7 +58,7 @@ def test_readme_has_summary_findings_occupancy_and_slice_map() -> None:
     text = reports.render_reports(report)["README.md"].decode()
     assert text.index("## Summary") < text.index("## Nodes") < text.index("### gpu-h200-01: Error")
     assert "| Error    |       1 |" in text or re.search(r"\|\s*Error\s*\|\s*1\s*\|", text)
-    assert "MP406" in text and "MP413" in text
+    assert "MP506" in text and "MP513" in text
     # slice map: the 3g.71gb at memory slice 4 spans slices 4-7 and is held by vllm-0
     assert re.search(r"3g\.71gb\s+\.\.\.\.####\s+at 4\s+owner vllm-llama-70b, held by ml/vllm-0", text)
     assert re.search(r"2g\.35gb\s+##\.\.\.\.\.\.\s+at 0\s+owner embeddings, free", text)

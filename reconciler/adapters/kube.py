@@ -1,0 +1,332 @@
+"""The Kubernetes adapter: observe the GPU side of a cluster with list calls, and apply plan Changes.
+
+The only module (with its helpers kubeobserve/kubeapply... kept here) that imports `kubernetes`.
+Contract:
+- observe() makes LIST calls only, paginated with limit/continue (the client's `_continue`): nodes,
+  pods in all namespaces, and the ClusterPolicy / DaemonSet / ConfigMaps by `metadata.name` field
+  selector. No GET per node. A device-plugin pod's log is read only when that pod is not Ready.
+- apply() turns one Change into one write with field manager "migplan": ConfigMap create or JSON
+  merge patch, ClusterPolicy JSON merge patch, DaemonSet strategic merge patch (what `kubectl
+  rollout restart` sends), Node JSON merge patch of the label/annotation/unschedulable keys the
+  Change names. `dry_run=True` sends the same request with dryRun=All.
+- ApiException and urllib3 errors are translated here into reconciler.model.errors: 409 Conflict,
+  429 and 5xx, connection resets and timeouts are Transient (retried with backoff when the request
+  is safe to repeat); everything else is a MigplanError with the API's message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import orjson
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+
+from reconciler.adapters import kubeobserve
+from reconciler.model.errors import MigplanError, Transient
+from reconciler.model.inventory import GpuOperatorSettings
+from reconciler.model.observed import (
+    FIELD_MANAGER,
+    MIXED_LAYOUT_ERROR,
+    ConfigMapState,
+    DevicePluginPod,
+    ObservedNode,
+    ObservedPod,
+    ObservedState,
+)
+from reconciler.model.plans import Action, Change, Kind
+
+if TYPE_CHECKING:
+    from reconciler.engine import ClusterPort
+
+T = TypeVar("T")
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+CP_GROUP, CP_VERSION, CP_PLURAL = "nvidia.com", "v1", "clusterpolicies"
+DEFAULT_PAGE_SIZE = 500
+LOG_TAIL_LINES = 200
+REQUEST_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
+
+
+class ApiRequestFailed(MigplanError):
+    """The API server refused a request for a reason retrying will not fix (4xx other than 409/429)."""
+
+    code = "MP550"
+
+
+class NotFound(ApiRequestFailed):
+    code = "MP551"
+
+
+def _transient_status(status: int) -> bool:
+    return status in (409, 429) or status >= 500
+
+
+@contextlib.contextmanager
+def translate_api_errors(what: str) -> Iterator[None]:
+    """Library exceptions become migplan errors here, with the request that failed in the message."""
+    try:
+        yield
+    except ApiException as exc:
+        status = int(exc.status or 0)
+        detail = _api_message(exc)
+        if status == 410:
+            raise Transient(f"{what}: list continuation expired (410): {detail}", code="MP552") from exc
+        if _transient_status(status):
+            code = "MP553" if status == 409 else "MP554"
+            raise Transient(f"{what}: HTTP {status}: {detail}", code=code) from exc
+        if status == 404:
+            raise NotFound(f"{what}: not found: {detail}") from exc
+        raise ApiRequestFailed(f"{what}: HTTP {status}: {detail}") from exc
+    except (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, OSError) as exc:
+        raise Transient(f"{what}: {type(exc).__name__}: {exc}", code="MP555") from exc
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        body = orjson.loads(exc.body or b"{}")
+        return str(body.get("message") or exc.reason)
+    except orjson.JSONDecodeError:
+        return str(exc.reason or exc.body)
+
+
+def _retryable(exc: BaseException) -> bool:
+    # 409 means our view is stale: repeating the same write cannot succeed; the next cycle
+    # re-observes. Everything else transient (429, 5xx, resets, timeouts, expired continue) is
+    # worth another try.
+    return isinstance(exc, Transient) and exc.code != "MP553"
+
+
+def with_retries(fn: Callable[[], T], *, attempts: int = 4) -> T:
+    """Call fn, retrying retryable Transient errors with exponential backoff (0.2 s doubling, max 3 s)."""
+    wrapped = retry(
+        retry=retry_if_exception(_retryable),
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=0.2, max=3.0),
+        reraise=True,
+    )(fn)
+    return wrapped()
+
+
+class KubeCluster:
+    """Observe and apply through the official client (one ApiClient, reused across cycles)."""
+
+    def __init__(self, api_client: client.ApiClient, *, page_size: int = DEFAULT_PAGE_SIZE) -> None:
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.page_size = page_size
+
+    @classmethod
+    def from_kubeconfig(
+        cls, path: str | None = None, *, context: str | None = None, page_size: int = DEFAULT_PAGE_SIZE
+    ) -> KubeCluster:
+        with translate_api_errors("load kubeconfig"):
+            try:
+                api_client = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
+            except config.ConfigException as exc:
+                raise MigplanError(f"kubeconfig {path}: {exc}", code="MP556") from exc
+        return cls(api_client, page_size=page_size)
+
+    @classmethod
+    def in_cluster(cls, *, page_size: int = DEFAULT_PAGE_SIZE) -> KubeCluster:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        return cls(client.ApiClient(), page_size=page_size)
+
+    def close(self) -> None:
+        self.api_client.close()  # type: ignore[no-untyped-call]
+
+    # --- observe ----------------------------------------------------------------------------------
+
+    def _pages(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Iterator[Mapping[str, Any]]:
+        """Every item of a paginated LIST; an expired continue token restarts the list once."""
+
+        def collect() -> list[Mapping[str, Any]]:
+            items: list[Mapping[str, Any]] = []
+            cont: str | None = None
+            while True:
+                with translate_api_errors(what):
+                    resp = fn(
+                        limit=self.page_size,
+                        _continue=cont,
+                        _preload_content=False,
+                        _request_timeout=REQUEST_TIMEOUT,
+                        **kwargs,
+                    )
+                    doc = orjson.loads(resp.data)
+                items.extend(doc.get("items") or ())
+                cont = (doc.get("metadata") or {}).get("continue") or None
+                if not cont:
+                    return items
+
+        yield from with_retries(collect)
+
+    def _one(self, what: str, fn: Callable[..., Any], name: str, **kwargs: Any) -> Mapping[str, Any] | None:
+        for obj in self._pages(what, fn, field_selector=f"metadata.name={name}", **kwargs):
+            if (obj.get("metadata") or {}).get("name") == name:
+                return obj
+        return None
+
+    def observe(self, ops: GpuOperatorSettings) -> ObservedState:
+        nodes: dict[str, ObservedNode] = {}
+        for obj in self._pages("list nodes", self.core.list_node):
+            n = kubeobserve.node_from_json(obj)
+            nodes[n.name] = n
+        cp_obj = self._one(
+            f"list clusterpolicies {ops.cluster_policy}",
+            self.custom.list_cluster_custom_object,
+            ops.cluster_policy,
+            group=CP_GROUP,
+            version=CP_VERSION,
+            plural=CP_PLURAL,
+        )
+        cp = kubeobserve.cluster_policy_from_json(cp_obj) if cp_obj else None
+        ds_obj = self._one(
+            f"list daemonsets {ops.namespace}/{ops.device_plugin_daemonset}",
+            self.apps.list_namespaced_daemon_set,
+            ops.device_plugin_daemonset,
+            namespace=ops.namespace,
+        )
+        pods: list[ObservedPod] = []
+        dp_pods: list[DevicePluginPod] = []
+        for obj in self._pages("list pods", self.core.list_pod_for_all_namespaces):
+            if ds_obj is not None and kubeobserve.owned_by_daemonset(
+                obj, namespace=ops.namespace, name=ops.device_plugin_daemonset
+            ):
+                line = None if kubeobserve.pod_ready(obj) else self._quote_log(obj)
+                dp_pods.append(kubeobserve.device_plugin_pod_from_json(obj, line))
+                continue
+            pod = kubeobserve.gpu_pod_from_json(obj)
+            if pod is not None:
+                pods.append(pod)
+        ds = kubeobserve.device_plugin_from_json(ds_obj, tuple(dp_pods)) if ds_obj else None
+        mig_cm = self._config_map(ops.namespace, ops.mig_config_map)
+        dp_cm = None
+        if cp is not None and cp.device_plugin_config_name:
+            dp_cm = self._config_map(ops.namespace, cp.device_plugin_config_name)
+        return ObservedState(
+            nodes=nodes,
+            pods=tuple(pods),
+            cluster_policy=cp,
+            device_plugin=ds,
+            mig_config_map=mig_cm,
+            device_plugin_config_map=dp_cm,
+        )
+
+    def _config_map(self, namespace: str, name: str) -> ConfigMapState | None:
+        obj = self._one(
+            f"list configmaps {namespace}/{name}", self.core.list_namespaced_config_map, name, namespace=namespace
+        )
+        return kubeobserve.config_map_from_json(obj) if obj else None
+
+    def _quote_log(self, pod: Mapping[str, Any]) -> str | None:
+        """The device plugin's own error line from a pod that is not Ready (current, else previous run)."""
+        meta = pod.get("metadata") or {}
+        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
+        container = "nvidia-device-plugin" if "nvidia-device-plugin" in containers else None
+        best: str | None = None
+        for previous in (False, True):
+            try:
+                with translate_api_errors(f"read log of pod {meta.get('namespace')}/{meta.get('name')}"):
+                    text = self.core.read_namespaced_pod_log(
+                        meta.get("name", ""),
+                        meta.get("namespace", ""),
+                        container=container,
+                        previous=previous or None,
+                        tail_lines=LOG_TAIL_LINES,
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+            except MigplanError:
+                continue  # a log we cannot read is not worth failing the observation for
+            line = kubeobserve.quote_log(str(text or ""), MIXED_LAYOUT_ERROR)
+            if line and MIXED_LAYOUT_ERROR in line:
+                return line
+            best = best or line
+        return best
+
+    # --- apply ------------------------------------------------------------------------------------
+
+    def apply(self, change: Change, *, dry_run: bool = False) -> None:
+        """Send the one write this Change stands for (no-op for UNCHANGED/SKIP)."""
+        if not change.writes or change.patch is None:
+            return
+        body = dict(change.patch)
+        kind = change.kind
+        dry = "All" if dry_run else None
+        parts = change.subject.split("/")
+        what = f"{'dry-run ' if dry_run else ''}{change.action.value} {change.subject}"
+
+        def send() -> None:
+            with translate_api_errors(what):
+                if kind is Kind.MIG_CONFIG_MAP and change.action is Action.CREATE:
+                    cm = client.V1ConfigMap.from_dict(body)
+                    assert cm is not None
+                    self.core.create_namespaced_config_map(
+                        parts[1],
+                        cm,
+                        field_manager=FIELD_MANAGER,
+                        dry_run=dry,
+                        _preload_content=False,
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+                elif kind is Kind.MIG_CONFIG_MAP:
+                    self.core.patch_namespaced_config_map(
+                        parts[2],
+                        parts[1],
+                        body,
+                        field_manager=FIELD_MANAGER,
+                        dry_run=dry,
+                        _content_type=MERGE_PATCH,
+                        _preload_content=False,
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+                elif kind is Kind.CLUSTER_POLICY:
+                    self.custom.patch_cluster_custom_object(
+                        CP_GROUP,
+                        CP_VERSION,
+                        CP_PLURAL,
+                        parts[1],
+                        body,
+                        field_manager=FIELD_MANAGER,
+                        dry_run=dry,
+                        _content_type=MERGE_PATCH,
+                        _preload_content=False,
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+                elif kind is Kind.RESTART_DEVICE_PLUGIN:
+                    self.apps.patch_namespaced_daemon_set(
+                        parts[2],
+                        parts[1],
+                        body,
+                        field_manager=FIELD_MANAGER,
+                        dry_run=dry,
+                        _content_type=STRATEGIC_MERGE_PATCH,
+                        _preload_content=False,
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+                elif kind in (Kind.NODE_MIG_CONFIG, Kind.CORDON, Kind.UNCORDON):
+                    self.core.patch_node(
+                        parts[1],
+                        body,
+                        field_manager=FIELD_MANAGER,
+                        dry_run=dry,
+                        _content_type=MERGE_PATCH,
+                        _preload_content=False,
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+                else:  # pragma: no cover - every Kind is handled above
+                    raise MigplanError(f"no applier for {kind}")
+
+        with_retries(send)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(x: KubeCluster) -> ClusterPort:
+        return x

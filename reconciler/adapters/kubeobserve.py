@@ -1,0 +1,154 @@
+"""Turn Kubernetes API objects (plain JSON dicts) into migplan's observed values.
+
+Pure functions, no client import: the kube adapter lists with the official client, asks for the raw
+JSON (`_preload_content=False`, parsed with orjson) and hands each item here. Skipping the client's
+model deserialisation is what keeps a 5,000-node observation within a small factor of the raw
+list floor. Only GPU-relevant fields are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.model.observed import (
+    RESTARTED_AT_ANNOTATION,
+    ClusterPolicyState,
+    ConfigMapState,
+    ContainerResources,
+    DevicePluginPod,
+    DevicePluginState,
+    ObservedNode,
+    ObservedPod,
+    OwnerRef,
+    is_gpu_resource,
+    parse_count,
+)
+
+
+def _gpu_counts(raw: Mapping[str, Any] | None) -> dict[str, int]:
+    if not raw:
+        return {}
+    return {k: parse_count(v) for k, v in raw.items() if is_gpu_resource(k)}
+
+
+def node_from_json(obj: Mapping[str, Any]) -> ObservedNode:
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    return ObservedNode(
+        name=meta["name"],
+        labels=meta.get("labels") or {},
+        annotations=meta.get("annotations") or {},
+        capacity=_gpu_counts(status.get("capacity")),
+        allocatable=_gpu_counts(status.get("allocatable")),
+        unschedulable=bool((obj.get("spec") or {}).get("unschedulable", False)),
+        resource_version=meta.get("resourceVersion", ""),
+    )
+
+
+def _containers(spec: Mapping[str, Any]) -> tuple[ContainerResources, ...]:
+    out = []
+    for c in spec.get("containers") or ():
+        res = c.get("resources") or {}
+        req, lim = _gpu_counts(res.get("requests")), _gpu_counts(res.get("limits"))
+        if req or lim:
+            out.append(ContainerResources(name=c.get("name", ""), requests=req, limits=lim))
+    return tuple(out)
+
+
+def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
+    refs = meta.get("ownerReferences") or ()
+    for r in refs:
+        if r.get("controller"):
+            return OwnerRef(kind=r.get("kind", ""), name=r.get("name", ""))
+    return OwnerRef(kind=refs[0].get("kind", ""), name=refs[0].get("name", "")) if refs else None
+
+
+def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
+    """The pod if any container asks for a GPU or MIG resource, else None (not kept)."""
+    spec = obj.get("spec") or {}
+    containers = _containers(spec)
+    if not containers:
+        return None
+    meta = obj.get("metadata") or {}
+    return ObservedPod(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        node=spec.get("nodeName") or None,
+        phase=(obj.get("status") or {}).get("phase") or "Pending",
+        containers=containers,
+        labels=meta.get("labels") or {},
+        owner=controller_of(meta),
+        node_selector=spec.get("nodeSelector") or {},
+    )
+
+
+def pod_ready(obj: Mapping[str, Any]) -> bool:
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def owned_by_daemonset(obj: Mapping[str, Any], *, namespace: str, name: str) -> bool:
+    meta = obj.get("metadata") or {}
+    if meta.get("namespace") != namespace:
+        return False
+    return any(r.get("kind") == "DaemonSet" and r.get("name") == name for r in meta.get("ownerReferences") or ())
+
+
+def device_plugin_pod_from_json(obj: Mapping[str, Any], log_line: str | None = None) -> DevicePluginPod:
+    return DevicePluginPod(
+        name=(obj.get("metadata") or {}).get("name", ""),
+        node=(obj.get("spec") or {}).get("nodeName") or None,
+        ready=pod_ready(obj),
+        log_line=log_line,
+    )
+
+
+def device_plugin_from_json(obj: Mapping[str, Any], pods: tuple[DevicePluginPod, ...]) -> DevicePluginState:
+    meta = obj.get("metadata") or {}
+    template_meta = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    return DevicePluginState(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        restarted_at=(template_meta.get("annotations") or {}).get(RESTARTED_AT_ANNOTATION),
+        generation=int(meta.get("generation", 0) or 0),
+        pods=pods,
+        annotations=meta.get("annotations") or {},
+    )
+
+
+def cluster_policy_from_json(obj: Mapping[str, Any]) -> ClusterPolicyState:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    dp_config = (spec.get("devicePlugin") or {}).get("config") or {}
+    return ClusterPolicyState(
+        name=meta.get("name", ""),
+        mig_strategy=(spec.get("mig") or {}).get("strategy") or None,
+        mig_manager_config_name=((spec.get("migManager") or {}).get("config") or {}).get("name") or None,
+        device_plugin_config_name=dp_config.get("name") or None,
+        device_plugin_config_default=dp_config.get("default") or None,
+        resource_version=meta.get("resourceVersion", ""),
+        annotations=meta.get("annotations") or {},
+    )
+
+
+def config_map_from_json(obj: Mapping[str, Any]) -> ConfigMapState:
+    meta = obj.get("metadata") or {}
+    return ConfigMapState(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        data=obj.get("data") or {},
+        labels=meta.get("labels") or {},
+        resource_version=meta.get("resourceVersion", ""),
+    )
+
+
+def quote_log(text: str, needle: str) -> str | None:
+    """The last log line containing `needle`, else the last non-empty line (None for an empty log)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if needle in ln:
+            return ln.strip()
+    return lines[-1].strip() if lines else None

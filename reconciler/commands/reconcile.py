@@ -1,0 +1,164 @@
+"""`migplan reconcile --once`: one observe -> drift -> plan -> apply -> report cycle against a cluster.
+
+    migplan reconcile --once --kubeconfig F [--inventory DIR] [--context C] [--dry-run] [-o text|json]
+
+Exit codes: 0 the cluster is in sync with the inventory and nothing was left to do; 1 drift was
+found (changes were made or held back, or the cluster has not converged yet: run again later);
+2 error (invalid inventory, unreadable kubeconfig, an API request that failed). An invalid
+inventory is refused before the cluster is contacted, with every diagnostic.
+
+Getting the desired state is one call (`load_desired`) so another source (a Git revision) plugs in
+without touching the rest. Text output: the plan, the findings and the occupancy tables; `-o json`
+prints the CycleResult document (plan, applied, errors, report) for scripts.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from tabulate import tabulate
+
+from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
+from reconciler.engine import EXIT_ERROR, CycleResult, reconcile_once
+from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.errors import MigplanError
+from reconciler.model.inventory import DesiredState
+from reconciler.model.plans import Action
+
+MAX_NODE_ROWS = 50  # text output lists per-node occupancy up to this many nodes, then totals per profile
+
+
+def load_desired(inventory: Path) -> tuple[DesiredState | None, tuple[Diagnostic, ...]]:
+    """The validated desired state of an inventory directory, or None with the diagnostics why not."""
+    from reconciler.logic.validation import validate_inventory
+
+    result = validate_inventory(read_inventory_dir(inventory))
+    return result.desired, tuple(result.diagnostics)
+
+
+def render_text(result: CycleResult) -> str:
+    out: list[str] = []
+    d = result.desired
+    head = (
+        f"migplan reconcile: {d.cluster.name} at {d.revision} (mode {result.mode}, strategy {d.cluster.mig_strategy})"
+    )
+    out.append(head + ("  [dry run: nothing written]" if result.dry_run else ""))
+    if result.plan is not None:
+        plan_rows: list[list[Any]] = [
+            [c.action.value, c.subject, c.reason + (f" (blocked by {', '.join(c.blocked_by)})" if c.blocked_by else "")]
+            for c in result.plan.changes
+            if c.action is not Action.UNCHANGED
+        ]
+        out += ["", f"Plan: {len(result.plan.writes)} write(s), {len(result.plan.skipped)} held back"]
+        if plan_rows:
+            out.append(tabulate(plan_rows, headers=["action", "subject", "reason"], tablefmt="simple"))
+        if result.applied:
+            out.append(f"Applied {len(result.applied)} write(s).")
+        if result.not_applied:
+            why = "dry run" if result.dry_run else f"mode {result.mode}" if not result.errors else "stopped by an error"
+            out.append(f"Not applied ({why}): {len(result.not_applied)} write(s).")
+    report = result.report
+    if report is not None:
+        findings = report.findings
+        out += ["", f"Findings: {len(findings)}"]
+        if findings:
+            finding_rows: list[list[Any]] = [
+                [f.node or "(cluster)", f.code, f.severity.value, f.message] for f in findings
+            ]
+            out.append(tabulate(finding_rows, headers=["node", "code", "severity", "message"], tablefmt="simple"))
+        occ_nodes = [n for n in report.nodes if n.occupancy]
+        out += ["", "Occupancy:"]
+        if len(occ_nodes) <= MAX_NODE_ROWS:
+            occ_rows: list[list[Any]] = [
+                [
+                    n.name,
+                    o.profile,
+                    o.total,
+                    o.used,
+                    o.free,
+                    ", ".join(h.pod + (f" ({h.owner})" if h.owner else "") for h in o.holders),
+                ]
+                for n in occ_nodes
+                for o in n.occupancy
+            ]
+            out.append(
+                tabulate(occ_rows, headers=["node", "profile", "total", "used", "free", "held by"], tablefmt="simple")
+            )
+        else:
+            totals: dict[str, list[int]] = {}
+            for n in occ_nodes:
+                for o in n.occupancy:
+                    t = totals.setdefault(o.profile, [0, 0])
+                    t[0] += o.total
+                    t[1] += o.used
+            total_rows: list[list[Any]] = [[p, t, u, max(t - u, 0)] for p, (t, u) in sorted(totals.items())]
+            out.append(f"({len(occ_nodes)} nodes: totals per profile; -o json has every node)")
+            out.append(tabulate(total_rows, headers=["profile", "total", "used", "free"], tablefmt="simple"))
+        out += ["", report.summary()]
+    for e in result.errors:
+        out.append(f"error {e.code} in {e.step}: {e.message}")
+    verdict = {0: "in sync", 1: "not converged (drift found or changes pending)", 2: "error"}[result.exit_code]
+    out.append(f"Result: {verdict} (exit {result.exit_code})")
+    return "\n".join(out)
+
+
+def _refuse(diagnostics: Sequence[Diagnostic], output: str, inventory: Path) -> None:
+    errors = [d for d in diagnostics if d.is_error]
+    if output == "json":
+        doc = {"refused": True, "inventory": str(inventory), "errors": [d.to_json() for d in errors]}
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        for d in diagnostics:
+            click.echo(str(d), err=True)
+        click.echo(f"refusing to reconcile: the inventory {inventory} has {len(errors)} error(s)", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+@click.command("reconcile")
+@click.option("--once", is_flag=True, required=True, help="Run one cycle and exit (the loop is `migplan run`).")
+@click.option(
+    "--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), help="kubeconfig file (default: $KUBECONFIG)."
+)
+@click.option("--context", help="kubeconfig context.")
+@click.option(
+    "--inventory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Inventory root directory (cluster.yaml, nodes/, layouts/).",
+)
+@click.option("--dry-run", is_flag=True, help="Plan and validate every write server-side (dryRun=All); write nothing.")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def command(
+    once: bool, kubeconfig: Path | None, context: str | None, inventory: Path, dry_run: bool, output: str
+) -> None:
+    """Observe the cluster, report drift and occupancy, and apply the inventory through the GPU Operator."""
+    from reconciler.adapters.kube import KubeCluster
+
+    try:
+        desired, diagnostics = load_desired(inventory)
+    except InventoryReadError as exc:
+        click.echo(f"error: cannot read inventory {inventory}: {exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    if desired is None:
+        _refuse(diagnostics, output, inventory)
+        return
+    try:
+        cluster = KubeCluster.from_kubeconfig(str(kubeconfig) if kubeconfig else None, context=context)
+    except MigplanError as exc:
+        click.echo(f"error {exc.code}: {exc.message}", err=True)
+        sys.exit(EXIT_ERROR)
+    try:
+        result = reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run)
+    finally:
+        cluster.close()
+    if output == "json":
+        sys.stdout.buffer.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        click.echo(render_text(result))
+    sys.exit(result.exit_code)
