@@ -165,6 +165,8 @@ class Scheduler:
 
     def start(self, *, run_now: bool = True) -> None:
         self._sched.start()
+        # next_run_time=None would add the job *paused* (APScheduler 3): leave it out to start at now+interval.
+        first: dict[str, Any] = {"next_run_time": datetime.now(UTC)} if run_now else {}
         self._sched.add_job(
             self._tick,
             "interval",
@@ -172,7 +174,7 @@ class Scheduler:
             jitter=self._jitter or None,
             id=JOB_ID,
             kwargs={"trigger": "interval"},
-            next_run_time=datetime.now(UTC) if run_now else None,
+            **first,
         )
 
     def trigger(self, reason: str) -> None:

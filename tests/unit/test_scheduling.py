@@ -164,3 +164,16 @@ def test_signal_handlers_trigger_and_stop() -> None:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def test_without_an_immediate_run_the_interval_still_ticks(scheduler_factory: list[Scheduler]) -> None:
+    runner = CycleRunner(lambda trigger: None)
+    sched = Scheduler(runner, interval=0.1)
+    scheduler_factory.append(sched)
+    sched.start(run_now=False)
+    time.sleep(0.05)
+    assert len(runner.history) == 0
+    deadline = time.monotonic() + 3
+    while len(runner.history) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(runner.history) >= 3

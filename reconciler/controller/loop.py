@@ -1,0 +1,294 @@
+"""The controller's run loop: scheduler + leader election + HTTP + signals around one cycle callable.
+
+The cycle itself (fetch the inventory, reconcile, commit the report) is injected as `CycleFn`, so this
+module is the same shell for the real engine (reconciler.commands.run builds that cycle) and for the
+tests. What the shell guarantees:
+- cycles run one at a time, at start (once this replica leads), every interval (with jitter), on
+  SIGHUP and on a verified webhook; a replica that does not lead skips cycles;
+- every write the cycle makes goes through `api_client`, a FencedApiClient whose `may_write` is
+  `is_leader() and not stopping`: losing the Lease, or SIGTERM, stops writes at the next request;
+- a failed cycle (exception, or an outcome with result "failed") counts towards the backoff;
+- after each cycle: metrics, Events and node marks (on change only), one structured log line with
+  revision, result and finding codes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kubernetes import client
+
+from reconciler.adapters.kubeevents import KubeSignals
+from reconciler.adapters.kubelease import FencedApiClient, KubeLease
+from reconciler.controller import signals
+from reconciler.controller.http import ControllerHttp
+from reconciler.controller.leader import LeaderElector
+from reconciler.controller.metrics import ControllerMetrics
+from reconciler.model.drift import DriftReport
+from reconciler.model.errors import MigplanError
+from reconciler.model.plans import Change, Plan
+from reconciler.scheduling import CycleRunner, Scheduler, install_signal_handlers
+from reconciler.settings import Settings
+
+log = logging.getLogger("migplan.controller")
+
+
+@dataclass(frozen=True, slots=True)
+class CycleContext:
+    trigger: str
+    api_client: client.ApiClient  # fenced: writes only while this replica may write
+    may_write: Callable[[], bool]
+    settings: Settings
+
+
+@dataclass(frozen=True, slots=True)
+class CycleOutcome:
+    result: str  # "success" (in sync or converging), "drift" (findings remain), "failed"
+    revision: str = ""
+    report: DriftReport | None = None
+    plan: Plan | None = None
+    applied: tuple[Change, ...] = ()
+    errors: tuple[str, ...] = ()
+    nodes_in_flight: int = 0
+    cluster_policy: str = "cluster-policy"
+    message: str = ""
+
+
+CycleFn = Callable[[CycleContext], CycleOutcome]
+
+
+class CycleFailed(MigplanError):
+    code = "MP810"
+
+
+@dataclass
+class _SignalMemory:
+    events: tuple[signals.EventIntent, ...] = ()
+    marks: dict[str, signals.NodeMark] = field(default_factory=dict)
+    seeded: bool = False
+
+
+class Controller:
+    def __init__(
+        self,
+        settings: Settings,
+        cycle: CycleFn,
+        *,
+        kube_config: client.Configuration,
+        metrics: ControllerMetrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self._cycle_fn = cycle
+        self.metrics = metrics or ControllerMetrics()
+        self.stop_event = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.elector: LeaderElector | None = None
+        if settings.leader_election:
+            # The elector has its own client: its Lease writes must not be fenced by its own verdict.
+            lease = KubeLease(
+                client.CoordinationV1Api(client.ApiClient(kube_config)),
+                namespace=settings.namespace,
+                name=settings.lease_name,
+            )
+            self.elector = LeaderElector(
+                lease,
+                identity=settings.identity,
+                duration=settings.lease_duration_seconds,
+                renew_deadline=settings.renew_deadline_seconds,
+                retry_period=settings.retry_period_seconds,
+                on_started_leading=self._started_leading,
+                on_stopped_leading=self._stopped_leading,
+                on_trigger=lambda: self.scheduler.trigger("webhook:forwarded"),
+            )
+        self.api_client = FencedApiClient(kube_config, self.may_write)
+        self._signals = KubeSignals(client.CoreV1Api(self.api_client), instance=settings.identity)
+        self._memory = _SignalMemory()
+        self.runner = CycleRunner(
+            self._run_cycle,
+            backoff_base=settings.backoff_base_seconds,
+            backoff_max=settings.backoff_max_seconds,
+        )
+        self.scheduler = Scheduler(self.runner, interval=settings.interval_seconds, jitter=settings.jitter_seconds)
+        host, port = settings.listen_host_port
+        self.http = ControllerHttp(
+            host=host,
+            port=port,
+            metrics=self.metrics,
+            healthy=self.healthy,
+            ready=self.ready,
+            on_push=self.on_push,
+            secret=lambda: settings.webhook_secret.reveal(),
+            branch=settings.branch,
+            max_body=settings.webhook_max_body_bytes,
+        )
+        self.cycles_run = 0
+
+    # --- leadership and the write fence -------------------------------------------------------------------
+
+    def may_write(self) -> bool:
+        if self.runner.stopping.is_set() or self.stop_event.is_set():
+            return False
+        return self.elector is None or self.elector.is_leader()
+
+    def _started_leading(self) -> None:
+        self.metrics.is_leader.set(1)
+        self._memory = _SignalMemory()  # what a previous leader emitted is re-read from the nodes
+        self.scheduler.trigger("leader")
+
+    def _stopped_leading(self) -> None:
+        self.metrics.is_leader.set(0)
+
+    def on_push(self, reason: str) -> None:
+        if self.elector is None or self.elector.is_leader():
+            self.scheduler.trigger(reason)
+            return
+        try:
+            self.elector.request_trigger()  # the leader picks it up on its next renew
+        except MigplanError as exc:
+            log.warning("could not forward the webhook to the leader: %s", exc.message)
+
+    # --- health -------------------------------------------------------------------------------------------
+
+    def healthy(self) -> tuple[bool, str]:
+        if self.elector is not None:
+            stale = time.monotonic() - self.elector.last_loop
+            if stale > max(3 * self.settings.retry_period_seconds, 10.0):
+                return False, f"leader election loop stuck for {stale:.0f}s"
+        return True, "ok"
+
+    def ready(self) -> tuple[bool, str]:
+        if self.elector is not None:
+            contact = self.elector.last_contact
+            if contact is None:
+                return False, "no answer from the API server yet"
+            if time.monotonic() - contact > 3 * self.settings.lease_duration_seconds:
+                return False, "API server unreachable"
+            return True, "leader" if self.elector.is_leader() else f"standby (leader: {self.elector.holder or '-'})"
+        return True, "ok"
+
+    # --- one cycle ----------------------------------------------------------------------------------------
+
+    def _run_cycle(self, trigger: str) -> None:
+        if not self.may_write():
+            self.metrics.cycles.labels("skipped").inc()
+            return
+        started = time.monotonic()
+        log.info("cycle started", extra={"trigger": trigger, "identity": self.settings.identity})
+        ctx = CycleContext(trigger, self.api_client, self.may_write, self.settings)
+        try:
+            outcome = self._cycle_fn(ctx)
+        except Exception as exc:
+            self.metrics.cycles.labels("failed").inc()
+            self.metrics.cycle_duration.observe(time.monotonic() - started)
+            self.metrics.consecutive_failures.set(self.runner.failures + 1)
+            log.error("cycle failed: %s", exc, extra={"trigger": trigger, "code": getattr(exc, "code", "")})
+            raise
+        finally:
+            self.cycles_run += 1
+        elapsed = time.monotonic() - started
+        self.metrics.cycle_duration.observe(elapsed)
+        self.metrics.cycles.labels(outcome.result).inc()
+        self._publish(outcome)
+        codes = sorted(signals.finding_counts(outcome.report)) if outcome.report else []
+        log.info(
+            "cycle finished",
+            extra={
+                "trigger": trigger,
+                "result": outcome.result,
+                "revision": outcome.revision,
+                "codes": codes,
+                "applied": len(outcome.applied),
+                "seconds": round(elapsed, 3),
+                "identity": self.settings.identity,
+            },
+        )
+        if outcome.result == "failed":
+            self.metrics.consecutive_failures.set(self.runner.failures + 1)
+            raise CycleFailed("; ".join(outcome.errors) or outcome.message or "cycle failed")
+        self.metrics.consecutive_failures.set(0)
+        self.metrics.last_success.set(time.time())
+
+    def _publish(self, outcome: CycleOutcome) -> None:
+        if outcome.revision:
+            self.metrics.revision.info({"revision": outcome.revision})
+        self.metrics.nodes_in_flight.set(outcome.nodes_in_flight)
+        report = outcome.report
+        if report is None:
+            return
+        self.metrics.set_findings(signals.finding_counts(report))
+        self.metrics.set_partitions(signals.occupancy_rows(report))
+        for f in report.findings:
+            log.info(f.message, extra={"revision": outcome.revision, "node": f.node or "", "code": f.code})
+        if self.settings.dry_run or not self.may_write():
+            return
+        memory = self._memory
+        if not memory.seeded:
+            try:
+                memory.marks = self._signals.read_marks()
+            except MigplanError as exc:
+                log.warning("could not read node marks: %s", exc.message)
+            memory.seeded = True
+        events, marks = signals.build(
+            report=report,
+            plan=outcome.plan,
+            applied=outcome.applied,
+            errors=outcome.errors,
+            cluster_policy=outcome.cluster_policy,
+            previously_applying=signals.applying_nodes(memory.marks.values()),
+        )
+        self._signals.emit(signals.diff_events(memory.events, events))
+        changed = signals.changed_marks(memory.marks, marks)
+        self._signals.mark(changed)
+        memory.events = events
+        memory.marks.update({m.node: m for m in marks})
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.http.start()
+        if self.elector is not None:
+            t = threading.Thread(target=self.elector.run, args=(self.stop_event,), name="migplan-leader", daemon=True)
+            t.start()
+            self._threads.append(t)
+        # Without election the first cycle runs now; with it, on becoming leader (_started_leading).
+        self.scheduler.start(run_now=self.elector is None)
+        log.info("controller started", extra={"settings": self.settings.redacted(), "port": self.http.port})
+
+    def request_stop(self) -> None:
+        self.runner.stopping.set()  # writes stop now; the running cycle sees may_write() false
+        self.stop_event.set()
+
+    def shutdown(self) -> bool:
+        self.request_stop()
+        finished = self.scheduler.shutdown(grace=self.settings.shutdown_grace_seconds)
+        for t in self._threads:
+            t.join(timeout=self.settings.retry_period_seconds + 5)  # the elector releases the Lease
+        self.http.stop()
+        log.info("controller stopped", extra={"cycle_finished": finished})
+        return finished
+
+    def run_forever(self) -> int:
+        install_signal_handlers(on_reload=lambda: self.on_push("sighup"), on_stop=self.request_stop)
+        self.start()
+        while not self.stop_event.wait(0.5):
+            pass
+        return 0 if self.shutdown() else 1
+
+
+def kube_configuration(kubeconfig: str) -> client.Configuration:
+    """A client Configuration from a kubeconfig file, or in-cluster when none is given."""
+    from kubernetes import config
+
+    cfg = client.Configuration()
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    else:
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    return cfg
+
+
+__all__ = ["Controller", "CycleContext", "CycleFn", "CycleOutcome", "kube_configuration"]
