@@ -1,0 +1,569 @@
+"""`ClusterTwin`: a whole GPU cluster twin — API server, GPU Operator behaviour, NVML — built from one call.
+
+    with ClusterTwin.from_inventory("inventory/", strategy="single", drift=["wrong-strategy"]) as twin:
+        twin.kubeconfig          # Path of a kubeconfig for kubectl / kubernetes.config.load_kube_config
+        twin.api                 # the ApiServerTwin (url, token, store, request_counts())
+        twin.nvml("gpu-h200-01") # pynvml-surface object over that node's GPUs (inject into the agent)
+        twin.settle()            # run the GPU Operator controllers until quiescent
+        twin.inject("gpu-recut:gpu-h200-01"); twin.heal("gpu-recut:gpu-h200-01")
+
+On start the store is populated directly (not through HTTP): namespace `gpu-operator`, the ClusterPolicy
+`cluster-policy` (strategy from the inventory unless overridden; `spec.migManager.config.name` = the inventory's
+mig-parted ConfigMap, which holds one config per distinct current node layout plus `all-disabled`), the
+device-plugin DaemonSet and one pod per GPU node, nodes with GFD/operator labels (`nvidia.com/mig.config`
+pointing at the config matching the layout, `nvidia.com/mig.config.state=success`) and capacity as the device
+plugin advertises it, and one Running pod (namespace `default`, label app=<owner>) per owned partition, holding
+it. Then the controllers start (reconciler/twin/operator). Drift cases: reconciler/twin/fleet.py.
+Not pure: starts an HTTP server thread and a controller thread; stop() (or leaving the with-block) ends both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from reconciler.twin.apiserver.twin import ApiServerTwin
+from reconciler.twin.fleet import (
+    POD_NAMESPACE,
+    STALE_DP_CONFIG,
+    UNDOCUMENTED_NODE,
+    DriftCase,
+    Fleet,
+    PodSeed,
+    TwinNode,
+    parse_drift,
+    undocumented_seeds,
+)
+from reconciler.twin.gpus import TwinGpu
+from reconciler.twin.nvml import NvmlTwin
+from reconciler.twin.operator import controller as ctl
+from reconciler.twin.operator import deviceplugin, gfd
+from reconciler.twin.operator.controller import MIG_CONFIG, MIG_CONFIG_STATE, GpuOperator
+
+__all__ = ["ClusterTwin"]
+
+CP_REQUIRED = (
+    "daemonsets",
+    "dcgm",
+    "dcgmExporter",
+    "devicePlugin",
+    "driver",
+    "gfd",
+    "nodeStatusExporter",
+    "operator",
+    "toolkit",
+)
+# [assumption] non-GPU node resources: placeholders so `kubectl describe node` looks like a real GPU server.
+BASE_CAPACITY = {"cpu": "128", "memory": "2113592560Ki", "pods": "110", "ephemeral-storage": "1921298424Ki"}
+
+
+def _other(strategy: str) -> str:
+    return "single" if strategy == "mixed" else "mixed"
+
+
+class ClusterTwin:
+    """A running GPU cluster twin (API server + GPU Operator + NVML) built from a Fleet."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        *,
+        strategy: str | None = None,
+        device_plugin_config: str | None = None,
+        drift: Iterable[str | DriftCase] = (),
+        kubeconfig: str | Path | None = None,
+        token: str | None = None,
+        tls: bool = True,
+    ) -> None:
+        self.fleet = fleet
+        self.inventory_strategy = fleet.settings.mig_strategy
+        if strategy is not None and strategy not in deviceplugin.STRATEGIES:
+            raise ValueError(f"unknown MIG strategy {strategy!r}")
+        self.cp_strategy = strategy or self.inventory_strategy
+        self.dp_config: tuple[str, str] | None = None  # (ConfigMap name, its flags.migStrategy)
+        if device_plugin_config:
+            self.dp_config = (device_plugin_config, _other(self.inventory_strategy))
+        self.drift = [parse_drift(d) for d in drift]
+        self._kubeconfig_arg = Path(kubeconfig) if kubeconfig else None
+        self._token = token
+        self._tls = tls
+        self._tmp: Path | None = None
+        self._kubeconfig: Path | None = None
+        self._api: ApiServerTwin | None = None
+        self._operator: GpuOperator | None = None
+        self._nvml: dict[str, NvmlTwin] = {}
+        self._late: list[DriftCase] = []
+        self._apply_build_drift()
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_inventory(
+        cls,
+        path: str | Path,
+        *,
+        strategy: str | None = None,
+        device_plugin_config: str | None = None,
+        drift: Iterable[str | DriftCase] = (),
+        **kwargs: Any,
+    ) -> ClusterTwin:
+        """The cluster as the inventory at `path` describes it; `strategy` overrides the ClusterPolicy's."""
+        return cls(
+            Fleet.from_inventory(path),
+            strategy=strategy,
+            device_plugin_config=device_plugin_config,
+            drift=drift,
+            **kwargs,
+        )
+
+    @classmethod
+    def synthetic(
+        cls, nodes: int, *, gpus_per_node: int = 8, owned_fraction: float = 0.0, **kwargs: Any
+    ) -> ClusterTwin:
+        """N nodes x 8 H200 with mixed layouts (benchmarks)."""
+        return cls(Fleet.synthetic(nodes, gpus_per_node=gpus_per_node, owned_fraction=owned_fraction), **kwargs)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> ClusterTwin:
+        if self._api is not None:
+            return self
+        s = self.fleet.settings
+        api = ApiServerTwin(
+            self._token,
+            namespaces=("default", "kube-system", "kube-public", "kube-node-lease", s.namespace, POD_NAMESPACE),
+            tls=self._tls,
+        )
+        self._api = api
+        self._populate()
+        self._operator = GpuOperator(api.store, self.fleet)
+        for d in self.drift:
+            if d.kind in ("mig-config-failed", "mig-config-pending") and d.arg:
+                pass  # already written as labels; start() reads them as processed
+        self._operator.start()
+        api.start()
+        if self._kubeconfig_arg is not None:
+            self._kubeconfig = api.write_kubeconfig(self._kubeconfig_arg)
+        else:
+            self._tmp = Path(tempfile.mkdtemp(prefix="migplan-twin-"))
+            self._kubeconfig = api.write_kubeconfig(self._tmp / "kubeconfig")
+        for d in self._late:
+            self._inject_runtime(d)
+        return self
+
+    def stop(self) -> None:
+        if self._operator is not None:
+            self._operator.stop()
+            self._operator = None
+        if self._api is not None:
+            self._api.stop()
+            self._api = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> ClusterTwin:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ access
+    @property
+    def api(self) -> ApiServerTwin:
+        if self._api is None:
+            raise RuntimeError("the cluster twin is not running")
+        return self._api
+
+    @property
+    def store(self) -> Any:
+        return self.api.store
+
+    @property
+    def operator(self) -> GpuOperator:
+        if self._operator is None:
+            raise RuntimeError("the cluster twin is not running")
+        return self._operator
+
+    @property
+    def kubeconfig(self) -> Path:
+        if self._kubeconfig is None:
+            raise RuntimeError("the cluster twin is not running")
+        return self._kubeconfig
+
+    @property
+    def url(self) -> str:
+        return self.api.url
+
+    def nvml(self, node: str) -> NvmlTwin:
+        """The NVML twin of `node` (one object per node; its calls see and change the node's GPUs)."""
+        if node not in self._nvml:
+            tw = self.fleet.nodes[node]
+            self._nvml[node] = NvmlTwin(tw.gpus, lock=tw.lock)
+        return self._nvml[node]
+
+    def gpus(self, node: str) -> list[TwinGpu]:
+        return self.fleet.nodes[node].gpus
+
+    def reset_gpus(self, node: str) -> list[bool]:
+        """A GPU reset on every GPU of the node (pending MIG mode takes effect where the GPU is idle)."""
+        tw = self.fleet.nodes[node]
+        with tw.lock:
+            done = [g.reset() for g in tw.gpus]
+        self.gpus_changed(node)
+        return done
+
+    def gpus_changed(self, node: str) -> None:
+        """Tell the twin's GFD that the node's GPUs changed behind its back (e.g. through NVML)."""
+        if self._operator is not None:
+            self._operator.mark_node(node)
+
+    def settle(self, timeout: float = 30.0) -> None:
+        self.operator.settle(timeout)
+
+    def request_counts(self) -> dict[tuple[str, str, str], int]:
+        return self.api.request_counts()
+
+    def reset_counts(self) -> None:
+        self.api.reset_counts()
+
+    def allocations(self) -> dict[str, list[dict[str, Any]]]:
+        """Which devices each pod holds: pod key → [{node, gpu, gi, ci, profile, placement: (start, size), uuid}]."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for name, tw in self.fleet.nodes.items():
+            with tw.lock:
+                for gpu in tw.gpus:
+                    if gpu.holder:
+                        out.setdefault(gpu.holder, []).append({"node": name, "gpu": gpu.index, "uuid": gpu.uuid})
+                    for dev in gpu.mig_devices():
+                        if dev.holder:
+                            out.setdefault(dev.holder, []).append(
+                                {
+                                    "node": name,
+                                    "gpu": gpu.index,
+                                    "gi": dev.gi_id,
+                                    "ci": dev.ci_id,
+                                    "profile": dev.profile,
+                                    "placement": (dev.start, dev.size),
+                                    "uuid": dev.uuid,
+                                }
+                            )
+        return out
+
+    # ------------------------------------------------------------------ population
+    def _cluster_policy(self) -> dict[str, Any]:
+        s = self.fleet.settings
+        spec: dict[str, Any] = {k: {} for k in CP_REQUIRED}
+        spec["mig"] = {"strategy": self.cp_strategy}
+        spec["migManager"] = {"enabled": True, "config": {"name": s.mig_config_map, "default": "all-disabled"}}
+        if self.dp_config is not None:
+            spec["devicePlugin"] = {"config": {"name": self.dp_config[0], "default": "default"}}
+        return {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": s.cluster_policy},
+            "spec": spec,
+        }
+
+    def _mig_parted_text(self) -> str:
+        doc = self.fleet.mig_parted_config()
+        doc["mig-configs"].setdefault("all-disabled", [{"devices": "all", "mig-enabled": False}])
+        return str(yaml.safe_dump(doc, sort_keys=False))
+
+    def _populate(self) -> None:
+        store = self.api.store
+        s = self.fleet.settings
+        for d in self.drift:
+            if d.kind == "mig-config-failed" and d.arg:
+                self._add_stale_config(d.arg)
+        store.create(
+            "configmaps",
+            {"metadata": {"name": s.mig_config_map}, "data": {"config.yaml": self._mig_parted_text()}},
+            s.namespace,
+        )
+        if self.dp_config is not None:
+            self._create_dp_config()
+        cp = self._cluster_policy()
+        store.create("clusterpolicies.nvidia.com", cp)
+        store.create(
+            "daemonsets.apps", ctl.device_plugin_daemonset(s.device_plugin_daemonset, s.namespace, cp), s.namespace
+        )
+        helper = GpuOperator(store, self.fleet)
+        helper.load_caches()
+        for name in sorted(self.fleet.nodes):
+            if name not in self.fleet.absent:
+                self._create_node(helper, name)
+        self._create_pods(self.fleet.pods)
+
+    def _create_dp_config(self) -> None:
+        assert self.dp_config is not None
+        name, strategy = self.dp_config
+        self.api.store.create(
+            "configmaps",
+            {"metadata": {"name": name}, "data": {"default": f"version: v1\nflags:\n  migStrategy: {strategy}\n"}},
+            self.fleet.settings.namespace,
+        )
+
+    def _add_stale_config(self, node: str) -> str:
+        tw = self.fleet.nodes[node]
+        small = min(tw.gpus[0].profiles.values(), key=lambda p: (p.memory_slices, p.name)) if tw.gpus else None
+        if small is None:
+            raise ValueError(f"mig-config-failed:{node}: node has no GPU")
+        name = f"all-{small.name.replace('+', '.')}"
+        self.fleet.configs.setdefault(
+            name, [{"devices": "all", "mig-enabled": True, "mig-devices": {small.name: small.max_instances}}]
+        )
+        return name
+
+    def _node_labels(self, helper: GpuOperator, name: str, tw: TwinNode) -> dict[str, str]:
+        labels = {
+            **tw.labels,
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "beta.kubernetes.io/arch": "amd64",
+        }
+        if not tw.gpus:
+            return labels
+        labels.update(
+            {
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.deploy.device-plugin": "true",
+                "nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
+                "nvidia.com/gpu.deploy.mig-manager": "true",
+                "nvidia.com/gpu.deploy.dcgm": "true",
+                "nvidia.com/gpu.deploy.dcgm-exporter": "true",
+                MIG_CONFIG: self.fleet.node_config.get(name, "all-disabled"),
+                MIG_CONFIG_STATE: "success",
+            }
+        )
+        for d in self.drift:
+            if d.arg != name:
+                continue
+            if d.kind == "mig-config-failed":
+                labels[MIG_CONFIG] = self._add_stale_config(name)
+                labels[MIG_CONFIG_STATE] = "failed"
+            elif d.kind == "mig-config-pending":
+                labels[MIG_CONFIG_STATE] = "pending"
+        labels.update(gfd.gfd_labels(tw.gpus, helper.gfd_strategy(labels)))
+        return labels
+
+    def _create_node(self, helper: GpuOperator, name: str) -> None:
+        store = self.api.store
+        tw = self.fleet.nodes[name]
+        labels = self._node_labels(helper, name, tw)
+        capacity = dict(BASE_CAPACITY)
+        dp_pod = helper.render_dp_pod(name) if tw.gpus else None
+        adv = None
+        if dp_pod is not None:
+            adv = deviceplugin.evaluate(tw.gpus, helper.dp_strategy(dp_pod, labels))
+            if adv.ok:
+                capacity.update({k: str(v) for k, v in adv.resources.items()})
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {},
+            "status": {
+                "capacity": capacity,
+                "allocatable": dict(capacity),
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "kubelet is posting ready status",
+                        "lastHeartbeatTime": ctl._now(),
+                        "lastTransitionTime": ctl._now(),
+                    }
+                ],
+                "addresses": [{"type": "Hostname", "address": name}],
+                "nodeInfo": {
+                    "kubeletVersion": "v1.36.2",
+                    "operatingSystem": "linux",
+                    "architecture": "amd64",
+                    "containerRuntimeVersion": "containerd://2.1.0",
+                },
+            },
+        }
+        store.create("nodes", node)
+        if dp_pod is not None and adv is not None:
+            helper.create_dp_pod(name, dp_pod, adv)
+
+    def _create_pods(self, seeds: Iterable[PodSeed]) -> None:
+        store = self.api.store
+        seeds = list(seeds)
+        for p in seeds:
+            if p.node in self.fleet.absent or p.node not in self.fleet.nodes:
+                continue
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": p.name, "namespace": p.namespace, "labels": {"app": p.owner}},
+                "spec": {
+                    "nodeName": p.node,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.example/inference:latest",
+                            "resources": {"requests": {p.resource: "1"}, "limits": {p.resource: "1"}},
+                        }
+                    ],
+                },
+            }
+            store.create("pods", pod, p.namespace)
+            store.patch(
+                "pods",
+                p.name,
+                {"status": ctl._pod_status(p.node, ["main"], ready=True)},
+                p.namespace,
+                subresource="status",
+            )
+        self.fleet.attach_holders()
+
+    def _apply_build_drift(self) -> None:
+        for d in self.drift:
+            if d.kind == "gpu-recut" and d.arg:
+                self._recut(d.arg, int(d.extra or 0))
+            elif d.kind == "node-missing" and d.arg:
+                if d.arg not in self.fleet.nodes:
+                    raise ValueError(f"node-missing:{d.arg}: no such node in the inventory")
+                self.fleet.absent.add(d.arg)
+            elif d.kind == "undocumented-node":
+                self.fleet.add_node(d.arg or UNDOCUMENTED_NODE, undocumented_seeds())
+                self.fleet.node_config[d.arg or UNDOCUMENTED_NODE] = "all-disabled"
+            elif d.kind == "wrong-strategy":
+                self.cp_strategy = d.arg or _other(self.inventory_strategy)
+            elif d.kind == "stale-device-plugin-config":
+                self.dp_config = (d.arg or STALE_DP_CONFIG, _other(self.inventory_strategy))
+            elif d.kind in ("mig-config-failed", "mig-config-pending"):
+                if d.arg not in self.fleet.nodes:
+                    raise ValueError(f"{d}: no such node in the inventory")
+            elif d.kind == "pod-wants-gpu":
+                self._late.append(d)
+
+    def _recut(self, node: str, gpu_index: int) -> None:
+        if node not in self.fleet.nodes:
+            raise ValueError(f"gpu-recut:{node}: no such node in the inventory")
+        if gpu_index >= len(self.fleet.nodes[node].gpus):
+            raise ValueError(f"gpu-recut:{node}:{gpu_index}: no such GPU")
+        self.fleet.recut(node, gpu_index)
+        # Pods that held the destroyed instances were stopped before the hand-made recut.
+        self.fleet.pods = [p for p in self.fleet.pods if not (p.node == node and p.gpu_index == gpu_index)]
+
+    # ------------------------------------------------------------------ drift at run time
+    def inject(self, case: str | DriftCase) -> None:
+        """Inject a drift case into the running twin (same names as at build time)."""
+        self._inject_runtime(parse_drift(case))
+
+    def heal(self, case: str | DriftCase) -> None:
+        """Undo a drift case: the cluster goes back to what the inventory describes for it."""
+        d = parse_drift(case)
+        store = self.store
+        s = self.fleet.settings
+        if d.kind == "wrong-strategy":
+            self._patch_cp({"spec": {"mig": {"strategy": self.inventory_strategy}}})
+        elif d.kind == "stale-device-plugin-config":
+            name = d.arg or (self.dp_config[0] if self.dp_config else STALE_DP_CONFIG)
+            self._patch_cp({"spec": {"devicePlugin": {"config": None}}})
+            with contextlib.suppress(Exception):
+                store.delete("configmaps", name, s.namespace)
+            self.dp_config = None
+        elif d.kind == "pod-wants-gpu":
+            with contextlib.suppress(Exception):
+                store.delete("pods", "wants-gpu", POD_NAMESPACE, grace_period_seconds=0)
+        elif d.kind == "gpu-recut" and d.arg:
+            tw = self.fleet.nodes[d.arg]
+            self.fleet.restore(d.arg)
+            del tw
+            self._restart_device_plugin(d.arg)
+        elif d.kind in ("mig-config-failed", "mig-config-pending") and d.arg:
+            value = self.fleet.node_config[d.arg]
+            self.operator.processed(d.arg, value)
+            store.patch("nodes", d.arg, {"metadata": {"labels": {MIG_CONFIG: value, MIG_CONFIG_STATE: "success"}}})
+        elif d.kind == "node-missing" and d.arg:
+            self.fleet.absent.discard(d.arg)
+            helper = self.operator
+            self._create_node(helper, d.arg)
+        elif d.kind == "undocumented-node":
+            name = d.arg or UNDOCUMENTED_NODE
+            store.delete("nodes", name)
+            self.settle()
+            self.fleet.nodes.pop(name, None)
+        self.settle()
+
+    def _inject_runtime(self, d: DriftCase) -> None:
+        store = self.store
+        s = self.fleet.settings
+        if d.kind == "wrong-strategy":
+            self._patch_cp({"spec": {"mig": {"strategy": d.arg or _other(self.inventory_strategy)}}})
+        elif d.kind == "stale-device-plugin-config":
+            self.dp_config = (d.arg or STALE_DP_CONFIG, _other(self.inventory_strategy))
+            self._create_dp_config()
+            self._patch_cp({"spec": {"devicePlugin": {"config": {"name": self.dp_config[0], "default": "default"}}}})
+        elif d.kind == "pod-wants-gpu":
+            pod: dict[str, Any] = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "wants-gpu", "labels": {"app": "wants-gpu"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.example/cuda:latest",
+                            "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ]
+                },
+            }
+            if d.arg:
+                pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": d.arg}
+            store.create("pods", pod, POD_NAMESPACE)
+        elif d.kind == "gpu-recut" and d.arg:
+            idx = int(d.extra or 0)
+            for key, units in list(self.operator.holders_on(d.arg, idx).items()):
+                del units
+                ns, name = key.split("/", 1)
+                store.delete("pods", name, ns, grace_period_seconds=0)
+            self.settle()
+            self.fleet.recut(d.arg, idx)
+            self._restart_device_plugin(d.arg)
+        elif d.kind in ("mig-config-failed", "mig-config-pending") and d.arg:
+            if d.kind == "mig-config-failed":
+                value = self._add_stale_config(d.arg)
+                cm = store.get("configmaps", s.mig_config_map, s.namespace)
+                store.patch(
+                    "configmaps", s.mig_config_map, {"data": {"config.yaml": self._mig_parted_text()}}, s.namespace
+                ) if "config.yaml" in (cm.get("data") or {}) else None
+                self.operator.processed(d.arg, value)
+                store.patch("nodes", d.arg, {"metadata": {"labels": {MIG_CONFIG: value, MIG_CONFIG_STATE: "failed"}}})
+            else:
+                store.patch("nodes", d.arg, {"metadata": {"labels": {MIG_CONFIG_STATE: "pending"}}})
+        elif d.kind == "node-missing" and d.arg:
+            for key in [k for k, node in self.operator.pods_on(d.arg).items() if node]:
+                ns, name = key.split("/", 1)
+                store.delete("pods", name, ns, grace_period_seconds=0)
+            store.delete("nodes", d.arg)
+            self.fleet.absent.add(d.arg)
+        elif d.kind == "undocumented-node":
+            name = d.arg or UNDOCUMENTED_NODE
+            self.fleet.add_node(name, undocumented_seeds())
+            self.fleet.node_config[name] = "all-disabled"
+            self._create_node(self.operator, name)
+        self.settle()
+
+    def _patch_cp(self, patch: dict[str, Any]) -> None:
+        self.store.patch("clusterpolicies.nvidia.com", self.fleet.settings.cluster_policy, patch)
+
+    def _restart_device_plugin(self, node: str) -> None:
+        """What an admin does after a hand-made MIG change: delete the node's device-plugin pod."""
+        self.operator.restart_device_plugin(node)
+        self.settle()

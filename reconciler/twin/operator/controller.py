@@ -1,0 +1,1010 @@
+"""The GPU Operator's behaviour on the twin: controllers subscribed to the API store, settling deterministically.
+
+One worker thread takes "dirty" keys (a node, the scheduler, the operator's global state) from an ordered
+queue fed by the store's committed-write callbacks, and runs level-triggered reconcilers; `settle()` waits until
+the queue is empty and no write is in flight. Components and their sources (shared/reference/stack-facts.md):
+
+* operator (§1.6): renders ClusterPolicy `spec.mig.strategy` into the device-plugin DaemonSet's env
+  (`MIG_STRATEGY`, `NVIDIA_MIG_MONITOR_DEVICES`) and `spec.devicePlugin.config` into `CONFIG_FILE`, the
+  `available-configs` volume and the config-manager sidecar (`DEFAULT_CONFIG`, `NODE_LABEL`); sets the default
+  `nvidia.com/mig.config=all-disabled` label (§3.1).
+* DaemonSet controller: one device-plugin pod per node matching the template's nodeSelector
+  (`nvidia.com/gpu.deploy.device-plugin=true`); a pod whose `pod-template-generation` is older than the
+  DaemonSet's generation is replaced (a ClusterPolicy change, or `kubectl rollout restart`).
+* device plugin (§1.3/1.4): evaluates the node's GPUs once, when its pod starts (like the real plugin), with
+  the strategy of its env or, without `MIG_STRATEGY`, of its config file (`flags.migStrategy`, entry chosen by
+  node label `nvidia.com/device-plugin.config` or `DEFAULT_CONFIG`) — env wins (§1.2). It advertises into node
+  capacity/allocatable; resources once advertised and no longer are kept at 0 (the kubelet keeps registered
+  resource names). On error: pod Running but not Ready (CrashLoopBackOff) and the error in its log.
+* GFD (§2, §1.5): labels recomputed from the GPUs whenever the node is reconciled (GFD relabels
+  periodically), unless paused.
+* mig-manager (§3.3): on a new `nvidia.com/mig.config` value: assert → `success` without disruption; else
+  `pending`, pause `nvidia.com/gpu.deploy.*`, wait for the device-plugin pod to leave, apply the mig-parted
+  config (reconciler/twin/operator/migparted.py), re-enable the labels and write `success` or `failed`. A value
+  is processed once: `failed` stays until the label changes.
+* kubelet: admits pods bound to a node (allocating free devices of the advertised resources, which the pods
+  then hold: NVML processes, IN_USE on destroy), finishes graceful deletions, releases devices.
+* scheduler (reconciler/twin/operator/scheduler.py): binds pending pods or records FailedScheduling.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from reconciler.twin.fleet import Fleet, TwinNode
+from reconciler.twin.gpus import TwinGpu
+from reconciler.twin.operator import deviceplugin, gfd, migparted, scheduler
+from reconciler.twin.operator.deviceplugin import Advertised, Unit
+
+__all__ = [
+    "DEPLOY_LABELS",
+    "MIG_CONFIG",
+    "MIG_CONFIG_STATE",
+    "PAUSED",
+    "GpuOperator",
+    "device_plugin_daemonset",
+    "render_device_plugin_template",
+]
+
+log = logging.getLogger(__name__)
+
+MIG_CONFIG = "nvidia.com/mig.config"
+MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
+PAUSED = "paused-for-mig-change"
+DEPLOY_LABELS = (
+    "nvidia.com/gpu.deploy.device-plugin",
+    "nvidia.com/gpu.deploy.gpu-feature-discovery",
+    "nvidia.com/gpu.deploy.dcgm-exporter",
+    "nvidia.com/gpu.deploy.dcgm",
+    "nvidia.com/gpu.deploy.nvsm",
+    "nvidia.com/gpu.deploy.client",
+)
+DP_SELECTOR = "nvidia.com/gpu.deploy.device-plugin"
+DP_CONTAINER = "nvidia-device-plugin"
+DP_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+CONFIG_MANAGER = "config-manager"
+DP_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s rand.SafeEncodeString alphabet
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _suffix(text: str, n: int = 5) -> str:
+    digest = hashlib.sha1(text.encode()).digest()
+    return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:n])
+
+
+# ------------------------------------------------------------------------------------------- rendering
+def _strategy_env(cp: Mapping[str, Any]) -> list[dict[str, str]]:
+    """applyMIGConfiguration (object_controls.go ~2787)."""
+    strategy = ((cp.get("spec") or {}).get("mig") or {}).get("strategy") or ""
+    if not strategy:
+        return [{"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"}]
+    env = [{"name": "MIG_STRATEGY", "value": strategy}]
+    if strategy != "none":
+        env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
+    return env
+
+
+def render_device_plugin_template(template: Mapping[str, Any], cp: Mapping[str, Any]) -> dict[str, Any]:
+    """The DaemonSet pod template with the ClusterPolicy's strategy and devicePlugin.config applied."""
+    out = copy.deepcopy(dict(template))
+    spec = out.setdefault("spec", {})
+    dp_cfg = ((cp.get("spec") or {}).get("devicePlugin") or {}).get("config") or {}
+    cfg_name = str(dp_cfg.get("name") or "")
+    containers = [c for c in spec.get("containers") or [] if c.get("name") != CONFIG_MANAGER]
+    for c in containers:
+        if c.get("name") != DP_CONTAINER:
+            continue
+        managed = {"MIG_STRATEGY", "NVIDIA_MIG_MONITOR_DEVICES", "CONFIG_FILE"}
+        env = [e for e in c.get("env") or [] if e.get("name") not in managed]
+        env += _strategy_env(cp)
+        if cfg_name:
+            env.append({"name": "CONFIG_FILE", "value": "/config/config.yaml"})
+        c["env"] = env
+    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != "available-configs"]
+    if cfg_name:
+        containers.append(
+            {
+                "name": CONFIG_MANAGER,
+                "image": DP_IMAGE,
+                "command": ["config-manager"],
+                "env": [
+                    {"name": "NODE_LABEL", "value": DP_CONFIG_LABEL},
+                    {"name": "DEFAULT_CONFIG", "value": str(dp_cfg.get("default") or "")},
+                    {"name": "SIGNAL", "value": "1"},
+                ],
+            }
+        )
+        volumes.append({"name": "available-configs", "configMap": {"name": cfg_name}})
+    spec["containers"] = containers
+    if volumes:
+        spec["volumes"] = volumes
+    else:
+        spec.pop("volumes", None)
+    return out
+
+
+def device_plugin_daemonset(name: str, namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
+    """The device-plugin DaemonSet as the operator creates it (only the fields the twin needs)."""
+    labels = {"app": name}
+    template = {
+        "metadata": {"labels": dict(labels)},
+        "spec": {
+            "nodeSelector": {DP_SELECTOR: "true"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "priorityClassName": "system-node-critical",
+            "containers": [
+                {
+                    "name": DP_CONTAINER,
+                    "image": DP_IMAGE,
+                    "command": ["nvidia-device-plugin"],
+                    "env": [{"name": "PASS_DEVICE_SPECS", "value": "true"}],
+                    "securityContext": {"privileged": True},
+                }
+            ],
+        },
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "selector": {"matchLabels": dict(labels)},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
+            "template": render_device_plugin_template(template, cp),
+        },
+    }
+
+
+def _env(pod: Mapping[str, Any], container: str) -> dict[str, str]:
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        if c.get("name") == container:
+            return {e["name"]: str(e.get("value", "")) for e in c.get("env") or [] if "name" in e}
+    return {}
+
+
+def _config_map_name(pod: Mapping[str, Any]) -> str | None:
+    for v in (pod.get("spec") or {}).get("volumes") or []:
+        if v.get("name") == "available-configs":
+            name = (v.get("configMap") or {}).get("name")
+            return str(name) if name else None
+    return None
+
+
+@dataclass(slots=True)
+class _Pod:
+    key: str
+    name: str
+    namespace: str
+    node: str | None
+    phase: str
+    uid: str
+    created: str
+    requests: dict[str, int]
+    app: str | None
+    generation: str | None
+    deleting: bool
+    sched_msg: str | None = None
+
+
+@dataclass(slots=True)
+class _MigRun:
+    value: str
+    paused: list[str] = field(default_factory=list)
+
+
+class GpuOperator:
+    """All GPU Operator controllers of one twin cluster; thread-safe; start() / settle() / stop()."""
+
+    def __init__(self, store: Any, fleet: Fleet) -> None:
+        self.store = store
+        self.fleet = fleet
+        s = fleet.settings
+        self.ns = s.namespace
+        self.cp_name = s.cluster_policy
+        self.ds_name = s.device_plugin_daemonset
+        self._cv = threading.Condition()
+        self._dirty: dict[str, None] = {}
+        self._busy = False
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        # caches fed by events (touched by the worker and the callback; guarded by _cv)
+        self._cp: dict[str, Any] | None = None
+        self._ds: dict[str, Any] | None = None
+        self._configmaps: dict[str, dict[str, Any]] = {}
+        self._nodes: dict[str, tuple[dict[str, str], bool]] = {}  # name → (labels, unschedulable)
+        self._pods: dict[str, _Pod] = {}
+        # worker-only state
+        self._dp_pods: dict[str, tuple[str, str]] = {}  # node → (pod name, template generation)
+        self._dp_state: dict[str, Advertised] = {}
+        self._allocations: dict[str, list[tuple[str, Unit]]] = {}  # pod key → [(node, unit)]
+        self._mm_done: dict[str, str] = {}
+        self._mm_run: dict[str, _MigRun] = {}
+        self.mig_manager_log: dict[str, list[str]] = {}
+        self.errors: list[str] = []
+
+    # ================================================================ lifecycle
+    def load_caches(self) -> None:
+        """Read the operator's view of the cluster from the store (also used to populate a new twin)."""
+        st = self.store
+        try:
+            self._cp = st.get("clusterpolicies.nvidia.com", self.cp_name)
+        except Exception:
+            self._cp = None
+        try:
+            self._ds = st.get("daemonsets.apps", self.ds_name, self.ns)
+        except Exception:
+            self._ds = None
+        for cm in st.list("configmaps", self.ns):
+            self._configmaps[cm["metadata"]["name"]] = cm
+        for n in st.list("nodes"):
+            self._remember_node(n)
+            self._mm_done[n["metadata"]["name"]] = (n["metadata"].get("labels") or {}).get(MIG_CONFIG, "")
+        for p in st.list("pods"):
+            info = self._remember_pod(p)
+            if info.app == self.ds_name and info.node and not info.deleting:
+                self._dp_pods[info.node] = (info.name, info.generation or "")
+                tw = self.fleet.nodes.get(info.node)
+                if tw is not None:
+                    labels = self._nodes.get(info.node, ({}, False))[0]
+                    self._dp_state[info.node] = deviceplugin.evaluate(tw.gpus, self.dp_strategy(p, labels))
+        for seed in self.fleet.pods:
+            key = f"{seed.namespace}/{seed.name}"
+            if key in self._pods:
+                self._allocations[key] = [(seed.node, Unit(seed.gpu_index, seed.gi_id, seed.ci_id))]
+
+    def start(self) -> None:
+        self.load_caches()
+        self._unsubscribe = self.store.subscribe(self._on_event)
+        self._thread = threading.Thread(target=self._run, name="twin-gpu-operator", daemon=True)
+        self._thread.start()
+        # Anything left pending at start (user pods without a node) gets a scheduling pass.
+        self.mark("sched", "dsstatus")
+
+    # ---------------------------------------------------------------- hooks for ClusterTwin
+    def processed(self, node: str, value: str) -> None:
+        """Make mig-manager consider `value` already handled on `node` (drift injection writes states itself)."""
+        with self._cv:
+            self._mm_done[node] = value
+
+    def holders_on(self, node: str, gpu_index: int) -> dict[str, list[Unit]]:
+        with self._cv:
+            return {
+                k: [u for n, u in units if n == node and u.gpu_index == gpu_index]
+                for k, units in self._allocations.items()
+                if any(n == node and u.gpu_index == gpu_index for n, u in units)
+            }
+
+    def pods_on(self, node: str) -> dict[str, str]:
+        with self._cv:
+            return {k: p.node for k, p in self._pods.items() if p.node == node}
+
+    def restart_device_plugin(self, node: str) -> None:
+        with self._cv:
+            have = self._dp_pods.get(node)
+        if have is not None:
+            self._delete_pod(have[0], self.ns)
+
+    def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def mark(self, *keys: str) -> None:
+        with self._cv:
+            for k in keys:
+                self._dirty[k] = None
+            self._cv.notify_all()
+
+    def mark_node(self, node: str) -> None:
+        self.mark(f"node:{node}")
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Block until every controller is quiescent (no queued work, no write in flight)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._cv:
+                while self._dirty or self._busy:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(
+                            f"twin controllers did not settle within {timeout}s: {list(self._dirty)[:5]}"
+                        )
+                    self._cv.wait(left)
+            rv = self.store.resource_version
+            time.sleep(0.005)  # writes dispatched by another thread may still be on their way to us
+            with self._cv:
+                if not self._dirty and not self._busy and self.store.resource_version == rv:
+                    return
+
+    # ================================================================ events → dirty keys
+    def _remember_node(self, obj: Mapping[str, Any]) -> None:
+        meta = obj["metadata"]
+        self._nodes[meta["name"]] = (dict(meta.get("labels") or {}), bool((obj.get("spec") or {}).get("unschedulable")))
+
+    def _remember_pod(self, obj: Mapping[str, Any]) -> _Pod:
+        meta = obj["metadata"]
+        key = f"{meta.get('namespace', '')}/{meta['name']}"
+        old = self._pods.get(key)
+        labels = meta.get("labels") or {}
+        info = _Pod(
+            key=key,
+            name=meta["name"],
+            namespace=meta.get("namespace", ""),
+            node=(obj.get("spec") or {}).get("nodeName") or None,
+            phase=(obj.get("status") or {}).get("phase", "Pending"),
+            uid=meta.get("uid", ""),
+            created=meta.get("creationTimestamp", ""),
+            requests=scheduler.gpu_requests(obj),
+            app=labels.get("app"),
+            generation=labels.get("pod-template-generation"),
+            deleting=bool(meta.get("deletionTimestamp")),
+            sched_msg=old.sched_msg if old is not None and old.uid == meta.get("uid") else None,
+        )
+        self._pods[key] = info
+        return info
+
+    def _on_event(self, event_type: str, obj: dict[str, Any]) -> None:
+        kind = obj.get("kind")
+        meta = obj.get("metadata") or {}
+        name = meta.get("name", "")
+        keys: list[str] = []
+        with self._cv:
+            if kind == "Node":
+                if event_type == "DELETED":
+                    self._nodes.pop(name, None)
+                    keys += [f"node:{name}", "sched", "dsstatus"]
+                else:
+                    self._remember_node(obj)
+                    keys.append(f"node:{name}")
+            elif kind == "Pod":
+                key = f"{meta.get('namespace', '')}/{name}"
+                if event_type == "DELETED":
+                    info = self._pods.pop(key, None)
+                    keys += ["release:" + key, "sched"]
+                    if info is not None and info.node:
+                        if info.app == self.ds_name:
+                            keys.append(f"dpgone:{info.node}:{info.name}")
+                        keys.append(f"node:{info.node}")
+                else:
+                    info = self._remember_pod(obj)
+                    if info.node:
+                        keys.append(f"node:{info.node}")
+                    elif info.phase == "Pending":
+                        keys.append("sched")
+            elif kind == "ClusterPolicy" and name == self.cp_name:
+                self._cp = obj if event_type != "DELETED" else None
+                keys.append("global")
+                keys += [f"node:{n}" for n in self.fleet.nodes]
+            elif kind == "DaemonSet" and name == self.ds_name and meta.get("namespace") == self.ns:
+                old_gen = (self._ds or {}).get("metadata", {}).get("generation")
+                self._ds = obj if event_type != "DELETED" else None
+                if event_type == "DELETED" or meta.get("generation") != old_gen:
+                    keys.append("global")
+                    keys += [f"node:{n}" for n in self.fleet.nodes]
+            elif kind == "ConfigMap" and meta.get("namespace") == self.ns:
+                if event_type == "DELETED":
+                    self._configmaps.pop(name, None)
+                else:
+                    self._configmaps[name] = obj
+                keys += [f"node:{n}" for n in self.fleet.nodes]
+            for k in keys:
+                self._dirty[k] = None
+            if keys:
+                self._cv.notify_all()
+
+    # ================================================================ worker
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._dirty and not self._stop:
+                    self._cv.wait()
+                if self._stop:
+                    return
+                # Global work first (it changes what every node wants), then in arrival order.
+                key = next((k for k in ("global",) if k in self._dirty), None) or next(iter(self._dirty))
+                del self._dirty[key]
+                self._busy = True
+            try:
+                self._dispatch(key)
+            except Exception as exc:  # a controller bug must not kill the twin; tests assert errors == []
+                log.exception("twin controller %s failed", key)
+                self.errors.append(f"{key}: {type(exc).__name__}: {exc}")
+            finally:
+                with self._cv:
+                    self._busy = False
+                    self._cv.notify_all()
+
+    def _dispatch(self, key: str) -> None:
+        if key == "global":
+            self._reconcile_operator()
+            self.mark("dsstatus")
+        elif key == "dsstatus":
+            self._daemonset_status()
+        elif key == "sched":
+            self._schedule()
+        elif key.startswith("dpgone:"):
+            _, node, pod = key.split(":", 2)
+            if self._dp_pods.get(node, ("",))[0] == pod:
+                del self._dp_pods[node]
+                self._dp_state.pop(node, None)
+                self.mark(f"node:{node}", "dsstatus")
+        elif key.startswith("release:"):
+            self._release(key.split(":", 1)[1])
+        elif key.startswith("node:"):
+            self._reconcile_node(key.split(":", 1)[1])
+
+    # ================================================================ operator: ClusterPolicy → DaemonSet
+    def _reconcile_operator(self) -> None:
+        cp, ds = self._cp, self._ds
+        if cp is None or ds is None:
+            return
+        template = ds["spec"]["template"]
+        wanted = render_device_plugin_template(template, cp)
+        if wanted == template:
+            return
+        fresh = self.store.get("daemonsets.apps", self.ds_name, self.ns)
+        fresh["spec"]["template"] = render_device_plugin_template(fresh["spec"]["template"], cp)
+        self.store.update("daemonsets.apps", fresh, self.ns)
+
+    def _daemonset_status(self) -> None:
+        ds = self._ds
+        if ds is None:
+            return
+        gen = str(ds["metadata"].get("generation", 1))
+        selector = ds["spec"]["template"]["spec"].get("nodeSelector") or {}
+        desired = sum(1 for labels, _ in self._nodes.values() if all(labels.get(k) == v for k, v in selector.items()))
+        current = len(self._dp_pods)
+        ready = sum(1 for n in self._dp_pods if (st := self._dp_state.get(n)) is not None and st.ok)
+        updated = sum(1 for _, g in self._dp_pods.values() if g == gen)
+        status = {
+            "currentNumberScheduled": current,
+            "desiredNumberScheduled": desired,
+            "numberMisscheduled": 0,
+            "numberReady": ready,
+            "numberAvailable": ready,
+            "numberUnavailable": max(desired - ready, 0),
+            "updatedNumberScheduled": updated,
+            "observedGeneration": int(gen),
+        }
+        have = ds.get("status") or {}
+        if all(have.get(k) == v for k, v in status.items()):
+            return
+        if not ready:
+            status.pop("numberAvailable")
+        self.store.patch("daemonsets.apps", self.ds_name, {"status": status}, self.ns, subresource="status")
+
+    # ================================================================ per node
+    def _reconcile_node(self, name: str) -> None:
+        tw = self.fleet.nodes.get(name)
+        try:
+            node = self.store.get("nodes", name)
+        except Exception:
+            node = None
+        if node is None:
+            self._node_gone(name)
+            return
+        if tw is None:
+            return  # not a GPU node of this fleet
+        labels = dict(node["metadata"].get("labels") or {})
+        with tw.lock:
+            if self._mig_manager(node, tw, labels):
+                return  # it wrote the node; the MODIFIED event brings us back with fresh labels
+            self._kubelet_finish_deletions(name)
+            self._daemonset_node(node, tw, labels)
+            self._node_status(node)
+            self._gfd(node, tw, labels)
+            self._kubelet_admit(name, tw)
+
+    def _node_gone(self, name: str) -> None:
+        dp = self._dp_pods.pop(name, None)
+        self._dp_state.pop(name, None)
+        if dp is not None:
+            self._delete_pod(dp[0], self.ns)
+        self.mark("dsstatus")
+
+    def _delete_pod(self, name: str, namespace: str) -> None:
+        try:
+            self.store.delete("pods", name, namespace, grace_period_seconds=0)
+        except Exception as exc:
+            if getattr(exc, "code", None) != 404:
+                raise
+
+    # ---------------------------------------------------------------- mig-manager
+    def _mig_manager(self, node: dict[str, Any], tw: TwinNode, labels: dict[str, str]) -> bool:
+        name = node["metadata"]["name"]
+        value = labels.get(MIG_CONFIG, "")
+        run = self._mm_run.get(name)
+        if run is None:
+            if not value:
+                return self._default_mig_config(name, tw, labels)
+            if self._mm_done.get(name) == value:
+                return False
+            entries, err = self._mig_config(tw, value)
+            if err is not None:
+                return self._mig_finish(name, value, [], labels, err)
+            assert entries is not None
+            if migparted.assert_applied(entries, tw.gpus):
+                return self._mig_finish(name, value, [], labels, None)
+            # 5./6.: pending, then pause the operator-managed GPU clients.
+            patch: dict[str, str | None] = {MIG_CONFIG_STATE: "pending"}
+            paused = []
+            for key in DEPLOY_LABELS:
+                cur = labels.get(key)
+                if cur == "false" or (key.endswith(".client") and cur is None):
+                    continue
+                patch[key] = PAUSED
+                paused.append(key)
+            self._mm_run[name] = _MigRun(value, paused)
+            self._log_mm(name, f"Updating to MIG config: {value}")
+            self._patch_labels(name, patch)
+            return True
+        # 7.: wait for the device-plugin pod to leave the node (the DaemonSet step below removes it).
+        if name in self._dp_pods:
+            return False
+        entries, err = self._mig_config(tw, value or run.value)
+        if err is None:
+            assert entries is not None
+            try:
+                migparted.apply(entries, tw.gpus)
+            except migparted.MigPartedError as exc:
+                err = str(exc)
+        del self._mm_run[name]
+        return self._mig_finish(name, value or run.value, run.paused, labels, err)
+
+    def _mig_finish(self, name: str, value: str, paused: list[str], labels: dict[str, str], err: str | None) -> bool:
+        self._mm_done[name] = value
+        state = "success" if err is None else "failed"
+        if err is not None:
+            self._log_mm(name, f"Error: {err}")
+            self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'failed'")
+        # setState re-enables the paused deploy labels before writing the final state, even on failure.
+        patch: dict[str, str | None] = {k: "true" for k in paused}
+        if labels.get(MIG_CONFIG_STATE) != state:
+            patch[MIG_CONFIG_STATE] = state
+        if not patch:
+            return False
+        self._patch_labels(name, patch)
+        return True
+
+    def _default_mig_config(self, name: str, tw: TwinNode, labels: dict[str, str]) -> bool:
+        """§3.1: no nvidia.com/mig.config on a MIG-capable node → the operator sets all-disabled."""
+        mm = ((self._cp or {}).get("spec") or {}).get("migManager") or {}
+        if self._cp is None or mm.get("enabled", True) is False or not tw.gpus:
+            return False
+        if (mm.get("config") or {}).get("default", "all-disabled") != "all-disabled":
+            return False
+        if MIG_CONFIG in labels:
+            return False  # present but empty: ignored by mig-manager
+        self._patch_labels(name, {MIG_CONFIG: "all-disabled"})
+        return True
+
+    def _mig_config(self, tw: TwinNode, value: str) -> tuple[tuple[migparted.ConfigEntry, ...] | None, str | None]:
+        mm = ((self._cp or {}).get("spec") or {}).get("migManager") or {}
+        cm_name = (mm.get("config") or {}).get("name") or ""
+        try:
+            if not cm_name:
+                configs = migparted.generated_configs(tw.gpus)
+            else:
+                cm = self._configmaps.get(cm_name)
+                if cm is None:
+                    return None, f'configmaps "{cm_name}" not found'
+                text = (cm.get("data") or {}).get("config.yaml")
+                if text is None:
+                    return None, f"configmap {cm_name} has no key config.yaml"
+                configs = migparted.parse(text)
+            return migparted.select(configs, value), None
+        except migparted.MigPartedError as exc:
+            return None, str(exc)
+
+    def _log_mm(self, node: str, line: str) -> None:
+        self.mig_manager_log.setdefault(node, []).append(line)
+
+    def _patch_labels(self, node: str, labels: Mapping[str, str | None]) -> None:
+        self.store.patch("nodes", node, {"metadata": {"labels": dict(labels)}})
+
+    # ---------------------------------------------------------------- DaemonSet controller + device plugin
+    def _daemonset_node(self, node: dict[str, Any], tw: TwinNode, labels: dict[str, str]) -> None:
+        name = node["metadata"]["name"]
+        ds = self._ds
+        desired = False
+        gen = ""
+        if ds is not None:
+            selector = ds["spec"]["template"]["spec"].get("nodeSelector") or {}
+            desired = all(labels.get(k) == v for k, v in selector.items())
+            gen = str(ds["metadata"].get("generation", 1))
+        have = self._dp_pods.get(name)
+        if have is not None and (not desired or have[1] != gen):
+            del self._dp_pods[name]
+            self._dp_state.pop(name, None)
+            self._delete_pod(have[0], self.ns)
+            have = None
+            self.mark("dsstatus")
+        if desired and have is None and ds is not None:
+            self._create_dp_pod(ds, name, tw, labels, gen)
+            self.mark("dsstatus")
+
+    def _create_dp_pod(self, ds: dict[str, Any], node: str, tw: TwinNode, labels: dict[str, str], gen: str) -> None:
+        pod = self.render_dp_pod(node)
+        if pod is None:
+            return
+        self.create_dp_pod(node, pod, deviceplugin.evaluate(tw.gpus, self.dp_strategy(pod, labels)))
+
+    def render_dp_pod(self, node: str) -> dict[str, Any] | None:
+        """The device-plugin pod the DaemonSet controller creates on `node` (None without a DaemonSet)."""
+        ds = self._ds
+        if ds is None:
+            return None
+        gen = str(ds["metadata"].get("generation", 1))
+        template = ds["spec"]["template"]
+        tmeta = template.get("metadata") or {}
+        uid = ds["metadata"].get("uid", "")
+        pod_name = f"{self.ds_name}-{_suffix(f'{node}/{gen}/{uid}')}"
+        revision = hashlib.sha1(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+        spec = copy.deepcopy(template.get("spec") or {})
+        spec["nodeName"] = node
+        meta: dict[str, Any] = {
+            "name": pod_name,
+            "namespace": self.ns,
+            "labels": {
+                **(tmeta.get("labels") or {}),
+                "controller-revision-hash": revision,
+                "pod-template-generation": gen,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "name": self.ds_name,
+                    "uid": ds["metadata"].get("uid", ""),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        }
+        if tmeta.get("annotations"):
+            meta["annotations"] = dict(tmeta["annotations"])
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+    def create_dp_pod(self, node: str, pod: dict[str, Any], adv: Advertised) -> None:
+        """Create the device-plugin pod, its log and its status (Ready, or CrashLoopBackOff with the error)."""
+        name = pod["metadata"]["name"]
+        self.store.create("pods", pod, self.ns)
+        with self._cv:
+            self._dp_pods[node] = (name, pod["metadata"]["labels"].get("pod-template-generation", ""))
+            self._dp_state[node] = adv
+        self.store.set_pod_log(self.ns, name, self._dp_log(adv))
+        containers = [c["name"] for c in pod["spec"].get("containers") or []]
+        status = _pod_status(node, containers, ready=adv.ok, failing=None if adv.ok else DP_CONTAINER)
+        self.store.patch("pods", name, {"status": status}, self.ns, subresource="status")
+
+    def dp_strategy(self, pod: Mapping[str, Any], labels: Mapping[str, str]) -> str:
+        """§1.2: env MIG_STRATEGY beats the config file's flags.migStrategy; default none."""
+        env = _env(pod, DP_CONTAINER)
+        if "MIG_STRATEGY" in env:
+            return env["MIG_STRATEGY"]
+        if env.get("CONFIG_FILE"):
+            flags = self._dp_config_flags(_config_map_name(pod), _env(pod, CONFIG_MANAGER), labels)
+            if flags.get("migStrategy"):
+                return str(flags["migStrategy"])
+        return "none"
+
+    def _dp_config_flags(
+        self, cm_name: str | None, cm_env: Mapping[str, str], labels: Mapping[str, str]
+    ) -> dict[str, Any]:
+        cm = self._configmaps.get(cm_name or "")
+        data = (cm or {}).get("data") or {}
+        entry = labels.get(DP_CONFIG_LABEL) or cm_env.get("DEFAULT_CONFIG") or ""
+        if not entry and len(data) == 1:
+            entry = next(iter(data))  # [assumption] a single-entry ConfigMap needs no selection
+        text = data.get(entry)
+        if not text:
+            return {}
+        try:
+            doc = yaml.safe_load(text) or {}
+        except yaml.YAMLError:
+            return {}
+        flags = doc.get("flags") if isinstance(doc, dict) else None
+        return dict(flags) if isinstance(flags, dict) else {}
+
+    def gfd_strategy(self, pod_labels: Mapping[str, str]) -> str:
+        """GFD gets the same env and config file as the device plugin (§1.6)."""
+        cp = self._cp or {}
+        strategy = ((cp.get("spec") or {}).get("mig") or {}).get("strategy") or ""
+        if strategy:
+            return str(strategy)
+        dp_cfg = ((cp.get("spec") or {}).get("devicePlugin") or {}).get("config") or {}
+        if dp_cfg.get("name"):
+            flags = self._dp_config_flags(
+                str(dp_cfg["name"]), {"DEFAULT_CONFIG": str(dp_cfg.get("default") or "")}, pod_labels
+            )
+            if flags.get("migStrategy"):
+                return str(flags["migStrategy"])
+        return "none"
+
+    @staticmethod
+    def _dp_log(adv: Advertised) -> str:
+        if not adv.ok:
+            return f"{adv.error}\n"
+        lines = [f"device {w}" for w in adv.warnings]
+        lines += [f"Registered device plugin for '{r}' with Kubelet" for r in sorted(adv.resources)]
+        return "\n".join(lines) + "\n"
+
+    def _node_status(self, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        status = node.get("status") or {}
+        cap = status.get("capacity") or {}
+        alloc = status.get("allocatable") or {}
+        want = {k: "0" for k in {*cap, *alloc} if k.startswith("nvidia.com/")}
+        adv = self._dp_state.get(name) if name in self._dp_pods else None
+        if adv is not None and adv.ok:
+            want.update({k: str(v) for k, v in adv.resources.items()})
+        if all(cap.get(k) == v and alloc.get(k) == v for k, v in want.items()):
+            return
+        self.store.patch("nodes", name, {"status": {"capacity": want, "allocatable": want}}, subresource="status")
+
+    # ---------------------------------------------------------------- GFD
+    def _gfd(self, node: dict[str, Any], tw: TwinNode, labels: dict[str, str]) -> None:
+        if labels.get("nvidia.com/gpu.deploy.gpu-feature-discovery") == PAUSED:
+            return
+        strategy = self.gfd_strategy(labels)
+        if strategy not in deviceplugin.STRATEGIES:
+            return  # GFD exits at startup too; old labels stay
+        patch = gfd.diff_labels(labels, gfd.gfd_labels(tw.gpus, strategy))
+        if patch:
+            self._patch_labels(node["metadata"]["name"], patch)
+
+    # ---------------------------------------------------------------- kubelet
+    def _kubelet_finish_deletions(self, node: str) -> None:
+        for info in [p for p in self._pods.values() if p.node == node and p.deleting]:
+            self._release(info.key)
+            self._delete_pod(info.name, info.namespace)
+
+    def _release(self, key: str) -> None:
+        for node, unit in self._allocations.pop(key, []):
+            tw = self.fleet.nodes.get(node)
+            if tw is None:
+                continue
+            with tw.lock:
+                if unit.gpu_index >= len(tw.gpus):
+                    continue
+                gpu = tw.gpus[unit.gpu_index]
+                if unit.gi_id is None:
+                    if gpu.holder == key:
+                        gpu.holder = None
+                    continue
+                gi = gpu.gpu_instances.get(unit.gi_id)
+                ci = gi.compute_instances.get(unit.ci_id or 0) if gi is not None else None
+                if ci is not None and ci.holder == key:
+                    ci.holder = None
+            self.mark("sched")
+
+    @staticmethod
+    def _unit_free(gpu: TwinGpu, unit: Unit) -> bool:
+        if unit.gi_id is None:
+            return gpu.holder is None and not any(ci.holder for _, ci in gpu.iter_cis())
+        gi = gpu.gpu_instances.get(unit.gi_id)
+        ci = gi.compute_instances.get(unit.ci_id or 0) if gi is not None else None
+        return ci is not None and ci.holder is None and gpu.holder is None
+
+    def _free_units(self, node: str, tw: TwinNode) -> dict[str, list[Unit]]:
+        adv = self._dp_state.get(node) if node in self._dp_pods else None
+        if adv is None or not adv.ok:
+            return {}
+        return {r: [u for u in units if self._unit_free(tw.gpus[u.gpu_index], u)] for r, units in adv.units.items()}
+
+    def _kubelet_admit(self, node: str, tw: TwinNode) -> None:
+        pending = sorted(
+            (p for p in self._pods.values() if p.node == node and p.phase == "Pending" and not p.deleting),
+            key=lambda p: (p.created, p.key),
+        )
+        for info in pending:
+            if info.app == self.ds_name:
+                continue
+            free = self._free_units(node, tw)
+            take: list[Unit] = []
+            short = None
+            for res, n in sorted(info.requests.items()):
+                avail = free.get(res, [])
+                if len(avail) < n:
+                    short = (res, n, len(avail))
+                    break
+                take += avail[:n]
+            containers = [c for c in self._containers(info)]
+            if short is not None:
+                res, n, have = short
+                msg = (
+                    f"Allocate failed due to requested number of devices unavailable for {res}. "
+                    f"Requested: {n}, Available: {have}, which is unexpected"
+                )
+                status = {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": msg, "startTime": _now()}
+                self.store.patch("pods", info.name, {"status": status}, info.namespace, subresource="status")
+                continue
+            for u in take:
+                gpu = tw.gpus[u.gpu_index]
+                if u.gi_id is None:
+                    gpu.holder = info.key
+                else:
+                    gpu.gpu_instances[u.gi_id].compute_instances[u.ci_id or 0].holder = info.key
+            self._allocations[info.key] = [(node, u) for u in take]
+            self.store.patch(
+                "pods",
+                info.name,
+                {"status": _pod_status(node, containers, ready=True)},
+                info.namespace,
+                subresource="status",
+            )
+
+    def _containers(self, info: _Pod) -> list[str]:
+        try:
+            pod = self.store.get("pods", info.name, info.namespace)
+        except Exception:
+            return []
+        return [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+
+    # ---------------------------------------------------------------- scheduler
+    def _schedule(self) -> None:
+        pending = sorted(
+            (p for p in self._pods.values() if not p.node and p.phase == "Pending" and not p.deleting),
+            key=lambda p: (p.created, p.key),
+        )
+        if not pending:
+            return
+        views: list[scheduler.NodeView] = []
+        for name in sorted(self._nodes):
+            labels, unschedulable = self._nodes[name]
+            tw = self.fleet.nodes.get(name)
+            free: dict[str, int] = {}
+            if tw is not None:
+                with tw.lock:
+                    free = {r: len(u) for r, u in self._free_units(name, tw).items()}
+                # pods bound here but not yet admitted hold their request already
+                for p in self._pods.values():
+                    if p.node == name and p.phase == "Pending" and p.app != self.ds_name:
+                        for r, k in p.requests.items():
+                            free[r] = free.get(r, 0) - k
+            views.append(scheduler.NodeView(name, labels, unschedulable, free))
+        for info in pending:
+            obj = self._pod_obj(info)
+            if obj is None:
+                continue
+            chosen, reasons = scheduler.fit(obj, views)
+            if chosen is not None:
+                self._bind(info, obj, chosen)
+                views = [
+                    scheduler.NodeView(
+                        v.name,
+                        v.labels,
+                        v.unschedulable,
+                        {r: k - info.requests.get(r, 0) for r, k in v.free.items()} if v.name == chosen else v.free,
+                    )
+                    for v in views
+                ]
+                continue
+            msg = scheduler.unschedulable_message(len(views), reasons)
+            if info.sched_msg == msg:
+                continue
+            info.sched_msg = msg
+            self._record_unschedulable(info, obj, msg)
+
+    def _pod_obj(self, info: _Pod) -> dict[str, Any] | None:
+        try:
+            obj: dict[str, Any] = self.store.get("pods", info.name, info.namespace)
+        except Exception:
+            return None
+        return obj
+
+    def _bind(self, info: _Pod, obj: dict[str, Any], node: str) -> None:
+        bind = getattr(self.store, "bind", None)
+        if bind is not None:
+            bind(info.namespace, info.name, node)
+            return
+        # Fallback until the store has the binding subresource: re-create the pod with nodeName set.
+        fresh = copy.deepcopy(obj)
+        meta = fresh["metadata"]
+        for k in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
+            meta.pop(k, None)
+        fresh["spec"]["nodeName"] = node
+        fresh.pop("status", None)
+        self._delete_pod(info.name, info.namespace)
+        self.store.create("pods", fresh, info.namespace)
+
+    def _record_unschedulable(self, info: _Pod, obj: dict[str, Any], msg: str) -> None:
+        now = _now()
+        cond = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": msg,
+            "lastProbeTime": None,
+            "lastTransitionTime": now,
+        }
+        self.store.patch("pods", info.name, {"status": {"conditions": [cond]}}, info.namespace, subresource="status")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{info.name}.{_suffix(info.uid + msg, 16)}", "namespace": info.namespace},
+            "involvedObject": {
+                "kind": "Pod",
+                "namespace": info.namespace,
+                "name": info.name,
+                "uid": info.uid,
+                "apiVersion": "v1",
+                "resourceVersion": obj["metadata"].get("resourceVersion", ""),
+            },
+            "reason": "FailedScheduling",
+            "message": msg,
+            "source": {"component": "default-scheduler"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "type": "Warning",
+            "reportingComponent": "default-scheduler",
+            "reportingInstance": "",
+        }
+        self.store.create("events", event, info.namespace)
+
+
+def _pod_status(node: str, containers: list[str], *, ready: bool, failing: str | None = None) -> dict[str, Any]:
+    now = _now()
+    state = "True" if ready else "False"
+    statuses = []
+    for c in containers:
+        ok = c != failing
+        cs: dict[str, Any] = {
+            "name": c,
+            "ready": ok,
+            "restartCount": 0 if ok else 1,
+            "started": ok,
+            "image": DP_IMAGE if c in (DP_CONTAINER, CONFIG_MANAGER) else "",
+            "imageID": "",
+        }
+        if ok:
+            cs["state"] = {"running": {"startedAt": now}}
+        else:
+            cs["state"] = {
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off 10s restarting failed container={c}",
+                }
+            }
+            cs["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": now, "finishedAt": now}}
+        statuses.append(cs)
+    reason = (
+        {} if ready else {"reason": "ContainersNotReady", "message": f"containers with unready status: [{failing}]"}
+    )
+    return {
+        "phase": "Running",
+        "conditions": [
+            {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": now, "lastProbeTime": None},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": now, "lastProbeTime": None},
+            {"type": "Ready", "status": state, "lastTransitionTime": now, "lastProbeTime": None, **reason},
+            {"type": "ContainersReady", "status": state, "lastTransitionTime": now, "lastProbeTime": None, **reason},
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now, "lastProbeTime": None},
+        ],
+        "hostIP": "10.0.0.1",
+        "podIP": "10.244.0.10",
+        "startTime": now,
+        "containerStatuses": statuses,
+    }
