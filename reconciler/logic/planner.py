@@ -275,7 +275,25 @@ def _node_changes(
         wanted.append((name, desired.nodes[name], node, config))
     for name, plan_, node, config in wanted:
         subject = f"node/{name}"
-        blockers = blocking_pods(pods_by_node.get(name, ()), destroyed_resources(node, plan_, previous))
+        destroyed = destroyed_resources(node, plan_, previous)
+        if destroyed is not None and not destroyed and node.mig_config_state == MigConfigState.SUCCESS:
+            # Same geometry under another config name (e.g. adopting a cluster whose ConfigMap
+            # used other names): mig-manager's assert passes and it sets success without pausing
+            # anything (stack-facts §3.3 step 2), so the relabel is not a disruption and does not
+            # count against maxUnavailableNodes.
+            changes.append(
+                Change(
+                    subject,
+                    Action.CONFIGURE,
+                    Kind.NODE_MIG_CONFIG,
+                    {MIG_CONFIG_LABEL: node.mig_config},
+                    {MIG_CONFIG_LABEL: config},
+                    "relabel only: the node already carries this layout",
+                    patch=_label_patch(config, stamp),
+                )
+            )
+            continue
+        blockers = blocking_pods(pods_by_node.get(name, ()), destroyed)
         if blockers and not settings.allow_disruption:
             changes.append(
                 Change(
@@ -323,12 +341,7 @@ def _node_changes(
                 {MIG_CONFIG_LABEL: node.mig_config},
                 {MIG_CONFIG_LABEL: config},
                 "apply the node's layout through mig-manager",
-                patch={
-                    "metadata": {
-                        "labels": {MIG_CONFIG_LABEL: config},
-                        "annotations": {REQUESTED_AT_ANNOTATION: stamp},
-                    }
-                },
+                patch=_label_patch(config, stamp),
             )
         )
     # Deterministic order: by node, then cordon -> label -> uncordon (kinds in enum order).
@@ -343,6 +356,10 @@ def _node_changes(
             for c in changes
         ]
     return changes, settled
+
+
+def _label_patch(config: str, stamp: str) -> dict[str, Any]:
+    return {"metadata": {"labels": {MIG_CONFIG_LABEL: config}, "annotations": {REQUESTED_AT_ANNOTATION: stamp}}}
 
 
 def _uncordon(name: str) -> Change:
