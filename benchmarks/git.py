@@ -1,0 +1,224 @@
+"""Benchmark: loading a 5,000-node inventory from Git, cold and after a one-node change, against git itself.
+
+Self-contained: generates the inventory repository (5,000 nodes x 8 H200 GPUs by default), serves it
+with `git daemon` on a free loopback port, and measures, in the same run:
+
+- cold load: a new cache dir, then migplan's InventorySource cycle (clone into the bare cache +
+  read the tree from the object database + validate with an empty ParseCache);
+- one-node cycle: one node file changed and pushed, then the same InventorySource's next cycle
+  (fetch + read + validate with the warm ParseCache: one file parsed);
+- git floor: `git clone --bare` + `git ls-tree -r` + `git cat-file --batch` of the same blobs, plus
+  the same validation of those bytes (fresh ParseCache).
+
+Targets (issue 5): one-node cycle < 5% of the cold load; cold load <= 1.5x (git floor + validation).
+Usage: python benchmarks/git.py [--nodes 5000] [--gpus 8] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from reconciler.adapters.gitsource import GitRemote, InventoryRepo, Snapshot
+from reconciler.logic.validation import ParseCache, validate_inventory
+from reconciler.model.revisions import Revision
+from reconciler.sourcing import InventorySource
+
+ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.com",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+CLUSTER = "apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: bench}\nspec:\n  migStrategy: mixed\n"
+
+# Valid H200 cuts (start slice, profile); owners vary so files differ.
+CUTS = (
+    ((4, "3g.71gb"), (0, "2g.35gb"), (2, "1g.18gb"), (3, "1g.18gb")),
+    ((0, "4g.71gb"), (4, "3g.71gb")),
+    ((0, "7g.141gb"),),
+    ((0, "1g.18gb"), (1, "1g.18gb"), (2, "1g.18gb"), (3, "1g.18gb"), (4, "1g.18gb"), (5, "1g.18gb"), (6, "1g.18gb")),
+)
+
+
+def node_yaml(i: int, gpus: int, *, owner_suffix: str = "") -> str:
+    lines = ["apiVersion: migplan/v1", "kind: Node", f"metadata: {{name: gpu-{i:05d}, labels: {{rack: r{i % 64}}}}}"]
+    lines += ["spec:", "  gpus:"]
+    for g in range(gpus):
+        cut = CUTS[(i + g) % len(CUTS)]
+        lines += [
+            f"    - index: {g}",
+            "      model: H200-141GB",
+            "      mig:",
+            "        enabled: true",
+            "        partitions:",
+        ]
+        for k, (start, profile) in enumerate(cut):
+            lines.append(
+                f"          - {{profile: {profile}, placement: {start}, owner: svc-{(i + k) % 97}{owner_suffix}}}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def git(*args: str, cwd: Path | None = None, stdin: bytes | None = None) -> bytes:
+    return subprocess.run(["git", *args], cwd=cwd, env=ENV, input=stdin, capture_output=True, check=True).stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, object]:
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="migplan-bench-git-"))
+    daemon: subprocess.Popen[bytes] | None = None
+    try:
+        srv, work = tmp / "srv", tmp / "work"
+        srv.mkdir()
+        git("init", "-q", "--bare", "-b", "main", str(srv / "inv.git"))
+        git("init", "-q", "-b", "main", str(work))
+        (work / "inv" / "nodes").mkdir(parents=True)
+        (work / "inv" / "cluster.yaml").write_text(CLUSTER)
+        t0 = time.perf_counter()
+        for i in range(args.nodes):
+            (work / "inv" / "nodes" / f"gpu-{i:05d}.yaml").write_text(node_yaml(i, args.gpus))
+        git("add", "-A", cwd=work)
+        git("commit", "-q", "-m", "inventory", cwd=work)
+        git("push", "-q", str(srv / "inv.git"), "HEAD:main", cwd=work)
+        size = sum(p.stat().st_size for p in (work / "inv").rglob("*.yaml"))
+        print(f"inventory: {args.nodes} nodes x {args.gpus} GPUs, {size / 1e6:.1f} MB of YAML "
+              f"(generated in {time.perf_counter() - t0:.1f}s)")  # fmt: skip
+
+        port = free_port()
+        daemon = subprocess.Popen(
+            ["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={srv}", "--listen=127.0.0.1",
+             f"--port={port}", str(srv)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        url = f"git://127.0.0.1:{port}/inv.git"
+
+        # -- git floor: clone + ls-tree + cat-file --batch, plus the same validation ----------------
+        floors, floor_git, floor_val = [], [], []
+        for r in range(args.repeat):
+            dest = tmp / f"floor-{r}.git"
+
+            def git_floor(dest: Path = dest) -> dict[str, bytes]:
+                git("clone", "-q", "--bare", url, str(dest))
+                listing = git("ls-tree", "-r", "main", "--", "inv/", cwd=dest).decode().splitlines()
+                paths, oids = [], []
+                for line in listing:
+                    meta, path = line.split("\t", 1)
+                    paths.append(path.removeprefix("inv/"))
+                    oids.append(meta.split()[2])
+                raw = git("cat-file", "--batch", cwd=dest, stdin=("\n".join(oids) + "\n").encode())
+                files, pos = {}, 0
+                for path in paths:
+                    header_end = raw.index(b"\n", pos)
+                    n = int(raw[pos:header_end].split()[2])
+                    files[path] = raw[header_end + 1 : header_end + 1 + n]
+                    pos = header_end + 1 + n + 1
+                return files
+
+            tg, files = timed(git_floor)
+            assert isinstance(files, dict)
+            tv, result = timed(lambda files=files: validate_inventory(files, cache=ParseCache()))
+            assert getattr(result, "valid", False), "generated inventory must be valid"
+            floor_git.append(tg)
+            floor_val.append(tv)
+            floors.append(tg + tv)
+            shutil.rmtree(dest)
+
+        # -- migplan's Git part alone: clone into a new cache + read the tree (no validation) ---------
+        git_only = []
+        for r in range(args.repeat):
+
+            def migplan_git(r: int = r) -> int:
+                repo = InventoryRepo.open(GitRemote(url, tmp / f"gitonly-{r}"))
+                assert isinstance(repo, InventoryRepo) and repo.fetch() is None
+                rev = repo.resolve("main")
+                assert isinstance(rev, Revision)
+                snap = repo.read(rev, "inv")
+                assert isinstance(snap, Snapshot)
+                return len(snap.files)
+
+            t, count = timed(migplan_git)
+            assert count == args.nodes + 1
+            git_only.append(t)
+
+        # -- migplan: cold load, then one-node cycles ------------------------------------------------
+        colds, warms, parses = [], [], []
+        for r in range(args.repeat):
+            cache = ParseCache()
+            source = InventorySource(GitRemote(url, tmp / f"cache-{r}"), ref="main", root="inv", cache=cache)
+            tc, res = timed(source.cycle)
+            assert getattr(res, "changed", False) and getattr(res, "desired", None) is not None, res
+            colds.append(tc)
+            node = (r * 7919) % args.nodes
+            (work / "inv" / "nodes" / f"gpu-{node:05d}.yaml").write_text(
+                node_yaml(node, args.gpus, owner_suffix=f"-v{r}")
+            )
+            git("commit", "-q", "-am", f"one node {r}", cwd=work)
+            git("push", "-q", str(srv / "inv.git"), "HEAD:main", cwd=work)
+            before = cache.parses
+            tw, res = timed(source.cycle)
+            rev = getattr(res, "revision", None)
+            assert isinstance(rev, Revision) and getattr(res, "changed", False), res
+            warms.append(tw)
+            parses.append(cache.parses - before)
+
+        cold, warm, floor = statistics.median(colds), statistics.median(warms), statistics.median(floors)
+        print(f"git floor (clone + ls-tree + cat-file --batch): {statistics.median(floor_git) * 1000:8.0f} ms")
+        gf, mg = statistics.median(floor_git), statistics.median(git_only)
+        print(f"migplan Git part alone (clone + read tree):     {mg * 1000:8.0f} ms  ({mg / gf:.2f}x the git floor)")
+        print(f"validation of the same bytes (fresh cache):     {statistics.median(floor_val) * 1000:8.0f} ms")
+        print(f"git floor + validation:                         {floor * 1000:8.0f} ms")
+        print(f"migplan cold load (clone + read + validate):    {cold * 1000:8.0f} ms")
+        print(f"migplan one-node cycle (fetch + read + validate): {warm * 1000:6.0f} ms  (files parsed: {parses})")
+        r1, r2 = warm / cold, cold / floor
+        ok1, ok2 = r1 < 0.05, r2 <= 1.5
+        print(f"one-node cycle / cold load = {r1:.3f}   (target < 0.05)  {'OK' if ok1 else 'MISSED'}")
+        print(f"cold load / (git floor + validation) = {r2:.2f}   (target <= 1.5)  {'OK' if ok2 else 'MISSED'}")
+        print(f"medians of {args.repeat} runs; all runs: cold {[round(x, 3) for x in colds]}, "
+              f"one-node {[round(x, 3) for x in warms]}, floor {[round(x, 3) for x in floors]}")  # fmt: skip
+        return 0 if ok1 and ok2 else 1
+    finally:
+        if daemon is not None:
+            os.killpg(daemon.pid, signal.SIGTERM)
+            daemon.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
