@@ -75,6 +75,9 @@ class GitRemote:
     cache_dir: Path
     auth: GitAuth = field(default_factory=GitAuth)
     timeout_ms: int = 10_000  # connect timeout: a dead remote must not stall a cycle
+    # Extra CA certificates (PEM) trusted for HTTPS, e.g. a company CA. libgit2 adds them to its
+    # process-wide trust store (it cannot scope them to one remote); one remote per process is the norm.
+    ca_file: Path | None = None
 
     @property
     def is_local(self) -> bool:
@@ -239,6 +242,8 @@ class InventoryRepo:
         pygit2.settings.server_connect_timeout = self.remote.timeout_ms
         pygit2.settings.server_timeout = self.remote.timeout_ms * 3
         callbacks = _Callbacks(self.remote)
+        if self.remote.ca_file is not None and self.remote.url.startswith("https://"):
+            _trust_ca(self.remote.ca_file)
         if not self.remote.is_ssh:
             yield callbacks
             return
@@ -403,6 +408,16 @@ class InventoryRepo:
                 else:
                     files[path] = cast(pygit2.Blob, self.repo[entry.id]).data
             # commits (submodules) are not inventory; skipped
+
+
+_TRUSTED_CA: set[str] = set()
+
+
+def _trust_ca(ca_file: Path) -> None:
+    key = str(ca_file.resolve())
+    if key not in _TRUSTED_CA:  # loading is additive in OpenSSL; once per file is enough
+        pygit2.settings.set_ssl_cert_locations(key, None)
+        _TRUSTED_CA.add(key)
 
 
 def _relative_exclude(root: str, exclude: str | None) -> str | None:

@@ -137,14 +137,31 @@ class GitDaemon(_Server):
 class HttpGitServer(_Server):
     """git http-backend behind lighttpd, every URL under /git/ behind basic auth."""
 
-    def __init__(self, root: Path, *, user: str = "ci", password: str = "s3cret") -> None:
+    def __init__(self, root: Path, *, user: str = "ci", password: str = "s3cret", tls: bool = False) -> None:
         self.root = root
         self.port = free_port()
         self.user, self.password = user, password
-        self.conf = root / "lighttpd.conf"
+        self.conf = root / f"lighttpd-{self.port}.conf"
+        self.tls = tls
+        self.ca_file = root / f"tls-{self.port}.crt"  # self-signed: it is its own CA
 
     def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.port}/git/{name}.git"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/git/{name}.git"
+
+    def _tls_config(self) -> str:
+        if not self.tls:
+            return ""
+        key = self.root / f"tls-{self.port}.key"
+        if not self.ca_file.exists():  # a restart keeps its certificate
+            subprocess.run(
+                ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                 "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(self.ca_file)],
+                check=True, capture_output=True,
+            )  # fmt: skip
+        return (
+            'server.modules += ("mod_openssl")\n'
+            f'ssl.engine = "enable"\nssl.pemfile = "{self.ca_file}"\nssl.privkey = "{key}"\n'
+        )
 
     def start(self) -> HttpGitServer:
         lighttpd = shutil.which("lighttpd") or "/usr/sbin/lighttpd"
@@ -160,20 +177,21 @@ server.modules = ("mod_alias", "mod_setenv", "mod_auth", "mod_authn_file", "mod_
 server.document-root = "{docroot}"
 server.bind = "127.0.0.1"
 server.port = {self.port}
-server.errorlog = "{self.root}/lighttpd-error.log"
-accesslog.filename = "{self.root}/lighttpd-access.log"
+server.errorlog = "{self.root}/lighttpd-{self.port}-error.log"
+accesslog.filename = "{self.root}/lighttpd-{self.port}-access.log"
 server.max-request-size = 0
 alias.url = ("/git" => "{backend}")
 auth.backend = "plain"
 auth.backend.plain.userfile = "{users}"
 auth.require = ("/git" => ("method" => "basic", "realm" => "git", "require" => "valid-user"))
+{self._tls_config()}
 $HTTP["url"] =~ "^/git" {{
   cgi.assign = ("" => "")
   setenv.add-environment = ("GIT_PROJECT_ROOT" => "{self.root}", "GIT_HTTP_EXPORT_ALL" => "1")
 }}
 """
         )
-        self._spawn([lighttpd, "-D", "-f", str(self.conf)], self.root / "lighttpd.out")
+        self._spawn([lighttpd, "-D", "-f", str(self.conf)], self.root / f"lighttpd-{self.port}.out")
         return self
 
 

@@ -1,5 +1,6 @@
 """The pygit2 inventory source against real servers: git daemon, git http-backend behind lighttpd
-(basic auth), a user-mode sshd; plus a local repository read in place."""
+(basic auth, plain HTTP and HTTPS with a self-signed CA), a user-mode sshd; plus a local repository
+read in place."""
 
 from __future__ import annotations
 
@@ -33,8 +34,12 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
     git("push", "-q", "origin", "v1", cwd=work)
     second = seed(bare, work, {"clusters/a/nodes/n2.yaml": "kind: Node # n2 changed\n"}, message="second")
     daemon, http, ssh = GitDaemon(root).start(), HttpGitServer(root).start(), SshGitServer(root).start()
-    yield {"daemon": daemon, "http": http, "ssh": ssh, "first": first, "second": second, "work": work, "bare": bare}
-    for srv in (daemon, http, ssh):
+    https = HttpGitServer(root, tls=True).start()
+    yield {
+        "daemon": daemon, "http": http, "ssh": ssh, "https": https,
+        "first": first, "second": second, "work": work, "bare": bare,
+    }  # fmt: skip
+    for srv in (daemon, http, ssh, https):
         srv.stop()
 
 
@@ -163,6 +168,30 @@ def test_http_wrong_credentials_is_a_clear_error(servers, tmp_path: Path, auth: 
     assert isinstance(got, GitFailure) and got.code == gitsource.AUTH_REFUSED, got
     assert "credentials" in got.message
     assert "wrong" not in repr(auth) and "s3cret" not in repr(auth)  # secrets never in reprs
+
+
+def test_https_with_token_and_a_trusted_ca(servers, tmp_path: Path) -> None:
+    https = servers["https"]
+    remote = GitRemote(
+        https.url("inv"), tmp_path, GitAuth(username=https.user, token=https.password), ca_file=https.ca_file
+    )
+    repo = InventoryRepo.open(remote)
+    assert isinstance(repo, InventoryRepo)
+    assert repo.fetch() is None
+    assert _snap(repo, "main").revision.sha == servers["second"]
+
+
+def test_https_untrusted_certificate_is_refused(tmp_path: Path) -> None:
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    make_bare(srv, "inv")
+    other = HttpGitServer(srv, tls=True).start()  # its own self-signed certificate, trusted by nobody
+    try:
+        repo = _open(other.url("inv"), tmp_path / "cache", GitAuth(username=other.user, password=other.password))
+        got = repo.fetch()
+    finally:
+        other.stop()
+    assert isinstance(got, GitFailure) and got.code == gitsource.HOST_KEY_REFUSED, got
 
 
 # -- SSH with a key, known_hosts enforced ----------------------------------------------------------
