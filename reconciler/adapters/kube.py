@@ -31,9 +31,10 @@ from reconciler.model.errors import MigplanError, Transient
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     FIELD_MANAGER,
-    MIXED_LAYOUT_ERROR,
+    LAYOUT_REFUSALS,
     ConfigMapState,
     DevicePluginPod,
+    MigConfigState,
     ObservedNode,
     ObservedPod,
     ObservedState,
@@ -116,8 +117,15 @@ def with_retries(fn: Callable[[], T], *, attempts: int = 4) -> T:
 class KubeCluster:
     """Observe and apply through the official client (one ApiClient, reused across cycles)."""
 
-    def __init__(self, api_client: client.ApiClient, *, page_size: int = DEFAULT_PAGE_SIZE) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
+    ) -> None:
         self.api_client = api_client
+        self.request_timeout = request_timeout
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
@@ -125,14 +133,19 @@ class KubeCluster:
 
     @classmethod
     def from_kubeconfig(
-        cls, path: str | None = None, *, context: str | None = None, page_size: int = DEFAULT_PAGE_SIZE
+        cls,
+        path: str | None = None,
+        *,
+        context: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
     ) -> KubeCluster:
         with translate_api_errors("load kubeconfig"):
             try:
                 api_client = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
             except config.ConfigException as exc:
                 raise MigplanError(f"kubeconfig {path}: {exc}", code="MP556") from exc
-        return cls(api_client, page_size=page_size)
+        return cls(api_client, page_size=page_size, request_timeout=request_timeout)
 
     @classmethod
     def in_cluster(cls, *, page_size: int = DEFAULT_PAGE_SIZE) -> KubeCluster:
@@ -156,7 +169,7 @@ class KubeCluster:
                         limit=self.page_size,
                         _continue=cont,
                         _preload_content=False,
-                        _request_timeout=REQUEST_TIMEOUT,
+                        _request_timeout=self.request_timeout,
                         **kwargs,
                     )
                     doc = orjson.loads(resp.data)
@@ -195,7 +208,16 @@ class KubeCluster:
         )
         pods: list[ObservedPod] = []
         dp_pods: list[DevicePluginPod] = []
+        failed = {n.name for n in nodes.values() if n.mig_config_state == MigConfigState.FAILED}
+        mig_manager_errors: dict[str, str] = {}
         for obj in self._pages("list pods", self.core.list_pod_for_all_namespaces):
+            if failed and kubeobserve.is_mig_manager_pod(obj, namespace=ops.namespace):
+                node_name = (obj.get("spec") or {}).get("nodeName")
+                if node_name in failed:
+                    reason = self._mig_manager_reason(obj)
+                    if reason:
+                        mig_manager_errors[node_name] = reason
+                continue
             if ds_obj is not None and kubeobserve.owned_by_daemonset(
                 obj, namespace=ops.namespace, name=ops.device_plugin_daemonset
             ):
@@ -217,6 +239,7 @@ class KubeCluster:
             device_plugin=ds,
             mig_config_map=mig_cm,
             device_plugin_config_map=dp_cm,
+            mig_manager_errors=mig_manager_errors,
         )
 
     def _config_map(self, namespace: str, name: str) -> ConfigMapState | None:
@@ -224,6 +247,21 @@ class KubeCluster:
             f"list configmaps {namespace}/{name}", self.core.list_namespaced_config_map, name, namespace=namespace
         )
         return kubeobserve.config_map_from_json(obj) if obj else None
+
+    def _mig_manager_reason(self, pod: Mapping[str, Any]) -> str | None:
+        """Why mig-manager set `failed` on its node: the last error line of its log."""
+        meta = pod.get("metadata") or {}
+        try:
+            with translate_api_errors(f"read log of pod {meta.get('namespace')}/{meta.get('name')}"):
+                text = self.core.read_namespaced_pod_log(
+                    meta.get("name", ""),
+                    meta.get("namespace", ""),
+                    tail_lines=LOG_TAIL_LINES,
+                    _request_timeout=self.request_timeout,
+                )
+        except MigplanError:
+            return None
+        return kubeobserve.mig_manager_error(str(text or ""))
 
     def _quote_log(self, pod: Mapping[str, Any]) -> str | None:
         """The device plugin's own error line from a pod that is not Ready (current, else previous run)."""
@@ -240,12 +278,12 @@ class KubeCluster:
                         container=container,
                         previous=previous or None,
                         tail_lines=LOG_TAIL_LINES,
-                        _request_timeout=REQUEST_TIMEOUT,
+                        _request_timeout=self.request_timeout,
                     )
             except MigplanError:
                 continue  # a log we cannot read is not worth failing the observation for
-            line = kubeobserve.quote_log(str(text or ""), MIXED_LAYOUT_ERROR)
-            if line and MIXED_LAYOUT_ERROR in line:
+            line = kubeobserve.quote_log(str(text or ""), LAYOUT_REFUSALS)
+            if line and any(r in line for r in LAYOUT_REFUSALS):
                 return line
             best = best or line
         return best
@@ -273,7 +311,7 @@ class KubeCluster:
                         field_manager=FIELD_MANAGER,
                         dry_run=dry,
                         _preload_content=False,
-                        _request_timeout=REQUEST_TIMEOUT,
+                        _request_timeout=self.request_timeout,
                     )
                 elif kind is Kind.MIG_CONFIG_MAP:
                     self.core.patch_namespaced_config_map(
@@ -284,7 +322,7 @@ class KubeCluster:
                         dry_run=dry,
                         _content_type=MERGE_PATCH,
                         _preload_content=False,
-                        _request_timeout=REQUEST_TIMEOUT,
+                        _request_timeout=self.request_timeout,
                     )
                 elif kind is Kind.CLUSTER_POLICY:
                     self.custom.patch_cluster_custom_object(
@@ -297,7 +335,7 @@ class KubeCluster:
                         dry_run=dry,
                         _content_type=MERGE_PATCH,
                         _preload_content=False,
-                        _request_timeout=REQUEST_TIMEOUT,
+                        _request_timeout=self.request_timeout,
                     )
                 elif kind is Kind.RESTART_DEVICE_PLUGIN:
                     self.apps.patch_namespaced_daemon_set(
@@ -308,7 +346,7 @@ class KubeCluster:
                         dry_run=dry,
                         _content_type=STRATEGIC_MERGE_PATCH,
                         _preload_content=False,
-                        _request_timeout=REQUEST_TIMEOUT,
+                        _request_timeout=self.request_timeout,
                     )
                 elif kind in (Kind.NODE_MIG_CONFIG, Kind.CORDON, Kind.UNCORDON):
                     self.core.patch_node(
@@ -318,7 +356,7 @@ class KubeCluster:
                         dry_run=dry,
                         _content_type=MERGE_PATCH,
                         _preload_content=False,
-                        _request_timeout=REQUEST_TIMEOUT,
+                        _request_timeout=self.request_timeout,
                     )
                 else:  # pragma: no cover - every Kind is handled above
                     raise MigplanError(f"no applier for {kind}")

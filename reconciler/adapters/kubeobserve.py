@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.model.observed import (
+    MIG_MANAGER_APP_LABEL,
     RESTARTED_AT_ANNOTATION,
     ClusterPolicyState,
     ConfigMapState,
@@ -145,10 +146,25 @@ def config_map_from_json(obj: Mapping[str, Any]) -> ConfigMapState:
     )
 
 
-def quote_log(text: str, needle: str) -> str | None:
-    """The last log line containing `needle`, else the last non-empty line (None for an empty log)."""
+def quote_log(text: str, needles: tuple[str, ...]) -> str | None:
+    """The last log line containing one of `needles`, else the last non-empty line (None for an empty log)."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     for ln in reversed(lines):
-        if needle in ln:
+        if any(n in ln for n in needles):
             return ln.strip()
     return lines[-1].strip() if lines else None
+
+
+def is_mig_manager_pod(obj: Mapping[str, Any], *, namespace: str) -> bool:
+    meta = obj.get("metadata") or {}
+    key, value = MIG_MANAGER_APP_LABEL
+    return meta.get("namespace") == namespace and (meta.get("labels") or {}).get(key) == value
+
+
+def mig_manager_error(text: str) -> str | None:
+    """The last error line of a mig-manager log, skipping its own 'Changing ... to failed' line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "rror" in ln and "nvidia.com/mig.config.state" not in ln:
+            return ln
+    return None

@@ -33,9 +33,9 @@ from reconciler.model.inventory import DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
     CORDONED_ANNOTATION,
     GPU_RESOURCE,
+    LAYOUT_REFUSALS,
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
-    MIXED_LAYOUT_ERROR,
     REQUESTED_AT_ANNOTATION,
     MigConfigState,
     ObservedState,
@@ -137,7 +137,15 @@ def analyze(
         occ[name] = occupancy.node_occupancy(node=name, plan=plan, strategy=strategy, pods=pods)
         out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources))
         out.extend(
-            _mig_manager_findings(name, rendered.node_configs[name], node.labels, node.annotations, now, stuck_after)
+            _mig_manager_findings(
+                name,
+                rendered.node_configs[name],
+                node.labels,
+                node.annotations,
+                now,
+                stuck_after,
+                observed.mig_manager_errors.get(name),
+            )
         )
         for o in occ[name].entries:
             if o.used > o.total:
@@ -260,7 +268,7 @@ def _device_plugin_findings(observed: ObservedState) -> Iterable[Finding]:
         if pod.ready:
             continue
         line = pod.log_line or ""
-        if MIXED_LAYOUT_ERROR in line:
+        if any(r in line for r in LAYOUT_REFUSALS):
             yield finding(
                 "MP504",
                 f"device plugin on {pod.node} refuses the node's layout under the current strategy: {line.strip()}",
@@ -401,6 +409,7 @@ def _mig_manager_findings(
     annotations: Mapping[str, str],
     now: datetime | None,
     stuck_after: timedelta,
+    reason: str | None = None,
 ) -> Iterable[Finding]:
     label = labels.get(MIG_CONFIG_LABEL)
     state = labels.get(MIG_CONFIG_STATE_LABEL)
@@ -413,13 +422,14 @@ def _mig_manager_findings(
             observed=label,
         )
     if state == MigConfigState.FAILED:
+        why = f": {reason}" if reason else ": see the nvidia-mig-manager pod log (often GPUs still in use)"
         yield finding(
             "MP507",
-            f"mig-manager failed to apply {label} on {name} (nvidia.com/mig.config.state=failed): check the "
-            "nvidia-mig-manager pod log (often GPUs still in use); re-trigger by removing and re-setting the label",
+            f"mig-manager failed to apply {label} on {name} (nvidia.com/mig.config.state=failed){why}; "
+            "re-trigger by removing and re-setting the label",
             node=name,
             desired=config,
-            observed=state,
+            observed=reason or state,
         )
     elif state in (MigConfigState.PENDING, MigConfigState.REBOOTING):
         since = _parse_time(annotations.get(REQUESTED_AT_ANNOTATION))

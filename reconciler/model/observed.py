@@ -27,8 +27,15 @@ FIELD_MANAGER = "migplan"
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 RESTARTED_AT_ANNOTATION = "kubectl.kubernetes.io/restartedAt"
+MIG_MANAGER_APP_LABEL = ("app", "nvidia-mig-manager")  # the GPU Operator's mig-manager DaemonSet pods
 # stack-facts §1.4: match on this substring, whatever wraps it.
 MIXED_LAYOUT_ERROR = "more than one MIG device type present on node"
+# The device plugin's refusals of a node's layout under `single` (stack-facts §1.4, device_map.go
+# lines 195 and 101); the first is the article's.
+LAYOUT_REFUSALS = (
+    MIXED_LAYOUT_ERROR,
+    "all devices on the node must be configured with the same migEnabled value",
+)
 
 
 class MigConfigState(enum.StrEnum):
@@ -216,6 +223,8 @@ class ObservedState:
     # The ConfigMap named by spec.devicePlugin.config.name, when it exists (to tell whether it
     # contradicts the strategy).
     device_plugin_config_map: ConfigMapState | None = None
+    # node -> the nvidia-mig-manager pod's error line, read only for nodes whose state is `failed`.
+    mig_manager_errors: Mapping[str, str] = field(default_factory=dict)
 
     def pods_by_node(self) -> Mapping[str, tuple[ObservedPod, ...]]:
         """Bound pods grouped by node, in one pass (callers join on this, never per node over all pods)."""

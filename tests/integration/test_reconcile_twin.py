@@ -1,0 +1,168 @@
+"""`reconcile_once` and `migplan reconcile --once` end to end on the cluster twin (API server + GPU Operator).
+
+The article's story first: a cluster on the Helm default `single` strategy, the heterogeneous H200 layout
+and an old device-plugin config; then the disruption guard, a failing mig-manager, dry runs and the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.adapters.kube import KubeCluster
+from reconciler.commands.reconcile import load_desired
+from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, EXIT_IN_SYNC, CycleResult, reconcile_once
+from reconciler.model.inventory import DesiredState
+from reconciler.model.observed import MIXED_LAYOUT_ERROR
+from reconciler.model.plans import Kind
+from reconciler.twin.cluster import ClusterTwin
+
+INVENTORY = Path(__file__).parents[2] / "inventory"
+NODE = "gpu-h200-01"
+
+
+def _desired(root: Path = INVENTORY) -> DesiredState:
+    desired, diagnostics = load_desired(root)
+    assert desired is not None, [str(d) for d in diagnostics]
+    return desired
+
+
+def _run(twin: ClusterTwin, desired: DesiredState, *, dry_run: bool = False) -> CycleResult:
+    cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig), page_size=2)
+    try:
+        return reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run)
+    finally:
+        cluster.close()
+
+
+def _writes(counts: dict[tuple[str, str, str], int]) -> dict[tuple[str, str, str], int]:
+    return {k: v for k, v in counts.items() if k[2] not in ("list", "get", "watch")}
+
+
+@pytest.fixture()
+def article_twin() -> Iterator[ClusterTwin]:
+    with ClusterTwin.from_inventory(INVENTORY, strategy="single", device_plugin_config="old-plugin-config") as twin:
+        twin.settle()
+        yield twin
+
+
+def test_article_story_converges_and_second_run_writes_nothing(article_twin: ClusterTwin) -> None:
+    twin, desired = article_twin, _desired()
+    first = _run(twin, desired)
+    assert first.report is not None and not first.errors
+    codes = {(f.node, f.code) for f in first.report.findings}
+    assert {(None, "MP502"), (None, "MP503"), (NODE, "MP504")} <= codes
+    refusal = next(f for f in first.report.findings if f.code == "MP504" and f.node == NODE)
+    assert MIXED_LAYOUT_ERROR in refusal.message  # the device plugin's own log line, quoted
+    kinds = [c.kind for c in first.applied]
+    assert kinds.index(Kind.MIG_CONFIG_MAP) < kinds.index(Kind.CLUSTER_POLICY) < kinds.index(Kind.RESTART_DEVICE_PLUGIN)
+    assert first.exit_code == EXIT_DRIFT
+
+    store = twin.store
+    spec = store.get("clusterpolicies.nvidia.com", "cluster-policy")["spec"]
+    assert spec["mig"]["strategy"] == "mixed"
+    assert "config" not in spec["devicePlugin"]  # the old config removed explicitly
+    assert spec["migManager"]["config"]["name"] == desired.cluster.gpu_operator.mig_config_map
+    ds = store.get("daemonsets.apps", "nvidia-device-plugin-daemonset", "gpu-operator")
+    assert "kubectl.kubernetes.io/restartedAt" in ds["spec"]["template"]["metadata"]["annotations"]
+
+    twin.settle()
+    allocatable = store.get("nodes", NODE)["status"]["allocatable"]
+    assert allocatable["nvidia.com/mig-1g.18gb"] == "4"
+    assert allocatable["nvidia.com/mig-2g.35gb"] == "2"
+    assert allocatable["nvidia.com/mig-3g.71gb"] == "2"
+    assert allocatable["nvidia.com/gpu"] == "0"
+
+    twin.reset_counts()
+    second = _run(twin, desired)
+    assert second.converged and second.exit_code == EXIT_IN_SYNC, [str(f) for f in second.report.findings]  # type: ignore[union-attr]
+    counts = twin.request_counts()
+    assert _writes(counts) == {}
+    assert {verb for (_, _, verb) in counts} == {"list"}
+
+
+def test_layout_change_on_a_busy_node_is_held_back(tmp_path: Path) -> None:
+    root = tmp_path / "inventory"
+    shutil.copytree(INVENTORY, root)
+    node_file = root / "nodes" / f"{NODE}.yaml"
+    text = node_file.read_text()
+    gpu1 = text.index("    - index: 1")
+    node_file.write_text(
+        text[:gpu1]
+        + "    - index: 1\n      model: H200-141GB\n      mig:\n        enabled: true\n        partitions:\n"
+        + "".join("          - {profile: 1g.18gb}\n" for _ in range(7))
+    )
+    desired = _desired(root)
+    with ClusterTwin.from_inventory(INVENTORY) as twin:
+        twin.settle()
+        result = _run(twin, desired)
+        blocked = [c for c in result.plan.changes if c.subject == f"node/{NODE}"]  # type: ignore[union-attr]
+        assert [c.action.value for c in blocked] == ["skip"]
+        holders = set(blocked[0].blocked_by)
+        assert "default/whisper-gpu-h200-01-g1-0" in holders
+        finding = next(f for f in result.report.findings if f.code == "MP519")  # type: ignore[union-attr]
+        assert finding.node == NODE and set(finding.pods) == holders
+        twin.settle()
+        node = twin.store.get("nodes", NODE)
+        assert node["metadata"]["labels"]["nvidia.com/mig.config"] != result.plan.node_configs[NODE]  # type: ignore[union-attr]
+        assert not node["spec"].get("unschedulable")
+        assert result.exit_code == EXIT_DRIFT
+
+
+def test_failing_mig_manager_is_reported() -> None:
+    with ClusterTwin.from_inventory(INVENTORY, drift=["mig-config-failed:gpu-h200-02"]) as twin:
+        twin.settle()
+        result = _run(twin, _desired(), dry_run=True)
+        assert result.report is not None
+        (failed,) = [f for f in result.report.findings if f.code == "MP507"]
+        assert failed.node == "gpu-h200-02" and "state=failed" in failed.message
+        status = {n.name: n.status.value for n in result.report.nodes}
+        assert status["gpu-h200-02"] == "Error"
+
+
+def test_dry_run_validates_server_side_and_persists_nothing(article_twin: ClusterTwin) -> None:
+    twin = article_twin
+    before = twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")
+    twin.reset_counts()
+    result = _run(twin, _desired(), dry_run=True)
+    assert not result.applied and result.not_applied and not result.errors
+    after = twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["spec"]["mig"]["strategy"] == "single"
+    # every write was sent once, as a dry run (the twin validates and discards it)
+    assert sum(_writes(twin.request_counts()).values()) == len(result.not_applied)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", "reconcile", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_cli_text_json_and_exit_codes(article_twin: ClusterTwin, tmp_path: Path) -> None:
+    kc = str(article_twin.kubeconfig)
+    first = _cli("--once", "--kubeconfig", kc, "--inventory", str(INVENTORY))
+    assert first.returncode == EXIT_DRIFT, first.stderr
+    assert "Plan:" in first.stdout and "MP504" in first.stdout and "Occupancy:" in first.stdout
+    article_twin.settle()
+    second = _cli("--once", "--kubeconfig", kc, "--inventory", str(INVENTORY), "-o", "json")
+    assert second.returncode == EXIT_IN_SYNC, second.stdout[-3000:]
+    doc = json.loads(second.stdout)
+    assert doc["converged"] is True and doc["plan"]["changes"] == [] and doc["report"]["inSync"] is True
+
+    bad = tmp_path / "bad"
+    shutil.copytree(INVENTORY, bad)
+    (bad / "cluster.yaml").write_text("apiVersion: migplan/v1\nkind: Cluster\nspec: {migStrategy: sideways}\n")
+    article_twin.reset_counts()
+    refused = _cli("--once", "--kubeconfig", kc, "--inventory", str(bad), "-o", "json")
+    assert refused.returncode == EXIT_ERROR
+    assert json.loads(refused.stdout)["refused"] is True
+    assert article_twin.request_counts() == {}  # the cluster was not even contacted
