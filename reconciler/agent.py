@@ -145,7 +145,14 @@ def actuate_once(
     may_write: Callable[[], bool] = lambda: True,
 ) -> AgentOutcome:
     """One agent pass: observe, plan against the published desired layout, apply, publish the outcome."""
-    desired = node_state.read_desired(node)
+    try:
+        desired = node_state.read_desired(node)
+    except MigplanError as exc:
+        # A desired layout we cannot read is a failure to publish, not a reason to stay silent.
+        reason = f"desired layout unreadable: {exc.message} [{exc.code}]"
+        node_state.publish_state(node, MigState.FAILED, reason, revision="")
+        report_once(gpus=gpus, node_state=node_state, node=node)
+        return AgentOutcome(MigState.FAILED, reason)
     observed = report_once(gpus=gpus, node_state=node_state, node=node)
     if desired is None:
         return AgentOutcome(None, "no desired layout published for this node")

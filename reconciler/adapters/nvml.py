@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 from collections.abc import Iterator
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.catalog import Catalog, GpuModel, load_catalog
@@ -48,15 +48,15 @@ _CI_PROFILE_FOR_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
 _CI_ENGINE_PROFILE_SHARED = 0
 
 
-def _code_name(nvml: ModuleType, code: int) -> str:
+def _code_name(nvml: Any, code: int) -> str:
     for name, value in vars(nvml).items():
         if name.startswith("NVML_ERROR_") and value == code:
-            return name
+            return str(name)
     return f"NVML_ERROR_{code}"
 
 
 @contextlib.contextmanager
-def translate_nvml_errors(nvml: ModuleType, what: str) -> Iterator[None]:
+def translate_nvml_errors(nvml: Any, what: str) -> Iterator[None]:
     """Run NVML calls, turning NVMLError into our error kinds (with the cause chained)."""
     try:
         yield
@@ -77,9 +77,10 @@ def _text(value: Any) -> str:
 class NvmlGpu:
     """The node's GPUs through NVML (implements reconciler.agent.GpuPort)."""
 
-    def __init__(self, nvml: ModuleType | None = None, *, catalog: Catalog | None = None) -> None:
+    def __init__(self, nvml: Any = None, *, catalog: Catalog | None = None) -> None:
+        # `nvml`: anything with pynvml's surface (the module itself, or the NVML twin object).
         self._injected = nvml
-        self._nvml: ModuleType | None = None
+        self._nvml: Any = None
         self._catalog = catalog or load_catalog()
 
     # --- lifecycle ------------------------------------------------------------------------------------
@@ -104,7 +105,7 @@ class NvmlGpu:
                 nvml.nvmlShutdown()
 
     @property
-    def nvml(self) -> ModuleType:
+    def nvml(self) -> Any:
         if self._nvml is None:
             raise MigplanError("NvmlGpu used outside its `with` block", code="MP900")
         return self._nvml

@@ -25,9 +25,9 @@ from reconciler.model.plans import Action, Change, Kind, Plan
 
 # Finding codes that mean "an apply failed" (mig-manager failed, the device plugin refuses the layout)
 # and "a change is held" (disruption guard), from reconciler.logic.drift.FINDING_CODES.
-FAILED_CODES = frozenset({"MP404", "MP407", "MP408"})
-HELD_CODES = frozenset({"MP419"})
-IN_FLIGHT_CODES = frozenset({"MP409", "MP421"})
+FAILED_CODES = frozenset({"MP504", "MP507", "MP508"})
+HELD_CODES = frozenset({"MP519"})
+IN_FLIGHT_CODES = frozenset({"MP509", "MP521"})
 
 
 class Reason(enum.StrEnum):

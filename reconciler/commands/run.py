@@ -1,0 +1,207 @@
+"""`migplan run`: the controller — periodic, leader-elected reconcile of a Git inventory.
+
+One cycle (`GitCycle`): fetch the inventory branch and take its last known good revision
+(reconciler.sourcing), run the engine's `reconcile_once` against the cluster through the controller's
+write-fenced API client, publish the desired layouts for the node agents in `apply.mode: agent`, and
+commit the drift/occupancy report to the reports branch — each write step only while this replica
+still holds the Lease. The loop around it (schedule, election, HTTP, signals) is
+reconciler.controller.loop.
+
+Configuration: flags > `MIGPLAN_*` environment > `--config` YAML file > defaults (reconciler.settings).
+Exit codes: 0 stopped cleanly (SIGTERM, or `--once` in sync), 1 `--once` found drift or the shutdown
+abandoned a cycle, 2 bad configuration or a failed `--once` cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from reconciler.controller.loop import CycleContext, CycleOutcome
+from reconciler.model.errors import MigplanError
+from reconciler.settings import Settings, load_settings
+
+log = logging.getLogger("migplan.run")
+
+# Drift codes that mean a node is being reconfigured right now (reconciler.logic.drift.FINDING_CODES).
+_IN_FLIGHT = frozenset({"MP509", "MP521"})
+
+
+class GitCycle:
+    """The production cycle: Git source → engine → agent-mode publish → report commit."""
+
+    def __init__(self, settings: Settings) -> None:
+        from reconciler.adapters.gitsource import GitAuth, GitRemote
+        from reconciler.sourcing import InventorySource
+
+        secret = settings.git_password.reveal() or None
+        auth = GitAuth(
+            username=settings.git_username or None,
+            password=secret,
+            ssh_private_key=Path(settings.git_ssh_key) if settings.git_ssh_key else None,
+            known_hosts=Path(settings.git_known_hosts) if settings.git_known_hosts else None,
+        )
+        self.settings = settings
+        self.remote = GitRemote(settings.repo, Path(settings.cache_dir), auth)
+        self.source = InventorySource(self.remote, ref=settings.branch, root=settings.path)
+        self._repo: Any = None
+        self._cluster: Any = None
+        self._cluster_client: Any = None
+        self.reports: list[Any] = []  # ReportOutcome per cycle (bounded), for tests and the soak
+
+    def _kube(self, api_client: Any) -> Any:
+        from reconciler.adapters.kube import KubeCluster
+
+        if self._cluster is None or self._cluster_client is not api_client:
+            self._cluster, self._cluster_client = KubeCluster(api_client), api_client
+        return self._cluster
+
+    def _publish_agent_layouts(self, ctx: CycleContext, desired: Any, revision: str) -> list[str]:
+        from kubernetes import client
+
+        from reconciler.adapters.kubeagentmode import publish_desired
+        from reconciler.catalog import load_catalog
+        from reconciler.logic.agentplan import desired_from_node_plan
+
+        core = client.CoreV1Api(ctx.api_client)
+        current: dict[str, Mapping[str, str]] = {}
+        cont: str | None = None
+        while True:  # one paginated list instead of a GET per node
+            page = core.list_node(limit=500, _continue=cont)
+            for n in page.items:
+                meta: Any = n.metadata
+                current[str(meta.name)] = dict(meta.annotations or {})
+            cont = page.metadata._continue if page.metadata else None
+            if not cont:
+                break
+        problems: list[str] = []
+        catalog = load_catalog()
+        for name, node_plan in sorted(desired.nodes.items()):
+            if name not in current or not ctx.may_write():
+                continue
+            layout, issues = desired_from_node_plan(node_plan, revision=revision, catalog=catalog)
+            problems.extend(issues)
+            publish_desired(core, layout, current=current[name])
+        return problems
+
+    def __call__(self, ctx: CycleContext) -> CycleOutcome:
+        from reconciler.adapters.gitreports import commit_report, report_message
+        from reconciler.adapters.gitsource import GitFailure, InventoryRepo
+        from reconciler.engine import reconcile_once
+        from reconciler.logic.reports import render_reports
+        from reconciler.model.inventory import ApplyMode
+
+        src = self.source.cycle()
+        notes: list[str] = []
+        if src.source_error is not None:
+            notes.append(f"{src.source_error.code}: {src.source_error.message} (using the cached revision)")
+        if src.refused is not None:
+            notes.append(str(src.refused))
+        for note in notes:
+            log.warning(note, extra={"revision": str(src.latest or "")})
+        if src.desired is None or src.revision is None:
+            return CycleOutcome("failed", errors=tuple(notes) or ("no valid inventory revision yet",))
+        desired = src.desired
+        revision = str(src.revision)
+        result = reconcile_once(desired=desired, cluster=self._kube(ctx.api_client), dry_run=self.settings.dry_run)
+        errors = [str(e) for e in result.errors]
+        if desired.cluster.apply.mode is ApplyMode.AGENT and not self.settings.dry_run and ctx.may_write():
+            try:
+                notes.extend(self._publish_agent_layouts(ctx, desired, revision))
+            except MigplanError as exc:
+                errors.append(f"publish agent layouts: {exc.message}")
+            except Exception as exc:  # ApiException from the list: report it, do not crash the loop
+                errors.append(f"publish agent layouts: {exc}")
+        if result.report is not None and not self.settings.dry_run and ctx.may_write():
+            if self._repo is None:
+                opened = InventoryRepo.open(self.remote)
+                if isinstance(opened, GitFailure):
+                    errors.append(f"report: {opened.code}: {opened.message}")
+                else:
+                    self._repo = opened
+            if self._repo is not None:
+                counts = {k.lower(): v for k, v in result.report.counts().items() if k != "InSync"}
+                outcome = commit_report(
+                    self._repo,
+                    settings=desired.cluster.reports,
+                    files=render_reports(result.report),
+                    message=report_message(src.revision, counts),
+                )
+                self.reports = [*self.reports[-99:], outcome]
+                if outcome.status in ("queued", "refused") and outcome.failure is not None:
+                    notes.append(f"report {outcome.status}: {outcome.failure.code}: {outcome.failure.message}")
+        in_flight = 0
+        if result.report is not None:
+            in_flight = sum(1 for n in result.report.nodes if any(f.code in _IN_FLIGHT for f in n.findings))
+        status = "failed" if errors else ("success" if result.converged else "drift")
+        return CycleOutcome(
+            status,
+            revision=revision,
+            report=result.report,
+            plan=result.plan,
+            applied=result.applied,
+            errors=tuple(errors),
+            nodes_in_flight=in_flight,
+            cluster_policy=desired.cluster.gpu_operator.cluster_policy,
+            message="; ".join(notes),
+        )
+
+
+def _flags(**given: Any) -> dict[str, Any]:
+    return {k: v for k, v in given.items() if v is not None and v != ()}
+
+
+@click.command("run")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML settings file (MIGPLAN_CONFIG).")
+@click.option("--repo", help="Inventory repository URL or local path.")
+@click.option("--branch", help="Branch (or ref) to follow.")
+@click.option("--path", help="Inventory root inside the repository.")
+@click.option("--kubeconfig", help="Kubeconfig file; in-cluster configuration when omitted.")
+@click.option("--namespace", help="Namespace of the leader Lease.")
+@click.option("--interval", "interval_seconds", type=float, help="Seconds between cycles.")
+@click.option("--jitter", "jitter_seconds", type=float, help="Random delay added to each interval, in seconds.")
+@click.option("--listen", help="HOST:PORT of /metrics, /healthz, /readyz and /webhook.")
+@click.option("--identity", help="This replica's name in the Lease (default: POD_NAME or the hostname).")
+@click.option("--leader-election/--no-leader-election", default=None, help="Elect a leader through a Lease.")
+@click.option("--lease-duration", "lease_duration_seconds", type=int, help="Lease duration in seconds.")
+@click.option("--cache-dir", help="Where the Git cache and the report outbox live.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), help="Log format.")
+@click.option("--log-level", help="Log level (DEBUG, INFO, …).")
+@click.option("--dry-run", is_flag=True, default=None, help="Plan and report, write nothing.")
+@click.option("--once", is_flag=True, help="Run one cycle (no election, no HTTP) and exit with its verdict.")
+def command(config_file: str | None, once: bool, **given: Any) -> None:
+    """Run the controller: reconcile the inventory every interval, on SIGHUP and on a push webhook."""
+    from reconciler.controller.logs import setup_logging
+    from reconciler.controller.loop import Controller, kube_configuration
+
+    try:
+        settings = load_settings(flags=_flags(**given), config_file=config_file)
+    except MigplanError as exc:
+        click.echo(f"error {exc.code}: {exc.message}", err=True)
+        sys.exit(2)
+    setup_logging(settings.log_format, settings.log_level)
+    if not settings.repo:
+        click.echo("error MP800: --repo (or MIGPLAN_REPO) is required", err=True)
+        sys.exit(2)
+    try:
+        kube = kube_configuration(settings.kubeconfig)
+    except Exception as exc:
+        click.echo(f"error MP800: cannot load the Kubernetes configuration: {exc}", err=True)
+        sys.exit(2)
+    cycle = GitCycle(settings)
+    if once:
+        from kubernetes import client
+
+        ctx = CycleContext("once", client.ApiClient(kube), lambda: not settings.dry_run, settings)
+        outcome = cycle(ctx)
+        click.echo(f"{outcome.result}: {outcome.revision} {outcome.message}".rstrip())
+        for e in outcome.errors:
+            click.echo(f"error: {e}", err=True)
+        sys.exit({"success": 0, "drift": 1}.get(outcome.result, 2))
+    controller = Controller(settings, cycle, kube_config=kube)
+    sys.exit(controller.run_forever())
