@@ -7,7 +7,9 @@ target revision (its errors, if any, with file and line). Markdown is meant to b
 merge request as is; `-o json` is for scripts.
 
 Exit codes: 0 the target revision is valid (a plan is shown), 1 the target revision is invalid,
-2 usage or I/O error (unknown revision, remote unreachable, root missing).
+2 usage or I/O error (unknown revision, remote unreachable, root missing, cluster unreachable).
+With `--kubeconfig`, each destroyed or moved partition also names the pods holding it now (matched
+to partitions by owner as the drift report's occupancy does, over the base revision's plan).
 Credentials for a remote come from MIGPLAN_GIT_USERNAME, MIGPLAN_GIT_PASSWORD (password or token),
 MIGPLAN_GIT_SSH_KEY and MIGPLAN_GIT_KNOWN_HOSTS, as for the controller.
 """
@@ -24,9 +26,10 @@ import orjson
 from tabulate import tabulate
 
 from reconciler.adapters.gitsource import GitAuth, GitFailure, GitRemote
-from reconciler.logic.revdiff import ChangeKind, PartitionChange, RevisionDiff, diff_states
+from reconciler.logic.revdiff import ChangeKind, PartitionChange, RevisionDiff, diff_states, disrupted_pods
 from reconciler.logic.validation import ParseCache
 from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.errors import MigplanError
 from reconciler.sourcing import LoadedRevision, load_revision
 
 _VERBS = {
@@ -85,7 +88,12 @@ def _diag_rows(diags: tuple[Diagnostic, ...]) -> list[list[str]]:
     return [[d.location(), d.code, d.message] for d in diags]
 
 
-def render_markdown(old: LoadedRevision, new: LoadedRevision, diff: RevisionDiff | None) -> str:
+def render_markdown(
+    old: LoadedRevision,
+    new: LoadedRevision,
+    diff: RevisionDiff | None,
+    disrupts: dict[int, tuple[str, ...]] | None = None,
+) -> str:
     out = [f"### migplan plan: `{old.revision}` → `{new.revision}`", ""]
     target = new.validation
     if target.valid:
@@ -105,18 +113,33 @@ def render_markdown(old: LoadedRevision, new: LoadedRevision, diff: RevisionDiff
             out.append(f"- node `{name}` added")
         for name in diff.nodes_removed:
             out.append(f"- node `{name}` removed: its partitions are no longer managed")
-        for n in diff.notes:
-            out.append(f"- `{n.node}` GPU {n.gpu}: {n.message}")
+        for gn in diff.notes:
+            out.append(f"- `{gn.node}` GPU {gn.gpu}: {gn.message}")
         if diff.changes:
             rows = [[c.node, c.gpu, _VERBS[c.kind], c.profile, _placement(c), _owner(c)] for c in diff.changes]
             headers = ["Node", "GPU", "Change", "Profile", "Placement (start:size)", "Owner"]
+            if disrupts is not None:
+                headers.append("Pods disrupted")
+                for i, row in enumerate(rows):
+                    row.append(", ".join(disrupts.get(i, ())) or "—")
+                held = len({p for pods in disrupts.values() for p in pods})
+                out += [
+                    "",
+                    f"Pods disrupted by this change: **{held}**"
+                    + (" (they hold a partition that is destroyed or moved)" if held else ""),
+                ]
             out += ["", tabulate(rows, headers=headers, tablefmt="github")]
         elif diff.empty:
             out += ["", "No partition changes."]
     return "\n".join(out) + "\n"
 
 
-def render_json(old: LoadedRevision, new: LoadedRevision, diff: RevisionDiff | None) -> bytes:
+def render_json(
+    old: LoadedRevision,
+    new: LoadedRevision,
+    diff: RevisionDiff | None,
+    disrupts: dict[int, tuple[str, ...]] | None = None,
+) -> bytes:
     def place(p: Any) -> dict[str, int] | None:
         return None if p is None else {"start": p.start, "size": p.size}
 
@@ -141,13 +164,30 @@ def render_json(old: LoadedRevision, new: LoadedRevision, diff: RevisionDiff | N
                 "owner_before": c.owner_before,
                 "owner_after": c.owner_after,
             }
-            for c in diff.changes
+            | ({"disrupts": list(disrupts.get(i, ()))} if disrupts is not None else {})
+            for i, c in enumerate(diff.changes)
         ]
         doc["notes"] = [{"node": n.node, "gpu": n.gpu, "message": n.message} for n in diff.notes]
         doc["nodes_added"] = list(diff.nodes_added)
         doc["nodes_removed"] = list(diff.nodes_removed)
         doc["cluster"] = list(diff.cluster_notes)
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+
+
+def _disruptions(
+    kubeconfig: str, context: str | None, diff: RevisionDiff, base: LoadedRevision
+) -> dict[int, tuple[str, ...]]:
+    # Imported here: the Kubernetes client is only paid for when a cluster is asked about.
+    from reconciler.adapters.kube import KubeCluster
+
+    desired = base.validation.desired
+    assert desired is not None
+    cluster = KubeCluster.from_kubeconfig(kubeconfig, context=context)
+    try:
+        observed = cluster.observe(desired.cluster.gpu_operator)
+    finally:
+        cluster.close()
+    return disrupted_pods(diff, desired, observed)
 
 
 @click.command("plan")
@@ -157,7 +197,18 @@ def render_json(old: LoadedRevision, new: LoadedRevision, diff: RevisionDiff | N
 @click.option("--path", "root", default="", help="Inventory root inside the repository (default: top level).")
 @click.option("-o", "--output", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
-def command(repo: str, from_rev: str, to_rev: str, root: str, output: str, cache_dir: Path | None) -> None:
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Also list the pods disrupted.")
+@click.option("--context", default=None, help="kubeconfig context (with --kubeconfig).")
+def command(
+    repo: str,
+    from_rev: str,
+    to_rev: str,
+    root: str,
+    output: str,
+    cache_dir: Path | None,
+    kubeconfig: str | None,
+    context: str | None,
+) -> None:
     """Show what merging --to into --from would do to the MIG partitions."""
     remote = GitRemote(repo, cache_dir or _default_cache(), _auth_from_env())
     cache = ParseCache()  # shared: files equal in both revisions are parsed once
@@ -171,8 +222,15 @@ def command(repo: str, from_rev: str, to_rev: str, root: str, output: str, cache
     diff = None
     if old.validation.desired is not None and new.validation.desired is not None:
         diff = diff_states(old.validation.desired, new.validation.desired)
+    disrupts = None
+    if kubeconfig is not None and diff is not None and old.validation.desired is not None:
+        try:
+            disrupts = _disruptions(kubeconfig, context, diff, old)
+        except MigplanError as exc:
+            click.echo(f"migplan plan: cannot observe the cluster: {exc.code}: {exc.message}", err=True)
+            sys.exit(2)
     if output == "json":
-        sys.stdout.buffer.write(render_json(old, new, diff) + b"\n")
+        sys.stdout.buffer.write(render_json(old, new, diff, disrupts) + b"\n")
     else:
-        click.echo(render_markdown(old, new, diff), nl=False)
+        click.echo(render_markdown(old, new, diff, disrupts), nl=False)
     sys.exit(0 if new.validation.valid else 1)

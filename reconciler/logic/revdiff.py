@@ -15,10 +15,12 @@ is rebuilt: everything on it is destroyed and created.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from reconciler.logic import occupancy
 from reconciler.model.inventory import DesiredState, GpuPlan, Placement
+from reconciler.model.observed import ObservedState
 from reconciler.model.revisions import Revision
 
 
@@ -39,6 +41,14 @@ class PartitionChange:
     after: Placement | None = None
     owner_before: str | None = None
     owner_after: str | None = None
+    # position of the partition in the base GpuPlan.partitions (None for a create); it is how
+    # occupancy names a partition, so the pods holding it can be found
+    position: int | None = None
+
+    @property
+    def disruptive(self) -> bool:
+        """Destroying or moving a partition takes it from whoever holds it; a new owner does not."""
+        return self.kind in (ChangeKind.DESTROY, ChangeKind.MOVE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +80,8 @@ class RevisionDiff:
         return len({(c.node, c.gpu) for c in self.changes} | {(n.node, n.gpu) for n in self.notes})
 
 
-# (profile, placement or None, owner) for each partition of a GPU
-_Item = tuple[str, Placement | None, str | None]
+# (profile, placement or None, owner, position in GpuPlan.partitions) for each partition of a GPU
+_Item = tuple[str, Placement | None, str | None, int]
 
 
 def _items(gpu: GpuPlan | None) -> list[_Item]:
@@ -80,7 +90,7 @@ def _items(gpu: GpuPlan | None) -> list[_Item]:
     placements: list[Placement | None] = list(gpu.placements) or [None] * len(gpu.partitions)
     if len(placements) != len(gpu.partitions):  # solver result missing: fall back to what was written
         placements = [None] * len(gpu.partitions)
-    return [(p.profile, pl, p.owner) for p, pl in zip(gpu.partitions, placements, strict=True)]
+    return [(p.profile, pl, p.owner, i) for i, (p, pl) in enumerate(zip(gpu.partitions, placements, strict=True))]
 
 
 def _diff_gpu(
@@ -108,7 +118,9 @@ def _diff_gpu(
             continue
         before.remove(twin)
         if twin[2] != item[2]:
-            changes.append(PartitionChange(node, index, ChangeKind.OWNER, item[0], twin[1], item[1], twin[2], item[2]))
+            changes.append(
+                PartitionChange(node, index, ChangeKind.OWNER, item[0], twin[1], item[1], twin[2], item[2], twin[3])
+            )
     # 2. same profile and owner elsewhere: a move
     created: list[_Item] = []
     for item in rest_after:
@@ -117,16 +129,18 @@ def _diff_gpu(
             created.append(item)
             continue
         before.remove(twin)
-        changes.append(PartitionChange(node, index, ChangeKind.MOVE, item[0], twin[1], item[1], twin[2], item[2]))
+        changes.append(
+            PartitionChange(node, index, ChangeKind.MOVE, item[0], twin[1], item[1], twin[2], item[2], twin[3])
+        )
     # 3. the rest
-    changes += [PartitionChange(node, index, ChangeKind.DESTROY, b[0], b[1], None, b[2], None) for b in before]
+    changes += [PartitionChange(node, index, ChangeKind.DESTROY, b[0], b[1], None, b[2], None, b[3]) for b in before]
     changes += [PartitionChange(node, index, ChangeKind.CREATE, a[0], None, a[1], None, a[2]) for a in created]
     return changes, notes
 
 
 def _rebuild(node: str, index: int, old: GpuPlan, new: GpuPlan) -> list[PartitionChange]:
-    out = [PartitionChange(node, index, ChangeKind.DESTROY, p, pl, None, o, None) for p, pl, o in _items(old)]
-    out += [PartitionChange(node, index, ChangeKind.CREATE, p, None, pl, None, o) for p, pl, o in _items(new)]
+    out = [PartitionChange(node, index, ChangeKind.DESTROY, p, pl, None, o, None, i) for p, pl, o, i in _items(old)]
+    out += [PartitionChange(node, index, ChangeKind.CREATE, p, None, pl, None, o) for p, pl, o, _i in _items(new)]
     return out
 
 
@@ -168,3 +182,32 @@ def diff_states(before: DesiredState, after: DesiredState) -> RevisionDiff:
         nodes_removed=tuple(sorted(set(before.nodes) - set(after.nodes))),
         cluster_notes=tuple(cluster_notes),
     )
+
+
+def disrupted_pods(diff: RevisionDiff, base: DesiredState, observed: ObservedState) -> dict[int, tuple[str, ...]]:
+    """For each disruptive change (index into diff.changes), the pods that hold that partition now.
+
+    Which pod holds which partition comes from occupancy's assignment over the *base* plan (the one
+    the cluster is running): owners' pods first, then unowned partitions. Pure.
+    """
+    pods = observed.pods_by_node()
+    assignments: dict[str, Mapping[tuple[int, int], str]] = {}
+    out: dict[int, tuple[str, ...]] = {}
+    for i, change in enumerate(diff.changes):
+        if not change.disruptive or change.position is None:
+            continue
+        node_plan = base.nodes.get(change.node)
+        if node_plan is None:
+            continue
+        if change.node not in assignments:
+            assignments[change.node] = occupancy.node_occupancy(
+                node=change.node,
+                plan=node_plan,
+                strategy=base.cluster.mig_strategy,
+                pods=pods.get(change.node, ()),
+                observed=observed.nodes.get(change.node),
+            ).assignment
+        holder = assignments[change.node].get((change.gpu, change.position))
+        if holder is not None:
+            out[i] = (holder,)
+    return out

@@ -141,3 +141,53 @@ def test_plan_from_a_remote(tmp_path: Path) -> None:
         daemon.stop()
     assert code == 0, out
     assert json.loads(out)["summary"]["owner"] == 1
+
+
+def _pod(name: str, node: str, resource: str, app: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "image": "x", "resources": {"limits": {resource: "1"}}}],
+        },
+    }
+
+
+def test_plan_with_kubeconfig_names_the_pods_disrupted(repo: tuple[Path, str, str], tmp_path: Path) -> None:
+    from reconciler.twin.apiserver import ApiServerTwin
+
+    work, _base, _head = repo
+    with ApiServerTwin() as api:
+        for node in ("gpu-0", "gpu-1", "gpu-2"):
+            api.store.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+        # embeddings holds gpu-1's 2g (moved) and gpu-2's 2g (destroyed); svc-a holds gpu-0's 3g (new owner only)
+        for name, node, res, app in (
+            ("emb-1", "gpu-1", "nvidia.com/mig-2g.35gb", "embeddings"),
+            ("emb-2", "gpu-2", "nvidia.com/mig-2g.35gb", "embeddings"),
+            ("svc-a", "gpu-0", "nvidia.com/mig-3g.71gb", "svc-a"),
+        ):
+            api.store.create("pods", _pod(name, node, res, app), namespace="default")
+            api.store.patch("pods", name, {"status": {"phase": "Running"}}, namespace="default", subresource="status")
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        args = ["--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/a"]
+        code, out = _plan(*args, "--kubeconfig", str(kubeconfig), "-o", "json")
+        code_md, md = _plan(*args, "--kubeconfig", str(kubeconfig))
+    assert code == 0, out
+    doc = json.loads(out)
+    disrupted = {(c["node"], c["change"], c["profile"]): c["disrupts"] for c in doc["changes"] if c["disrupts"]}
+    assert disrupted == {
+        ("gpu-1", "move", "2g.35gb"): ["default/emb-1"],
+        ("gpu-2", "destroy", "2g.35gb"): ["default/emb-2"],
+    }
+    assert code_md == 0 and "Pods disrupted by this change: **2**" in md and "default/emb-1" in md
+
+
+def test_plan_with_unreachable_cluster_exits_2(repo: tuple[Path, str, str], tmp_path: Path) -> None:
+    work, _base, _head = repo
+    code, out = _plan(
+        "--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/a",
+        "--kubeconfig", str(tmp_path / "missing-kubeconfig"),
+    )  # fmt: skip
+    assert code == 2 and "cannot observe the cluster" in out
