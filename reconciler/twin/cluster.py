@@ -524,8 +524,12 @@ class ClusterTwin:
                     ]
                 },
             }
-            if d.arg:
-                pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": d.arg}
+            # Pinned to a MIG node (the named one, else the first with a MIG-enabled GPU), where it cannot fit.
+            target = d.arg or next(
+                (n for n in sorted(self.fleet.nodes) if any(g.mig_current for g in self.fleet.nodes[n].gpus)), None
+            )
+            if target:
+                pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": target}
             store.create("pods", pod, POD_NAMESPACE)
         elif d.kind == "gpu-recut" and d.arg:
             idx = int(d.extra or 0)

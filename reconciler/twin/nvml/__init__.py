@@ -43,6 +43,8 @@ from reconciler.twin.gpus import (
 
 __all__ = ["NvmlTwin"]
 
+# pynvml functions that never touch the library: forwarded as they are.
+_PURE_HELPERS = frozenset({"nvmlExceptionClass", "nvmlStructToFriendlyObject", "nvmlFriendlyObjectToStruct"})
 _ADDRESSES = itertools.count(0x7E57_0000_1000, 0x40)  # fake, never dereferenced; unique per process
 
 
@@ -89,7 +91,7 @@ class NvmlTwin:
 
     # pynvml's constants, structs and exception classes: the real module's own objects.
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("nvml") and name[4:5].isupper():
+        if name.startswith("nvml") and name[4:5].isupper() and name not in _PURE_HELPERS:
             # A pynvml function the twin does not model: fail loudly, like a missing symbol would.
             raise AttributeError(f"NVML twin does not implement {name}")
         return getattr(pynvml, name)

@@ -1,0 +1,402 @@
+"""The GPU Operator twin pinned to shared/reference/stack-facts.md, one test per fact (section in the name/docstring).
+
+Each test builds a small cluster twin from a throw-away inventory, changes API objects the way a user or migplan
+would, lets the controllers settle and checks what the real components are documented to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.twin.cluster import ClusterTwin
+
+NS = "gpu-operator"
+DS = "nvidia-device-plugin-daemonset"
+ARTICLE = [
+    {"profile": "3g.71gb", "placement": 4, "owner": None},
+    {"profile": "2g.35gb", "placement": 0},
+    {"profile": "1g.18gb", "placement": 2},
+    {"profile": "1g.18gb", "placement": 3},
+]
+
+
+def write_inventory(root: Path, strategy: str, nodes: dict[str, list[dict[str, Any]]]) -> Path:
+    (root / "nodes").mkdir(parents=True, exist_ok=True)
+    (root / "cluster.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "migplan/v1",
+                "kind": "Cluster",
+                "metadata": {"name": "t"},
+                "spec": {"migStrategy": strategy},
+            }
+        )
+    )
+    for name, gpus in nodes.items():
+        doc = {"apiVersion": "migplan/v1", "kind": "Node", "metadata": {"name": name}, "spec": {"gpus": gpus}}
+        (root / "nodes" / f"{name}.yaml").write_text(yaml.safe_dump(doc))
+    return root
+
+
+def gpu(index: int, model: str, parts: list[dict[str, Any]] | None) -> dict[str, Any]:
+    if parts is None:
+        return {"index": index, "model": model, "mig": {"enabled": False}}
+    clean = [{k: v for k, v in p.items() if v is not None} for p in parts]
+    return {"index": index, "model": model, "mig": {"enabled": True, "partitions": clean}}
+
+
+@pytest.fixture
+def make_twin(tmp_path: Path) -> Iterator[Any]:
+    started: list[ClusterTwin] = []
+
+    def make(strategy: str, nodes: dict[str, list[dict[str, Any]]], **kw: Any) -> ClusterTwin:
+        root = write_inventory(tmp_path / f"inv{len(started)}", kw.pop("inventory_strategy", strategy), nodes)
+        twin = ClusterTwin.from_inventory(root, strategy=strategy, tls=False, **kw).start()
+        started.append(twin)
+        twin.settle()
+        return twin
+
+    yield make
+    for t in started:
+        assert t.operator.errors == []
+        t.stop()
+
+
+def gpu_resources(twin: ClusterTwin, node: str) -> dict[str, str]:
+    alloc = twin.store.get("nodes", node)["status"]["allocatable"]
+    return {k: v for k, v in alloc.items() if k.startswith("nvidia.com/")}
+
+
+def labels(twin: ClusterTwin, node: str) -> dict[str, str]:
+    return dict(twin.store.get("nodes", node)["metadata"]["labels"])
+
+
+def dp_pod(twin: ClusterTwin, node: str) -> dict[str, Any]:
+    (pod,) = [p for p in twin.store.list("pods", NS, label_selector=f"app={DS}") if p["spec"].get("nodeName") == node]
+    return pod
+
+
+def h200(parts: list[dict[str, Any]] | None, n: int = 2) -> list[dict[str, Any]]:
+    return [gpu(i, "H200-141GB", parts) for i in range(n)]
+
+
+# ------------------------------------------------------------------ §1.3 resources per strategy
+def test_s1_3_mixed_one_resource_per_profile_plus_becomes_dot(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"a100": [gpu(0, "A100-40GB", [{"profile": "1g.5gb+me"}, {"profile": "3g.20gb"}])]})
+    assert gpu_resources(twin, "a100") == {
+        "nvidia.com/gpu": "0",
+        "nvidia.com/mig-1g.5gb.me": "1",
+        "nvidia.com/mig-3g.20gb": "1",
+    }
+
+
+def test_s1_3_none_counts_mig_gpus_as_whole_gpus(make_twin: Any) -> None:
+    twin = make_twin("none", {"n": h200(ARTICLE)})
+    assert gpu_resources(twin, "n") == {"nvidia.com/gpu": "2"}
+
+
+def test_s1_3_single_all_same_type_is_nvidia_com_gpu(make_twin: Any) -> None:
+    twin = make_twin("single", {"n": h200([{"profile": "1g.18gb"}] * 7)})
+    assert gpu_resources(twin, "n") == {"nvidia.com/gpu": "14"}
+
+
+# ------------------------------------------------------------------ §1.4 the single-strategy errors
+def test_s1_4_single_with_two_mig_types_advertises_nothing_and_logs_the_error(make_twin: Any) -> None:
+    twin = make_twin("single", {"n": h200(ARTICLE)})
+    assert gpu_resources(twin, "n") == {}
+    pod = dp_pod(twin, "n")
+    ready = [c for c in pod["status"]["conditions"] if c["type"] == "Ready"]
+    assert ready[0]["status"] == "False"
+    assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    log = twin.store.pod_log(NS, pod["metadata"]["name"])
+    assert "more than one MIG device type present on node" in log
+    assert log.startswith("error starting plugins: error getting plugins: unable to create plugins:")
+    assert "invalid MIG configuration: " in log
+
+
+def test_s1_4_single_with_mig_and_full_gpus_mixed(make_twin: Any) -> None:
+    twin = make_twin("single", {"n": [gpu(0, "H200-141GB", [{"profile": "1g.18gb"}]), gpu(1, "H200-141GB", None)]})
+    assert gpu_resources(twin, "n") == {}
+    log = twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"])
+    assert "all devices on the node must be configured with the same migEnabled value" in log
+
+
+def test_s1_1_unknown_strategy_in_device_plugin_config(make_twin: Any) -> None:
+    twin = make_twin("single", {"n": h200(ARTICLE)})
+    twin.store.patch(
+        "clusterpolicies.nvidia.com",
+        "cluster-policy",
+        [{"op": "remove", "path": "/spec/mig/strategy"}],
+        patch_type="json",
+    )
+    twin.store.create(
+        "configmaps", {"metadata": {"name": "dp"}, "data": {"x": "version: v1\nflags:\n  migStrategy: bogus\n"}}, NS
+    )
+    twin.store.patch(
+        "clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"devicePlugin": {"config": {"name": "dp"}}}}
+    )
+    twin.settle()
+    assert twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"]).strip() == "unknown MIG strategy: bogus"
+
+
+# ------------------------------------------------------------------ §1.5 / §2 GFD labels
+def test_s1_5_gfd_invalid_label_set_under_single(make_twin: Any) -> None:
+    twin = make_twin("single", {"n": h200(ARTICLE)})
+    lab = labels(twin, "n")
+    assert lab["nvidia.com/gpu.product"] == "NVIDIA-H200-MIG-INVALID"
+    assert lab["nvidia.com/gpu.count"] == "0"
+    assert lab["nvidia.com/gpu.replicas"] == "0"
+    assert lab["nvidia.com/gpu.sharing-strategy"] == ""
+    assert lab["nvidia.com/gpu.memory"] == "0"
+    assert lab["nvidia.com/mig.strategy"] == "single"
+
+
+def test_s2_gfd_single_valid_product_and_count(make_twin: Any) -> None:
+    twin = make_twin("single", {"n": h200([{"profile": "1g.18gb"}] * 7)})
+    lab = labels(twin, "n")
+    assert lab["nvidia.com/gpu.product"] == "NVIDIA-H200-MIG-1g.18gb"
+    assert lab["nvidia.com/gpu.count"] == "14"
+    assert (lab["nvidia.com/gpu.slices.gi"], lab["nvidia.com/gpu.slices.ci"]) == ("1", "1")
+
+
+def test_s2_gfd_mixed_per_profile_labels_and_physical_count(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    lab = labels(twin, "n")
+    assert lab["nvidia.com/mig.strategy"] == "mixed"
+    assert lab["nvidia.com/gpu.count"] == "2"  # physical GPUs under mixed
+    assert lab["nvidia.com/gpu.product"] == "NVIDIA-H200"
+    assert lab["nvidia.com/mig-1g.18gb.count"] == "4"
+    assert lab["nvidia.com/mig-3g.71gb.count"] == "2"
+    assert lab["nvidia.com/mig-3g.71gb.product"] == "NVIDIA-H200-MIG-3g.71gb"
+    assert lab["nvidia.com/mig-2g.35gb.slices.gi"] == "2"
+
+
+def test_s2_gfd_no_mig_strategy_label_under_none(make_twin: Any) -> None:
+    twin = make_twin("none", {"n": h200(ARTICLE)})
+    lab = labels(twin, "n")
+    assert "nvidia.com/mig.strategy" not in lab
+    assert not any(k.startswith("nvidia.com/mig-") for k in lab)
+    assert lab["nvidia.com/mig.capable"] == "true"
+
+
+# ------------------------------------------------------------------ §1.6 / §1.2 operator and precedence
+def dp_env(twin: ClusterTwin) -> dict[str, str]:
+    ds = twin.store.get("daemonsets.apps", DS, NS)
+    (c,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "nvidia-device-plugin"]
+    return {e["name"]: e.get("value", "") for e in c.get("env", [])}
+
+
+def test_s1_6_strategy_change_rewrites_env_and_restarts_pods(make_twin: Any) -> None:
+    twin = make_twin("single", {"n": h200(ARTICLE)})
+    assert dp_env(twin)["MIG_STRATEGY"] == "single"
+    before = dp_pod(twin, "n")["metadata"]["name"]
+    gen = twin.store.get("daemonsets.apps", DS, NS)["metadata"]["generation"]
+    twin.store.patch("clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"mig": {"strategy": "mixed"}}})
+    twin.settle()
+    env = dp_env(twin)
+    assert env["MIG_STRATEGY"] == "mixed" and env["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+    assert twin.store.get("daemonsets.apps", DS, NS)["metadata"]["generation"] == gen + 1
+    assert dp_pod(twin, "n")["metadata"]["name"] != before
+    assert gpu_resources(twin, "n")["nvidia.com/mig-1g.18gb"] == "4"
+
+
+def test_s1_6_strategy_none_drops_monitor_devices(make_twin: Any) -> None:
+    twin = make_twin("none", {"n": h200(ARTICLE)})
+    assert dp_env(twin)["MIG_STRATEGY"] == "none"
+    assert "NVIDIA_MIG_MONITOR_DEVICES" not in dp_env(twin)
+
+
+def test_s1_2_env_from_clusterpolicy_beats_config_file(make_twin: Any) -> None:
+    """stale-device-plugin-config says single; spec.mig.strategy=mixed is in the env and wins."""
+    twin = make_twin("mixed", {"n": h200(ARTICLE)}, drift=["stale-device-plugin-config"])
+    env = dp_env(twin)
+    assert env["MIG_STRATEGY"] == "mixed" and env["CONFIG_FILE"] == "/config/config.yaml"
+    cm = twin.store.get("configmaps", "device-plugin-config", NS)
+    assert "migStrategy: single" in cm["data"]["default"]
+    assert gpu_resources(twin, "n")["nvidia.com/mig-3g.71gb"] == "2"
+
+
+def test_s1_6_config_file_strategy_applies_only_without_clusterpolicy_strategy(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE)}, drift=["stale-device-plugin-config"])
+    twin.store.patch(
+        "clusterpolicies.nvidia.com",
+        "cluster-policy",
+        [{"op": "remove", "path": "/spec/mig/strategy"}],
+        patch_type="json",
+    )
+    twin.settle()
+    env = dp_env(twin)
+    assert "MIG_STRATEGY" not in env and env["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+    # now the config's flags.migStrategy (single) decides: the heterogeneous node advertises nothing
+    assert not any(v != "0" for v in gpu_resources(twin, "n").values())
+    assert "more than one MIG device type" in twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"])
+    assert labels(twin, "n")["nvidia.com/gpu.product"] == "NVIDIA-H200-MIG-INVALID"  # GFD shares the config
+
+
+def test_rollout_restart_annotation_restarts_device_plugin_pods(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    before = dp_pod(twin, "n")["metadata"]["name"]
+    patch = {
+        "spec": {
+            "template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "2026-01-01T00:00:00Z"}}}
+        }
+    }
+    twin.store.patch("daemonsets.apps", DS, patch, NS, patch_type="strategic")
+    twin.settle()
+    after = dp_pod(twin, "n")
+    assert after["metadata"]["name"] != before
+    assert after["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"] == "2026-01-01T00:00:00Z"
+    ds = twin.store.get("daemonsets.apps", DS, NS)
+    assert ds["status"]["updatedNumberScheduled"] == 1 and ds["status"]["numberReady"] == 1
+
+
+# ------------------------------------------------------------------ §3 mig-manager
+def record_labels(twin: ClusterTwin, node: str) -> list[dict[str, str]]:
+    seen: list[dict[str, str]] = []
+
+    def cb(kind: str, obj: dict[str, Any]) -> None:
+        if obj.get("kind") == "Node" and obj["metadata"]["name"] == node:
+            seen.append(dict(obj["metadata"].get("labels") or {}))
+
+    twin.store.subscribe(cb)
+    return seen
+
+
+def add_config(twin: ClusterTwin, name: str, entries: list[dict[str, Any]]) -> None:
+    cm = twin.store.get("configmaps", "migplan-mig-parted-config", NS)
+    doc = yaml.safe_load(cm["data"]["config.yaml"])
+    doc["mig-configs"][name] = entries
+    twin.store.patch("configmaps", "migplan-mig-parted-config", {"data": {"config.yaml": yaml.safe_dump(doc)}}, NS)
+
+
+def set_config(twin: ClusterTwin, node: str, value: str | None) -> None:
+    twin.store.patch("nodes", node, {"metadata": {"labels": {"nvidia.com/mig.config": value}}})
+    twin.settle()
+
+
+def test_s3_3_reconfiguration_sequence_pending_paused_success(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    add_config(twin, "all-1g", [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 7}}])
+    seen = record_labels(twin, "n")
+    set_config(twin, "n", "all-1g")
+    states = [s.get("nvidia.com/mig.config.state") for s in seen]
+    assert "pending" in states and states[-1] == "success"
+    paused = [s for s in seen if s.get("nvidia.com/mig.config.state") == "pending"]
+    assert paused[0]["nvidia.com/gpu.deploy.device-plugin"] == "paused-for-mig-change"
+    assert paused[0]["nvidia.com/gpu.deploy.gpu-feature-discovery"] == "paused-for-mig-change"
+    final = labels(twin, "n")
+    assert final["nvidia.com/gpu.deploy.device-plugin"] == "true"
+    assert [g.geometry() for g in twin.gpus("n")] == [{"1g.18gb": 7}, {"1g.18gb": 7}]
+    assert gpu_resources(twin, "n")["nvidia.com/mig-1g.18gb"] == "14"
+    assert gpu_resources(twin, "n")["nvidia.com/mig-3g.71gb"] == "0"  # kept by the kubelet at 0
+
+
+def test_s3_3_already_applied_config_is_success_without_disruption(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    add_config(
+        twin,
+        "same",
+        [{"devices": [0, 1], "mig-enabled": True, "mig-devices": {"3g.71gb": 1, "2g.35gb": 1, "1g.18gb": 2}}],
+    )
+    before = dp_pod(twin, "n")["metadata"]["name"]
+    seen = record_labels(twin, "n")
+    set_config(twin, "n", "same")
+    assert "pending" not in [s.get("nvidia.com/mig.config.state") for s in seen]
+    assert dp_pod(twin, "n")["metadata"]["name"] == before
+
+
+def test_s3_3_failed_when_a_pod_holds_a_partition_and_stays_failed(make_twin: Any) -> None:
+    parts = [dict(p) for p in ARTICLE]
+    parts[0]["owner"] = "vllm"
+    twin = make_twin("mixed", {"n": [gpu(0, "H200-141GB", parts)]})
+    add_config(twin, "all-1g", [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 7}}])
+    set_config(twin, "n", "all-1g")
+    lab = labels(twin, "n")
+    assert lab["nvidia.com/mig.config.state"] == "failed"
+    assert lab["nvidia.com/gpu.deploy.device-plugin"] == "true"  # setState re-enables the paused labels
+    assert any("In use by another client" in line for line in twin.operator.mig_manager_log["n"])
+    # The held instance survives (clearing stops at the first IN_USE, like mig-parted's ClearMigConfig;
+    # the free instances destroyed before it are gone, as with the real, non-transactional NVML calls).
+    assert twin.gpus("n")[0].geometry().get("3g.71gb") == 1
+    assert twin.allocations()["default/vllm-n-g0-3"][0]["placement"] == (4, 4)
+    # Writing the same value again does not retry: it stays failed.
+    twin.store.patch("nodes", "n", {"metadata": {"labels": {"nvidia.com/mig.config": "all-1g"}}})
+    twin.settle()
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
+    # The documented re-trigger (remove the label, then set it again) works once the pod is gone.
+    twin.store.delete("pods", "vllm-n-g0-3", "default", grace_period_seconds=0)
+    set_config(twin, "n", None)
+    set_config(twin, "n", "all-1g")
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == "success"
+
+
+def test_s3_2_unknown_config_name_fails(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    set_config(twin, "n", "no-such-config")
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
+
+
+def test_s3_2_without_config_name_the_generated_configs_are_used(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    twin.store.patch(
+        "clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"migManager": {"config": {"name": None}}}}
+    )
+    set_config(twin, "n", "all-3g.71gb")
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == "success"
+    assert [g.geometry() for g in twin.gpus("n")] == [{"3g.71gb": 2}, {"3g.71gb": 2}]
+
+
+def test_s3_1_default_label_all_disabled_when_absent(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(None)})
+    set_config(twin, "n", None)
+    assert labels(twin, "n")["nvidia.com/mig.config"] == "all-disabled"
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == "success"
+
+
+# ------------------------------------------------------------------ scheduler / kubelet
+def request_pod(name: str, resource: str, **spec: Any) -> dict[str, Any]:
+    res = {"requests": {resource: "1"}, "limits": {resource: "1"}}
+    return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "x", "resources": res}], **spec}}
+
+
+def test_scheduler_binds_mig_pod_to_a_free_partition_and_nvml_sees_the_process(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE, n=1)})
+    twin.store.create("pods", request_pod("infer", "nvidia.com/mig-3g.71gb"), "default")
+    twin.settle()
+    pod = twin.store.get("pods", "infer", "default")
+    assert pod["spec"]["nodeName"] == "n" and pod["status"]["phase"] == "Running"
+    (held,) = twin.allocations()["default/infer"]
+    assert (held["profile"], held["placement"]) == ("3g.71gb", (4, 4))
+    nv = twin.nvml("n")
+    nv.nvmlInit()
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    procs = nv.nvmlDeviceGetComputeRunningProcesses(dev)
+    assert [p.gpuInstanceId for p in procs] == [held["gi"]]
+    # A second one does not fit (one 3g per GPU here) and stays Pending with the scheduler's reason.
+    twin.store.create("pods", request_pod("infer2", "nvidia.com/mig-3g.71gb"), "default")
+    twin.settle()
+    pod2 = twin.store.get("pods", "infer2", "default")
+    assert pod2["status"]["phase"] == "Pending"
+    (cond,) = [c for c in pod2["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert cond["reason"] == "Unschedulable"
+    assert cond["message"].startswith("0/1 nodes are available: 1 Insufficient nvidia.com/mig-3g.71gb.")
+    # Deleting the holder releases the partition and the pending pod gets it.
+    twin.store.delete("pods", "infer", "default")
+    twin.settle()
+    assert twin.store.get("pods", "infer2", "default")["status"]["phase"] == "Running"
+    nv.nvmlShutdown()
+
+
+def test_scheduler_event_for_a_gpu_request_on_a_mig_node(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE, n=1)})
+    twin.store.create("pods", request_pod("wants", "nvidia.com/gpu"), "default")
+    twin.settle()
+    events = twin.store.list("events", "default", field_selector="involvedObject.name=wants")
+    assert [e["reason"] for e in events] == ["FailedScheduling"]
+    assert events[0]["message"].startswith("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    assert events[0]["type"] == "Warning"
