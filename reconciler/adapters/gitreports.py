@@ -88,6 +88,31 @@ def check_report_paths(path: str, names: Sequence[str]) -> GitFailure | None:
     return None
 
 
+def check_branch(repo: InventoryRepo, branch: str) -> GitFailure | None:
+    """Refuse a branch name that is not a plain branch, or that would move a checked-out work tree."""
+    if not branch or ":" in branch or branch.startswith(("-", "+", "refs/")) or "\x00" in branch:
+        return GitFailure(UNSAFE_PATH, f"refusing reports branch {branch!r}: not a plain branch name")
+    if not pygit2.reference_is_valid_name(f"refs/heads/{branch}"):
+        return GitFailure(UNSAFE_PATH, f"refusing reports branch {branch!r}: not a valid branch name")
+    git = repo.repo
+    checked_out = (
+        repo.remote.is_local
+        and not git.is_bare
+        and not git.head_is_unborn
+        and not git.head_is_detached
+        and git.head.shorthand == branch
+    )
+    if checked_out:
+        # Moving the checked-out branch under a person's work tree would make their files look
+        # modified; reports go to another branch (or through a remote) instead.
+        return GitFailure(
+            UNSAFE_PATH,
+            f"refusing to commit reports onto {branch!r}: it is checked out in {git.workdir}; "
+            "use another reports.branch",
+        )
+    return None
+
+
 def _path_problem(p: str) -> str | None:
     if not p:
         return "empty"
@@ -166,7 +191,7 @@ def commit_report(
     max_attempts: int = 6,
 ) -> ReportOutcome:
     """Queue this report, then push every queued report in order (see the module docstring)."""
-    refused = check_report_paths(settings.path, list(files))
+    refused = check_report_paths(settings.path, list(files)) or check_branch(repo, settings.branch)
     if refused is not None:
         return ReportOutcome(status="refused", failure=refused, pending=len(Outbox.for_repo(repo).entries()))
     outbox = Outbox.for_repo(repo)

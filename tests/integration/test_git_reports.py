@@ -268,3 +268,26 @@ def test_report_pushed_over_ssh(tmp_path: Path) -> None:
         ssh.stop()
     assert out.status == "committed", out
     assert git("show", f"{SETTINGS.branch}:reports/par1/drift.yaml", cwd=bare) == "drifted: 4"
+
+
+@pytest.mark.parametrize("branch", ["", "a:refs/heads/main", "+main", "refs/heads/x", "bad..name", "-x", "a b"])
+def test_unsafe_branch_names_are_refused(remote, tmp_path: Path, branch: str) -> None:
+    daemon, bare = remote
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    before = git("for-each-ref", cwd=bare)
+    out = commit_report(repo, settings=ReportSettings(branch=branch, path="reports"), files=_report(1), message="m")
+    assert out.status == "refused" and out.failure is not None and out.failure.code == gitsource.UNSAFE_PATH
+    assert git("for-each-ref", cwd=bare) == before
+
+
+def test_checked_out_branch_of_a_local_work_tree_is_not_moved(tmp_path: Path) -> None:
+    work = tmp_path / "local"
+    git("init", "-q", "-b", "main", str(work))
+    (work / "cluster.yaml").write_text("kind: Cluster\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "init", cwd=work)
+    head = git("rev-parse", "HEAD", cwd=work)
+    repo = _repo(str(work), tmp_path / "cache")
+    out = commit_report(repo, settings=ReportSettings(branch="main", path="reports"), files=_report(1), message="m")
+    assert out.status == "refused" and out.failure is not None and "checked out" in out.failure.message
+    assert git("rev-parse", "HEAD", cwd=work) == head and git("status", "--porcelain", cwd=work) == ""
