@@ -1,0 +1,99 @@
+"""`migplan twin` as a process: prints the URL once ready, serves kubectl, stops cleanly on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+INVENTORY = REPO / "inventory"
+KUBECTL = REPO / ".venv" / "bin" / "kubectl"
+
+
+def start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "twin",
+            "--inventory",
+            str(INVENTORY),
+            "--kubeconfig-out",
+            str(kubeconfig),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    return proc, kubeconfig
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serves_until_interrupted(tmp_path: Path, sig: signal.Signals) -> None:
+    proc, kubeconfig = start(tmp_path, "--strategy", "single", "--drift", "undocumented-node")
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("cluster twin ready: https://127.0.0.1:"), first + (
+            proc.stderr.read() if proc.stderr else ""
+        )
+        assert kubeconfig.is_file()
+        out = subprocess.run(
+            [str(KUBECTL), "--kubeconfig", str(kubeconfig), "get", "nodes", "-o", "name"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert "node/gpu-h200-01" in out and "node/gpu-undocumented-01" in out
+        strategy = subprocess.run(
+            [
+                str(KUBECTL),
+                "--kubeconfig",
+                str(kubeconfig),
+                "get",
+                "clusterpolicy",
+                "cluster-policy",
+                "-o",
+                "jsonpath={.spec.mig.strategy}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert strategy == "single"
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0
+        assert "cluster twin stopped" in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_unknown_drift_case_is_a_usage_error(tmp_path: Path) -> None:
+    proc, kubeconfig = start(tmp_path, "--drift", "melted-gpu")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "unknown drift case 'melted-gpu'" in err
+    assert not kubeconfig.exists()
+
+
+def test_drift_on_unknown_node_is_a_usage_error(tmp_path: Path) -> None:
+    proc, kubeconfig = start(tmp_path, "--drift", "node-missing:no-such-node")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "no-such-node" in err
+    assert not kubeconfig.exists()
