@@ -142,6 +142,7 @@ class InventorySource:
         self._refused: Refusal | None = None
         self._restored = False
         self._reported_once = False
+        self._same_content_sha: str | None = None  # a newer commit already found to change nothing
 
     # -- persistence ------------------------------------------------------------------------------
     @property
@@ -197,6 +198,8 @@ class InventorySource:
         applied = self._applied
         if applied is not None and latest.sha == applied.snapshot.revision.sha:
             return self._carry_on(latest, source_error=fetch_error, changed=False)
+        if applied is not None and latest.sha == self._same_content_sha:
+            return self._carry_on(latest, source_error=fetch_error, changed=False, same_content=True)
         if self._refused is not None and self._refused.revision.sha == latest.sha:
             return self._carry_on(latest, source_error=fetch_error, refused=self._refused)
 
@@ -206,6 +209,7 @@ class InventorySource:
             return self._carry_on(latest, source_error=snap)
         if applied is not None and dict(snap.blob_ids) == dict(applied.snapshot.blob_ids):
             # Same inventory files: e.g. the controller's own report commit on this branch.
+            self._same_content_sha = latest.sha
             return self._carry_on(latest, source_error=fetch_error, changed=False, same_content=True)
 
         result = self._validate(snap.files, revision=latest, cache=self.cache, blob_ids=snap.blob_ids)

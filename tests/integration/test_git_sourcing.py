@@ -135,11 +135,13 @@ def test_controller_report_commits_on_the_same_branch_do_not_trigger_a_reapply(t
         )
         assert out.status == "committed"
         r2 = source.cycle()
+        r3 = source.cycle()  # remembered: the bot's commit is not read again
     finally:
         daemon.stop()
     assert git("rev-parse", "main", cwd=bare) == out.commit  # the branch did move ...
     assert not r2.changed and r2.revision is not None and r2.revision.sha == first  # ... but nothing to apply
     assert not r2.stale and r2.refused is None
+    assert not r3.changed and r3.revision == r2.revision and not r3.stale
 
 
 def _ssh_key(path: Path) -> str:
