@@ -17,6 +17,7 @@ Usage: python benchmarks/git.py [--nodes 5000] [--gpus 8] [--repeat 3]
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import signal
@@ -129,62 +130,62 @@ def main() -> int:
                 time.sleep(0.05)
         url = f"git://127.0.0.1:{port}/inv.git"
 
-        # -- git floor: clone + ls-tree + cat-file --batch, plus the same validation ----------------
-        floors, floor_git, floor_val = [], [], []
+        def git_floor(dest: Path) -> dict[str, bytes]:
+            """What git itself needs to hand over the same bytes: clone, list the tree, cat the blobs."""
+            git("clone", "-q", "--bare", url, str(dest))
+            listing = git("ls-tree", "-r", "main", "--", "inv/", cwd=dest).decode().splitlines()
+            paths, oids = [], []
+            for line in listing:
+                meta, path = line.split("\t", 1)
+                paths.append(path.removeprefix("inv/"))
+                oids.append(meta.split()[2])
+            raw = git("cat-file", "--batch", cwd=dest, stdin=("\n".join(oids) + "\n").encode())
+            files, pos = {}, 0
+            for path in paths:
+                header_end = raw.index(b"\n", pos)
+                n = int(raw[pos:header_end].split()[2])
+                files[path] = raw[header_end + 1 : header_end + 1 + n]
+                pos = header_end + 1 + n + 1
+            return files
+
+        def migplan_git(cache_dir: Path) -> int:
+            repo = InventoryRepo.open(GitRemote(url, cache_dir))
+            assert isinstance(repo, InventoryRepo) and repo.fetch() is None
+            rev = repo.resolve("main")
+            assert isinstance(rev, Revision)
+            snap = repo.read(rev, "inv")
+            assert isinstance(snap, Snapshot)
+            return len(snap.files)
+
+        # Rounds interleave the floor and migplan so that load from other processes on the machine
+        # hits both alike; the heap is collected before each timed step so one measure does not pay
+        # for the garbage of the previous one.
+        floors, floor_git, floor_val, git_only = [], [], [], []
+        colds, warms, parses = [], [], []
         for r in range(args.repeat):
-            dest = tmp / f"floor-{r}.git"
-
-            def git_floor(dest: Path = dest) -> dict[str, bytes]:
-                git("clone", "-q", "--bare", url, str(dest))
-                listing = git("ls-tree", "-r", "main", "--", "inv/", cwd=dest).decode().splitlines()
-                paths, oids = [], []
-                for line in listing:
-                    meta, path = line.split("\t", 1)
-                    paths.append(path.removeprefix("inv/"))
-                    oids.append(meta.split()[2])
-                raw = git("cat-file", "--batch", cwd=dest, stdin=("\n".join(oids) + "\n").encode())
-                files, pos = {}, 0
-                for path in paths:
-                    header_end = raw.index(b"\n", pos)
-                    n = int(raw[pos:header_end].split()[2])
-                    files[path] = raw[header_end + 1 : header_end + 1 + n]
-                    pos = header_end + 1 + n + 1
-                return files
-
-            tg, files = timed(git_floor)
+            gc.collect()
+            tg, files = timed(lambda r=r: git_floor(tmp / f"floor-{r}.git"))
             assert isinstance(files, dict)
             tv, result = timed(lambda files=files: validate_inventory(files, cache=ParseCache()))
             assert getattr(result, "valid", False), "generated inventory must be valid"
             floor_git.append(tg)
             floor_val.append(tv)
             floors.append(tg + tv)
-            shutil.rmtree(dest)
+            del files, result
+            shutil.rmtree(tmp / f"floor-{r}.git")
 
-        # -- migplan's Git part alone: clone into a new cache + read the tree (no validation) ---------
-        git_only = []
-        for r in range(args.repeat):
-
-            def migplan_git(r: int = r) -> int:
-                repo = InventoryRepo.open(GitRemote(url, tmp / f"gitonly-{r}"))
-                assert isinstance(repo, InventoryRepo) and repo.fetch() is None
-                rev = repo.resolve("main")
-                assert isinstance(rev, Revision)
-                snap = repo.read(rev, "inv")
-                assert isinstance(snap, Snapshot)
-                return len(snap.files)
-
-            t, count = timed(migplan_git)
+            gc.collect()
+            t, count = timed(lambda r=r: migplan_git(tmp / f"gitonly-{r}"))
             assert count == args.nodes + 1
             git_only.append(t)
 
-        # -- migplan: cold load, then one-node cycles ------------------------------------------------
-        colds, warms, parses = [], [], []
-        for r in range(args.repeat):
+            gc.collect()
             cache = ParseCache()
             source = InventorySource(GitRemote(url, tmp / f"cache-{r}"), ref="main", root="inv", cache=cache)
             tc, res = timed(source.cycle)
             assert getattr(res, "changed", False) and getattr(res, "desired", None) is not None, res
             colds.append(tc)
+            del res
             node = (r * 7919) % args.nodes
             (work / "inv" / "nodes" / f"gpu-{node:05d}.yaml").write_text(
                 node_yaml(node, args.gpus, owner_suffix=f"-v{r}")
@@ -192,11 +193,13 @@ def main() -> int:
             git("commit", "-q", "-am", f"one node {r}", cwd=work)
             git("push", "-q", str(srv / "inv.git"), "HEAD:main", cwd=work)
             before = cache.parses
+            gc.collect()
             tw, res = timed(source.cycle)
             rev = getattr(res, "revision", None)
             assert isinstance(rev, Revision) and getattr(res, "changed", False), res
             warms.append(tw)
             parses.append(cache.parses - before)
+            del source, cache, res
 
         cold, warm, floor = statistics.median(colds), statistics.median(warms), statistics.median(floors)
         print(f"git floor (clone + ls-tree + cat-file --batch): {statistics.median(floor_git) * 1000:8.0f} ms")
