@@ -256,7 +256,11 @@ def _config_map_findings(
     cm = observed.mig_config_map
     if cm is None:
         yield finding("MP516", f"ConfigMap {ops.namespace}/{ops.mig_config_map} does not exist yet")
-    elif cm.data.get(migparted.CONFIG_KEY) != rendered.text:
+    elif cm.data.get(migparted.CONFIG_KEY) != migparted.config_map_text(
+        rendered,
+        observed_text=cm.data.get(migparted.CONFIG_KEY),
+        referenced={n.mig_config for n in observed.nodes.values() if n.mig_config},
+    ):
         yield finding("MP516", f"ConfigMap {ops.namespace}/{ops.mig_config_map} differs from the rendered inventory")
 
 

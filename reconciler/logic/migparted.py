@@ -250,3 +250,48 @@ def layouts_of(entries: Sequence[ConfigEntry], gpu_indexes: Sequence[int]) -> Ma
     if any(i not in out for i in gpu_indexes):
         return None
     return out
+
+
+def _entry_lines(e: ConfigEntry) -> list[str]:
+    lines = []
+    first = "    - "
+    if e.device_filter:
+        lines.append(first + "device-filter: [" + ", ".join(f'"{f}"' for f in e.device_filter) + "]")
+        first = "      "
+    devices = "all" if e.devices is None else "[" + ", ".join(str(d) for d in e.devices) + "]"
+    lines.append(f"{first}devices: {devices}")
+    lines.append(f"      mig-enabled: {'true' if e.mig_enabled else 'false'}")
+    if e.mig_enabled:
+        if not e.mig_devices:
+            lines.append("      mig-devices: {}")
+        else:
+            lines.append("      mig-devices:")
+            lines.extend(f'        "{p}": {n}' for p, n in sorted(e.mig_devices.items()))
+    return lines
+
+
+def config_map_text(rendered: MigPartedConfig, *, observed_text: str | None, referenced: set[str]) -> str:
+    """The ConfigMap's config.yaml: the rendered configs, plus configs of the previous ConfigMap that a
+    node's label still names (until that node is relabelled).
+
+    Dropping a config a node still carries would leave mig-manager unable to resolve the node's label
+    (its `assert --valid-config` fails and it sets `failed`, stack-facts §3.3 step 1), and would hide
+    the node's current layout from the disruption guard. Carried-over configs are written back in
+    canonical form; once no node names them, the next plan drops them.
+    """
+    if not observed_text or not referenced:
+        return rendered.text
+    try:
+        previous = parse_strict(observed_text)
+    except MigPartedFormatError:
+        return rendered.text
+    carried = sorted(n for n in referenced if n in previous and n not in rendered.layouts and n != ALL_DISABLED)
+    if not carried:
+        return rendered.text
+    note = "  # Carried over from the previous ConfigMap while nodes still carry them:"
+    lines = [rendered.text.rstrip("\n"), "", note]
+    for name in carried:
+        lines.append(f"  {name}:")
+        for e in previous[name]:
+            lines.extend(_entry_lines(e))
+    return "\n".join(lines) + "\n"

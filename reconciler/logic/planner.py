@@ -79,7 +79,7 @@ def _config_map_change(desired: DesiredState, observed: ObservedState, rendered:
     ops = desired.cluster.gpu_operator
     subject = f"configmap/{ops.namespace}/{ops.mig_config_map}"
     cm = observed.mig_config_map
-    after = {migparted.CONFIG_KEY: rendered.text}
+    after = {migparted.CONFIG_KEY: desired_config_text(desired, observed, rendered)}
     labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE}
     if cm is None:
         body = {
@@ -89,12 +89,22 @@ def _config_map_change(desired: DesiredState, observed: ObservedState, rendered:
             "data": after,
         }
         return Change(subject, Action.CREATE, Kind.MIG_CONFIG_MAP, None, after, "render the inventory", patch=body)
-    if cm.data.get(migparted.CONFIG_KEY) == rendered.text and cm.managed_by_migplan:
+    if cm.data.get(migparted.CONFIG_KEY) == after[migparted.CONFIG_KEY] and cm.managed_by_migplan:
         return Change(subject, Action.UNCHANGED, Kind.MIG_CONFIG_MAP)
     before = {migparted.CONFIG_KEY: cm.data.get(migparted.CONFIG_KEY)}
     # The observed resourceVersion makes a concurrent edit a 409 instead of a silent overwrite.
     patch = {"metadata": {"labels": labels, "resourceVersion": cm.resource_version}, "data": after}
     return Change(subject, Action.CONFIGURE, Kind.MIG_CONFIG_MAP, before, after, "render the inventory", patch=patch)
+
+
+def desired_config_text(
+    desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig
+) -> str:
+    """What the mig-parted ConfigMap should hold now (rendered + configs nodes still carry)."""
+    cm = observed.mig_config_map
+    referenced = {n.mig_config for n in observed.nodes.values() if n.mig_config}
+    observed_text = cm.data.get(migparted.CONFIG_KEY) if cm is not None else None
+    return migparted.config_map_text(rendered, observed_text=observed_text, referenced=referenced)
 
 
 # --- 2./3. ClusterPolicy and device plugin --------------------------------------------------------

@@ -120,3 +120,19 @@ def test_round_trip(raw: dict[str, list[tuple[bool, list[str]]]]) -> None:
         entries = configs[r.node_configs[node]]
         layouts = migparted.layouts_of(entries, [g.index for g in plan.gpus])
         assert layouts == dict(migparted.node_layout(plan))
+
+
+def test_configs_nodes_still_carry_are_kept_until_relabelled() -> None:
+    r = migparted.render(desired({"a": (gpu(0, *BALANCED),)}))
+    previous = (
+        'version: v1\nmig-configs:\n  theirs:\n    - device-filter: "0x233510DE"\n      devices: all\n'
+        '      mig-enabled: true\n      mig-devices: {"1g.18gb": 7}\n  unused:\n    - devices: all\n'
+        "      mig-enabled: false\n"
+    )
+    text = migparted.config_map_text(r, observed_text=previous, referenced={"theirs", r.node_configs["a"]})
+    configs = migparted.parse_strict(text)
+    assert set(configs) == {"all-disabled", r.node_configs["a"], "theirs"}  # "unused" is dropped
+    (entry,) = configs["theirs"]
+    assert entry.device_filter == ("0x233510DE",) and dict(entry.mig_devices) == {"1g.18gb": 7}
+    assert migparted.config_map_text(r, observed_text=previous, referenced={r.node_configs["a"]}) == r.text
+    assert migparted.config_map_text(r, observed_text="not: [valid", referenced={"theirs"}) == r.text
