@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.adapters import signatures
-from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot, normalize_root
+from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot, normalize_root, redact_url
 from reconciler.logic.validation import ParseCache, ValidationResult, validate_inventory
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState, VerifyMode, VerifySettings
@@ -159,7 +159,9 @@ class InventorySource:
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_file.with_suffix(".tmp")
         rev = applied.snapshot.revision
-        tmp.write_text(json.dumps({"url": self.remote.url, "ref": rev.ref, "sha": rev.sha, "root": self.root}))
+        tmp.write_text(
+            json.dumps({"url": redact_url(self.remote.url), "ref": rev.ref, "sha": rev.sha, "root": self.root})
+        )
         tmp.replace(self.state_file)
 
     def _restore(self, repo: InventoryRepo) -> None:

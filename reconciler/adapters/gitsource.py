@@ -96,6 +96,11 @@ class GitFailure:
     message: str
     url: str = ""
 
+    def __post_init__(self) -> None:
+        # A password or token written into a URL must never reach a log, a report or a status.
+        object.__setattr__(self, "url", redact_url(self.url))
+        object.__setattr__(self, "message", redact_url(self.message))
+
     def __str__(self) -> str:
         where = f" ({self.url})" if self.url else ""
         return f"{self.code}: {self.message}{where}"
@@ -110,6 +115,14 @@ class Snapshot:
     files: Mapping[str, bytes]
     blob_ids: Mapping[str, str]
     tree_id: str  # the root's tree id: equal tree ids mean identical content
+
+
+_USERINFO_SECRET = re.compile(r"(\w+://[^/@:\s]*):[^/@\s]*@")
+
+
+def redact_url(text: str) -> str:
+    """'https://user:secret@host/x' -> 'https://user:***@host/x' (anywhere in a text)."""
+    return _USERINFO_SECRET.sub(r"\1:***@", text)
 
 
 def _is_scp_like(url: str) -> bool:
@@ -264,7 +277,10 @@ class InventoryRepo:
         ssh.mkdir(parents=True, exist_ok=True)
         target = ssh / "known_hosts"
         if self.remote.auth.known_hosts is not None:
-            shutil.copyfile(self.remote.auth.known_hosts, target)
+            try:
+                shutil.copyfile(self.remote.auth.known_hosts, target)
+            except OSError as exc:
+                raise _HostKeyRefused(f"known_hosts file {self.remote.auth.known_hosts} cannot be read: {exc}") from exc
         else:
             target.write_text("")
         return home

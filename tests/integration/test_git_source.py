@@ -225,3 +225,19 @@ def test_ssh_unauthorized_key_is_refused(servers, tmp_path: Path) -> None:
     repo = _open(ssh.url("inv"), tmp_path, GitAuth(ssh_private_key=stranger, known_hosts=ssh.known_hosts))
     got = repo.fetch()
     assert isinstance(got, GitFailure) and got.code == gitsource.AUTH_REFUSED, got
+
+
+def test_secrets_in_urls_never_reach_error_values(servers, tmp_path: Path) -> None:
+    http = servers["http"]
+    url = http.url("inv").replace("http://", "http://ci:topsecret-pw@")
+    repo = _open(url, tmp_path)
+    got = repo.fetch()
+    assert isinstance(got, GitFailure) and got.code == gitsource.AUTH_REFUSED, got
+    assert "topsecret-pw" not in str(got) and "ci:***@" in got.url
+
+
+def test_missing_known_hosts_file_is_a_host_key_refusal(servers, tmp_path: Path) -> None:
+    ssh = servers["ssh"]
+    auth = GitAuth(ssh_private_key=ssh.client_key, known_hosts=tmp_path / "does-not-exist")
+    got = _open(ssh.url("inv"), tmp_path, auth).fetch()
+    assert isinstance(got, GitFailure) and got.code == gitsource.HOST_KEY_REFUSED and "cannot be read" in got.message
