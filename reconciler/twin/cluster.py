@@ -356,7 +356,8 @@ class ClusterTwin:
         labels.update(gfd.gfd_labels(tw.gpus, helper.gfd_strategy(labels)))
         return labels
 
-    def _create_node(self, helper: GpuOperator, name: str) -> None:
+    def _create_node(self, helper: GpuOperator, name: str, *, with_dp_pod: bool = True) -> None:
+        """Create the node (and, while populating, its device-plugin pod; at run time the operator makes it)."""
         store = self.api.store
         tw = self.fleet.nodes[name]
         labels = self._node_labels(helper, name, tw)
@@ -395,7 +396,7 @@ class ClusterTwin:
             },
         }
         store.create("nodes", node)
-        if dp_pod is not None and adv is not None:
+        if with_dp_pod and dp_pod is not None and adv is not None:
             helper.create_dp_pod(name, dp_pod, adv)
 
     def _create_pods(self, seeds: Iterable[PodSeed]) -> None:
@@ -491,8 +492,7 @@ class ClusterTwin:
             store.patch("nodes", d.arg, {"metadata": {"labels": {MIG_CONFIG: value, MIG_CONFIG_STATE: "success"}}})
         elif d.kind == "node-missing" and d.arg:
             self.fleet.absent.discard(d.arg)
-            helper = self.operator
-            self._create_node(helper, d.arg)
+            self._create_node(self.operator, d.arg, with_dp_pod=False)
         elif d.kind == "undocumented-node":
             name = d.arg or UNDOCUMENTED_NODE
             store.delete("nodes", name)
@@ -561,7 +561,7 @@ class ClusterTwin:
             name = d.arg or UNDOCUMENTED_NODE
             self.fleet.add_node(name, undocumented_seeds())
             self.fleet.node_config[name] = "all-disabled"
-            self._create_node(self.operator, name)
+            self._create_node(self.operator, name, with_dp_pod=False)
         self.settle()
 
     def _patch_cp(self, patch: dict[str, Any]) -> None:
