@@ -29,6 +29,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from reconciler.adapters import signatures
 from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot, normalize_root, redact_url
@@ -73,6 +74,29 @@ class SourceResult:
     def stale(self) -> bool:
         """True when the newest revision is not the one being acted on."""
         return self.latest is not None and self.revision is not None and self.latest.sha != self.revision.sha
+
+    def to_json(self) -> dict[str, Any]:
+        """The source's state for reports and `-o json`: deterministic (no clock), secrets redacted."""
+        out: dict[str, Any] = {
+            "revision": None if self.revision is None else str(self.revision),
+            "latest": None if self.latest is None else str(self.latest),
+            "stale": self.stale,
+        }
+        if self.refused is not None:
+            out["refused"] = {
+                "revision": str(self.refused.revision),
+                "code": self.refused.code,
+                "reason": self.refused.reason,
+                "signer": self.refused.signer,
+                "errors": [d.to_json() for d in self.refused.diagnostics if d.is_error],
+            }
+        if self.source_error is not None:
+            e = self.source_error
+            out["source_error"] = {"code": e.code, "message": e.message, "url": e.url}
+        if self.signature is not None:
+            out["signature"] = {"status": self.signature.status.value, "format": self.signature.format,
+                                "signer": self.signature.signer}  # fmt: skip
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,9 @@ def test_invalid_revision_is_refused_and_last_known_good_kept_across_restart(ser
     assert r.refused is not None and r.refused.code == INVALID_REVISION and r.refused.revision.sha == bad
     assert any(d.file == "nodes/gpu-2.yaml" and d.code == "MP302" for d in r.refused.diagnostics)
     assert bad in str(r.refused) and "invalid" in r.refused.reason
+    doc = r.to_json()
+    assert doc["revision"] == f"main@sha1:{first}" and doc["latest"] == f"main@sha1:{bad}" and doc["stale"]
+    assert doc["refused"]["code"] == "MP720" and doc["refused"]["errors"][0]["file"] == "nodes/gpu-2.yaml"
     # a restart while the remote is down: the last known good comes back from the cache dir
     daemon.stop()
     restarted = _source(daemon.url("inv"), tmp_path / "cache")
