@@ -69,6 +69,9 @@ def plan(
     changes: list[Change] = [_config_map_change(desired, observed, rendered)]
     changes.extend(_cluster_policy_changes(desired, observed, nodes_settled=nodes_settled, stamp=stamp))
     changes.extend(node_changes)
+    cleanup = _config_map_cleanup(desired, observed, rendered, node_changes)
+    if cleanup is not None:
+        changes.append(cleanup)
     return Plan(changes=tuple(changes), revision=desired.revision, node_configs=dict(rendered.node_configs))
 
 
@@ -105,6 +108,46 @@ def desired_config_text(
     referenced = {n.mig_config for n in observed.nodes.values() if n.mig_config}
     observed_text = cm.data.get(migparted.CONFIG_KEY) if cm is not None else None
     return migparted.config_map_text(rendered, observed_text=observed_text, referenced=referenced)
+
+
+def _config_map_cleanup(
+    desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig, node_changes: list[Change]
+) -> Change | None:
+    """A last write dropping carried-over configs that no node names once this plan's relabels are done.
+
+    Without it the next cycle would make that write instead, so a converged cluster would need two
+    cycles to stop writing. If the cycle dies before this write, the next one makes it.
+    """
+    cm = observed.mig_config_map
+    if cm is None:
+        return None
+    relabelled = {
+        c.subject.removeprefix("node/")
+        for c in node_changes
+        if c.kind is Kind.NODE_MIG_CONFIG and c.action is Action.CONFIGURE
+    }
+    if not relabelled:
+        return None
+    referenced = {
+        rendered.node_configs[name] if name in relabelled else node.mig_config
+        for name, node in observed.nodes.items()
+        if node.mig_config
+    }
+    before = desired_config_text(desired, observed, rendered)
+    after = migparted.config_map_text(rendered, observed_text=cm.data.get(migparted.CONFIG_KEY), referenced=referenced)
+    if after == before:
+        return None
+    ops = desired.cluster.gpu_operator
+    return Change(
+        f"configmap/{ops.namespace}/{ops.mig_config_map}",
+        Action.CONFIGURE,
+        Kind.MIG_CONFIG_MAP,
+        {migparted.CONFIG_KEY: before},
+        {migparted.CONFIG_KEY: after},
+        "drop the configs no node carries after the relabels above",
+        # No resourceVersion: this cycle's own first write changed it.
+        patch={"data": {migparted.CONFIG_KEY: after}},
+    )
 
 
 # --- 2./3. ClusterPolicy and device plugin --------------------------------------------------------
