@@ -156,12 +156,14 @@ class Outbox:
 
     def put(self, entry: Mapping[str, Any]) -> Path:
         existing = self.entries()
-        if existing:
-            last = self.load(existing[-1])
-            if all(last.get(k) == entry.get(k) for k in ("branch", "path", "files")):
-                # Same report content as the newest queued one (a long outage, one cycle a minute):
-                # pushing it twice would change nothing, so the queue does not grow.
-                return existing[-1]
+        try:
+            last = self.load(existing[-1]) if existing else {}
+        except (OSError, ValueError):
+            last = {}  # damaged: flush sets it aside
+        if last and all(last.get(k) == entry.get(k) for k in ("branch", "path", "files")):
+            # Same report content as the newest queued one (a long outage, one cycle a minute):
+            # pushing it twice would change nothing, so the queue does not grow.
+            return existing[-1]
         seq = int(existing[-1].stem) + 1 if existing else 1
         target = self.directory / f"{seq:010d}.json"
         tmp = target.with_suffix(".tmp")
@@ -174,6 +176,12 @@ class Outbox:
 
     def entries(self) -> list[Path]:
         return sorted(self.directory.glob("*.json"))
+
+    def set_aside(self, path: Path, why: str) -> Path:
+        """Keep an entry that cannot be pushed out of the queue, for a person to look at."""
+        target = path.with_suffix(f".{why}")
+        path.replace(target)
+        return target
 
     @staticmethod
     def load(path: Path) -> dict[str, Any]:
@@ -214,14 +222,17 @@ def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6) -> ReportOutcome
     attempts = 0
     last_status, last_commit = "unchanged", None
     for path in outbox.entries():
-        entry = Outbox.load(path)
-        files = {name: base64.b64decode(data) for name, data in entry["files"].items()}
-        branch, root = str(entry["branch"]), str(entry["path"])
-        refused = check_report_paths(root, list(files))
-        if refused is not None:  # a tampered outbox file: never write it, never block the queue
-            path.unlink()
+        try:
+            entry = Outbox.load(path)
+            files = {str(name): base64.b64decode(data) for name, data in entry["files"].items()}
+            branch, root, message = str(entry["branch"]), str(entry["path"]), str(entry["message"])
+            bot = BotIdentity(*(str(x) for x in entry["author"]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            outbox.set_aside(path, "unreadable")  # never block the queue on one damaged file
             continue
-        bot = BotIdentity(*entry["author"])
+        if check_report_paths(root, list(files)) or check_branch(repo, branch):
+            outbox.set_aside(path, "refused")  # an edited outbox file: never written to Git
+            continue
         try:
             for attempt in tenacity.Retrying(
                 stop=tenacity.stop_after_attempt(max_attempts),
@@ -231,9 +242,7 @@ def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6) -> ReportOutcome
             ):
                 with attempt:
                     attempts += 1
-                    commit = _commit_and_push(
-                        repo, branch=branch, root=root, files=files, message=entry["message"], bot=bot
-                    )
+                    commit = _commit_and_push(repo, branch=branch, root=root, files=files, message=message, bot=bot)
         except _Offline as exc:
             return ReportOutcome(
                 status="queued",

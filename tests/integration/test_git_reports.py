@@ -291,3 +291,16 @@ def test_checked_out_branch_of_a_local_work_tree_is_not_moved(tmp_path: Path) ->
     out = commit_report(repo, settings=ReportSettings(branch="main", path="reports"), files=_report(1), message="m")
     assert out.status == "refused" and out.failure is not None and "checked out" in out.failure.message
     assert git("rev-parse", "HEAD", cwd=work) == head and git("status", "--porcelain", cwd=work) == ""
+
+
+def test_damaged_or_edited_outbox_entries_are_set_aside_not_pushed(remote, tmp_path: Path) -> None:
+    daemon, bare = remote
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    outbox = Outbox.for_repo(repo)
+    (outbox.directory / "0000000001.json").write_text("{not json")
+    outbox.put({"branch": "r", "path": "../../etc", "message": "m", "author": ["a", "b"], "files": {"x": ""}})
+    out = commit_report(repo, settings=SETTINGS, files=_report(2), message="good", bot=BOT)
+    assert out.status == "committed" and out.pending == 0
+    assert sorted(p.suffix for p in outbox.directory.iterdir()) == [".refused", ".unreadable"]
+    assert git("branch", "--list", "r", cwd=bare) == ""
+    assert [line.split("|")[2] for line in _log(bare, SETTINGS.branch)] == ["good"]
