@@ -164,7 +164,8 @@ class Outbox:
             # Same report content as the newest queued one (a long outage, one cycle a minute):
             # pushing it twice would change nothing, so the queue does not grow.
             return existing[-1]
-        seq = int(existing[-1].stem) + 1 if existing else 1
+        # numbered after every file ever queued here, set-aside ones included, so none is overwritten
+        seq = max((int(p.name.split(".")[0]) for p in self.directory.iterdir() if p.name[:10].isdigit()), default=0) + 1
         target = self.directory / f"{seq:010d}.json"
         tmp = target.with_suffix(".tmp")
         with tmp.open("w", encoding="utf-8") as fh:
