@@ -74,8 +74,11 @@ class ReportOutcome:
 
 
 def report_message(revision: Revision, counts: Mapping[str, int]) -> str:
-    """`migplan: drift report for main@sha1:… — 3 drifted, 1 missing` (zero counts left out)."""
-    parts = [f"{n} {label}" for label, n in counts.items() if n]
+    """`migplan: drift report for main@sha1:… — 3 drifted, 1 missing` (zero counts left out).
+
+    Labels may be statuses as the report counts them (`InSync`, `Drifted`): they are written in words.
+    """
+    parts = [f"{n} {re.sub(r'(?<=[a-z])(?=[A-Z])', ' ', label).lower()}" for label, n in counts.items() if n]
     return f"migplan: drift report for {revision} — {', '.join(parts) if parts else 'in sync'}"
 
 

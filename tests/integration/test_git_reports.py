@@ -51,6 +51,8 @@ def test_first_report_creates_orphan_branch_then_only_changes_commit(remote, tmp
     repo = _repo(daemon.url("inv"), tmp_path / "cache")
     msg = report_message(REV, {"drifted": 3, "missing": 1, "undocumented": 0})
     assert msg == f"migplan: drift report for main@sha1:{'ab' * 20} — 3 drifted, 1 missing"
+    assert report_message(REV, {"InSync": 4, "Drifted": 1, "Error": 0}).endswith("— 4 in sync, 1 drifted")
+    assert report_message(REV, {"Drifted": 0}).endswith("— in sync")
     first = commit_report(repo, settings=SETTINGS, files=_report(3), message=msg, bot=BOT)
     assert first.status == "committed" and first.commit is not None and first.pending == 0
     log = _log(bare, SETTINGS.branch)
