@@ -140,12 +140,11 @@ class ClusterTwin:
             tls=self._tls,
         )
         self._api = api
-        self._populate()
-        self._operator = GpuOperator(api.store, self.fleet)
-        for d in self.drift:
-            if d.kind in ("mig-config-failed", "mig-config-pending") and d.arg:
-                pass  # already written as labels; start() reads them as processed
-        self._operator.start()
+        # One operator object populates the store (same renderers as at run time) and then runs.
+        operator = GpuOperator(api.store, self.fleet)
+        self._populate(operator)
+        self._operator = operator
+        operator.start()  # reads the labels just written as already processed by mig-manager
         api.start()
         if self._kubeconfig_arg is not None:
             self._kubeconfig = api.write_kubeconfig(self._kubeconfig_arg)
@@ -277,7 +276,7 @@ class ClusterTwin:
         doc["mig-configs"].setdefault("all-disabled", [{"devices": "all", "mig-enabled": False}])
         return str(yaml.safe_dump(doc, sort_keys=False))
 
-    def _populate(self) -> None:
+    def _populate(self, helper: GpuOperator) -> None:
         store = self.api.store
         s = self.fleet.settings
         for d in self.drift:
@@ -295,7 +294,6 @@ class ClusterTwin:
         store.create(
             "daemonsets.apps", ctl.device_plugin_daemonset(s.device_plugin_daemonset, s.namespace, cp), s.namespace
         )
-        helper = GpuOperator(store, self.fleet)
         helper.load_caches()
         for name in sorted(self.fleet.nodes):
             if name not in self.fleet.absent:

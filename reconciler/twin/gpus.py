@@ -180,8 +180,12 @@ class MigDevice:
     profile: str  # "3g.71gb", or "1c.3g.71gb" for a CI smaller than its GI
     start: int
     size: int
-    uuid: str
+    uuid_seed: str
     holder: str | None
+
+    @property
+    def uuid(self) -> str:
+        return "MIG-" + str(uuid.uuid5(uuid.NAMESPACE_URL, self.uuid_seed))
 
 
 class TwinGpu:
@@ -252,7 +256,7 @@ class TwinGpu:
         for gi in sorted(self.gpu_instances.values(), key=lambda g: g.id):
             for ci in sorted(gi.compute_instances.values(), key=lambda c: c.id):
                 prof = gi.profile.name if ci.size == gi.profile.compute_slices else f"{ci.size}c.{gi.profile.name}"
-                out.append(MigDevice(self.index, gi.id, ci.id, prof, gi.start, gi.size, ci.uuid, ci.holder))
+                out.append(MigDevice(self.index, gi.id, ci.id, prof, gi.start, gi.size, ci.uuid_seed, ci.holder))
         return out
 
     def iter_cis(self) -> Iterator[tuple[GpuInstance, ComputeInstance]]:

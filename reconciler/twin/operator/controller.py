@@ -236,6 +236,7 @@ class GpuOperator:
         self._mm_done: dict[str, str] = {}
         self._mm_run: dict[str, _MigRun] = {}
         self.mig_manager_log: dict[str, list[str]] = {}
+        self._revision: tuple[str, str] = ("", "")
         self.errors: list[str] = []
 
     # ================================================================ lifecycle
@@ -260,7 +261,7 @@ class GpuOperator:
             if info.app == self.ds_name and info.node and not info.deleting:
                 self._dp_pods[info.node] = (info.name, info.generation or "")
                 tw = self.fleet.nodes.get(info.node)
-                if tw is not None:
+                if tw is not None and info.node not in self._dp_state:
                     labels = self._nodes.get(info.node, ({}, False))[0]
                     self._dp_state[info.node] = deviceplugin.evaluate(tw.gpus, self.dp_strategy(p, labels))
         for seed in self.fleet.pods:
@@ -661,7 +662,9 @@ class GpuOperator:
         tmeta = template.get("metadata") or {}
         uid = ds["metadata"].get("uid", "")
         pod_name = f"{self.ds_name}-{_suffix(f'{node}/{gen}/{uid}')}"
-        revision = hashlib.sha1(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+        if self._revision[0] != gen:  # one hash per template generation, not per node
+            self._revision = (gen, hashlib.sha1(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10])
+        revision = self._revision[1]
         spec = copy.deepcopy(template.get("spec") or {})
         spec["nodeName"] = node
         meta: dict[str, Any] = {
@@ -690,7 +693,16 @@ class GpuOperator:
     def create_dp_pod(self, node: str, pod: dict[str, Any], adv: Advertised) -> None:
         """Create the device-plugin pod, its log and its status (Ready, or CrashLoopBackOff with the error)."""
         name = pod["metadata"]["name"]
-        self.store.create("pods", pod, self.ns)
+        for salt in range(1, 100):
+            try:
+                self.store.create("pods", pod, self.ns)
+                break
+            except Exception as exc:
+                # Like generateName: five random characters collide now and then in a big fleet; pick others.
+                if getattr(exc, "code", None) != 409:
+                    raise
+                name = f"{self.ds_name}-{_suffix(f'{node}/{salt}/{name}')}"
+                pod["metadata"]["name"] = name
         with self._cv:
             self._dp_pods[node] = (name, pod["metadata"]["labels"].get("pod-template-generation", ""))
             self._dp_state[node] = adv
