@@ -169,3 +169,64 @@ def _diagnose(err: ValidationError, *, doc: YamlDoc, kind: str, file: str) -> li
         bound = "at most" if v.startswith("max") else "at least"
         return [d("MP207", f"{where} has {n} entries; {bound} {vv} allowed")]
     return [d("MP200", f"{where}: {err.message}")]  # pragma: no cover - every keyword we use is mapped
+
+
+# --------------------------------------------------------------------------------------------
+# Fast path: the same schemas compiled to Python code by fastjsonschema. It answers only "valid or
+# not"; a document it rejects goes through check_document for positions and messages. The schemas
+# use only keywords that draft-07 shares with draft 2020-12, so compiling them as draft-07 checks
+# the same constraints. One difference is handled by the caller: fastjsonschema calls 4.0 an
+# integer, so yamldocs.fast_load never hands it a float.
+
+
+@functools.cache
+def _fast(kind: str) -> Any:
+    try:
+        import fastjsonschema
+    except ImportError:  # pragma: no cover - a declared dependency; without it, the reference only
+        return None
+    compiled = _guard_strings(json.loads(json.dumps(schema(kind))))
+    compiled["$schema"] = "http://json-schema.org/draft-07/schema#"
+    return fastjsonschema.compile(compiled, formats={_PLAIN_FORMAT: _not_a_yaml11_bool})
+
+
+# Plain words that pyyaml (YAML 1.1) reads as booleans and yaml-rs (YAML 1.2) as strings. The fast
+# schema refuses them wherever a string is expected (values and label keys), so such a file goes to
+# the reference, which reads them as pyyaml does. Keys must be strings there too: yaml-rs turns
+# `true:` into a boolean key that fastjsonschema's propertyNames would not look at.
+_YAML11_BOOLS = ["y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"]
+
+
+_PLAIN_FORMAT = "migplan-yaml11-plain"
+_BOOL_WORDS = frozenset(_YAML11_BOOLS)
+
+
+def _not_a_yaml11_bool(value: str) -> bool:
+    return value not in _BOOL_WORDS
+
+
+def _guard_strings(node: Any) -> Any:
+    # A custom format, not `not: {enum: ...}`: fastjsonschema evaluates `not` by raising and
+    # catching an exception per string, which costs more than parsing the file.
+    if isinstance(node, dict):
+        out = {k: _guard_strings(v) for k, v in node.items()}
+        if out.get("type") == "string":
+            out["format"] = _PLAIN_FORMAT
+        if "propertyNames" in out:
+            out["propertyNames"] = {**out["propertyNames"], "type": "string", "format": _PLAIN_FORMAT}
+        return out
+    if isinstance(node, list):
+        return [_guard_strings(v) for v in node]
+    return node
+
+
+def fast_valid(kind: str, value: Any) -> bool:
+    """True when the compiled schema accepts `value`; False when it does not or cannot tell."""
+    check = _fast(kind)
+    if check is None:
+        return False
+    try:
+        check(value)
+    except Exception:  # JsonSchemaValueException, or anything odd: the reference decides
+        return False
+    return True

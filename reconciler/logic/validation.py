@@ -31,9 +31,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.catalog import Catalog, GpuModel, load_catalog
-from reconciler.logic import rules, schemas
+from reconciler.logic import rules, schemas, yamldocs
 from reconciler.logic.rules import GpuCheck, diag
-from reconciler.logic.yamldocs import YamlDoc, load_yaml
+from reconciler.logic.yamldocs import YamlDoc
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import (
     ApplyMode,
@@ -64,6 +64,14 @@ __all__ = [
 ]
 
 CLUSTER_FILE = "cluster.yaml"
+# Use the fast parser and compiled schema for plain, valid files (results are identical; tests run
+# the corpus and the example both ways). False forces the reference path everywhere.
+FAST_PATH = True
+# (model key, MIG enabled, ((profile, placement), ...)) -> placements, for GPUs whose hardware check
+# found nothing to say: fleets repeat a few cuts thousands of times, and the answer depends on
+# nothing else (diagnostics, which carry lines, are never memoised).
+_MEMO_LIMIT = 65_536
+_GpuMemo = dict[tuple[str, bool, tuple[tuple[str, int | None], ...]], tuple[Placement, ...]]
 _YAML_SUFFIXES = (".yaml", ".yml")
 
 
@@ -97,6 +105,9 @@ class _Entry:
     layout: LayoutSpec | None = None
     node: NodePlan | None = None  # GPUs that use a layout have partitions=() until stage 2
     layout_refs: Mapping[int, SourceRef] = field(default_factory=dict)  # GPU index -> `layout:` key
+    # The file's bytes when it was read by the fast path, whose layout_refs lines are only the GPU
+    # item's line: a diagnostic that needs the exact `layout:` line re-reads it (see _layout_ref).
+    data: bytes | None = None
 
 
 class ParseCache:
@@ -111,6 +122,7 @@ class ParseCache:
         self.parses = 0
         self._entries: dict[tuple[str, str], _Entry] = {}
         self._layout_checks: dict[tuple[str, str, str], GpuCheck] = {}
+        self._gpu_memo: _GpuMemo = {}
         self._catalog: Catalog | None = None
 
     def _bind(self, catalog: Catalog) -> None:
@@ -118,6 +130,7 @@ class ParseCache:
         if self._catalog is not catalog:
             self._entries.clear()
             self._layout_checks.clear()
+            self._gpu_memo.clear()
             self._catalog = catalog
 
     def __len__(self) -> int:
@@ -183,7 +196,7 @@ def validate_inventory(
         key = (path, blob)
         entry = cache._entries.get(key)
         if entry is None:
-            entry = replace(_stage1(path, kind, data, catalog), blob=blob)
+            entry = replace(_stage1(path, kind, data, catalog, cache._gpu_memo), blob=blob)
             cache.parses += 1
         used[key] = entry
         entries.append(entry)
@@ -221,18 +234,48 @@ def _dedupe(ds: list[Diagnostic]) -> list[Diagnostic]:
 # Stage 1: one file
 
 
-def _stage1(path: str, kind: str, data: bytes, catalog: Catalog) -> _Entry:
-    doc, problems = load_yaml(data, file=path)
+def _stage1(path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo) -> _Entry:
+    # Fast path first (see yamldocs.fast_parse): it only ever says "this file is plain and
+    # schema-valid and has nothing to report, here is what it holds"; anything else, including
+    # every diagnostic, comes from the reference path below.
+    if FAST_PATH:
+        entry = _fast_stage1(path, kind, data, catalog, memo)
+        if entry is not None:
+            return entry
+    doc, problems = yamldocs.load_yaml(data, file=path)
     if doc is None:
         return _Entry(path, kind, problems)
     bad = schemas.check_document(doc, kind=kind, file=path)
     if bad:
         return _Entry(path, kind, bad)
+    return _build(doc, path, kind, catalog, memo)
+
+
+def _fast_stage1(path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo) -> _Entry | None:
+    parsed = yamldocs.fast_parse(data)
+    if parsed is None or not schemas.fast_valid(kind, parsed[1]):
+        return None
+    text, value = parsed
+    if kind == "Node":
+        lines = yamldocs.node_item_lines(text, value)
+        doc = YamlDoc(value, lines, exact=False) if lines is not None else None
+    else:
+        full = yamldocs.scan_lines(text)
+        doc = YamlDoc(value, full) if full is not None else None
+    if doc is None:
+        return None
+    entry = _build(doc, path, kind, catalog, memo)
+    if entry.diagnostics:
+        return None  # lines of keys are not known here; the reference words every diagnostic
+    return replace(entry, data=None if doc.exact else data)
+
+
+def _build(doc: YamlDoc, path: str, kind: str, catalog: Catalog, memo: _GpuMemo) -> _Entry:
     if kind == "Cluster":
         return _Entry(path, kind, (), cluster=_cluster(doc, path))
     if kind == "Layout":
         return _layout_entry(doc, path, catalog)
-    return _node_entry(doc, path, catalog)
+    return _node_entry(doc, path, catalog, memo)
 
 
 def _src(doc: YamlDoc, file: str, *path: str | int) -> SourceRef:
@@ -328,7 +371,7 @@ def _layout_entry(doc: YamlDoc, file: str, catalog: Catalog) -> _Entry:
     return _Entry(file, "Layout", tuple(out), layout=layout)
 
 
-def _node_entry(doc: YamlDoc, file: str, catalog: Catalog) -> _Entry:
+def _node_entry(doc: YamlDoc, file: str, catalog: Catalog, memo: _GpuMemo) -> _Entry:
     v = doc.value
     name = v["metadata"]["name"]
     stem = file[len("nodes/") : -len(".yaml")]
@@ -383,15 +426,22 @@ def _node_entry(doc: YamlDoc, file: str, catalog: Catalog) -> _Entry:
         partitions = _partitions(doc, file, mig.get("partitions", []), "spec", "gpus", i, "mig", "partitions")
         placements: tuple[Placement, ...] = ()
         if model is not None:
-            check = rules.check_gpu(
-                model,
-                mig_enabled=mig["enabled"],
-                partitions=partitions,
-                source=gsrc,
-                context=f"node {name} GPU {index}",
-            )
-            out.extend(check.diagnostics)
-            placements = check.placements
+            key = (model.key, bool(mig["enabled"]), tuple((p.profile, p.placement) for p in partitions))
+            known = memo.get(key)
+            if known is not None:
+                placements = known
+            else:
+                check = rules.check_gpu(
+                    model,
+                    mig_enabled=mig["enabled"],
+                    partitions=partitions,
+                    source=gsrc,
+                    context=f"node {name} GPU {index}",
+                )
+                out.extend(check.diagnostics)
+                placements = check.placements
+                if not check.diagnostics and len(memo) < _MEMO_LIMIT:
+                    memo[key] = placements
         gpus.append(
             GpuPlan(
                 index=index,
@@ -453,9 +503,9 @@ def _stage2(
             if g.layout is None:
                 gpus.append(g)
                 continue
-            ref_src = e.layout_refs.get(g.index, g.source)
             le = layouts.get(g.layout)
             if le is None:
+                ref_src = _layout_ref(e, g)
                 known = ", ".join(sorted(layouts)) or "none"
                 out.append(
                     diag(
@@ -473,6 +523,7 @@ def _stage2(
             if model is None:
                 continue  # MP301 already reported on the node
             if lay.model is not None and lay.model != model.key:
+                ref_src = _layout_ref(e, g)
                 out.append(
                     diag(
                         "MP314",
@@ -483,7 +534,7 @@ def _stage2(
                 )
                 continue
             key = (le.path, le.blob, model.key)
-            check = cache._layout_checks.get(key)
+            check = layout_checks.get(key) or cache._layout_checks.get(key)
             if check is None:
                 check = rules.check_gpu(
                     model,
@@ -511,6 +562,17 @@ def _stage2(
         revision=revision,
     )
     return desired, out
+
+
+def _layout_ref(e: _Entry, g: GpuPlan) -> SourceRef | None:
+    """Where `layout:` is written for GPU g, exactly, even for a file read by the fast path."""
+    if e.data is not None:
+        doc, _ = yamldocs.load_yaml(e.data, file=e.path)
+        if doc is not None:
+            for i, raw in enumerate(doc.value["spec"]["gpus"]):
+                if raw.get("index") == g.index and "layout" in raw:
+                    return SourceRef(e.path, doc.line_of(("spec", "gpus", i, "layout")))
+    return e.layout_refs.get(g.index, g.source)
 
 
 # --------------------------------------------------------------------------------------------

@@ -55,10 +55,14 @@ _BOMS = (
 
 @dataclass(frozen=True, slots=True)
 class YamlDoc:
-    """One parsed file: its top-level mapping and the line of every key and sequence item."""
+    """One parsed file: its top-level mapping and the line of every key and sequence item.
+
+    `exact` is False for a document read by the fast path with node_item_lines: then only item
+    lines and metadata.name are known, and key lines resolve to the enclosing item."""
 
     value: dict[str, Any]
     lines: Mapping[Path, int]
+    exact: bool = True
 
     def line_of(self, path: Path) -> int:
         """The line of `path`, or of its nearest ancestor that has one (schema errors may point
@@ -285,3 +289,224 @@ def _scalar(node: yaml.ScalarNode) -> Any:
         raise _Reject("MP115", f"number with {len(node.value)} characters is too large to read", line) from exc
     except yaml.YAMLError as exc:
         raise _Reject("MP107", f"cannot read value {node.value[:40]!r}: {_one_line(str(exc))[:120]}", line) from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Fast path: a Rust YAML parser for files in the plain shape the inventory is written in.
+#
+# pyyaml (YAML 1.1) stays the reference; yaml-rs (YAML 1.2) reads most inventory files ~10x
+# faster. The two disagree on some plain scalars (yes/no/on/off, 017, 0o17, 1e3, 1:20), and
+# yaml-rs does not report lines. So the fast path takes a file only when a byte screen finds none
+# of the constructs where they could disagree (or where the reference has something to say:
+# aliases, tags, tabs, BOMs, non-ASCII, control characters, quotes with escapes, several
+# documents), and computes the line of every block-style key and item itself (scan_lines). When
+# anything is unusual it returns None and the caller uses load_yaml, whose word is final.
+# tests/unit/test_validation_fastpath.py checks that both paths give the same results.
+
+# Bytes a plain inventory file never needs (anchors, aliases, tags, block scalars, directives,
+# quotes with escapes, merge keys, '[' flow lists, tabs, CR, control and non-ASCII bytes): the
+# translate() below deletes every other byte, so one C call tells whether any is present.
+_RISKY_BYTES = frozenset(b"&*!|>%@`'\\?<=[]")
+_SAFE = bytes(b for b in range(0x20, 0x7F) if b not in _RISKY_BYTES) + b"\n"
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+# After digits become '0' (one translate() call), number forms that YAML 1.1 (pyyaml) and 1.2
+# (yaml-rs) read differently, or where a float could pose as an integer: 4.0, 1e3, 1:20, 1_000,
+# 19+ digits, .5; on the original bytes: leading zeros (017, 0x1f, 0o17). Literal-led patterns and
+# substring tests only: they run at memchr speed, alternations would cost more than the parse.
+_FLOATISH = re.compile(rb"0[.eE:_]")
+_LEADING_ZERO = re.compile(rb"[ {,+]0[0-9xXoObB_]")
+_NUMBER_NEEDLES = (b"0" * 19, b" .0", b"{.0", b",.0", b"+.0", b"-.0")
+# A comment cut from the screened copy only when no '"' follows it on its line, so that a ' #'
+# inside a quoted string never hides what comes after it.
+_TRAILING_COMMENT = re.compile(rb'(?:^|[ ])#[^\n"]*$', re.MULTILINE)
+_STRUCT = re.compile(r"( *)(- +)?(?:([A-Za-z_][\w./-]*) *:(?: +|$))?(.*)")
+
+_yaml_rs: Any
+try:  # an accelerator: without it every file takes the reference path
+    import yaml_rs as _yaml_rs
+
+    _DUPLICATES_ERROR: Any = _yaml_rs.DuplicateKeyPolicy.Error
+except ImportError:  # pragma: no cover - yaml-rs is a declared dependency
+    _yaml_rs = None
+
+
+def fast_load(data: bytes) -> YamlDoc | None:
+    """The file as YamlDoc through the fast parser, or None when only the reference may judge it."""
+    parsed = fast_parse(data)
+    if parsed is None:
+        return None
+    lines = scan_lines(parsed[0])
+    return YamlDoc(value=parsed[1], lines=lines) if lines is not None else None
+
+
+def fast_parse(data: bytes) -> tuple[str, dict[str, Any]] | None:
+    """(text, value) through the fast parser for a file that passes the byte screen, else None.
+    No line numbers: see scan_lines and node_item_lines."""
+    if _yaml_rs is None or len(data) > MAX_FILE_BYTES:
+        return None
+    body = data
+    while body.startswith(b"#"):  # leading comments (the schema modeline) may say anything
+        cut = body.find(b"\n")
+        body = body[cut + 1 :] if cut >= 0 else b""
+    if b"#" in body:  # trailing comments may say anything too
+        body = _TRAILING_COMMENT.sub(b"", body)
+    if body.translate(None, _SAFE) or b"\n---" in body or b"\n..." in body or body.startswith((b"---", b"...")):
+        return None
+    digits = body.translate(_DIGITS_TO_ZERO)
+    if _FLOATISH.search(digits) or _LEADING_ZERO.search(body) or any(n in digits for n in _NUMBER_NEEDLES):
+        return None
+    text = data.decode("ascii")
+    try:
+        value = _yaml_rs.loads(text, parse_datetime=False, duplicate_key_policy=_DUPLICATES_ERROR)
+    except Exception:  # any complaint at all: let the reference parser word it
+        return None
+    if not isinstance(value, dict):
+        return None
+    return text, value
+
+
+_ITEM = re.compile(r"\n( *)- (?=[^\n#])")
+_METADATA = re.compile(r"\nmetadata:([^\n]*)")
+
+
+def node_item_lines(text: str, value: Mapping[str, Any]) -> dict[Path, int] | None:
+    """The lines a Node's DesiredState needs, without a full scan: the root, metadata.name, every
+    spec.gpus item and every partition item. `value` must already be schema-valid.
+
+    A Node's only sequences are spec.gpus and their partitions, so every block item line ("- ...")
+    is one of them: the shallowest are GPUs, deeper ones the partitions of the GPU above. The counts
+    must match the parsed value, or the text is not in this shape and None sends it elsewhere.
+    Key lines (index:, model:, layout:) are not computed: they are only needed for diagnostics,
+    and a file with a diagnostic is read again by the reference loader."""
+    t = "\n" + text
+    lines: dict[Path, int] = {}
+    first = 0
+    for n, raw in enumerate(text.split("\n", 64), 1):
+        if raw.strip() and not raw.lstrip().startswith("#"):
+            first = n
+            break
+    if not first:
+        return None
+    lines[()] = first
+    meta = _METADATA.search(t)
+    if meta is None:
+        return None
+    meta_line = t.count("\n", 0, meta.start() + 1)
+    if "{" in meta.group(1):
+        lines[("metadata", "name")] = meta_line
+    else:
+        child_indent = -1
+        for n, raw in enumerate(t[meta.end() + 1 :].split("\n"), meta_line + 1):
+            body = raw.lstrip(" ")
+            if not body or body[0] == "#":
+                continue
+            indent = len(raw) - len(body)
+            if child_indent < 0:
+                child_indent = indent
+            if indent < child_indent or indent == 0:
+                return None
+            if indent == child_indent and body.startswith("name:"):
+                lines[("metadata", "name")] = n
+                break
+        else:
+            return None
+    gpus = value["spec"]["gpus"]
+    counts = [0] * len(gpus)
+    gpu_indent = -1
+    gi = -1
+    line = 0  # t has one extra leading newline: counting through the match's own "\n" gives the line
+    last = 0
+    for m in _ITEM.finditer(t):
+        line += t.count("\n", last, m.start() + 1)
+        last = m.start() + 1
+        indent = len(m.group(1))
+        if gpu_indent < 0:
+            gpu_indent = indent
+        if indent == gpu_indent:
+            gi += 1
+            if gi >= len(gpus):
+                return None
+            lines[("spec", "gpus", gi)] = line
+        elif indent > gpu_indent and gi >= 0:
+            lines[("spec", "gpus", gi, "mig", "partitions", counts[gi])] = line
+            counts[gi] += 1
+        else:
+            return None
+    if gi != len(gpus) - 1:
+        return None
+    for g, n in zip(gpus, counts, strict=True):
+        if n != len(g.get("mig", {}).get("partitions", ())):
+            return None
+    return lines
+
+
+def scan_lines(text: str) -> dict[Path, int] | None:
+    """Line of every key and sequence item of a block-style YAML text, as load_yaml records them.
+
+    Flow collections (`{profile: 3g.71gb}`) are leaves: paths inside them resolve, through
+    YamlDoc.line_of, to the line of the item, which is where the reference puts them too as long
+    as a flow collection does not span lines (the byte screen rejects '[' and ']'; a '{' must
+    close on its line). Returns None for anything it does not understand. Only called on text that
+    yaml-rs has already parsed, so each line is a key, an item or a continuation (refused)."""
+    lines: dict[Path, int] = {}
+    # Open containers, innermost last: [column of their entries, path, is_sequence, next index].
+    stack: list[list[Any]] = []
+    pending: Path | None = None  # `key:` with nothing after it, waiting for its children
+    pending_col = -1
+    lineno = 0
+    for raw in text.split("\n"):
+        lineno += 1
+        s = raw.lstrip(" ")
+        if not s or s[0] == "#":
+            continue
+        col = len(raw) - len(s)
+        if "{" in s and s.count("{") != s.count("}"):
+            return None
+        dash = s[0] == "-" and (len(s) == 1 or s[1] == " ")
+        if dash:
+            while stack and stack[-1][0] > col:
+                stack.pop()
+            if pending is not None and col >= pending_col:
+                stack.append([col, pending, True, 0])
+                pending = None
+            elif not stack or not stack[-1][2] or stack[-1][0] != col:
+                return None
+            seq = stack[-1]
+            item: Path = (*seq[1], seq[3])
+            seq[3] += 1
+            lines[item] = lineno
+            rest = s[1:].lstrip(" ")
+            if not rest or rest[0] in "{#":
+                continue  # a flow mapping or scalar item: a leaf
+            if rest[0] == "-":
+                return None  # nested "- - x": not in the inventory's shape
+            col += len(s) - len(rest)
+            s = rest
+            key_end = s.find(":")
+            if key_end <= 0 or not (len(s) == key_end + 1 or s[key_end + 1] == " "):
+                continue  # "- plain scalar"
+            stack.append([col, item, False, 0])
+        else:
+            key_end = s.find(":")
+            if key_end <= 0 or not (len(s) == key_end + 1 or s[key_end + 1] == " ") or "{" in s[:key_end]:
+                return None  # a continuation line (multi-line plain scalar) or a flow key
+            while stack and stack[-1][0] > col:
+                stack.pop()
+            if pending is not None and col > pending_col:
+                stack.append([col, pending, False, 0])
+            elif not stack:
+                if col:
+                    return None
+                stack.append([0, (), False, 0])
+                lines[()] = lineno
+            elif stack[-1][2] or stack[-1][0] != col:
+                return None
+        pending = None
+        path: Path = (*stack[-1][1], s[:key_end].rstrip(" "))
+        if path in lines:
+            return None  # duplicate key: the reference reports it
+        lines[path] = lineno
+        value = s[key_end + 1 :].lstrip(" ")
+        if not value or value[0] == "#":
+            pending, pending_col = path, col
+    return lines if stack else None

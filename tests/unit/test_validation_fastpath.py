@@ -1,0 +1,193 @@
+"""The fast path (yaml-rs + compiled schema + item-line scan) and the reference path (pyyaml +
+jsonschema) must agree: same DesiredState, same diagnostics, on the example inventory, on every
+corpus case, on a generated fleet, and on the YAML 1.1 / 1.2 corner cases the byte screen guards."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler import resources
+from reconciler.adapters.fsinventory import read_inventory_dir
+from reconciler.logic import validation, yamldocs
+from reconciler.logic.validation import ValidationResult, validate_inventory
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str, path: Path) -> Any:
+    # tests/ is not a package (rootdir-relative imports are the suite's convention): load by path.
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _bench() -> Any:
+    return _load("bench_validate", REPO / "benchmarks" / "validate.py")
+
+
+_corpus = _load("corpus_cases", Path(__file__).with_name("test_validation_corpus.py"))
+CASES: list[str] = _corpus.CASES
+build_case = _corpus.build_case
+
+
+def both(files: Mapping[str, bytes], monkeypatch: pytest.MonkeyPatch) -> tuple[ValidationResult, ValidationResult]:
+    monkeypatch.setattr(validation, "FAST_PATH", True)
+    fast = validate_inventory(files)
+    monkeypatch.setattr(validation, "FAST_PATH", False)
+    reference = validate_inventory(files)
+    monkeypatch.setattr(validation, "FAST_PATH", True)
+    return fast, reference
+
+
+@pytest.fixture
+def count_reference(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    calls: list[str] = []
+    real = yamldocs.load_yaml
+
+    def counting(data: bytes, *, file: str) -> Any:
+        calls.append(file)
+        return real(data, file=file)
+
+    monkeypatch.setattr(yamldocs, "load_yaml", counting)
+    yield calls
+
+
+def test_example_inventory_agrees_and_takes_the_fast_path(
+    monkeypatch: pytest.MonkeyPatch, count_reference: list[str]
+) -> None:
+    files = read_inventory_dir(resources.inventory_dir())
+    monkeypatch.setattr(validation, "FAST_PATH", True)
+    fast = validate_inventory(files)
+    # Every file of the example is plain (comments aside): none needs the reference loader.
+    assert count_reference == []
+    monkeypatch.setattr(validation, "FAST_PATH", False)
+    reference = validate_inventory(files)
+    assert fast == reference and fast.valid
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_corpus_case_agrees(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    build_case(name, tmp_path / "inv")
+    fast, reference = both(read_inventory_dir(tmp_path / "inv"), monkeypatch)
+    assert fast.diagnostics == reference.diagnostics
+    assert fast.desired == reference.desired
+
+
+def test_generated_fleet_agrees_without_the_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count_reference: list[str]
+) -> None:
+    _bench().generate(tmp_path / "inv", 30)
+    files = read_inventory_dir(tmp_path / "inv")
+    monkeypatch.setattr(validation, "FAST_PATH", True)
+    fast = validate_inventory(files)
+    assert count_reference == [], "plain files must not need the reference loader"
+    monkeypatch.setattr(validation, "FAST_PATH", False)
+    reference = validate_inventory(files)
+    assert fast == reference and fast.valid
+
+
+NODE = """\
+# yaml-language-server: $schema=../../schemas/node.schema.json
+apiVersion: migplan/v1
+kind: Node
+metadata:
+  name: n1
+  labels: {rack: r1}
+spec:
+  gpus:
+    - index: 1
+      model: H100-80GB
+      mig:
+        enabled: true
+        partitions:
+          - {profile: 3g.40gb, placement: 4, owner: team-a, purpose: serving}
+          - {profile: 2g.20gb, owner: team-b}
+    - index: 2
+      model: H100-80GB
+      layout: halves
+"""
+LAYOUT = (
+    b"apiVersion: migplan/v1\nkind: Layout\nmetadata: {name: halves}\nspec:\n  mig:\n    enabled: true\n"
+    b"    partitions:\n      - {profile: 3g.40gb}\n      - {profile: 3g.40gb}\n"
+)
+# (old, new) edits of NODE where YAML 1.1 (pyyaml) and 1.2 (yaml-rs) read the bytes differently,
+# or where the fast path must step aside; the verdicts of both paths must still be identical.
+EDITS = [
+    ("index: 1", "index: 017"),
+    ("index: 1", "index: +017"),
+    ("index: 1", "index: 0o17"),
+    ("index: 1", "index: 0x1"),
+    ("index: 1", "index: 1.0"),
+    ("index: 1", "index: 1e0"),
+    ("index: 1", "index: 1_0"),
+    ("index: 1", "index: .0"),
+    ("placement: 4", "placement: 0:4"),
+    ("enabled: true", "enabled: yes"),
+    ("enabled: true", "enabled: on"),
+    ("enabled: true", "enabled: 'true'"),
+    ("owner: team-a", "owner: no"),
+    ("owner: team-a", "owner: 'no'"),
+    ("purpose: serving", "purpose: 1:20"),
+    ("purpose: serving", "purpose: 2024-01-01"),
+    ("purpose: serving", "purpose: =="),
+    ("{rack: r1}", "{on: r1}"),
+    ("{rack: r1}", "{rack: y}"),
+    ("{rack: r1}", "{true: r1}"),
+    ("{rack: r1}", "{1: r1}"),
+    ("{rack: r1}", "{null: r1}"),
+    ("  name: n1\n", "  name: n1\n  name: n1\n"),
+    ("  labels: {rack: r1}\n", "  labels:\n    name: n2\n"),
+    ("    - index: 2\n", "    -\n      index: 2\n"),
+    ("    - index: 2\n", "    - # gpu two\n      index: 2\n"),
+    ("          - {profile: 2g.20gb, owner: team-b}\n", "          - profile: 2g.20gb\n            owner: team-b\n"),
+    ("purpose: serving}", "purpose: serving,\n             owner: x}"),
+    ("purpose: serving", "purpose: serving # trailing: comment & more"),
+    ("purpose: serving", 'purpose: "serving # not a comment"'),
+    ("layout: halves", "layout: quarters"),
+    ("layout: halves", "layout: halves\n      mig: {enabled: false}"),
+    ("kind: Node", "kind: Node\n---\nkind: Node"),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), EDITS)
+def test_yaml_dialect_corner_cases_agree(old: str, new: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = NODE.replace(old, new, 1)
+    assert text != NODE
+    files = {
+        "cluster.yaml": b"apiVersion: migplan/v1\nkind: Cluster\nspec: {migStrategy: mixed}\n",
+        "nodes/n1.yaml": text.encode(),
+        "layouts/halves.yaml": LAYOUT,
+    }
+    fast, reference = both(files, monkeypatch)
+    assert fast.diagnostics == reference.diagnostics
+    assert fast.desired == reference.desired
+
+
+def test_unedited_corner_case_base_is_valid_and_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert yamldocs.fast_parse(NODE.encode()) is not None
+    files = {
+        "cluster.yaml": b"apiVersion: migplan/v1\nkind: Cluster\nspec: {migStrategy: mixed}\n",
+        "nodes/n1.yaml": NODE.encode(),
+        "layouts/halves.yaml": LAYOUT,
+    }
+    fast, reference = both(files, monkeypatch)
+    assert fast == reference and fast.valid
+
+
+def test_copy_of_example_with_layout_error_points_at_layout_key(tmp_path: Path) -> None:
+    # A fast-path file only knows its item lines; a cross-file diagnostic must still name the
+    # exact line of `layout:`.
+    dest = tmp_path / "inv"
+    shutil.copytree(resources.inventory_dir(), dest)
+    (dest / "layouts" / "a100-balanced.yaml").unlink()
+    result = validate_inventory(read_inventory_dir(dest))
+    got = sorted((d.code, d.file, d.line) for d in result.errors)
+    assert got == [("MP407", "nodes/gpu-a100-01.yaml", 12), ("MP407", "nodes/gpu-a100-01.yaml", 15)]
