@@ -238,17 +238,20 @@ class InventorySource:
             self._same_content_sha = latest.sha
             return self._carry_on(latest, source_error=fetch_error, changed=False, same_content=True)
 
-        result = self._validate(snap.files, revision=latest, cache=self.cache, blob_ids=snap.blob_ids)
+        # Trust first where the anchors are known already (operator or last known good): an
+        # untrusted commit's files are then never even parsed.
         check: signatures.SignatureCheck | None = None
-        verify = self._verify_settings(result)
-        if verify.mode is VerifyMode.HEAD:
-            sig = repo.signature(latest.sha)
-            check = signatures.verify_signature(None if sig is None else sig[0], b"" if sig is None else sig[1], verify)
-            if not check.trusted:
-                refusal = Refusal(
-                    latest, check.code or signatures.UNTRUSTED_CODE, check.describe(), signer=check.signer
-                )
-                return self._refuse(refusal, fetch_error)
+        anchors = self._verify_settings(None)
+        if anchors is not None:
+            check = self._check_signature(repo, latest, anchors)
+            if check is not None and not check.trusted:
+                return self._refuse(self._signature_refusal(latest, check), fetch_error)
+        result = self._validate(snap.files, revision=latest, cache=self.cache, blob_ids=snap.blob_ids)
+        if anchors is None:
+            first_use = self._verify_settings(result) or VerifySettings()
+            check = self._check_signature(repo, latest, first_use)
+            if check is not None and not check.trusted:
+                return self._refuse(self._signature_refusal(latest, check), fetch_error)
         if result.desired is None:
             errors = result.errors
             first = f"; first: {errors[0]}" if errors else ""
@@ -266,14 +269,29 @@ class InventorySource:
         return self._carry_on(latest, source_error=fetch_error, changed=True)
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _verify_settings(self, candidate: ValidationResult) -> VerifySettings:
+    def _verify_settings(self, candidate: ValidationResult | None) -> VerifySettings | None:
+        """The trust anchors: the operator's, else the last known good's, else (first revision only,
+        given its validation) the candidate's own; None while they can only come from the candidate."""
         if self.verify_override is not None:
             return self.verify_override
         if self._applied is not None:
             return self._applied.desired.cluster.verify
-        if candidate.desired is not None:
+        if candidate is not None and candidate.desired is not None:
             return candidate.desired.cluster.verify  # trust on first use (see module docstring)
-        return VerifySettings()
+        return None
+
+    @staticmethod
+    def _check_signature(
+        repo: InventoryRepo, revision: Revision, verify: VerifySettings
+    ) -> signatures.SignatureCheck | None:
+        if verify.mode is not VerifyMode.HEAD:
+            return None
+        sig = repo.signature(revision.sha)
+        return signatures.verify_signature(None if sig is None else sig[0], b"" if sig is None else sig[1], verify)
+
+    @staticmethod
+    def _signature_refusal(revision: Revision, check: signatures.SignatureCheck) -> Refusal:
+        return Refusal(revision, check.code or signatures.UNTRUSTED_CODE, check.describe(), signer=check.signer)
 
     def _reports_path(self, desired: DesiredState) -> str:
         # reports.path is relative to the repository top level; ignore it when inside the root

@@ -182,12 +182,15 @@ def test_verify_head_refuses_unsigned_and_untrusted_heads(tmp_path: Path) -> Non
     good = commit({"inv/cluster.yaml": cluster_yaml(verify=verify), **NODES}, "alice")
     daemon = GitDaemon(srv).start()
     try:
-        source = _source(daemon.url("inv"), tmp_path / "cache")
+        parse_cache = ParseCache()
+        source = _source(daemon.url("inv"), tmp_path / "cache", cache=parse_cache)
         r = source.cycle()
         assert r.changed and r.signature is not None and r.signature.signer == "alice@example.com"
+        parsed = parse_cache.parses
         unsigned = commit({"inv/nodes/gpu-0.yaml": node_yaml("gpu-0", owner="x")}, None)
         r = source.cycle()
         assert r.refused is not None and r.refused.code == "MP710" and r.refused.revision.sha == unsigned
+        assert parse_cache.parses == parsed  # an untrusted commit's files are not even parsed
         assert r.revision is not None and r.revision.sha == good
         # mallory also switches verification off in the same commit: the trusted settings still apply
         by_mallory = commit({"inv/cluster.yaml": cluster_yaml()}, "mallory")
