@@ -114,7 +114,7 @@ class Snapshot:
     root: str
     files: Mapping[str, bytes]
     blob_ids: Mapping[str, str]
-    tree_id: str  # the root's tree id: equal tree ids mean identical content
+    tree_id: str  # the root's tree id (before `exclude`): equal tree ids mean identical content
 
 
 _USERINFO_SECRET = re.compile(r"(\w+://[^/@:\s]*):[^/@\s]*@")
