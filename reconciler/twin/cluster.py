@@ -20,6 +20,7 @@ Not pure: starts an HTTP server thread and a controller thread; stop() (or leavi
 from __future__ import annotations
 
 import contextlib
+import gc
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -62,6 +63,9 @@ CP_REQUIRED = (
 )
 # [assumption] non-GPU node resources: placeholders so `kubectl describe node` looks like a real GPU server.
 BASE_CAPACITY = {"cpu": "128", "memory": "2113592560Ki", "pods": "110", "ephemeral-storage": "1921298424Ki"}
+
+
+LARGE_FLEET = 1000  # nodes; above it the populated objects are moved to the GC's permanent generation
 
 
 def _other(strategy: str) -> str:
@@ -142,9 +146,18 @@ class ClusterTwin:
         self._api = api
         # One operator object populates the store (same renderers as at run time) and then runs.
         operator = GpuOperator(api.store, self.fleet)
-        self._populate(operator)
-        self._operator = operator
-        operator.start()  # reads the labels just written as already processed by mig-manager
+        # Tens of thousands of long-lived dicts: the cyclic GC would rescan them over and over while we build.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._populate(operator)
+            self._operator = operator
+            operator.start()  # reads the labels just written as already processed by mig-manager
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        if len(self.fleet.nodes) >= LARGE_FLEET:
+            gc.freeze()  # the populated store lives as long as the twin; keep it out of every later GC pass
         api.start()
         if self._kubeconfig_arg is not None:
             self._kubeconfig = api.write_kubeconfig(self._kubeconfig_arg)

@@ -28,6 +28,7 @@ Not pure (TwinGpu is mutable), but performs no I/O except reading the inventory 
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import re
 import threading
@@ -377,6 +378,19 @@ class Fleet:
         ]
         del names
         fleet = cls(ClusterSettings(name="synthetic", mig_strategy=strategy))
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # hundreds of thousands of small objects that all stay alive
+        try:
+            fleet._synthesize(nodes, gpus_per_node, gm, layouts, owned_fraction)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        return fleet
+
+    def _synthesize(
+        self, nodes: int, gpus_per_node: int, gm: GpuModel, layouts: list[tuple[str, ...]], owned_fraction: float
+    ) -> None:
+        fleet = self
         counter = 0
         step = int(1 / owned_fraction) if owned_fraction > 0 else 0
         for n in range(nodes):
@@ -390,7 +404,6 @@ class Fleet:
                     parts.append(PartitionSeed(prof, None, owner))
                 seeds.append(GpuSeed(i, gm, bool(layout), tuple(parts)))
             fleet.add_node(f"gpu-node-{n:05d}", seeds, {"rack": f"r{n // 40:03d}"})
-        return fleet
 
     # ------------------------------------------------------------------ drift applied to the fleet itself
     def recut(self, node: str, gpu_index: int = 0) -> None:
