@@ -33,14 +33,20 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
     git("tag", "v1", cwd=work)
     git("push", "-q", "origin", "v1", cwd=work)
     second = seed(bare, work, {"clusters/a/nodes/n2.yaml": "kind: Node # n2 changed\n"}, message="second")
-    daemon, http, ssh = GitDaemon(root).start(), HttpGitServer(root).start(), SshGitServer(root).start()
-    https = HttpGitServer(root, tls=True).start()
-    yield {
-        "daemon": daemon, "http": http, "ssh": ssh, "https": https,
-        "first": first, "second": second, "work": work, "bare": bare,
-    }  # fmt: skip
-    for srv in (daemon, http, ssh, https):
-        srv.stop()
+    daemon, http, ssh = GitDaemon(root), HttpGitServer(root), SshGitServer(root)
+    https = HttpGitServer(root, tls=True)
+    started: list[GitDaemon | HttpGitServer | SshGitServer] = []
+    try:
+        for srv in (daemon, http, ssh, https):
+            srv.start()
+            started.append(srv)
+        yield {
+            "daemon": daemon, "http": http, "ssh": ssh, "https": https,
+            "first": first, "second": second, "work": work, "bare": bare,
+        }  # fmt: skip
+    finally:  # also when one of them failed to start: never leave a server behind
+        for srv in started:
+            srv.stop()
 
 
 def _open(url: str, cache: Path, auth: GitAuth | None = None) -> InventoryRepo:
