@@ -218,7 +218,7 @@ class ClusterTwin:
         """The NVML twin of `node` (one object per node; its calls see and change the node's GPUs)."""
         if node not in self._nvml:
             tw = self.fleet.nodes[node]
-            self._nvml[node] = NvmlTwin(tw.gpus, lock=tw.lock)
+            self._nvml[node] = NvmlTwin(tw.gpus, lock=tw.lock, on_change=lambda: self.gpus_changed(node))
         return self._nvml[node]
 
     def gpus(self, node: str) -> list[TwinGpu]:

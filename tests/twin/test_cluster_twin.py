@@ -194,3 +194,32 @@ def test_inject_then_heal(runtime: ClusterTwin, case: str, check: Any) -> None:
         assert after == before
     else:  # the node is back with its GPUs advertised (its pods, gone with it, are not re-created)
         assert after["nodes"]["gpu-h100-01"] == before["nodes"]["gpu-h100-01"]
+
+
+def test_nvml_changes_reach_gfd_at_once_and_the_device_plugin_on_restart() -> None:
+    with ClusterTwin.from_inventory(INVENTORY, tls=False) as twin:
+        twin.settle()
+        nv = twin.nvml("gpu-h200-02")
+        nv.nvmlInit()
+        dev = nv.nvmlDeviceGetHandleByIndex(0)
+        info = nv.nvmlDeviceGetGpuInstanceProfileInfo(dev, pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
+        count = pynvml.c_uint(7)
+        gis = (pynvml.c_nvmlGpuInstance_t * 7)()
+        nv.nvmlDeviceGetGpuInstances(dev, info.id, gis, pynvml.byref(count))
+        assert count.value == 2
+        cis = (pynvml.c_nvmlComputeInstance_t * 1)()
+        ci_count = pynvml.c_uint(1)
+        nv.nvmlGpuInstanceGetComputeInstances(
+            gis[0], pynvml.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, cis, pynvml.byref(ci_count)
+        )
+        nv.nvmlComputeInstanceDestroy(cis[0])
+        nv.nvmlGpuInstanceDestroy(gis[0])
+        nv.nvmlShutdown()
+        twin.settle()
+        assert node_labels(twin, "gpu-h200-02")["nvidia.com/mig-1g.18gb.count"] == "3"  # GFD relabels
+        assert gpu_alloc(twin, "gpu-h200-02")["nvidia.com/mig-1g.18gb"] == "4"  # the running plugin has not looked
+        (dp,) = [p for p in twin.store.list("pods", NS) if p["spec"]["nodeName"] == "gpu-h200-02"]
+        twin.store.delete("pods", dp["metadata"]["name"], NS)  # what an admin does: bounce the plugin
+        twin.settle()
+        assert gpu_alloc(twin, "gpu-h200-02")["nvidia.com/mig-1g.18gb"] == "3"
+        assert twin.operator.errors == []

@@ -24,10 +24,11 @@ MIG devices [assumption, see ASSUMPTIONS-operator.md]. Not pure: state lives in 
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import pynvml
 
@@ -46,6 +47,21 @@ __all__ = ["NvmlTwin"]
 # pynvml functions that never touch the library: forwarded as they are.
 _PURE_HELPERS = frozenset({"nvmlExceptionClass", "nvmlStructToFriendlyObject", "nvmlFriendlyObjectToStruct"})
 _ADDRESSES = itertools.count(0x7E57_0000_1000, 0x40)  # fake, never dereferenced; unique per process
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _mutates(fn: _F) -> _F:
+    """Mark a call that changes MIG state: on success the twin is told (its GFD relabels the node)."""
+
+    @functools.wraps(fn)
+    def wrapper(self: NvmlTwin, *args: Any, **kwargs: Any) -> Any:
+        result = fn(self, *args, **kwargs)
+        self._changed()
+        return result
+
+    return cast(_F, wrapper)
 
 
 def _pointer(ptype: Any, address: int) -> Any:
@@ -82,8 +98,15 @@ def _array(ref: Any) -> Any:
 class NvmlTwin:
     """pynvml's API over a list of TwinGpu (one node). Thread-safe through the GPUs' node lock."""
 
-    def __init__(self, gpus: Sequence[TwinGpu], *, lock: threading.RLock | None = None) -> None:
+    def __init__(
+        self,
+        gpus: Sequence[TwinGpu],
+        *,
+        lock: threading.RLock | None = None,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
         self._gpus = list(gpus)
+        self._on_change = on_change  # told after every successful MIG change (the twin's GFD relabels)
         self._lock = lock if lock is not None else (self._gpus[0].lock if self._gpus else threading.RLock())
         self._refcount = 0
         self._by_address: dict[int, tuple[str, Any]] = {}
@@ -97,6 +120,10 @@ class NvmlTwin:
         return getattr(pynvml, name)
 
     # ------------------------------------------------------------------ plumbing
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
+
     def _check(self) -> None:
         if self._refcount <= 0:
             raise nvml_error(pynvml.NVML_ERROR_UNINITIALIZED)
@@ -253,6 +280,7 @@ class NvmlTwin:
             gpu = self._device(device)
             return [int(gpu.mig_current), int(gpu.mig_pending)]
 
+    @_mutates
     def nvmlDeviceSetMigMode(self, device: Any, mode: int) -> int:
         with self._lock:
             gpu = self._device(device)
@@ -330,6 +358,7 @@ class NvmlTwin:
     nvmlDeviceGetGpuInstancePossiblePlacements_v2 = nvmlDeviceGetGpuInstancePossiblePlacements
 
     # ------------------------------------------------------------------ GPU instances
+    @_mutates
     def nvmlDeviceCreateGpuInstance(self, device: Any, profileId: int) -> Any:
         with self._lock:
             gpu = self._device(device)
@@ -338,6 +367,7 @@ class NvmlTwin:
             gi = gpu.create_gpu_instance(self._profile(gpu, profileId).id)
             return self._gi_handle(gpu, gi)
 
+    @_mutates
     def nvmlDeviceCreateGpuInstanceWithPlacement(self, device: Any, profileId: int, placement: Any) -> Any:
         with self._lock:
             gpu = self._device(device)
@@ -350,6 +380,7 @@ class NvmlTwin:
             gi = gpu.create_gpu_instance(prof.id, int(pl.start), int(pl.size))
             return self._gi_handle(gpu, gi)
 
+    @_mutates
     def nvmlGpuInstanceDestroy(self, gpuInstance: Any) -> int:
         with self._lock:
             gpu, gi = self._gi(gpuInstance)
@@ -464,12 +495,14 @@ class NvmlTwin:
             count.value = len(starts)
             return SUCCESS
 
+    @_mutates
     def nvmlGpuInstanceCreateComputeInstance(self, gpuInstance: Any, profileId: int) -> Any:
         with self._lock:
             gpu, gi = self._gi(gpuInstance)
             ci = gpu.create_compute_instance(gi, self._ci_profile(gi, profileId))
             return self._ci_handle(gpu, gi, ci)
 
+    @_mutates
     def nvmlGpuInstanceCreateComputeInstanceWithPlacement(
         self, gpuInstance: Any, profileId: int, placement: Any
     ) -> Any:
@@ -482,6 +515,7 @@ class NvmlTwin:
             ci = gpu.create_compute_instance(gi, pid, int(pl.start))
             return self._ci_handle(gpu, gi, ci)
 
+    @_mutates
     def nvmlComputeInstanceDestroy(self, computeInstance: Any) -> int:
         with self._lock:
             kind, obj = self._resolve(computeInstance)
