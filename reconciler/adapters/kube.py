@@ -114,6 +114,15 @@ def with_retries(fn: Callable[[], T], *, attempts: int = 4) -> T:
     return wrapped()
 
 
+def _drain(resp: Any) -> bytes:
+    """Read a raw (`_preload_content=False`) response to the end and hand its connection back to the
+    pool; without this every request opens a new connection (and a new TLS handshake)."""
+    try:
+        return bytes(resp.data)
+    finally:
+        resp.release_conn()
+
+
 class KubeCluster:
     """Observe and apply through the official client (one ApiClient, reused across cycles)."""
 
@@ -172,7 +181,7 @@ class KubeCluster:
                         _request_timeout=self.request_timeout,
                         **kwargs,
                     )
-                    doc = orjson.loads(resp.data)
+                    doc = orjson.loads(_drain(resp))
                 items.extend(doc.get("items") or ())
                 cont = (doc.get("metadata") or {}).get("continue") or None
                 if not cont:
@@ -301,11 +310,12 @@ class KubeCluster:
         what = f"{'dry-run ' if dry_run else ''}{change.action.value} {change.subject}"
 
         def send() -> None:
+            resp: Any
             with translate_api_errors(what):
                 if kind is Kind.MIG_CONFIG_MAP and change.action is Action.CREATE:
                     cm = client.V1ConfigMap.from_dict(body)
                     assert cm is not None
-                    self.core.create_namespaced_config_map(
+                    resp = self.core.create_namespaced_config_map(
                         parts[1],
                         cm,
                         field_manager=FIELD_MANAGER,
@@ -314,7 +324,7 @@ class KubeCluster:
                         _request_timeout=self.request_timeout,
                     )
                 elif kind is Kind.MIG_CONFIG_MAP:
-                    self.core.patch_namespaced_config_map(
+                    resp = self.core.patch_namespaced_config_map(
                         parts[2],
                         parts[1],
                         body,
@@ -325,7 +335,7 @@ class KubeCluster:
                         _request_timeout=self.request_timeout,
                     )
                 elif kind is Kind.CLUSTER_POLICY:
-                    self.custom.patch_cluster_custom_object(
+                    resp = self.custom.patch_cluster_custom_object(
                         CP_GROUP,
                         CP_VERSION,
                         CP_PLURAL,
@@ -338,7 +348,7 @@ class KubeCluster:
                         _request_timeout=self.request_timeout,
                     )
                 elif kind is Kind.RESTART_DEVICE_PLUGIN:
-                    self.apps.patch_namespaced_daemon_set(
+                    resp = self.apps.patch_namespaced_daemon_set(
                         parts[2],
                         parts[1],
                         body,
@@ -349,7 +359,7 @@ class KubeCluster:
                         _request_timeout=self.request_timeout,
                     )
                 elif kind in (Kind.NODE_MIG_CONFIG, Kind.CORDON, Kind.UNCORDON):
-                    self.core.patch_node(
+                    resp = self.core.patch_node(
                         parts[1],
                         body,
                         field_manager=FIELD_MANAGER,
@@ -360,6 +370,7 @@ class KubeCluster:
                     )
                 else:  # pragma: no cover - every Kind is handled above
                     raise MigplanError(f"no applier for {kind}")
+                _drain(resp)
 
         with_retries(send)
 
