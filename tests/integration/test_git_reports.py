@@ -219,9 +219,14 @@ def test_push_with_wrong_http_credentials_is_kept(tmp_path: Path) -> None:
         http.stop()
 
 
-def test_push_rejected_after_fetch_is_recreated_on_the_new_tip(remote, tmp_path: Path, monkeypatch) -> None:
-    """Deterministic race: someone pushes right after migplan fetched, so migplan's push is refused."""
+@pytest.mark.parametrize("server_denies_non_ff", [True, False], ids=["server-denies", "server-allows-force"])
+def test_push_rejected_after_fetch_is_recreated_on_the_new_tip(
+    remote, tmp_path: Path, monkeypatch, server_denies_non_ff: bool
+) -> None:
+    """Deterministic race: someone pushes right after migplan fetched, so migplan's push is refused —
+    also on a server that would accept a non-fast-forward (most hosted ones do for force pushes)."""
     daemon, bare = remote
+    git("config", "receive.denyNonFastForwards", str(server_denies_non_ff).lower(), cwd=bare)
     seed(bare, tmp_path / "work", {"other/a.txt": "a\n"}, message="human 1", branch=SETTINGS.branch)
     repo = _repo(daemon.url("inv"), tmp_path / "cache")
     real_fetch = InventoryRepo.fetch
