@@ -135,7 +135,15 @@ def analyze(
             continue
         pods = pods_by_node.get(name, ())
         occ[name] = occupancy.node_occupancy(node=name, plan=plan, strategy=strategy, pods=pods)
-        out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources))
+        # mig-manager says the node's current config is applied, the strategy is right, yet the
+        # counts differ: the GPUs were changed behind mig-manager's back (or a GPU fell off the bus).
+        behind_its_back = (
+            node.mig_config == rendered.node_configs[name]
+            and node.mig_config_state == MigConfigState.SUCCESS
+            and observed.cluster_policy is not None
+            and observed.cluster_policy.mig_strategy == strategy.value
+        )
+        out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources, behind_its_back))
         out.extend(
             _mig_manager_findings(
                 name,
@@ -388,8 +396,14 @@ def _any_plan_with(desired: DesiredState, resource: str) -> NodePlan | None:
 
 
 def _advertised_findings(
-    name: str, plan: NodePlan, strategy: MigStrategy, advertised: Mapping[str, int]
+    name: str, plan: NodePlan, strategy: MigStrategy, advertised: Mapping[str, int], behind_its_back: bool = False
 ) -> Iterable[Finding]:
+    hint = (
+        " although mig-manager reports its config applied: the GPUs were changed by hand or a GPU is missing "
+        "(check nvidia-smi mig -lgi on the node; re-applying needs a new nvidia.com/mig.config value)"
+        if behind_its_back
+        else ""
+    )
     want = expected_resources(plan, strategy)
     have = {k: v for k, v in advertised.items() if is_gpu_resource(k)}
     for res in sorted(set(want) | set(have)):
@@ -398,7 +412,7 @@ def _advertised_findings(
             profile = profile_label(res, plan)
             yield finding(
                 "MP501",
-                f"{name} advertises {h} x {res}, its plan gives {w}",
+                f"{name} advertises {h} x {res}, its plan gives {w}{hint}",
                 node=name,
                 profile=profile,
                 desired=w,

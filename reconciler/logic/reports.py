@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from tabulate import tabulate
 
+from reconciler.logic.drift import FINDING_CODES
 from reconciler.model.drift import DriftReport, Finding, GpuSliceMap, NodeReport, NodeStatus
 
 DRIFT_FILE = "drift.yaml"
@@ -22,6 +23,12 @@ README_FILE = "README.md"
 
 def render_reports(report: DriftReport) -> dict[str, bytes]:
     return {DRIFT_FILE: render_drift_yaml(report), README_FILE: render_readme(report)}
+
+
+def _legend(codes: set[str]) -> str:
+    """The meaning of each finding code present, so the README is readable without the docs."""
+    rows = [[c, FINDING_CODES[c][0].value, FINDING_CODES[c][1]] for c in sorted(codes) if c in FINDING_CODES]
+    return tabulate(rows, headers=["code", "severity", "meaning"], tablefmt="github")
 
 
 def report_to_json(report: DriftReport) -> dict[str, Any]:
@@ -113,6 +120,7 @@ def render_readme(report: DriftReport) -> bytes:
         by_code[f.code] = by_code.get(f.code, 0) + 1
     if by_code:
         out += ["", tabulate(sorted(by_code.items()), headers=["finding", "count"], tablefmt="github")]
+        out += ["", "Finding codes in this report:", "", _legend(set(by_code))]
     if report.cluster_findings:
         out += ["", "## Cluster", "", _findings_table(report.cluster_findings)]
     out += ["", "## Nodes", ""]

@@ -59,6 +59,7 @@ def test_readme_has_summary_findings_occupancy_and_slice_map() -> None:
     assert text.index("## Summary") < text.index("## Nodes") < text.index("### gpu-h200-01: Error")
     assert "| Error    |       1 |" in text or re.search(r"\|\s*Error\s*\|\s*1\s*\|", text)
     assert "MP506" in text and "MP513" in text
+    assert re.search(r"\|\s*MP513\s*\|\s*info\s*\|\s*no free partition of a profile is left", text)  # legend
     # slice map: the 3g.71gb at memory slice 4 spans slices 4-7 and is held by vllm-0
     assert re.search(r"3g\.71gb\s+\.\.\.\.####\s+at 4\s+owner vllm-llama-70b, held by ml/vllm-0", text)
     assert re.search(r"2g\.35gb\s+##\.\.\.\.\.\.\s+at 0\s+owner embeddings, free", text)
