@@ -1,0 +1,273 @@
+"""deploy/: every manifest parses, the kustomizations list every file, kubectl renders them, the objects
+are consistent with each other and with the code (settings keys, CLI flags, probe paths, ports), and every
+object is created on the API server twin — with a server-side dry run first — where the twin serves its
+kind (ServiceMonitor through its CRD); kinds the twin does not serve are checked to be refused with 404,
+so this test notices the day they are served.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from reconciler.commands.run import command as run_command
+from reconciler.controller.loop import kube_configuration
+from reconciler.settings import load_settings
+from reconciler.twin.apiserver import ApiServerTwin
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+KUBECTL = Path(sys.executable).parent / "kubectl"
+
+
+def docs_of(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def render(target: Path) -> list[dict[str, Any]]:
+    out = subprocess.run([str(KUBECTL), "kustomize", str(target)], capture_output=True, text=True, check=True)
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict[str, Any]]:
+    return render(DEPLOY / "overlays" / "example")
+
+
+def find(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    for o in objs:
+        if o["kind"] == kind and o["metadata"]["name"] == name:
+            return o
+    raise AssertionError(f"{kind}/{name} not rendered")
+
+
+def test_every_manifest_parses_and_names_itself() -> None:
+    files = sorted(p for p in DEPLOY.rglob("*.yaml"))
+    assert len(files) >= 10
+    for path in files:
+        for doc in docs_of(path):
+            assert {"apiVersion", "kind"} <= doc.keys(), path
+            if doc["kind"] != "Kustomization":
+                assert doc["metadata"]["name"], path
+
+
+def test_each_kustomization_lists_every_file_of_its_directory() -> None:
+    for kfile in DEPLOY.rglob("kustomization.yaml"):
+        k = docs_of(kfile)[0]
+        listed = {r for r in k.get("resources", []) if not r.startswith("..")}
+        listed |= {p["path"] for p in k.get("patches", [])}
+        listed |= {e for g in k.get("secretGenerator", []) for e in g.get("envs", [])}
+        present = {p.name for p in kfile.parent.iterdir() if p.is_file() and p.name != "kustomization.yaml"}
+        assert listed == present, f"{kfile}: listed {sorted(listed)} vs present {sorted(present)}"
+
+
+def test_base_and_overlay_render(rendered: list[dict[str, Any]]) -> None:
+    base = render(DEPLOY / "base")
+    kinds = sorted({o["kind"] for o in base})
+    assert kinds == sorted(
+        {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
+         "Deployment", "Service", "DaemonSet"}
+    )  # fmt: skip
+    assert {o["kind"] for o in rendered} - set(kinds) == {"Secret", "ServiceMonitor"}
+    dep = find(rendered, "Deployment", "migplan-controller")
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/platform/migplan:0.1.0"
+    # the namespaced Roles kept their namespaces (no namespace transformer)
+    assert find(rendered, "Role", "migplan-events")["metadata"]["namespace"] == "default"
+    assert find(rendered, "Role", "migplan-controller")["metadata"]["namespace"] == "gpu-operator"
+
+
+def test_no_cluster_admin_no_secrets_no_wildcards(rendered: list[dict[str, Any]]) -> None:
+    for o in rendered:
+        if o["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            assert o["roleRef"]["name"] not in ("cluster-admin", "admin", "edit")
+        for rule in o.get("rules", []):
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
+            assert "secrets" not in rule["resources"]
+            assert not {"delete", "deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"])
+
+
+def test_controller_deployment_is_consistent_with_the_code(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+    dep = find(rendered, "Deployment", "migplan-controller")
+    spec = dep["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+    assert pod["serviceAccountName"] == "migplan-controller"
+    (c,) = pod["containers"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] and pod["securityContext"]["runAsNonRoot"]
+    # The args are accepted by `migplan run` (parsed, not run).
+    assert c["args"][0] == "run"
+    ctx = run_command.make_context("run", list(c["args"][1:]))
+    assert ctx.params["config_file"] == "/etc/migplan/config.yaml"
+    # Every MIGPLAN_* variable names a setting; the settings file of base and overlay loads and listens on the port.
+    env = {e["name"]: e.get("value", "") for e in c["env"]}
+    fields = set(load_settings(env={}).redacted()) | {"git_password_file", "webhook_secret_file"}
+    for name in env:
+        if name.startswith("MIGPLAN_"):
+            assert name[len("MIGPLAN_") :].lower() in fields, name
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    assert mounts["/etc/migplan/config.yaml"] == "config"
+    assert env["MIGPLAN_GIT_PASSWORD_FILE"].startswith("/etc/migplan/secrets/")
+    for cm in (find(rendered, "ConfigMap", "migplan-config"), *docs_of(DEPLOY / "base" / "config.yaml")):
+        tmp = tmp_path / "config.yaml"
+        tmp.write_text(cm["data"]["config.yaml"])
+        s = load_settings(env={}, config_file=tmp)
+        assert s.listen_host_port[1] == ports["http"] and s.namespace == "migplan"
+        assert s.cache_dir == "/var/cache/migplan" and "/var/cache/migplan" in mounts
+    secret = find(rendered, "Secret", "migplan-git-credentials")
+    assert {"password", "webhook-secret", "username"} <= set(secret["data"])
+    vol = next(v for v in pod["volumes"] if v["name"] == "git-credentials")
+    assert vol["secret"]["secretName"] == "migplan-git-credentials"
+
+
+def test_service_servicemonitor_and_agent(rendered: list[dict[str, Any]]) -> None:
+    dep = find(rendered, "Deployment", "migplan-controller")
+    svc = find(rendered, "Service", "migplan-controller")
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+    port_names = {p["name"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert all(p["targetPort"] in port_names for p in svc["spec"]["ports"])
+    sm = find(rendered, "ServiceMonitor", "migplan-controller")
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert {e["port"] for e in sm["spec"]["endpoints"]} <= {p["name"] for p in svc["spec"]["ports"]}
+    ds = find(rendered, "DaemonSet", "migplan-agent")
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert not any(pod.get(k) for k in ("hostPID", "hostIPC", "hostNetwork"))
+    (c,) = pod["containers"]
+    assert not c["securityContext"].get("privileged", False)
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    assert not pod.get("volumes") or all("hostPath" not in v for v in pod["volumes"])
+    assert c["args"][0] == "agent" and any(e["name"] == "NODE_NAME" for e in c["env"])
+
+
+def test_dockerfile_builds_from_files_that_exist() -> None:
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["migplan"]' in text and "USER 65532" in text
+    for line in text.splitlines():
+        if line.startswith("COPY ") and "--from" not in line:
+            for src in line.split()[1:-1]:
+                assert (REPO / src).exists(), src
+
+
+# --- on the API server twin -----------------------------------------------------------------------
+
+# Minimal CRD of the Prometheus Operator's ServiceMonitor (the real one is served by its chart).
+SERVICEMONITOR_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "scope": "Namespaced",
+        "names": {"plural": "servicemonitors", "singular": "servicemonitor", "kind": "ServiceMonitor"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    }
+                },
+            }
+        ],
+    },
+}
+
+PLURALS = {
+    "Namespace": "namespaces",
+    "ServiceAccount": "serviceaccounts",
+    "ConfigMap": "configmaps",
+    "Secret": "secrets",
+    "Service": "services",
+    "Deployment": "deployments",
+    "DaemonSet": "daemonsets",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings",
+    "ServiceMonitor": "servicemonitors",
+}
+
+
+def collection(obj: dict[str, Any]) -> str:
+    api_version = obj["apiVersion"]
+    prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    ns = obj["metadata"].get("namespace")
+    plural = PLURALS[obj["kind"]]
+    return f"{prefix}/namespaces/{ns}/{plural}" if ns else f"{prefix}/{plural}"
+
+
+def send(api: client.ApiClient, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    params = api.param_serialize(
+        method=method,
+        resource_path=path,
+        header_params={"Content-Type": "application/json", "Accept": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    resp = api.call_api(*params)
+    resp.read()  # type: ignore[no-untyped-call]
+    data = resp.data.decode() if resp.data else ""
+    return resp.status, (yaml.safe_load(data) if data.startswith("{") else data)
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiServerTwin, client.ApiClient]]:
+    with ApiServerTwin(namespaces=("default", "gpu-operator")) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+        api.store.create("customresourcedefinitions.apiextensions.k8s.io", SERVICEMONITOR_CRD)
+        yield api, client.ApiClient(kube_configuration(str(kubeconfig)))
+
+
+def test_every_object_is_created_on_the_twin(rendered: list[dict[str, Any]], twin: tuple[ApiServerTwin, Any]) -> None:
+    _api, raw = twin
+    created, unserved = [], []
+    # Namespace first, as kubectl apply orders them.
+    for obj in sorted(rendered, key=lambda o: o["kind"] != "Namespace"):
+        path = collection(obj)
+        status, body = send(raw, "POST", path + "?dryRun=All", obj)
+        if status == 404 and (
+            not isinstance(body, dict) or body.get("reason") != "NotFound" or "namespaces" not in str(body)
+        ):
+            unserved.append(obj["kind"])
+            continue
+        assert status == 201, (obj["kind"], obj["metadata"]["name"], body)
+        # dry run: nothing persisted
+        name = obj["metadata"]["name"]
+        assert send(raw, "GET", f"{path}/{name}")[0] == 404, (obj["kind"], name)
+        status, body = send(raw, "POST", path, obj)
+        assert status == 201, (obj["kind"], name, body)
+        status, back = send(raw, "GET", f"{path}/{name}")
+        assert status == 200 and back["metadata"]["name"] == name
+        created.append(obj["kind"])
+    assert {"Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "ServiceMonitor"} <= set(created)
+    # What the twin does not serve is known, not silently skipped: when the twin learns a kind, this
+    # test starts creating it (and this list must shrink).
+    assert set(unserved) <= {
+        "Deployment",
+        "Service",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Secret",
+    }
+    print(
+        f"\ncreated on the twin (after dryRun=All): {sorted(set(created))}; "
+        f"not served by the twin: {sorted(set(unserved))}"
+    )
