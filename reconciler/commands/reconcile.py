@@ -119,7 +119,11 @@ def _refuse(diagnostics: Sequence[Diagnostic], output: str, inventory: Path) -> 
     sys.exit(EXIT_ERROR)
 
 
-@click.command("reconcile")
+@click.command(
+    "reconcile",
+    epilog="Exit codes: 0 in sync (nothing to do), 1 drift found or not converged yet, 2 error "
+    "(invalid inventory, kubeconfig, API).",
+)
 @click.option("--once", is_flag=True, required=True, help="Run one cycle and exit (the loop is `migplan run`).")
 @click.option(
     "--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), help="kubeconfig file (default: $KUBECONFIG)."
