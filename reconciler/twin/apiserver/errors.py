@@ -155,8 +155,10 @@ class FieldError:
 def invalid(kind: str, group: str, name: str, errors: list[FieldError]) -> ApiError:
     """422 Invalid with the aggregate message `Kind.group "name" is invalid: ...` and one cause per error."""
     qual = f"{kind}.{group}" if group else kind
-    parts = [str(e) for e in errors]
+    parts = list(dict.fromkeys(str(e) for e in errors))  # ToAggregate() de-duplicates the message, not the causes
     joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
     details = _details(name, group, kind)
+    if not name:
+        details.pop("name")
     details["causes"] = [{"reason": e.reason, "message": e.body(), "field": e.field} for e in errors]
     return ApiError(422, "Invalid", f'{qual} "{name}" is invalid: {joined}', details)

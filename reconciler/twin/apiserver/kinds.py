@@ -474,23 +474,48 @@ def default_core_event(obj: dict[str, Any]) -> None:
     obj.setdefault("reportingInstance", "")
 
 
-def validate_core_event(obj: dict[str, Any], namespace: str) -> list[FieldError]:
-    inv = obj.get("involvedObject") or {}
-    inv_ns = inv.get("namespace", "")
-    if inv_ns != namespace and not (inv_ns == "" and namespace == "default"):
-        return [FieldError("Invalid", "involvedObject.namespace", inv_ns, "does not match event.namespace")]
-    return []
+def validate_event(core: dict[str, Any], namespace: str, *, via_events_api: bool, create: bool) -> list[FieldError]:
+    """legacyValidateEvent, plus the strict create rules of events.k8s.io/v1 (core/validation/events.go).
 
-
-def validate_v1_event(obj: dict[str, Any]) -> list[FieldError]:
+    `core` is the stored (core/v1) form; via_events_api names fields as events.k8s.io does."""
     errs: list[FieldError] = []
-    if not obj.get("eventTime"):
-        errs.append(FieldError("Required", "eventTime"))
-    for field in ("reportingController", "reportingInstance", "action", "reason"):
-        if not obj.get(field):
-            errs.append(FieldError("Required", field))
-    if obj.get("type") not in ("Normal", "Warning"):
-        errs.append(FieldError("Invalid", "type", obj.get("type", ""), "has invalid value"))
+    inv = core.get("involvedObject") or {}
+    inv_ns = inv.get("namespace", "")
+    controller_field = "reportingController" if via_events_api else "reportingComponent"
+    if not core.get("eventTime"):
+        if inv_ns == "":
+            if namespace not in ("", "default"):
+                errs.append(FieldError("Invalid", "involvedObject.namespace", inv_ns, "does not match event.namespace"))
+        elif namespace != inv_ns:
+            errs.append(FieldError("Invalid", "involvedObject.namespace", inv_ns, "does not match event.namespace"))
+    else:
+        if inv_ns == "" and namespace not in ("default", "kube-system"):
+            errs.append(FieldError("Invalid", "involvedObject.namespace", inv_ns, "does not match event.namespace"))
+        if not core.get("reportingComponent"):
+            errs.append(FieldError("Required", controller_field))
+        elif not valid_qualified_name(core["reportingComponent"]):
+            errs.append(FieldError("Invalid", controller_field, core["reportingComponent"], MSG_LABEL_KEY))
+        if not core.get("reportingInstance"):
+            errs.append(FieldError("Required", "reportingInstance"))
+        if not core.get("action"):
+            errs.append(FieldError("Required", "action"))
+        if not core.get("reason"):
+            errs.append(FieldError("Required", "reason"))
+    if via_events_api and create:
+        if not core.get("eventTime"):
+            errs.append(FieldError("Required", "eventTime"))
+        if core.get("type") not in ("Normal", "Warning"):
+            errs.append(FieldError("Invalid", "type", "", f"has invalid value: {core.get('type', '')}"))
+        for field, label in (
+            ("firstTimestamp", "deprecatedFirstTimestamp"),
+            ("lastTimestamp", "deprecatedLastTimestamp"),
+        ):
+            if core.get(field):
+                errs.append(FieldError("Invalid", label, "", "needs to be unset"))
+        if core.get("count"):
+            errs.append(FieldError("Invalid", "deprecatedCount", "", "needs to be unset"))
+        if core.get("source"):
+            errs.append(FieldError("Invalid", "deprecatedSource", "", "needs to be unset"))
     return errs
 
 

@@ -7,6 +7,8 @@ resource types are built from a CRD object by `from_crd`. A resource is addresse
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -197,12 +199,18 @@ BUILTINS: tuple[ResourceType, ...] = (
         "CustomResourceDefinition",
         False,
         ("crd", "crds"),
+        ("api-extensions",),
         subresources=("status",),
         storage_hash="jfWCUB31mvA=",
         tracks_generation=True,
         status_in_main=False,
     ),
 )
+
+
+def storage_version_hash(group: str, version: str, kind: str) -> str:
+    """discovery's storageVersionHash: base64 of the first 8 bytes of sha256("group/version/kind")."""
+    return base64.b64encode(hashlib.sha256(f"{group}/{version}/{kind}".encode()).digest()[:8]).decode()
 
 
 def from_crd(crd: Mapping[str, Any]) -> list[ResourceType]:
@@ -231,6 +239,9 @@ def from_crd(crd: Mapping[str, Any]) -> list[ResourceType]:
                 schema=schema,
                 status_in_main="status" not in subs,
                 printer_columns=tuple(ver.get("additionalPrinterColumns") or ()),
+                storage_hash=storage_version_hash(spec["group"], ver["name"], names["kind"])
+                if ver.get("storage")
+                else "",
             )
         )
     return out

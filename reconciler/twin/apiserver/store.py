@@ -474,7 +474,7 @@ class Store:
             self._admit_create(rt, new, ns)
             errors = self._validate(rt, new, None)
             if errors:
-                raise invalid(rt.kind, rt.group, meta.get("name", ""), errors)
+                raise invalid(rt.kind, self._error_group(rt), meta.get("name", ""), errors)
             if self._get_entry(rt.key, ns, meta["name"]) is not None:
                 raise already_exists(rt.plural, rt.group, meta["name"])
             for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
@@ -612,7 +612,8 @@ class Store:
             if entry is None:
                 raise not_found(rt.plural, rt.group, name)
             old = entry.obj
-            if rt.key == "pods" and (old.get("spec") or {}).get("nodeName") and grace_period_seconds != 0:
+            pod = rt.key == "pods"
+            if pod and (old.get("spec") or {}).get("nodeName") and grace_period_seconds != 0:
                 meta = old["metadata"]
                 if meta.get("deletionTimestamp"):
                     return _clone_obj(old)
@@ -628,9 +629,17 @@ class Store:
                 self._commit(rt, "MODIFIED", new)
                 result = _clone_obj(new)
             else:
+                gone = _clone_obj(old)
+                if pod:
+                    # an unbound pod, or grace 0: the registry first records deletionTimestamp with grace 0
+                    # (bumping generation the first time), then removes the object (pods.json)
+                    gmeta = gone["metadata"]
+                    if not gmeta.get("deletionTimestamp"):
+                        kinds.graceful_delete(gone, 0)
+                        gmeta["generation"] = int(gmeta.get("generation", 1)) + 1
+                    gmeta["deletionGracePeriodSeconds"] = 0
                 if dry_run:
-                    return _clone_obj(self._to_view(rt, old))
-                gone = _clone(old)
+                    return _clone_obj(self._to_view(rt, gone))
                 gone["metadata"]["resourceVersion"] = str(self._next_rv())
                 self._commit(rt, "DELETED", gone, remove=True)
                 result = _clone_obj(self._to_view(rt, gone))
@@ -733,6 +742,7 @@ class Store:
         elif key == "events":
             kinds.default_core_event(obj)
         elif key == "customresourcedefinitions.apiextensions.k8s.io":
+            obj.setdefault("spec", {}).setdefault("conversion", {"strategy": "None"})
             obj["status"] = {
                 "conditions": None,
                 "acceptedNames": {"plural": "", "kind": ""},
@@ -806,9 +816,14 @@ class Store:
         elif key == "leases.coordination.k8s.io":
             errors += kinds.validate_lease(obj)
         elif key == "events":
-            errors += kinds.validate_core_event(obj, obj["metadata"].get("namespace", ""))
+            errors += kinds.validate_event(
+                obj, obj["metadata"].get("namespace", ""), via_events_api=False, create=old is None
+            )
         elif key == _EVENTS_V1:
-            errors += kinds.validate_v1_event(obj)
+            core = kinds.event_v1_to_core(obj)
+            errors += kinds.validate_event(
+                core, obj["metadata"].get("namespace", ""), via_events_api=True, create=old is None
+            )
         elif rt.schema is not None:
             errors += schema.validate(obj, rt.schema)
         return errors
@@ -824,15 +839,24 @@ class Store:
         """Shared tail of PUT and PATCH. Lock held; the caller dispatches notifications after releasing it."""
         meta = new.setdefault("metadata", {})
         old_meta = old["metadata"]
-        if subresource == "status":
-            merged = _clone(old)
+        if subresource == "status" and rt.is_custom:
+            # a custom resource's /status keeps nothing but status (clusterpolicy.json patch-spec-via-status)
+            merged = _clone_obj(old)
             if "status" in new:
                 merged["status"] = new["status"]
             else:
                 merged.pop("status", None)
             new = merged
-        else:
-            if not rt.status_in_main:
+        elif subresource == "status":
+            # built-in /status strategies reset spec only: metadata changes stay (nodes.json patch-spec-via-status)
+            for key in list(new):
+                if key not in ("metadata", "status", "kind", "apiVersion"):
+                    new.pop(key)
+            for key, value in old.items():
+                if key not in ("metadata", "status", "kind", "apiVersion"):
+                    new[key] = _clone(value)
+        if subresource != "status" or not rt.is_custom:
+            if subresource is None and not rt.status_in_main:
                 if "status" in old:
                     new["status"] = _clone(old["status"])
                 else:
@@ -855,7 +879,7 @@ class Store:
             kinds.default_pod_spec(tmpl)
         errors = self._validate(rt, self._to_view(rt, new), old)
         if errors:
-            raise invalid(rt.kind, rt.group, old_meta["name"], errors)
+            raise invalid(rt.kind, self._error_group(rt), old_meta["name"], errors)
         if kinds.json_equal(new, old):
             # a no-op write: no new resourceVersion and no event, like etcd's GuaranteedUpdate
             return _clone_obj(self._to_view(rt, old))
@@ -877,6 +901,11 @@ class Store:
         new = self._order(rt, new)
         self._commit(rt, "MODIFIED", new)
         return _clone_obj(self._to_view(rt, new))
+
+    @staticmethod
+    def _error_group(rt: ResourceType) -> str:
+        # events.k8s.io objects are validated as the internal core Event: messages name "Event", no group
+        return "" if rt.key == _EVENTS_V1 else rt.group
 
     @staticmethod
     def _order(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
