@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 import requests
+
 from reconciler.twin.apiserver import ApiServerTwin
 
 # The recording session's order: discovery before the CRD, nodes, the CRD and ClusterPolicy, discovery after it,
