@@ -65,7 +65,8 @@ class SignatureCheck:
             return f"good {self.format} signature{who}"
         if self.status is SignatureStatus.UNTRUSTED:
             return f"{self.format} signature{who} is not from a trusted key"
-        return f"bad {self.format or ''} signature{who}: {self.detail}".replace("  ", " ")
+        first = self.detail.strip().splitlines()[0] if self.detail.strip() else "does not match the commit"
+        return f"bad {self.format or ''} signature{who}: {first}".replace("  ", " ")
 
 
 def verify_signature(signature: bytes | None, payload: bytes, settings: VerifySettings) -> SignatureCheck:

@@ -103,6 +103,7 @@ def test_ssh_tampered_commit_is_invalid(repo_dir: Path, tmp_path: Path) -> None:
     forged = _tamper(repo_dir, sha)
     got = _check(repo_dir, forged, settings)
     assert got.status is SignatureStatus.INVALID and got.code == "MP712", got
+    assert got.describe().startswith("bad ssh signature by alice@example.com: ") and "\n" not in got.describe()
 
 
 def _tamper(work: Path, sha: str) -> str:
