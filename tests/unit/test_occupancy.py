@@ -1,0 +1,68 @@
+"""Occupancy: totals from the plan, usage from bound pods, holders matched to inventory owners."""
+
+from __future__ import annotations
+
+from reconciler.logic.occupancy import expected_resources, node_occupancy, pod_identities
+from reconciler.model.inventory import GpuPlan, MigStrategy, NodePlan, Partition
+from reconciler.model.observed import ContainerResources, ObservedPod, OwnerRef
+
+PLAN = NodePlan(
+    name="n",
+    gpus=(
+        GpuPlan(
+            index=0,
+            model="H200-141GB",
+            mig_enabled=True,
+            partitions=(Partition("3g.71gb", 4, "vllm"), Partition("1g.18gb", 2, None), Partition("1g.18gb", 3, "rr")),
+        ),
+        GpuPlan(index=1, model="H200-141GB", mig_enabled=False),
+    ),
+)
+
+
+def pod(
+    name: str, resource: str, n: int = 1, *, node: str | None = "n", phase: str = "Running", **kw: object
+) -> ObservedPod:
+    return ObservedPod(
+        namespace="ml",
+        name=name,
+        node=node,
+        phase=phase,
+        containers=(ContainerResources("c", limits={resource: n}),),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_expected_resources_per_strategy() -> None:
+    assert expected_resources(PLAN, MigStrategy.MIXED) == {
+        "nvidia.com/gpu": 1,
+        "nvidia.com/mig-3g.71gb": 1,
+        "nvidia.com/mig-1g.18gb": 2,
+    }
+    assert expected_resources(PLAN, MigStrategy.SINGLE) == {"nvidia.com/gpu": 4}
+    assert expected_resources(PLAN, MigStrategy.NONE) == {"nvidia.com/gpu": 2}
+
+
+def test_owner_matching_prefers_the_owners_partition_and_ignores_finished_pods() -> None:
+    pods = (
+        pod("rr-7f9c5d-abcde", "nvidia.com/mig-1g.18gb", owner=OwnerRef("ReplicaSet", "rr-7f9c5d")),
+        pod("notebook", "nvidia.com/mig-1g.18gb"),
+        pod("old", "nvidia.com/mig-3g.71gb", phase="Succeeded"),
+        pod("waiting", "nvidia.com/mig-3g.71gb", node=None, phase="Pending"),
+        pod("train", "nvidia.com/gpu"),
+    )
+    occ = node_occupancy(node="n", plan=PLAN, strategy=MigStrategy.MIXED, pods=pods)
+    by = {o.profile: o for o in occ.entries}
+    assert (by["1g.18gb"].total, by["1g.18gb"].used, by["1g.18gb"].free) == (2, 2, 0)
+    assert [(h.pod, h.owner) for h in by["1g.18gb"].holders] == [("ml/notebook", None), ("ml/rr-7f9c5d-abcde", "rr")]
+    assert (by["3g.71gb"].used, by["3g.71gb"].free) == (0, 1)  # finished and unscheduled pods hold nothing
+    assert (by["gpu"].total, by["gpu"].used) == (1, 1)
+    # the owner's pod got the owner's partition (index 2), the other the unowned one (index 1)
+    assert occ.assignment == {(0, 2): "ml/rr-7f9c5d-abcde", (0, 1): "ml/notebook"}
+
+
+def test_pod_identities_strip_the_replicaset_hash() -> None:
+    p = pod(
+        "vllm-5d9f7c-x1", "nvidia.com/mig-3g.71gb", owner=OwnerRef("ReplicaSet", "vllm-5d9f7c"), labels={"app": "a"}
+    )
+    assert {"vllm", "vllm-5d9f7c", "a", "ml", "ml/vllm-5d9f7c-x1"} <= pod_identities(p)
