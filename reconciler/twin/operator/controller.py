@@ -229,6 +229,7 @@ class GpuOperator:
         self._configmaps: dict[str, dict[str, Any]] = {}
         self._nodes: dict[str, tuple[dict[str, str], bool]] = {}  # name → (labels, unschedulable)
         self._pods: dict[str, _Pod] = {}
+        self._by_node: dict[str | None, dict[str, _Pod]] = {}  # nodeName (None: unbound) → pods, for O(pods on node)
         # worker-only state
         self._dp_pods: dict[str, tuple[str, str]] = {}  # node → (pod name, template generation)
         self._dp_state: dict[str, Advertised] = {}
@@ -293,7 +294,7 @@ class GpuOperator:
 
     def pods_on(self, node: str) -> dict[str, str]:
         with self._cv:
-            return {k: p.node for k, p in self._pods.items() if p.node == node}
+            return {k: node for k in self._by_node.get(node, {})}
 
     def restart_device_plugin(self, node: str) -> None:
         with self._cv:
@@ -363,7 +364,10 @@ class GpuOperator:
             deleting=bool(meta.get("deletionTimestamp")),
             sched_msg=old.sched_msg if old is not None and old.uid == meta.get("uid") else None,
         )
+        if old is not None and old.node != info.node:
+            self._by_node.get(old.node, {}).pop(key, None)
         self._pods[key] = info
+        self._by_node.setdefault(info.node, {})[key] = info
         return info
 
     def _on_event(self, event_type: str, obj: dict[str, Any]) -> None:
@@ -383,6 +387,8 @@ class GpuOperator:
                 key = f"{meta.get('namespace', '')}/{name}"
                 if event_type == "DELETED":
                     info = self._pods.pop(key, None)
+                    if info is not None:
+                        self._by_node.get(info.node, {}).pop(key, None)
                     keys += ["release:" + key, "sched"]
                     if info is not None and info.node:
                         if info.app == self.ds_name:
@@ -788,8 +794,13 @@ class GpuOperator:
             self._patch_labels(node["metadata"]["name"], patch)
 
     # ---------------------------------------------------------------- kubelet
+    def _on(self, node: str | None) -> list[_Pod]:
+        """Pods bound to `node` (None: not bound), a snapshot taken under the lock the event callback uses."""
+        with self._cv:
+            return list(self._by_node.get(node, {}).values())
+
     def _kubelet_finish_deletions(self, node: str) -> None:
-        for info in [p for p in self._pods.values() if p.node == node and p.deleting]:
+        for info in [p for p in self._on(node) if p.deleting]:
             self._release(info.key)
             self._delete_pod(info.name, info.namespace)
 
@@ -828,7 +839,7 @@ class GpuOperator:
 
     def _kubelet_admit(self, node: str, tw: TwinNode) -> None:
         pending = sorted(
-            (p for p in self._pods.values() if p.node == node and p.phase == "Pending" and not p.deleting),
+            (p for p in self._on(node) if p.phase == "Pending" and not p.deleting),
             key=lambda p: (p.created, p.key),
         )
         for info in pending:
@@ -878,7 +889,7 @@ class GpuOperator:
     # ---------------------------------------------------------------- scheduler
     def _schedule(self) -> None:
         pending = sorted(
-            (p for p in self._pods.values() if not p.node and p.phase == "Pending" and not p.deleting),
+            (p for p in self._on(None) if p.phase == "Pending" and not p.deleting),
             key=lambda p: (p.created, p.key),
         )
         if not pending:
@@ -892,8 +903,8 @@ class GpuOperator:
                 with tw.lock:
                     free = {r: len(u) for r, u in self._free_units(name, tw).items()}
                 # pods bound here but not yet admitted hold their request already
-                for p in self._pods.values():
-                    if p.node == name and p.phase == "Pending" and p.app != self.ds_name:
+                for p in self._on(name):
+                    if p.phase == "Pending" and p.app != self.ds_name:
                         for r, k in p.requests.items():
                             free[r] = free.get(r, 0) - k
             views.append(scheduler.NodeView(name, labels, unschedulable, free))
