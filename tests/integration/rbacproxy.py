@@ -140,6 +140,11 @@ def forbidden_status(a: Attributes, user: str) -> dict[str, Any]:
     }
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        return  # clients closing keep-alive connections at shutdown are not errors worth printing
+
+
 class RbacProxy:
     """http://127.0.0.1:<port> → the twin's plain-HTTP URL, enforcing `authorizer` (None: record only)."""
 
@@ -147,6 +152,7 @@ class RbacProxy:
         self.authorizer = authorizer
         self.user = user
         self.seen: list[Attributes] = []
+        self.calls: list[tuple[Attributes, bool]] = []  # (attributes, dryRun=All) of every resource request
         self.denied: list[Attributes] = []
         self._lock = threading.Lock()
         proxy = self
@@ -162,8 +168,10 @@ class RbacProxy:
                 body = self.rfile.read(length) if length else None
                 attrs = attributes(self.command, self.path)
                 if attrs is not None:
+                    dry = "dryRun=All" in urllib.parse.urlsplit(self.path).query
                     with proxy._lock:
                         proxy.seen.append(attrs)
+                        proxy.calls.append((attrs, dry))
                     if proxy.authorizer is not None and not proxy.authorizer.allowed(attrs):
                         with proxy._lock:
                             proxy.denied.append(attrs)
@@ -190,7 +198,7 @@ class RbacProxy:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
