@@ -400,3 +400,58 @@ def test_scheduler_event_for_a_gpu_request_on_a_mig_node(make_twin: Any) -> None
     assert [e["reason"] for e in events] == ["FailedScheduling"]
     assert events[0]["message"].startswith("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
     assert events[0]["type"] == "Warning"
+
+
+def test_s1_4_single_mig_enabled_gpu_without_devices(make_twin: Any) -> None:
+    twin = make_twin("single", {"n": [gpu(0, "H200-141GB", [])]})
+    assert gpu_resources(twin, "n") == {}
+    log = twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"])
+    assert "at least one device with migEnabled=true was not configured correctly: " in log
+    assert "has no MIG devices configured" in log
+
+
+def test_s1_4_mixed_mig_enabled_gpu_without_devices_is_only_a_warning(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": [gpu(0, "H200-141GB", []), gpu(1, "H200-141GB", [{"profile": "7g.141gb"}])]})
+    assert gpu_resources(twin, "n") == {"nvidia.com/gpu": "0", "nvidia.com/mig-7g.141gb": "1"}
+    pod = dp_pod(twin, "n")
+    assert next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")["status"] == "True"
+    # §2: under mixed, MIG-enabled GPUs with no MIG devices are ignored by GFD; gpu.count stays physical
+    lab = labels(twin, "n")
+    assert lab["nvidia.com/gpu.count"] == "2"
+    assert [k for k in lab if k.endswith(".count") and k.startswith("nvidia.com/mig-")] == [
+        "nvidia.com/mig-7g.141gb.count"
+    ]
+
+
+def test_s3_3_false_deploy_labels_stay_false_and_client_only_if_present(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE, n=1)})
+    twin.store.patch("nodes", "n", {"metadata": {"labels": {"nvidia.com/gpu.deploy.dcgm": "false"}}})
+    twin.settle()
+    add_config(twin, "all-1g", [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 7}}])
+    seen = record_labels(twin, "n")
+    set_config(twin, "n", "all-1g")
+    pending = next(s for s in seen if s.get("nvidia.com/mig.config.state") == "pending")
+    assert pending["nvidia.com/gpu.deploy.dcgm"] == "false"
+    assert pending["nvidia.com/gpu.deploy.dcgm-exporter"] == "paused-for-mig-change"
+    assert "nvidia.com/gpu.deploy.client" not in pending
+    final = labels(twin, "n")
+    assert final["nvidia.com/gpu.deploy.dcgm"] == "false"
+    assert final["nvidia.com/gpu.deploy.dcgm-exporter"] == "true"
+    assert final["nvidia.com/mig.config.state"] == "success"
+
+
+def test_s3_3_empty_label_value_is_ignored(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    before = [g.geometry() for g in twin.gpus("n")]
+    set_config(twin, "n", "")
+    lab = labels(twin, "n")
+    assert lab["nvidia.com/mig.config"] == "" and lab["nvidia.com/mig.config.state"] == "success"
+    assert [g.geometry() for g in twin.gpus("n")] == before
+
+
+def test_s3_3_mode_change_disables_mig(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    set_config(twin, "n", "all-disabled")
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == "success"
+    assert [g.mig_current for g in twin.gpus("n")] == [False, False]
+    assert gpu_resources(twin, "n")["nvidia.com/gpu"] == "2"  # full GPUs under mixed
