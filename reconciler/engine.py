@@ -5,8 +5,8 @@ Each step reads and writes one `Cycle` context; the first step that fails stops 
 error is recorded (never raised past this function for migplan's own errors), so a cycle always
 ends with a CycleResult that says what was observed, planned, written and what went wrong.
 
-Apply discipline: nothing is written in `apply.mode: report-only` (nor in agent mode, where the
-node agent applies layouts), with `dry_run`, or from an empty plan. Otherwise the whole plan is
+Apply discipline: nothing is written in `apply.mode: report-only`, with `dry_run`, or from an
+empty plan (in agent mode the plan holds only the ClusterPolicy and device-plugin changes). Otherwise the whole plan is
 first sent with dryRun=All (the API server validates every write, nothing persists; `dry_run`
 stops here); only if all of them pass is it sent for real, in plan order, stopping at the first
 failure. Errors name the change that failed and list the writes that were not made, so a
@@ -113,8 +113,8 @@ class Cycle:
 
     @property
     def sends_requests(self) -> bool:
-        """report-only and agent mode send no write request at all (not even a dry run)."""
-        return self.desired.cluster.apply.mode is ApplyMode.GPU_OPERATOR
+        """report-only sends no write request at all (not even a dry run)."""
+        return self.desired.cluster.apply.mode is not ApplyMode.REPORT_ONLY
 
 
 def observe(c: Cycle) -> None:

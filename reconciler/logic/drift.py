@@ -29,7 +29,7 @@ from reconciler.model.drift import (
     NodeStatus,
     SlicePartition,
 )
-from reconciler.model.inventory import DesiredState, MigStrategy, NodePlan
+from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
     CORDONED_ANNOTATION,
     GPU_RESOURCE,
@@ -75,6 +75,8 @@ FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
 }
 
 STUCK_AFTER = timedelta(minutes=15)
+# Findings about mig-manager's machinery, meaningless when the node agent applies layouts.
+_GPU_OPERATOR_ONLY = frozenset({"MP507", "MP508", "MP509", "MP514", "MP515", "MP516"})
 
 
 def finding(
@@ -191,6 +193,9 @@ def analyze(
     out.extend(_pending_gpu_findings(desired, observed))
     out.extend(_invalid_request_findings(observed))
     out.extend(_saturation_findings(desired, observed, occ))
+    if desired.cluster.apply.mode is ApplyMode.AGENT:
+        # mig-manager, its ConfigMap and its node labels are not used in agent mode.
+        out = [f for f in out if f.code not in _GPU_OPERATOR_ONLY]
     return Analysis(findings=tuple(sorted(out, key=Finding.sort_key)), occupancy=occ, rendered=rendered)
 
 

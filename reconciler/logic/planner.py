@@ -13,6 +13,9 @@ real run would write. Order (stack-facts §1.6 last bullet, §3):
    the pod template's restartedAt annotation) when the strategy changed; a marker annotation on
    the DaemonSet records the strategy it was restarted for, so a run killed between 2 and 3
    still restarts it on the next run;
+In `apply.mode: agent` only 2. and 3. are planned (without migManager.config.name): the node agent
+applies layouts itself.
+
 4. per node, by name: cordon (only with allowDisruption and pods in the way), the
    `nvidia.com/mig.config` label, and uncordon once mig-manager reports success. At most
    `maxUnavailableNodes` nodes are in flight; nodes whose change would destroy partitions running
@@ -66,10 +69,13 @@ def plan(
     rendered = rendered or migparted.render(desired)
     stamp = rfc3339(now)
     node_changes, nodes_settled = _node_changes(desired, observed, rendered, stamp)
-    changes: list[Change] = [_config_map_change(desired, observed, rendered)]
+    agent = desired.cluster.apply.mode is ApplyMode.AGENT
+    changes: list[Change] = []
+    if not agent:  # the node agent applies layouts itself: no mig-parted ConfigMap, no mig-manager
+        changes.append(_config_map_change(desired, observed, rendered))
     changes.extend(_cluster_policy_changes(desired, observed, nodes_settled=nodes_settled, stamp=stamp))
     changes.extend(node_changes)
-    cleanup = _config_map_cleanup(desired, observed, rendered, node_changes)
+    cleanup = None if agent else _config_map_cleanup(desired, observed, rendered, node_changes)
     if cleanup is not None:
         changes.append(cleanup)
     return Plan(changes=tuple(changes), revision=desired.revision, node_configs=dict(rendered.node_configs))
@@ -166,7 +172,8 @@ def _cluster_policy_changes(
     before: dict[str, Any] = {}
     after: dict[str, Any] = {}
     out: list[Change] = []
-    if cp.mig_manager_config_name != ops.mig_config_map:
+    agent = desired.cluster.apply.mode is ApplyMode.AGENT
+    if cp.mig_manager_config_name != ops.mig_config_map and not agent:
         spec["migManager"] = {"config": {"name": ops.mig_config_map}}
         before["spec.migManager.config.name"] = cp.mig_manager_config_name
         after["spec.migManager.config.name"] = ops.mig_config_map
@@ -401,13 +408,9 @@ def _node_changes(
     kind_order = {k: i for i, k in enumerate(Kind)}
     changes.sort(key=lambda c: (c.subject, kind_order[c.kind]))
     if desired.cluster.apply.mode is ApplyMode.AGENT:
-        # The NVML agent applies layouts itself; the controller only keeps the ClusterPolicy.
-        changes = [
-            Change(c.subject, Action.SKIP, c.kind, c.before, c.after, "apply.mode=agent: the node agent applies it")
-            if c.writes
-            else c
-            for c in changes
-        ]
+        # The NVML agent applies layouts itself (the controller publishes them as node annotations);
+        # here the controller only keeps the ClusterPolicy coherent.
+        return [], settled
     return changes, settled
 
 
