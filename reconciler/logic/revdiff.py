@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from reconciler.logic import occupancy
-from reconciler.model.inventory import DesiredState, GpuPlan, Placement
-from reconciler.model.observed import ObservedState
+from reconciler.model.inventory import DesiredState, GpuPlan, MigStrategy, Placement
+from reconciler.model.observed import ObservedPod, ObservedState, is_gpu_resource
 from reconciler.model.revisions import Revision
 
 
@@ -188,26 +188,37 @@ def disrupted_pods(diff: RevisionDiff, base: DesiredState, observed: ObservedSta
     """For each disruptive change (index into diff.changes), the pods that hold that partition now.
 
     Which pod holds which partition comes from occupancy's assignment over the *base* plan (the one
-    the cluster is running): owners' pods first, then unowned partitions. Pure.
+    the cluster is running): owners' pods first, then unowned partitions. Under a `single` (or
+    `none`) strategy pods cannot be told apart, so every GPU pod on the node is named. Pure.
     """
     pods = observed.pods_by_node()
+    mixed = base.cluster.mig_strategy is MigStrategy.MIXED
     assignments: dict[str, Mapping[tuple[int, int], str]] = {}
     out: dict[int, tuple[str, ...]] = {}
     for i, change in enumerate(diff.changes):
-        if not change.disruptive or change.position is None:
-            continue
         node_plan = base.nodes.get(change.node)
-        if node_plan is None:
+        if not change.disruptive or change.position is None or node_plan is None:
+            continue
+        on_node = pods.get(change.node, ())
+        if not mixed:
+            # Every MIG device is a plain nvidia.com/gpu: nothing says which pod has which partition.
+            held = tuple(sorted(p.key for p in on_node if p.holds_devices and _holds_gpu(p)))
+            if held:
+                out[i] = held
             continue
         if change.node not in assignments:
             assignments[change.node] = occupancy.node_occupancy(
                 node=change.node,
                 plan=node_plan,
                 strategy=base.cluster.mig_strategy,
-                pods=pods.get(change.node, ()),
+                pods=on_node,
                 observed=observed.nodes.get(change.node),
             ).assignment
         holder = assignments[change.node].get((change.gpu, change.position))
         if holder is not None:
             out[i] = (holder,)
     return out
+
+
+def _holds_gpu(pod: ObservedPod) -> bool:
+    return any(n > 0 and is_gpu_resource(r) for r, n in pod.requested().items())

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from reconciler.logic.revdiff import ChangeKind, diff_states
+from reconciler.logic.revdiff import ChangeKind, diff_states, disrupted_pods
 from reconciler.model.inventory import ClusterSpec, DesiredState, GpuPlan, MigStrategy, NodePlan, Partition, Placement
+from reconciler.model.observed import ContainerResources, ObservedNode, ObservedPod, ObservedState
 from reconciler.model.revisions import Revision
 
 CLUSTER = ClusterSpec(name="c", mig_strategy=MigStrategy.MIXED)
@@ -62,3 +63,40 @@ def test_strategy_change_is_a_cluster_note() -> None:
     single = replace(CLUSTER, mig_strategy=MigStrategy.SINGLE)
     d = diff_states(_state(BASE, "a"), _state(BASE, "b", single))
     assert d.changes == () and len(d.cluster_notes) == 1 and "mixed -> single" in d.cluster_notes[0]
+
+
+def _pods(*specs: tuple[str, str, str, str]) -> ObservedState:
+    pods = tuple(
+        ObservedPod(
+            namespace="default",
+            name=name,
+            node="n",
+            phase=phase,
+            containers=(ContainerResources("c", limits={res: 1}),),
+            labels={"app": app},
+        )
+        for name, res, app, phase in specs
+    )
+    return ObservedState(nodes={"n": ObservedNode("n")}, pods=pods)
+
+
+def test_disrupted_pods_mixed_names_the_holder_of_each_partition() -> None:
+    after = _gpu("H200-141GB", ("3g.71gb", 4, 4, "a"), ("2g.35gb", 2, 2, "b"))  # 2g moved, 1g destroyed
+    diff = diff_states(_state(BASE, "a"), _state(after, "b"))
+    observed = _pods(
+        ("b-pod", "nvidia.com/mig-2g.35gb", "b", "Running"),
+        ("a-pod", "nvidia.com/mig-3g.71gb", "a", "Running"),
+        ("done", "nvidia.com/mig-1g.18gb", "x", "Succeeded"),  # finished: holds nothing
+    )
+    got = {diff.changes[i].kind: pods for i, pods in disrupted_pods(diff, _state(BASE, "a"), observed).items()}
+    assert got == {ChangeKind.MOVE: ("default/b-pod",)}
+
+
+def test_disrupted_pods_single_names_every_gpu_pod_on_the_node() -> None:
+    single = replace(CLUSTER, mig_strategy=MigStrategy.SINGLE)
+    one = _gpu("H200-141GB", ("1g.18gb", 0, 1, None), ("1g.18gb", 1, 1, None))
+    fewer = _gpu("H200-141GB", ("1g.18gb", 0, 1, None))
+    diff = diff_states(_state(one, "a", single), _state(fewer, "b", single))
+    observed = _pods(("p1", "nvidia.com/gpu", "x", "Running"), ("p2", "nvidia.com/gpu", "y", "Pending"))
+    got = disrupted_pods(diff, _state(one, "a", single), observed)
+    assert list(got.values()) == [("default/p1", "default/p2")]
