@@ -30,6 +30,7 @@ from reconciler.model.inventory import DesiredState, GpuPlan, NodePlan
 # as soon as the ClusterPolicy points at our ConfigMap.
 ALL_DISABLED = "all-disabled"
 CONFIG_KEY = "config.yaml"  # the key mig-manager reads (stack-facts §3.2)
+ALIAS_SUFFIX = "-reapply"
 _LABEL_VALUE_MAX = 63
 _PROFILE_RE = re.compile(r"^(?:\d+c\.)?\d+g\.\d+gb(?:(?:\+|-)[A-Za-z][A-Za-z0-9.]*(?:,[A-Za-z][A-Za-z0-9.]*)*)?$")
 
@@ -102,7 +103,8 @@ def config_name(node: NodePlan) -> str:
     else:
         middle = "custom"
     head = f"migplan-{len(node.gpus)}x-"
-    room = _LABEL_VALUE_MAX - len(head) - len(digest) - 1
+    # Leave room for the re-apply suffix (alias_name) within a label value's 63 characters.
+    room = _LABEL_VALUE_MAX - len(ALIAS_SUFFIX) - len(head) - len(digest) - 1
     return f"{head}{middle[:room].rstrip('-._')}-{digest}"
 
 
@@ -270,7 +272,19 @@ def _entry_lines(e: ConfigEntry) -> list[str]:
     return lines
 
 
-def config_map_text(rendered: MigPartedConfig, *, observed_text: str | None, referenced: set[str]) -> str:
+def alias_name(config: str) -> str:
+    """The same layout under another name: pointing a node's label at it makes mig-manager re-apply
+    a config it believes is already applied (it only acts when the label value changes, §3.3)."""
+    return config + ALIAS_SUFFIX
+
+
+def config_map_text(
+    rendered: MigPartedConfig,
+    *,
+    observed_text: str | None,
+    referenced: set[str],
+    aliases: frozenset[str] = frozenset(),
+) -> str:
     """The ConfigMap's config.yaml: the rendered configs, plus configs of the previous ConfigMap that a
     node's label still names (until that node is relabelled).
 
@@ -279,19 +293,32 @@ def config_map_text(rendered: MigPartedConfig, *, observed_text: str | None, ref
     the node's current layout from the disruption guard. Carried-over configs are written back in
     canonical form; once no node names them, the next plan drops them.
     """
-    if not observed_text or not referenced:
+    previous: Mapping[str, tuple[ConfigEntry, ...]] = {}
+    if observed_text and referenced:
+        try:
+            previous = parse_strict(observed_text)
+        except MigPartedFormatError:
+            previous = {}
+    wanted_aliases = {alias_name(c) for c in rendered.layouts if alias_name(c) in aliases}
+    carried = sorted(
+        n
+        for n in referenced
+        if n in previous and n not in rendered.layouts and n != ALL_DISABLED and n not in wanted_aliases
+    )
+    if not carried and not wanted_aliases:
         return rendered.text
-    try:
-        previous = parse_strict(observed_text)
-    except MigPartedFormatError:
-        return rendered.text
-    carried = sorted(n for n in referenced if n in previous and n not in rendered.layouts and n != ALL_DISABLED)
-    if not carried:
-        return rendered.text
-    note = "  # Carried over from the previous ConfigMap while nodes still carry them:"
-    lines = [rendered.text.rstrip("\n"), "", note]
-    for name in carried:
-        lines.append(f"  {name}:")
-        for e in previous[name]:
-            lines.extend(_entry_lines(e))
+    lines = [rendered.text.rstrip("\n")]
+    if wanted_aliases:
+        lines += ["", "  # Re-apply aliases: a config under a new name so mig-manager applies it again:"]
+        for name in sorted(wanted_aliases):
+            lines.append(f"  {name}:")
+            for index, gl in sorted(rendered.layouts[name.removesuffix(ALIAS_SUFFIX)].items()):
+                entry = ConfigEntry(devices=(index,), mig_enabled=gl.mig_enabled, mig_devices=dict(gl.devices))
+                lines.extend(_entry_lines(entry))
+    if carried:
+        lines += ["", "  # Carried over from the previous ConfigMap while nodes still carry them:"]
+        for name in carried:
+            lines.append(f"  {name}:")
+            for e in previous[name]:
+                lines.extend(_entry_lines(e))
     return "\n".join(lines) + "\n"

@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.logic import drift, migparted
+from reconciler.logic.occupancy import expected_resources
 from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
     CORDONED_ANNOTATION,
@@ -68,14 +69,14 @@ def plan(
     """The ordered changes for this cycle (see the module docstring for the order and the rules)."""
     rendered = rendered or migparted.render(desired)
     stamp = rfc3339(now)
-    node_changes, nodes_settled = _node_changes(desired, observed, rendered, stamp)
+    node_changes, nodes_settled, aliases = _node_changes(desired, observed, rendered, stamp)
     agent = desired.cluster.apply.mode is ApplyMode.AGENT
     changes: list[Change] = []
     if not agent:  # the node agent applies layouts itself: no mig-parted ConfigMap, no mig-manager
-        changes.append(_config_map_change(desired, observed, rendered))
+        changes.append(_config_map_change(desired, observed, rendered, aliases))
     changes.extend(_cluster_policy_changes(desired, observed, nodes_settled=nodes_settled, stamp=stamp))
     changes.extend(node_changes)
-    cleanup = None if agent else _config_map_cleanup(desired, observed, rendered, node_changes)
+    cleanup = None if agent else _config_map_cleanup(desired, observed, rendered, node_changes, aliases)
     if cleanup is not None:
         changes.append(cleanup)
     return Plan(changes=tuple(changes), revision=desired.revision, node_configs=dict(rendered.node_configs))
@@ -84,11 +85,16 @@ def plan(
 # --- 1. ConfigMap ---------------------------------------------------------------------------------
 
 
-def _config_map_change(desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig) -> Change:
+def _config_map_change(
+    desired: DesiredState,
+    observed: ObservedState,
+    rendered: migparted.MigPartedConfig,
+    aliases: frozenset[str] = frozenset(),
+) -> Change:
     ops = desired.cluster.gpu_operator
     subject = f"configmap/{ops.namespace}/{ops.mig_config_map}"
     cm = observed.mig_config_map
-    after = {migparted.CONFIG_KEY: desired_config_text(desired, observed, rendered)}
+    after = {migparted.CONFIG_KEY: desired_config_text(desired, observed, rendered, aliases)}
     labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE}
     if cm is None:
         body = {
@@ -107,17 +113,24 @@ def _config_map_change(desired: DesiredState, observed: ObservedState, rendered:
 
 
 def desired_config_text(
-    desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig
+    desired: DesiredState,
+    observed: ObservedState,
+    rendered: migparted.MigPartedConfig,
+    aliases: frozenset[str] = frozenset(),
 ) -> str:
-    """What the mig-parted ConfigMap should hold now (rendered + configs nodes still carry)."""
+    """What the mig-parted ConfigMap should hold now (rendered + configs nodes still carry + aliases)."""
     cm = observed.mig_config_map
     referenced = {n.mig_config for n in observed.nodes.values() if n.mig_config}
     observed_text = cm.data.get(migparted.CONFIG_KEY) if cm is not None else None
-    return migparted.config_map_text(rendered, observed_text=observed_text, referenced=referenced)
+    return migparted.config_map_text(rendered, observed_text=observed_text, referenced=referenced, aliases=aliases)
 
 
 def _config_map_cleanup(
-    desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig, node_changes: list[Change]
+    desired: DesiredState,
+    observed: ObservedState,
+    rendered: migparted.MigPartedConfig,
+    node_changes: list[Change],
+    aliases: frozenset[str] = frozenset(),
 ) -> Change | None:
     """A last write dropping carried-over configs that no node names once this plan's relabels are done.
 
@@ -128,19 +141,21 @@ def _config_map_cleanup(
     if cm is None:
         return None
     relabelled = {
-        c.subject.removeprefix("node/")
+        c.subject.removeprefix("node/"): str((c.after or {}).get(MIG_CONFIG_LABEL))
         for c in node_changes
         if c.kind is Kind.NODE_MIG_CONFIG and c.action is Action.CONFIGURE
     }
     if not relabelled:
         return None
-    referenced = {
-        rendered.node_configs[name] if name in relabelled else node.mig_config
-        for name, node in observed.nodes.items()
-        if node.mig_config
-    }
-    before = desired_config_text(desired, observed, rendered)
-    after = migparted.config_map_text(rendered, observed_text=cm.data.get(migparted.CONFIG_KEY), referenced=referenced)
+    referenced: set[str] = set()
+    for name, node in observed.nodes.items():
+        value = relabelled.get(name) or node.mig_config
+        if value:
+            referenced.add(value)
+    before = desired_config_text(desired, observed, rendered, aliases)
+    after = migparted.config_map_text(
+        rendered, observed_text=before, referenced=referenced, aliases=frozenset(a for a in aliases if a in referenced)
+    )
     if after == before:
         return None
     ops = desired.cluster.gpu_operator
@@ -298,16 +313,49 @@ def _previous_configs(observed: ObservedState) -> Mapping[str, tuple[migparted.C
         return None
 
 
+def _strategy_settled(desired: DesiredState, observed: ObservedState) -> bool:
+    """The ClusterPolicy has the inventory's strategy and no device-plugin restart is owed for it."""
+    cp, ds = observed.cluster_policy, observed.device_plugin
+    want = desired.cluster.mig_strategy.value
+    if cp is None or cp.mig_strategy != want:
+        return False
+    restart_owed = cp.annotations.get(STRATEGY_SET_ANNOTATION) == want and (
+        ds is not None and ds.annotations.get(RESTARTED_FOR_ANNOTATION) != want
+    )
+    return not restart_owed
+
+
+def _geometry_suspect(
+    plan_: NodePlan, node: ObservedNode, desired: DesiredState, observed: ObservedState, strategy_ok: bool
+) -> bool:
+    """The node advertises other counts than its plan while nothing else explains it: the strategy is
+    right and the device plugin on the node is Ready. Then its GPUs themselves differ."""
+    if not strategy_ok or _converged(plan_, node, desired.cluster.mig_strategy):
+        return False
+    ds = observed.device_plugin
+    pod = ds.pod_on(node.name) if ds is not None else None
+    return pod is not None and pod.ready
+
+
+def _converged(plan_: NodePlan, node: ObservedNode, strategy: MigStrategy) -> bool:
+    want = expected_resources(plan_, strategy)
+    have = {k: v for k, v in node.advertised_resources.items() if is_gpu_resource(k)}
+    return all(want.get(k, 0) == have.get(k, 0) for k in set(want) | set(have))
+
+
 def _node_changes(
     desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig, stamp: str
-) -> tuple[list[Change], bool]:
-    """Per-node changes, and whether every node has settled (no change wanted, none in flight)."""
+) -> tuple[list[Change], bool, frozenset[str]]:
+    """Per-node changes, whether every node has settled (no change wanted, none in flight), and the
+    re-apply aliases the ConfigMap must carry for them."""
     settings = desired.cluster.apply
     budget = max(settings.max_unavailable_nodes, 0)
     previous = _previous_configs(observed)
     pods_by_node = observed.pods_by_node()
+    strategy_ok = _strategy_settled(desired, observed)
     wanted: list[tuple[str, NodePlan, ObservedNode, str]] = []
     changes: list[Change] = []
+    aliases: set[str] = set()
     in_flight = 0
     settled = True
     # First pass: count what is already in flight and queue uncordons (they free capacity).
@@ -327,15 +375,23 @@ def _node_changes(
                 settled = False
                 if cordoned:
                     in_flight += 1  # still unavailable: it stays cordoned until a person looks at it
-            # A node whose label is right but whose advertised resources are not (e.g. the plugin
-            # refusing the layout under the old strategy) is not "unsettled": the strategy change
-            # is what fixes it, so it must not hold the strategy change back.
+            elif _geometry_suspect(desired.nodes[name], node, desired, observed, strategy_ok):
+                # mig-manager believes the config applied but the GPUs differ (cut by hand, reset):
+                # point the label at an alias of the same layout so mig-manager applies it again.
+                settled = False
+                wanted.append((name, desired.nodes[name], node, migparted.alias_name(config)))
+            # A node whose label is right but whose advertised resources are not because of the
+            # strategy (the plugin refusing the layout under `single`) is not "unsettled": the
+            # strategy change is what fixes it, so it must not hold the strategy change back.
             continue
         settled = False
         wanted.append((name, desired.nodes[name], node, config))
     for name, plan_, node, config in wanted:
         subject = f"node/{name}"
-        destroyed = destroyed_resources(node, plan_, previous)
+        reapply = config.endswith(migparted.ALIAS_SUFFIX) and node.mig_config == rendered.node_configs[name]
+        # What the GPUs really hold is unknown when they differ from the config they carry.
+        suspect = _geometry_suspect(plan_, node, desired, observed, strategy_ok)
+        destroyed = None if (reapply or suspect) else destroyed_resources(node, plan_, previous)
         if destroyed is not None and not destroyed and node.mig_config_state == MigConfigState.SUCCESS:
             # Same geometry under another config name (e.g. adopting a cluster whose ConfigMap
             # used other names): mig-manager's assert passes and it sets success without pausing
@@ -380,6 +436,8 @@ def _node_changes(
             )
             continue
         in_flight += 1
+        if reapply:
+            aliases.add(config)  # the ConfigMap must hold the alias before the label names it
         if blockers and not node.unschedulable:
             changes.append(
                 Change(
@@ -400,7 +458,9 @@ def _node_changes(
                 Kind.NODE_MIG_CONFIG,
                 {MIG_CONFIG_LABEL: node.mig_config},
                 {MIG_CONFIG_LABEL: config},
-                "apply the node's layout through mig-manager",
+                "re-apply the node's layout (its GPUs differ from the config mig-manager applied)"
+                if reapply
+                else "apply the node's layout through mig-manager",
                 patch=_label_patch(config, stamp),
             )
         )
@@ -410,8 +470,8 @@ def _node_changes(
     if desired.cluster.apply.mode is ApplyMode.AGENT:
         # The NVML agent applies layouts itself (the controller publishes them as node annotations);
         # here the controller only keeps the ClusterPolicy coherent.
-        return [], settled
-    return changes, settled
+        return [], settled, frozenset()
+    return changes, settled, frozenset(aliases)
 
 
 def _label_patch(config: str, stamp: str) -> dict[str, Any]:

@@ -166,3 +166,27 @@ def test_cli_text_json_and_exit_codes(article_twin: ClusterTwin, tmp_path: Path)
     assert refused.returncode == EXIT_ERROR
     assert json.loads(refused.stdout)["refused"] is True
     assert article_twin.request_counts() == {}  # the cluster was not even contacted
+
+
+def test_gpus_recut_by_hand_are_reapplied_and_converge() -> None:
+    desired = _desired()
+    with ClusterTwin.from_inventory(INVENTORY) as twin:
+        twin.settle()
+        _run(twin, desired)  # adoption: relabel to migplan's config names
+        twin.settle()
+        assert _run(twin, desired).converged
+        twin.inject("gpu-recut:gpu-h200-02:1")  # GPU 1 cut differently behind mig-manager's back
+        found = _run(twin, desired)
+        assert {f.code for f in found.report.findings if f.node == "gpu-h200-02"} == {"MP501"}  # type: ignore[union-attr]
+        (relabel,) = [c for c in found.applied if c.subject == "node/gpu-h200-02"]
+        assert str((relabel.after or {})["nvidia.com/mig.config"]).endswith("-reapply")
+        for _ in range(3):
+            twin.settle()
+            result = _run(twin, desired)
+            if result.converged:
+                break
+        assert result.converged, [str(f) for f in result.report.findings]  # type: ignore[union-attr]
+        node = twin.store.get("nodes", "gpu-h200-02")
+        assert node["metadata"]["labels"]["nvidia.com/mig.config"] == result.plan.node_configs["gpu-h200-02"]  # type: ignore[union-attr]
+        cm = twin.store.get("configmaps", desired.cluster.gpu_operator.mig_config_map, "gpu-operator")
+        assert "-reapply" not in cm["data"]["config.yaml"]  # the alias is gone once no node names it
