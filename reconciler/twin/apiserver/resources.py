@@ -8,6 +8,7 @@ resource types are built from a CRD object by `from_crd`. A resource is addresse
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -103,6 +104,15 @@ class ResourceType:
     def field_selectors(self) -> frozenset[str]:
         base = _META_FIELDS if self.namespaced else frozenset({"metadata.name"})
         return base | self.extra_fields
+
+    @functools.cached_property
+    def field_order(self) -> tuple[str, ...]:
+        """The selectable fields in a fixed order (the store keeps their values per object as a tuple)."""
+        return tuple(sorted(self.field_selectors))
+
+    @functools.cached_property
+    def field_index(self) -> dict[str, int]:
+        return {path: i for i, path in enumerate(self.field_order)}
 
 
 BUILTINS: tuple[ResourceType, ...] = (

@@ -19,6 +19,7 @@ import bisect
 import contextlib
 import copy
 import random
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterable
@@ -49,14 +50,31 @@ _EVENTS_V1 = "events.events.k8s.io"
 _SORTED_KEYS = orjson.OPT_SORT_KEYS
 
 
-@dataclass
 class _Entry:
-    obj: dict[str, Any]  # full object incl. kind/apiVersion; never mutated after commit
-    item: bytes  # serialised as a list item (built-ins omit kind/apiVersion there, like the real server)
+    """A committed object, kept as serialised bytes only (few Python objects: cheap GC and memory at 40k pods),
+    plus the small index that label and field selectors need."""
+
+    __slots__ = ("fields", "head", "item", "labels", "rv")
+
+    def __init__(self, rt: ResourceType, obj: dict[str, Any], item: bytes) -> None:
+        self.item = item  # serialised as a list item (built-ins omit kind/apiVersion there, like the real server)
+        self.head = None if rt.is_custom else (obj.get("kind", rt.kind), obj.get("apiVersion", rt.api_version))
+        meta = obj.get("metadata") or {}
+        self.rv = int(meta.get("resourceVersion", 0))
+        labels = meta.get("labels")
+        self.labels: dict[str, str] | None = (
+            {sys.intern(k): sys.intern(v) for k, v in labels.items()} if labels else None
+        )
+        defaults = rt.field_defaults
+        self.fields = tuple(sys.intern(field_value(obj, path) or defaults.get(path, "")) for path in rt.field_order)
 
     @property
-    def rv(self) -> int:
-        return int(self.obj["metadata"]["resourceVersion"])
+    def obj(self) -> dict[str, Any]:
+        """A fresh dict of the full object (the caller may mutate it)."""
+        body: dict[str, Any] = orjson.loads(self.item)
+        if self.head is None:
+            return body
+        return {"kind": self.head[0], "apiVersion": self.head[1], **body}
 
 
 @dataclass
@@ -176,8 +194,11 @@ class Store:
 
     def _item_bytes(self, rt: ResourceType, obj: dict[str, Any]) -> bytes:
         if rt.is_custom:
-            return _dumps(obj, sort=True)
-        return _dumps({k: v for k, v in obj.items() if k not in ("kind", "apiVersion")})
+            raw = _dumps(obj, sort=True)
+        else:
+            raw = _dumps({k: v for k, v in obj.items() if k not in ("kind", "apiVersion")})
+        # orjson's result keeps its growth buffer (~10x the payload); a stored copy is compact
+        return bytes(memoryview(raw))
 
     def object_bytes(self, rt: ResourceType, obj: dict[str, Any]) -> bytes:
         """How the server serialises a single object of this type (CRs: sorted keys, like unstructured JSON)."""
@@ -204,7 +225,7 @@ class Store:
         else:
             if key not in table.items:
                 bisect.insort(table.keys, key)
-            table.items[key] = _Entry(obj, self._item_bytes(table.rt, obj))
+            table.items[key] = _Entry(table.rt, obj, self._item_bytes(table.rt, obj))
         storage = self._storage_key(rt)
         ev = WatchEvent(int(meta["resourceVersion"]), storage, event_type, meta.get("namespace", ""), obj)
         log = self._logs.setdefault(storage, [])
@@ -321,10 +342,15 @@ class Store:
                 idx += 1
                 entry = table.items[key]
                 if selecting:
-                    view = self._to_view(rt, entry.obj)
-                    if not self._matches(rt, view, labels, fields):
+                    if rt.key == _EVENTS_V1:
+                        view = self._to_view(rt, entry.obj)
+                        if not self._matches(rt, view, labels, fields):
+                            continue
+                        items.append(self._item_bytes(rt, view))
+                    elif self._entry_matches(rt, entry, labels, fields):
+                        items.append(entry.item)
+                    else:
                         continue
-                    items.append(entry.item if view is entry.obj else self._item_bytes(rt, view))
                 else:
                     items.append(entry.item)
                 last_key = key
@@ -348,9 +374,20 @@ class Store:
     ) -> bool:
         if not selecting:
             return idx < hi
-        return any(
-            self._matches(rt, self._to_view(rt, table.items[keys[i]].obj), labels, fields) for i in range(idx, hi)
-        )
+        if rt.key == _EVENTS_V1:
+            return any(
+                self._matches(rt, self._to_view(rt, table.items[keys[i]].obj), labels, fields) for i in range(idx, hi)
+            )
+        return any(self._entry_matches(rt, table.items[keys[i]], labels, fields) for i in range(idx, hi))
+
+    @staticmethod
+    def _entry_matches(rt: ResourceType, entry: _Entry, labels: LabelSelector, fields: FieldSelector) -> bool:
+        if labels.requirements and not labels.matches(entry.labels):
+            return False
+        if fields.requirements:
+            order = rt.field_index
+            return fields.matches(lambda path: entry.fields[order[path]])
+        return True
 
     def _matches(self, rt: ResourceType, obj: dict[str, Any], labels: LabelSelector, fields: FieldSelector) -> bool:
         if labels.requirements and not labels.matches((obj.get("metadata") or {}).get("labels")):
