@@ -189,6 +189,15 @@ def analyze(
             node=name, plan=None, strategy=strategy, pods=pods_by_node.get(name, ()), observed=node
         )
 
+    if observed.device_plugin is None:
+        ops = desired.cluster.gpu_operator
+        out.append(
+            finding(
+                "MP518",
+                f"DaemonSet {ops.namespace}/{ops.device_plugin_daemonset} not found: check "
+                "gpuOperator.devicePluginDaemonSet in cluster.yaml",
+            )
+        )
     out.extend(_device_plugin_findings(observed))
     out.extend(_pending_gpu_findings(desired, observed))
     out.extend(_invalid_request_findings(observed))
