@@ -25,9 +25,10 @@ All errors of all files are reported in one run; DesiredState is returned only w
 from __future__ import annotations
 
 import difflib
+import gc
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.catalog import Catalog, GpuModel, load_catalog
@@ -179,6 +180,27 @@ def validate_inventory(
     catalog: Catalog | None = None,
 ) -> ValidationResult:
     """Validate one inventory root. Never raises for bad input: it all ends up in diagnostics."""
+    # Validation allocates hundreds of thousands of small acyclic objects (partitions, GPU plans):
+    # the cycle collector would walk the growing heap again and again for nothing to free.
+    # Paused for the run, restored after it, whatever happens.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _validate(files, revision=revision, cache=cache, blob_ids=blob_ids, catalog=catalog)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _validate(
+    files: Mapping[str, bytes],
+    *,
+    revision: Revision,
+    cache: ParseCache | None,
+    blob_ids: Mapping[str, str] | None,
+    catalog: Catalog | None,
+) -> ValidationResult:
     catalog = catalog if catalog is not None else load_catalog()
     cache = cache if cache is not None else ParseCache()
     cache._bind(catalog)
@@ -196,7 +218,7 @@ def validate_inventory(
         key = (path, blob)
         entry = cache._entries.get(key)
         if entry is None:
-            entry = replace(_stage1(path, kind, data, catalog, cache._gpu_memo), blob=blob)
+            entry = _stage1(path, kind, data, catalog, cache._gpu_memo, blob)
             cache.parses += 1
         used[key] = entry
         entries.append(entry)
@@ -234,7 +256,13 @@ def _dedupe(ds: list[Diagnostic]) -> list[Diagnostic]:
 # Stage 1: one file
 
 
-def _stage1(path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo) -> _Entry:
+def _stage1(path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo, blob: str) -> _Entry:
+    e = _stage1_entry(path, kind, data, catalog, memo)
+    # Direct construction: dataclasses.replace() costs more than the rest of a small file's entry.
+    return _Entry(e.path, e.kind, e.diagnostics, blob, e.cluster, e.layout, e.node, e.layout_refs, e.data)
+
+
+def _stage1_entry(path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo) -> _Entry:
     # Fast path first (see yamldocs.fast_parse): it only ever says "this file is plain and
     # schema-valid and has nothing to report, here is what it holds"; anything else, including
     # every diagnostic, comes from the reference path below.
@@ -267,7 +295,10 @@ def _fast_stage1(path: str, kind: str, data: bytes, catalog: Catalog, memo: _Gpu
     entry = _build(doc, path, kind, catalog, memo)
     if entry.diagnostics:
         return None  # lines of keys are not known here; the reference words every diagnostic
-    return replace(entry, data=None if doc.exact else data)
+    if doc.exact:
+        return entry
+    e = entry
+    return _Entry(e.path, e.kind, e.diagnostics, e.blob, e.cluster, e.layout, e.node, e.layout_refs, data)
 
 
 def _build(doc: YamlDoc, path: str, kind: str, catalog: Catalog, memo: _GpuMemo) -> _Entry:
@@ -312,16 +343,14 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
 
 
 def _partitions(doc: YamlDoc, file: str, raw: list[dict[str, Any]], *path: str | int) -> tuple[Partition, ...]:
-    return tuple(
-        Partition(
-            profile=p["profile"],
-            placement=p.get("placement"),
-            owner=p.get("owner"),
-            purpose=p.get("purpose"),
-            source=_src(doc, file, *path, i),
-        )
-        for i, p in enumerate(raw)
-    )
+    line_of = doc.line_of
+    get = doc.lines.get
+    out = []
+    for i, p in enumerate(raw):
+        at = (*path, i)
+        line = get(at) or line_of(at)
+        out.append(Partition(p["profile"], p.get("placement"), p.get("owner"), p.get("purpose"), SourceRef(file, line)))
+    return tuple(out)
 
 
 def _resolve(catalog: Catalog, written: str, source: SourceRef) -> tuple[GpuModel | None, Diagnostic | None]:
@@ -389,8 +418,9 @@ def _node_entry(doc: YamlDoc, file: str, catalog: Catalog, memo: _GpuMemo) -> _E
     gpus: list[GpuPlan] = []
     refs: dict[int, SourceRef] = {}
     first_index: dict[int, SourceRef] = {}
+    get = doc.lines.get
     for i, g in enumerate(v["spec"]["gpus"]):
-        gsrc = _src(doc, file, "spec", "gpus", i)
+        gsrc = SourceRef(file, get(("spec", "gpus", i)) or doc.line_of(("spec", "gpus", i)))
         index = g["index"]
         if index in first_index:
             out.append(
@@ -402,9 +432,11 @@ def _node_entry(doc: YamlDoc, file: str, catalog: Catalog, memo: _GpuMemo) -> _E
             )
         else:
             first_index[index] = gsrc
-        model, bad = _resolve(catalog, g["model"], _src(doc, file, "spec", "gpus", i, "model"))
-        if bad is not None:
-            out.append(bad)
+        model = catalog.resolve(g["model"])
+        if model is None:
+            _, bad = _resolve(catalog, g["model"], _src(doc, file, "spec", "gpus", i, "model"))
+            if bad is not None:
+                out.append(bad)
         has_mig, has_layout = "mig" in g, "layout" in g
         if has_mig == has_layout:
             hint = "" if has_mig else "; for a GPU without MIG write mig: {enabled: false}"
@@ -546,8 +578,11 @@ def _stage2(
             if key not in layout_checks:
                 layout_checks[key] = check
                 out.extend(check.diagnostics)
-            gpus.append(replace(g, mig_enabled=lay.mig_enabled, partitions=lay.partitions, placements=check.placements))
-        resolved = replace(node, gpus=tuple(gpus))
+            # Direct construction: dataclasses.replace() costs several times more, per GPU.
+            gpus.append(
+                GpuPlan(g.index, g.model, lay.mig_enabled, lay.partitions, g.layout, check.placements, g.source)
+            )
+        resolved = NodePlan(node.name, tuple(gpus), node.labels, node.source)
         nodes[node.name] = resolved
         if cluster is not None:
             gpu_lines = {g.index: g.source for g in node.gpus}

@@ -365,6 +365,21 @@ def fast_parse(data: bytes) -> tuple[str, dict[str, Any]] | None:
     return text, value
 
 
+def _first_content_line(t: str, pos: int) -> int | None:
+    """Offset of the newline before the first line of `t` (from pos) that is neither blank nor a
+    comment; t starts with a newline."""
+    while pos < len(t):
+        nxt = t.find("\n", pos + 1)
+        end = nxt if nxt >= 0 else len(t)
+        body = t[pos + 1 : end].strip(" ")
+        if body and body[0] != "#":
+            return pos
+        if nxt < 0:
+            return None
+        pos = nxt
+    return None
+
+
 _ITEM = re.compile(r"\n( *)- (?=[^\n#])")
 _METADATA = re.compile(r"\nmetadata:([^\n]*)")
 
@@ -380,14 +395,10 @@ def node_item_lines(text: str, value: Mapping[str, Any]) -> dict[Path, int] | No
     and a file with a diagnostic is read again by the reference loader."""
     t = "\n" + text
     lines: dict[Path, int] = {}
-    first = 0
-    for n, raw in enumerate(text.split("\n", 64), 1):
-        if raw.strip() and not raw.lstrip().startswith("#"):
-            first = n
-            break
-    if not first:
+    first = _first_content_line(t, 0)
+    if first is None:
         return None
-    lines[()] = first
+    lines[()] = t.count("\n", 0, first + 1)
     meta = _METADATA.search(t)
     if meta is None:
         return None
@@ -395,21 +406,27 @@ def node_item_lines(text: str, value: Mapping[str, Any]) -> dict[Path, int] | No
     if "{" in meta.group(1):
         lines[("metadata", "name")] = meta_line
     else:
+        # metadata holds name and labels only; walk its lines one by one until `name:`.
         child_indent = -1
-        for n, raw in enumerate(t[meta.end() + 1 :].split("\n"), meta_line + 1):
+        pos = meta.end()
+        n = meta_line
+        while True:
+            nxt = t.find("\n", pos + 1)
+            n += 1
+            raw = t[pos + 1 : nxt if nxt >= 0 else len(t)]
+            pos = nxt
             body = raw.lstrip(" ")
-            if not body or body[0] == "#":
-                continue
-            indent = len(raw) - len(body)
-            if child_indent < 0:
-                child_indent = indent
-            if indent < child_indent or indent == 0:
+            if body and body[0] != "#":
+                indent = len(raw) - len(body)
+                if child_indent < 0:
+                    child_indent = indent
+                if indent < child_indent or indent == 0:
+                    return None
+                if indent == child_indent and body.startswith("name:"):
+                    lines[("metadata", "name")] = n
+                    break
+            if nxt < 0:
                 return None
-            if indent == child_indent and body.startswith("name:"):
-                lines[("metadata", "name")] = n
-                break
-        else:
-            return None
     gpus = value["spec"]["gpus"]
     counts = [0] * len(gpus)
     gpu_indent = -1
