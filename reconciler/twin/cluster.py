@@ -307,6 +307,7 @@ class ClusterTwin:
         store.create(
             "daemonsets.apps", ctl.device_plugin_daemonset(s.device_plugin_daemonset, s.namespace, cp), s.namespace
         )
+        store.create("daemonsets.apps", ctl.mig_manager_daemonset(s.namespace, cp), s.namespace)
         helper.load_caches()
         for name in sorted(self.fleet.nodes):
             if name not in self.fleet.absent:
@@ -409,6 +410,9 @@ class ClusterTwin:
         store.create("nodes", node)
         if with_dp_pod and dp_pod is not None and adv is not None:
             helper.create_dp_pod(name, dp_pod, adv)
+            mm_ds = helper.mig_manager_ds
+            if mm_ds is not None and labels.get(ctl.MM_SELECTOR) == "true":
+                helper.create_mm_pod(name, mm_ds)
 
     def _create_pods(self, seeds: Iterable[PodSeed]) -> None:
         store = self.api.store

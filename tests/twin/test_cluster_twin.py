@@ -63,7 +63,9 @@ def test_clean_cluster_matches_the_inventory(clean: ClusterTwin) -> None:
     pods = clean.store.list("pods", "default")
     assert all(p["status"]["phase"] == "Running" for p in pods)
     assert {p["metadata"]["labels"]["app"] for p in pods} >= {"vllm-llama-70b", "embeddings"}
-    assert len(clean.store.list("pods", NS)) == 4  # one device-plugin pod per GPU node
+    # one device-plugin pod and one mig-manager pod per GPU node
+    assert len(clean.store.list("pods", NS, label_selector="app=nvidia-device-plugin-daemonset")) == 4
+    assert len(clean.store.list("pods", NS, label_selector="app=nvidia-mig-manager")) == 4
 
 
 def test_nvml_twin_of_a_node_sees_the_holding_pods(clean: ClusterTwin) -> None:
@@ -218,7 +220,11 @@ def test_nvml_changes_reach_gfd_at_once_and_the_device_plugin_on_restart() -> No
         twin.settle()
         assert node_labels(twin, "gpu-h200-02")["nvidia.com/mig-1g.18gb.count"] == "3"  # GFD relabels
         assert gpu_alloc(twin, "gpu-h200-02")["nvidia.com/mig-1g.18gb"] == "4"  # the running plugin has not looked
-        (dp,) = [p for p in twin.store.list("pods", NS) if p["spec"]["nodeName"] == "gpu-h200-02"]
+        (dp,) = [
+            p
+            for p in twin.store.list("pods", NS, label_selector="app=nvidia-device-plugin-daemonset")
+            if p["spec"]["nodeName"] == "gpu-h200-02"
+        ]
         twin.store.delete("pods", dp["metadata"]["name"], NS)  # what an admin does: bounce the plugin
         twin.settle()
         assert gpu_alloc(twin, "gpu-h200-02")["nvidia.com/mig-1g.18gb"] == "3"

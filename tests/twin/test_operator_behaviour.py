@@ -320,6 +320,12 @@ def test_s3_3_failed_when_a_pod_holds_a_partition_and_stays_failed(make_twin: An
     assert lab["nvidia.com/mig.config.state"] == "failed"
     assert lab["nvidia.com/gpu.deploy.device-plugin"] == "true"  # setState re-enables the paused labels
     assert any("In use by another client" in line for line in twin.operator.mig_manager_log["n"])
+    # The reason is where an operator reads it: the mig-manager pod's log (NVIDIA's OpenShift doc lines, §3.3).
+    (mm,) = twin.store.list("pods", NS, label_selector="app=nvidia-mig-manager")
+    log = twin.store.pod_log(NS, mm["metadata"]["name"])
+    assert "Error clearing MigConfig: error destroying Compute instance for profile '(" in log
+    assert "In use by another client" in log
+    assert log.rstrip().endswith("Changing the 'nvidia.com/mig.config.state' node label to 'failed'")
     # The held instance survives (clearing stops at the first IN_USE, like mig-parted's ClearMigConfig;
     # the free instances destroyed before it are gone, as with the real, non-transactional NVML calls).
     assert twin.gpus("n")[0].geometry().get("3g.71gb") == 1

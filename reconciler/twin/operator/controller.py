@@ -71,6 +71,9 @@ DEPLOY_LABELS = (
     "nvidia.com/gpu.deploy.client",
 )
 DP_SELECTOR = "nvidia.com/gpu.deploy.device-plugin"
+MM_DS = "nvidia-mig-manager"  # stack-facts §3.1
+MM_SELECTOR = "nvidia.com/gpu.deploy.mig-manager"
+MM_IMAGE = "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0"
 DP_CONTAINER = "nvidia-device-plugin"
 DP_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
 CONFIG_MANAGER = "config-manager"
@@ -170,6 +173,47 @@ def device_plugin_daemonset(name: str, namespace: str, cp: Mapping[str, Any]) ->
     }
 
 
+def mig_manager_daemonset(namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
+    """The mig-manager DaemonSet (§3.1: nodeSelector nvidia.com/gpu.deploy.mig-manager=true), fields the twin needs."""
+    mm = (cp.get("spec") or {}).get("migManager") or {}
+    cfg = (mm.get("config") or {}).get("name") or ""
+    env = [{"name": "GPU_CLIENTS_FILE", "value": "/gpu-clients/clients.yaml"}]
+    if cfg:
+        env.append({"name": "CONFIG_FILE", "value": "/mig-parted-config/config.yaml"})
+    else:
+        env.append({"name": "DEFAULT_CONFIG_FILE", "value": "/mig-parted-config/config-default.yaml"})
+    labels = {"app": MM_DS}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": MM_DS, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "selector": {"matchLabels": dict(labels)},
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    "nodeSelector": {MM_SELECTOR: "true"},
+                    "hostPID": True,
+                    "hostIPC": True,
+                    "containers": [
+                        {
+                            "name": "nvidia-mig-manager",
+                            "image": MM_IMAGE,
+                            "command": ["nvidia-mig-manager"],
+                            "env": env,
+                            "securityContext": {"privileged": True},
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "mig-parted-config", "configMap": {"name": cfg or "default-mig-parted-config"}},
+                        {"name": "gpu-clients", "configMap": {"name": "default-gpu-clients"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
 def _env(pod: Mapping[str, Any], container: str) -> dict[str, str]:
     for c in (pod.get("spec") or {}).get("containers") or []:
         if c.get("name") == container:
@@ -226,6 +270,8 @@ class GpuOperator:
         # caches fed by events (touched by the worker and the callback; guarded by _cv)
         self._cp: dict[str, Any] | None = None
         self._ds: dict[str, Any] | None = None
+        self._mm_ds: dict[str, Any] | None = None
+        self._mm_pods: dict[str, str] = {}  # node → mig-manager pod name
         self._configmaps: dict[str, dict[str, Any]] = {}
         self._nodes: dict[str, tuple[dict[str, str], bool]] = {}  # name → (labels, unschedulable)
         self._pods: dict[str, _Pod] = {}
@@ -252,6 +298,10 @@ class GpuOperator:
             self._ds = st.get("daemonsets.apps", self.ds_name, self.ns)
         except Exception:
             self._ds = None
+        try:
+            self._mm_ds = st.get("daemonsets.apps", MM_DS, self.ns)
+        except Exception:
+            self._mm_ds = None
         for cm in st.list("configmaps", self.ns):
             self._configmaps[cm["metadata"]["name"]] = cm
         for n in st.list("nodes"):
@@ -259,6 +309,8 @@ class GpuOperator:
             self._mm_done[n["metadata"]["name"]] = (n["metadata"].get("labels") or {}).get(MIG_CONFIG, "")
         for p in st.list("pods"):
             info = self._remember_pod(p)
+            if info.app == MM_DS and info.node and not info.deleting:
+                self._mm_pods[info.node] = info.name
             if info.app == self.ds_name and info.node and not info.deleting:
                 self._dp_pods[info.node] = (info.name, info.generation or "")
                 tw = self.fleet.nodes.get(info.node)
@@ -279,6 +331,10 @@ class GpuOperator:
         self.mark("sched", "dsstatus")
 
     # ---------------------------------------------------------------- hooks for ClusterTwin
+    @property
+    def mig_manager_ds(self) -> dict[str, Any] | None:
+        return self._mm_ds
+
     def processed(self, node: str, value: str) -> None:
         """Make mig-manager consider `value` already handled on `node` (drift injection writes states itself)."""
         with self._cv:
@@ -393,6 +449,8 @@ class GpuOperator:
                     if info is not None and info.node:
                         if info.app == self.ds_name:
                             keys.append(f"dpgone:{info.node}:{info.name}")
+                        if info.app == MM_DS:
+                            keys.append(f"mmgone:{info.node}:{info.name}")
                         keys.append(f"node:{info.node}")
                 else:
                     info = self._remember_pod(obj)
@@ -410,6 +468,9 @@ class GpuOperator:
                 if event_type == "DELETED" or meta.get("generation") != old_gen:
                     keys.append("global")
                     keys += [f"node:{n}" for n in self.fleet.nodes]
+            elif kind == "DaemonSet" and name == MM_DS and meta.get("namespace") == self.ns:
+                self._mm_ds = obj if event_type != "DELETED" else None
+                keys += [f"node:{n}" for n in self.fleet.nodes]
             elif kind == "ConfigMap" and meta.get("namespace") == self.ns:
                 if event_type == "DELETED":
                     self._configmaps.pop(name, None)
@@ -451,6 +512,11 @@ class GpuOperator:
             self._daemonset_status()
         elif key == "sched":
             self._schedule()
+        elif key.startswith("mmgone:"):
+            _, node, pod = key.split(":", 2)
+            if self._mm_pods.get(node) == pod:
+                del self._mm_pods[node]
+                self.mark(f"node:{node}")
         elif key.startswith("dpgone:"):
             _, node, pod = key.split(":", 2)
             if self._dp_pods.get(node, ("",))[0] == pod:
@@ -520,11 +586,15 @@ class GpuOperator:
                 return  # it wrote the node; the MODIFIED event brings us back with fresh labels
             self._kubelet_finish_deletions(name)
             self._daemonset_node(node, tw, labels)
+            self._mig_manager_pod(name, labels)
             self._node_status(node)
             self._gfd(node, tw, labels)
             self._kubelet_admit(name, tw)
 
     def _node_gone(self, name: str) -> None:
+        mm = self._mm_pods.pop(name, None)
+        if mm is not None:
+            self._delete_pod(mm, self.ns)
         dp = self._dp_pods.pop(name, None)
         self._dp_state.pop(name, None)
         if dp is not None:
@@ -565,6 +635,7 @@ class GpuOperator:
                 paused.append(key)
             self._mm_run[name] = _MigRun(value, paused)
             self._log_mm(name, f"Updating to MIG config: {value}")
+            self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'pending'")
             self._patch_labels(name, patch)
             return True
         # 7.: wait for the device-plugin pod to leave the node (the DaemonSet step below removes it).
@@ -583,8 +654,10 @@ class GpuOperator:
     def _mig_finish(self, name: str, value: str, paused: list[str], labels: dict[str, str], err: str | None) -> bool:
         self._mm_done[name] = value
         state = "success" if err is None else "failed"
+        if err is None:
+            self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'success'")
         if err is not None:
-            self._log_mm(name, f"Error: {err}")
+            self._log_mm(name, err)
             self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'failed'")
         # setState re-enables the paused deploy labels before writing the final state, even on failure.
         patch: dict[str, str | None] = {k: "true" for k in paused}
@@ -626,7 +699,72 @@ class GpuOperator:
             return None, str(exc)
 
     def _log_mm(self, node: str, line: str) -> None:
-        self.mig_manager_log.setdefault(node, []).append(line)
+        lines = self.mig_manager_log.setdefault(node, [])
+        lines.append(line)
+        pod = self._mm_pods.get(node)
+        if pod is not None:
+            self.store.set_pod_log(self.ns, pod, "\n".join(lines) + "\n")
+
+    def _mig_manager_pod(self, node: str, labels: Mapping[str, str]) -> None:
+        """The mig-manager DaemonSet's pod on `node` (Running; its log is mig_manager_log[node])."""
+        ds = self._mm_ds
+        desired = ds is not None and all(
+            labels.get(k) == v for k, v in (ds["spec"]["template"]["spec"].get("nodeSelector") or {}).items()
+        )
+        have = self._mm_pods.get(node)
+        if have is not None and not desired:
+            del self._mm_pods[node]
+            self._delete_pod(have, self.ns)
+        elif have is None and desired and ds is not None:
+            self.create_mm_pod(node, ds)
+
+    def create_mm_pod(self, node: str, ds: dict[str, Any]) -> None:
+        template = ds["spec"]["template"]
+        spec = copy.deepcopy(template.get("spec") or {})
+        spec["nodeName"] = node
+        uid = ds["metadata"].get("uid", "")
+        name = f"{MM_DS}-{_suffix(f'{node}/{uid}')}"
+        pod: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": self.ns,
+                "labels": {
+                    **((template.get("metadata") or {}).get("labels") or {}),
+                    "pod-template-generation": str(ds["metadata"].get("generation", 1)),
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "name": MM_DS,
+                        "uid": uid,
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": spec,
+        }
+        for salt in range(1, 100):
+            try:
+                self.store.create("pods", pod, self.ns)
+                break
+            except Exception as exc:
+                if getattr(exc, "code", None) != 409:
+                    raise
+                name = f"{MM_DS}-{_suffix(f'{node}/{salt}/{name}')}"
+                pod["metadata"]["name"] = name
+        with self._cv:
+            self._mm_pods[node] = name
+        lines = self.mig_manager_log.get(node)
+        if lines:
+            self.store.set_pod_log(self.ns, name, "\n".join(lines) + "\n")
+        containers = [c["name"] for c in spec.get("containers") or []]
+        self.store.patch(
+            "pods", name, {"status": _pod_status(node, containers, ready=True)}, self.ns, subresource="status"
+        )
 
     def _patch_labels(self, node: str, labels: Mapping[str, str | None]) -> None:
         self.store.patch("nodes", node, {"metadata": {"labels": dict(labels)}})
@@ -843,7 +981,7 @@ class GpuOperator:
             key=lambda p: (p.created, p.key),
         )
         for info in pending:
-            if info.app == self.ds_name:
+            if info.app in (self.ds_name, MM_DS):
                 continue
             free = self._free_units(node, tw)
             take: list[Unit] = []
@@ -904,7 +1042,7 @@ class GpuOperator:
                     free = {r: len(u) for r, u in self._free_units(name, tw).items()}
                 # pods bound here but not yet admitted hold their request already
                 for p in self._on(name):
-                    if p.phase == "Pending" and p.app != self.ds_name:
+                    if p.phase == "Pending" and p.app not in (self.ds_name, MM_DS):
                         for r, k in p.requests.items():
                             free[r] = free.get(r, 0) - k
             views.append(scheduler.NodeView(name, labels, unschedulable, free))

@@ -153,16 +153,39 @@ def apply(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> None:
             continue  # "Skipping -- already set to desired value"
         try:
             if gpu.mig_current != e.mig_enabled or gpu.mig_pending != e.mig_enabled:
-                gpu.clear()
+                _clear(gpu)
                 gpu.set_mig_mode(e.mig_enabled)
                 if gpu.mig_current != gpu.mig_pending and not gpu.reset():
                     raise MigPartedError(f"error resetting GPU {gpu.index}: In use by another client")
             if e.mig_enabled:
-                gpu.clear()
+                _clear(gpu)
                 _create(gpu, _wanted(e))
         except pynvml.NVMLError as exc:
             text = NVML_TEXT.get(exc.value, str(exc))
             raise MigPartedError(f"error applying MIG configuration to GPU {gpu.index}: {text}") from exc
+
+
+def _clear(gpu: TwinGpu) -> None:
+    """ClearMigConfig: destroy every CI, then its GI; the first failure ends it (NVIDIA's OpenShift doc log:
+    "Error clearing MigConfig: error destroying Compute instance for profile '(0, 0)': In use by another client";
+    the pair is read as (GI profile enum, CI profile enum) [inference])."""
+    for gi in list(gpu.gpu_instances.values()):
+        for ci_id, ci in list(gi.compute_instances.items()):
+            try:
+                gpu.destroy_compute_instance(gi, ci_id)
+            except pynvml.NVMLError as exc:
+                text = NVML_TEXT.get(exc.value, str(exc))
+                raise MigPartedError(
+                    f"Error clearing MigConfig: error destroying Compute instance for profile "
+                    f"'({gi.profile.enum}, {ci.profile_enum})': {text}"
+                ) from exc
+        try:
+            gpu.destroy_gpu_instance(gi.id)
+        except pynvml.NVMLError as exc:
+            text = NVML_TEXT.get(exc.value, str(exc))
+            raise MigPartedError(
+                f"Error clearing MigConfig: error destroying GPU instance for profile '{gi.profile.enum}': {text}"
+            ) from exc
 
 
 def _create(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
