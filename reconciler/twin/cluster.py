@@ -24,12 +24,14 @@ import gc
 import shutil
 import tempfile
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import yaml
 
+from reconciler.twin.apiserver.errors import ApiError
 from reconciler.twin.apiserver.twin import ApiServerTwin
 from reconciler.twin.fleet import (
     POD_NAMESPACE,
@@ -407,12 +409,32 @@ class ClusterTwin:
                 },
             },
         }
-        store.create("nodes", node)
+        created = store.create("nodes", node)
+        # The kubelet's heartbeat Lease (kube-node-lease), so `kubectl describe node` finds it; renewed once.
+        with contextlib.suppress(ApiError):  # a node re-created by heal() finds its old Lease
+            self._create_lease(name, created["metadata"]["uid"])
         if with_dp_pod and dp_pod is not None and adv is not None:
             helper.create_dp_pod(name, dp_pod, adv)
             mm_ds = helper.mig_manager_ds
             if mm_ds is not None and labels.get(ctl.MM_SELECTOR) == "true":
                 helper.create_mm_pod(name, mm_ds)
+
+    def _create_lease(self, name: str, uid: str) -> None:
+        self.api.store.create(
+            "leases.coordination.k8s.io",
+            {
+                "metadata": {
+                    "name": name,
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}],
+                },
+                "spec": {
+                    "holderIdentity": name,
+                    "leaseDurationSeconds": 40,
+                    "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                },
+            },
+            "kube-node-lease",
+        )
 
     def _create_pods(self, seeds: Iterable[PodSeed]) -> None:
         store = self.api.store
