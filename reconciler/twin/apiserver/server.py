@@ -510,12 +510,37 @@ class _Handler(BaseHTTPRequestHandler):
                     self._chunk(orjson.dumps({"type": "ERROR", "object": err.status()}) + b"\n")
                     break
                 for ev in events:
-                    if self._event_matches(route, rt, ev, labels, fields):
-                        self._chunk(self._event_bytes(rt, ev.type, ev.obj))
+                    kind = self._event_type(route, rt, ev, labels, fields)
+                    if kind == "DELETED" and ev.type == "MODIFIED" and ev.prev is not None:
+                        # left the selector: the cacher sends the previous state at the new resourceVersion
+                        gone = dict(ev.prev, metadata={**ev.prev["metadata"], "resourceVersion": str(ev.rv)})
+                        self._chunk(self._event_bytes(rt, kind, gone))
+                    elif kind is not None:
+                        self._chunk(self._event_bytes(rt, kind, ev.obj))
                 last = max(last, current)
                 now = time.monotonic()
                 if bookmarks and now >= next_bookmark:
                     mark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(last)}}
+                    if rt.key == "nodes":  # an empty Node still serialises its zero-valued status structs
+                        mark["spec"] = {}
+                        mark["status"] = {
+                            "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+                            "nodeInfo": {
+                                k: ""
+                                for k in (
+                                    "machineID",
+                                    "systemUUID",
+                                    "bootID",
+                                    "kernelVersion",
+                                    "osImage",
+                                    "containerRuntimeVersion",
+                                    "kubeletVersion",
+                                    "kubeProxyVersion",
+                                    "operatingSystem",
+                                    "architecture",
+                                )
+                            },
+                        }
                     self._chunk(orjson.dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
                     next_bookmark = now + 60
                 if now >= deadline:
@@ -525,10 +550,20 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, TimeoutError, OSError):
             self.close_connection = True
 
-    def _event_matches(self, route: Route, rt: ResourceType, ev: WatchEvent, labels: Any, fields: Any) -> bool:
+    def _event_type(self, route: Route, rt: ResourceType, ev: WatchEvent, labels: Any, fields: Any) -> str | None:
+        """The event a filtered watch sends: an object entering the selector is ADDED, leaving it DELETED."""
         if route.namespace and ev.namespace != route.namespace:
-            return False
-        return self.server.store.matches(rt, ev.obj, labels, fields)
+            return None
+        store = self.server.store
+        now = store.matches(rt, ev.obj, labels, fields)
+        if ev.type != "MODIFIED" or ev.prev is None:
+            return ev.type if now else None
+        before = store.matches(rt, ev.prev, labels, fields)
+        if now and before:
+            return "MODIFIED"
+        if now:
+            return "ADDED"
+        return "DELETED" if before else None
 
     def _event_bytes(self, rt: ResourceType, event_type: str, obj: dict[str, Any]) -> bytes:
         raw = self.server.store.object_bytes(rt, self.server.store.view(rt, obj))

@@ -91,6 +91,7 @@ class WatchEvent:
     type: str
     namespace: str
     obj: dict[str, Any]
+    prev: dict[str, Any] | None = None  # the object before a MODIFIED (for selector transitions in watches)
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,15 @@ class Store:
         self._rv += 1
         return self._rv
 
-    def _commit(self, rt: ResourceType, event_type: str, obj: dict[str, Any], *, remove: bool = False) -> None:
+    def _commit(
+        self,
+        rt: ResourceType,
+        event_type: str,
+        obj: dict[str, Any],
+        *,
+        remove: bool = False,
+        prev: dict[str, Any] | None = None,
+    ) -> None:
         """Store (or remove) a finished object, log the event and queue notifications. Lock held."""
         table = self._table(rt)
         meta = obj["metadata"]
@@ -227,7 +236,7 @@ class Store:
                 bisect.insort(table.keys, key)
             table.items[key] = _Entry(table.rt, obj, self._item_bytes(table.rt, obj))
         storage = self._storage_key(rt)
-        ev = WatchEvent(int(meta["resourceVersion"]), storage, event_type, meta.get("namespace", ""), obj)
+        ev = WatchEvent(int(meta["resourceVersion"]), storage, event_type, meta.get("namespace", ""), obj, prev)
         log = self._logs.setdefault(storage, [])
         log.append(ev)
         if len(log) > self.watch_cache_size:  # keep the newest `watch_cache_size` events, like the watch cache
@@ -663,7 +672,7 @@ class Store:
                 if dry_run:
                     return new
                 new["metadata"]["resourceVersion"] = str(self._next_rv())
-                self._commit(rt, "MODIFIED", new)
+                self._commit(rt, "MODIFIED", new, prev=old)
                 result = _clone_obj(new)
             else:
                 gone = _clone_obj(old)
@@ -936,7 +945,7 @@ class Store:
             return _clone_obj(self._to_view(rt, new))
         new["metadata"]["resourceVersion"] = str(self._next_rv())
         new = self._order(rt, new)
-        self._commit(rt, "MODIFIED", new)
+        self._commit(rt, "MODIFIED", new, prev=old)
         return _clone_obj(self._to_view(rt, new))
 
     @staticmethod

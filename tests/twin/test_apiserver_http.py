@@ -1,0 +1,113 @@
+"""HTTP details of the API server twin not covered by the transcripts: /watch paths, selector transitions in
+watches, bookmarks, tables for kubectl, OpenAPI v3 for kubectl's validation, aggregated discovery, auth."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import requests
+
+from reconciler.twin.apiserver import ApiServerTwin
+
+
+def _get(api: ApiServerTwin, path: str, token: str | None = "ok", **kw: Any) -> requests.Response:
+    headers = dict(kw.pop("headers", {}))
+    if token is not None:
+        headers["Authorization"] = f"Bearer {api.token if token == 'ok' else token}"
+    return requests.get(api.url + path, headers=headers, verify=str(api.ca_file), timeout=30, **kw)
+
+
+def test_watch_path_selector_transitions_and_bookmark(fresh_apiserver: ApiServerTwin) -> None:
+    api = fresh_apiserver
+    store = api.store
+    store.create("nodes", {"metadata": {"name": "n1", "labels": {"pool": "a"}}})
+    rv = store.resource_version
+
+    def writer() -> None:
+        time.sleep(0.3)
+        store.patch("nodes", "n1", {"metadata": {"labels": {"pool": "b"}}})  # leaves pool=a
+        store.patch("nodes", "n1", {"metadata": {"labels": {"pool": "a"}}})  # enters again
+        store.patch("nodes", "n1", {"metadata": {"labels": {"x": "1"}}})
+
+    threading.Thread(target=writer).start()
+    resp = _get(
+        api,
+        f"/api/v1/watch/nodes?labelSelector=pool%3Da&resourceVersion={rv}&timeoutSeconds=3&allowWatchBookmarks=true",
+        stream=True,
+    )
+    assert resp.status_code == 200 and resp.headers["Transfer-Encoding"] == "chunked"
+    events = [json.loads(line) for line in resp.iter_lines() if line]
+    assert [e["type"] for e in events] == ["DELETED", "ADDED", "MODIFIED", "BOOKMARK"]
+    assert events[0]["object"]["metadata"]["labels"] == {"pool": "a"}
+    assert set(events[3]["object"]["metadata"]) == {"resourceVersion"}
+
+
+def test_watch_without_resource_version_starts_with_current_state(fresh_apiserver: ApiServerTwin) -> None:
+    store = fresh_apiserver.store
+    store.create("nodes", {"metadata": {"name": "n1"}})
+    store.create("nodes", {"metadata": {"name": "n2"}})
+    resp = _get(fresh_apiserver, "/api/v1/nodes?watch=1&timeoutSeconds=1&fieldSelector=metadata.name%3Dn2", stream=True)
+    events = [json.loads(line) for line in resp.iter_lines() if line]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "n2")]
+
+
+def test_tables_openapi_and_discovery(apiserver: ApiServerTwin) -> None:
+    table_accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    apiserver.store.create(
+        "nodes",
+        {
+            "metadata": {"name": "tbl-node"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.36.2"}},
+        },
+    )
+    table = _get(
+        apiserver, "/api/v1/nodes?fieldSelector=metadata.name%3Dtbl-node", headers={"Accept": table_accept}
+    ).json()
+    assert table["kind"] == "Table"
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Status", "Roles", "Age", "Version"]
+    assert table["rows"][0]["cells"][:3] == ["tbl-node", "Ready", "<none>"]
+    root = _get(apiserver, "/openapi/v3").json()
+    assert "apis/nvidia.com/v1" in root["paths"]
+    doc = _get(apiserver, root["paths"]["apis/nvidia.com/v1"]["serverRelativeURL"]).json()
+    (op,) = [p["patch"] for p in doc["paths"].values()]
+    assert op["x-kubernetes-group-version-kind"]["kind"] == "ClusterPolicy"
+    assert "fieldValidation" in [p["name"] for p in op["parameters"]]
+    agg = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    resp = _get(apiserver, "/apis", headers={"Accept": agg + ",application/json"})
+    assert resp.headers["Content-Type"] == agg
+    groups = [i["metadata"]["name"] for i in resp.json()["items"]]
+    assert groups == ["apps", "events.k8s.io", "apiextensions.k8s.io", "coordination.k8s.io", "nvidia.com"]
+
+
+def test_auth_and_unknown_paths(apiserver: ApiServerTwin) -> None:
+    assert _get(apiserver, "/version", token=None).status_code == 200
+    anonymous = _get(apiserver, "/api/v1/nodes", token=None)
+    assert anonymous.status_code == 403
+    assert 'User "system:anonymous" cannot list resource "nodes"' in anonymous.json()["message"]
+    assert _get(apiserver, "/api", token=None).status_code == 403
+    assert _get(apiserver, "/version", token="wrong").status_code == 401
+    text404 = _get(apiserver, "/apis/nope.example.com/v1/things")
+    assert text404.status_code == 404 and text404.text == "404 page not found\n"
+    json404 = _get(apiserver, "/api/v1/foos")
+    assert json404.status_code == 404 and json404.json()["reason"] == "NotFound"
+
+
+def test_deletecollection_and_request_counts(fresh_apiserver: ApiServerTwin) -> None:
+    api = fresh_apiserver
+    for i in range(3):
+        api.store.create(
+            "configmaps", {"metadata": {"name": f"cm{i}", "labels": {"drop": str(i < 2).lower()}}}, "default"
+        )
+    api.reset_counts()
+    resp = requests.delete(
+        api.url + "/api/v1/namespaces/default/configmaps?labelSelector=drop%3Dtrue",
+        headers={"Authorization": f"Bearer {api.token}"},
+        verify=str(api.ca_file),
+        timeout=30,
+    )
+    assert resp.status_code == 200 and len(resp.json()["items"]) == 2
+    assert [c["metadata"]["name"] for c in api.store.list("configmaps", "default")] == ["cm2"]
+    assert api.request_counts() == {("DELETE", "configmaps", "deletecollection"): 1}
