@@ -229,3 +229,21 @@ def test_nvml_changes_reach_gfd_at_once_and_the_device_plugin_on_restart() -> No
         twin.settle()
         assert gpu_alloc(twin, "gpu-h200-02")["nvidia.com/mig-1g.18gb"] == "3"
         assert twin.operator.errors == []
+
+
+def test_synthetic_twin_answers_paginated_lists() -> None:
+    with ClusterTwin.synthetic(30, owned_fraction=0.1, tls=False) as twin:
+        twin.settle()
+        api = client.CoreV1Api(config.new_client_from_config(str(twin.kubeconfig)))
+        names: list[str] = []
+        cont = None
+        while True:
+            page = api.list_node(limit=7, _continue=cont)
+            names += [n.metadata.name for n in page.items]
+            cont = page.metadata._continue
+            if not cont:
+                break
+        assert len(names) == 30 == len(set(names))
+        running = api.list_pod_for_all_namespaces(field_selector="status.phase=Running").items
+        assert len(running) == len(twin.store.list("pods"))  # device plugins, mig-managers, holders all run
+        assert twin.operator.errors == []
