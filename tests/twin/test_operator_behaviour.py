@@ -461,3 +461,52 @@ def test_s3_3_mode_change_disables_mig(make_twin: Any) -> None:
     assert labels(twin, "n")["nvidia.com/mig.config.state"] == "success"
     assert [g.mig_current for g in twin.gpus("n")] == [False, False]
     assert gpu_resources(twin, "n")["nvidia.com/gpu"] == "2"  # full GPUs under mixed
+
+
+def test_s5_1_device_filter_and_devices_select_the_gpus(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    add_config(
+        twin,
+        "filtered",
+        [
+            {"device-filter": ["0x20B010DE"], "devices": "all", "mig-enabled": True, "mig-devices": {"7g.40gb": 1}},
+            {"device-filter": "0x233510DE", "devices": [1], "mig-enabled": True, "mig-devices": {"1g.18gb": 7}},
+            {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.71gb": 2}},
+        ],
+    )
+    set_config(twin, "n", "filtered")
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == "success"
+    assert [g.geometry() for g in twin.gpus("n")] == [{"3g.71gb": 2}, {"1g.18gb": 7}]
+
+
+def test_s5_1_invalid_mig_parted_config_fails(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    twin.store.patch(
+        "configmaps",
+        "migplan-mig-parted-config",
+        {"data": {"config.yaml": "version: v2\nmig-configs: {x: [{devices: all, mig-enabled: false}]}\n"}},
+        NS,
+    )
+    before = [g.geometry() for g in twin.gpus("n")]
+    set_config(twin, "n", "x")
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
+    assert "unknown version: v2" in twin.operator.mig_manager_log["n"]
+    assert [g.geometry() for g in twin.gpus("n")] == before  # nothing applied from invalid input
+
+
+def test_scheduler_respects_node_selector(make_twin: Any) -> None:
+    twin = make_twin("mixed", {"a": h200(ARTICLE, n=1), "b": h200(ARTICLE, n=1)})
+    twin.store.create(
+        "pods", request_pod("pinned", "nvidia.com/mig-1g.18gb", nodeSelector={"kubernetes.io/hostname": "b"}), "default"
+    )
+    twin.store.create(
+        "pods",
+        request_pod("nowhere", "nvidia.com/mig-1g.18gb", nodeSelector={"kubernetes.io/hostname": "c"}),
+        "default",
+    )
+    twin.settle()
+    assert twin.store.get("pods", "pinned", "default")["spec"]["nodeName"] == "b"
+    (cond,) = [
+        c for c in twin.store.get("pods", "nowhere", "default")["status"]["conditions"] if c["type"] == "PodScheduled"
+    ]
+    assert cond["message"].startswith("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.")
