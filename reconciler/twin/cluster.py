@@ -519,9 +519,7 @@ class ClusterTwin:
             with contextlib.suppress(Exception):
                 store.delete("pods", "wants-gpu", POD_NAMESPACE, grace_period_seconds=0)
         elif d.kind == "gpu-recut" and d.arg:
-            tw = self.fleet.nodes[d.arg]
             self.fleet.restore(d.arg)
-            del tw
             self._restart_device_plugin(d.arg)
         elif d.kind in ("mig-config-failed", "mig-config-pending") and d.arg:
             value = self.fleet.node_config[d.arg]
@@ -539,7 +537,6 @@ class ClusterTwin:
 
     def _inject_runtime(self, d: DriftCase) -> None:
         store = self.store
-        s = self.fleet.settings
         if d.kind == "wrong-strategy":
             self._patch_cp({"spec": {"mig": {"strategy": d.arg or _other(self.inventory_strategy)}}})
         elif d.kind == "stale-device-plugin-config":
@@ -570,8 +567,8 @@ class ClusterTwin:
             store.create("pods", pod, POD_NAMESPACE)
         elif d.kind == "gpu-recut" and d.arg:
             idx = int(d.extra or 0)
-            for key, units in list(self.operator.holders_on(d.arg, idx).items()):
-                del units
+            # nvidia-smi would refuse to destroy instances in use: the pods on that GPU were stopped first.
+            for key in self.operator.holders_on(d.arg, idx):
                 ns, name = key.split("/", 1)
                 store.delete("pods", name, ns, grace_period_seconds=0)
             self.settle()
@@ -580,10 +577,7 @@ class ClusterTwin:
         elif d.kind in ("mig-config-failed", "mig-config-pending") and d.arg:
             if d.kind == "mig-config-failed":
                 value = self._add_stale_config(d.arg)
-                cm = store.get("configmaps", s.mig_config_map, s.namespace)
-                store.patch(
-                    "configmaps", s.mig_config_map, {"data": {"config.yaml": self._mig_parted_text()}}, s.namespace
-                ) if "config.yaml" in (cm.get("data") or {}) else None
+                self._add_config_entry(value)
                 self.operator.processed(d.arg, value)
                 store.patch("nodes", d.arg, {"metadata": {"labels": {MIG_CONFIG: value, MIG_CONFIG_STATE: "failed"}}})
             else:
@@ -600,6 +594,18 @@ class ClusterTwin:
             self.fleet.node_config[name] = "all-disabled"
             self._create_node(self.operator, name, with_dp_pod=False)
         self.settle()
+
+    def _add_config_entry(self, name: str) -> None:
+        """Add config `name` to the mig-parted ConfigMap as it is now (migplan may have rewritten it), if absent."""
+        s = self.fleet.settings
+        with contextlib.suppress(ApiError, yaml.YAMLError, AttributeError, TypeError):
+            cm = self.store.get("configmaps", s.mig_config_map, s.namespace)
+            doc = yaml.safe_load((cm.get("data") or {}).get("config.yaml") or "")
+            configs = doc.setdefault("mig-configs", {})
+            if name not in configs:
+                configs[name] = self.fleet.configs[name]
+                text = yaml.safe_dump(doc, sort_keys=False)
+                self.store.patch("configmaps", s.mig_config_map, {"data": {"config.yaml": text}}, s.namespace)
 
     def _patch_cp(self, patch: dict[str, Any]) -> None:
         self.store.patch("clusterpolicies.nvidia.com", self.fleet.settings.cluster_policy, patch)

@@ -364,7 +364,6 @@ class Fleet:
         gm = catalog.get(model)
         if gm is None:
             raise ValueError(f"unknown GPU model {model}")
-        names = sorted(gm.profiles)
         small = min((p for p in gm.profiles.values()), key=lambda p: (p.memory_slices, p.name))
         mid = [p for p in gm.profiles.values() if p.compute_slices == 2]
         big = [p for p in gm.profiles.values() if p.compute_slices == 3]
@@ -376,7 +375,6 @@ class Fleet:
             tuple(x.name for x in (big[:1] + mid[:1] + [small, small])) if big and mid else (full.name,),
             (),  # MIG disabled
         ]
-        del names
         fleet = cls(ClusterSettings(name="synthetic", mig_strategy=strategy))
         gc_was_enabled = gc.isenabled()
         gc.disable()  # hundreds of thousands of small objects that all stay alive
