@@ -229,3 +229,28 @@ def test_every_code_is_documented_in_the_table() -> None:
     doc = rules.__doc__ or ""
     for code, rule in rules.CODES.items():
         assert f"| {code} | {rule.severity.value:<7} |" in doc, code
+
+
+# Load and schema rules: the failing cases live in tests/corpus/; here, next to each, the nearest
+# legal spelling passes (so a rule that fires on everything would be caught).
+NEAR_MISSES: dict[str, tuple[str, str]] = {
+    "MP109": (
+        "{profile: 3g.40gb, owner: &o team-a}\n          - {profile: 3g.40gb, owner: *o}",
+        "{profile: 3g.40gb, owner: team-a}\n          - {profile: 3g.40gb, owner: team-a}",
+    ),
+    "MP110": ("{profile: !gpu 3g.40gb}", "{profile: 3g.40gb}"),
+    "MP111": ("{profile: 3g.40gb, owner: a, owner: b}", "{profile: 3g.40gb, owner: a, purpose: b}"),
+    "MP202": ("{profile: 3g.40gb, palcement: 4}", "{profile: 3g.40gb, placement: 4}"),
+    "MP203": ("{profile: 3g.40gb, placement: '4'}", "{profile: 3g.40gb, placement: 4}"),
+    "MP205": ("{profile: 3g.40gb, owner: Team_A}", "{profile: 3g.40gb, owner: team-a}"),
+    "MP206": ("{profile: 1g.10gb, placement: 8}", "{profile: 1g.10gb, placement: 6}"),
+}
+
+
+@pytest.mark.parametrize("code", sorted(NEAR_MISSES))
+def test_load_and_schema_rules_fail_and_pass(code: str) -> None:
+    bad, good = NEAR_MISSES[code]
+    failing = validate_inventory(inv(gpu(H100, [bad])))
+    assert code in {d.code for d in failing.errors}, [str(d) for d in failing.diagnostics]
+    passing = validate_inventory(inv(gpu(H100, [good])))
+    assert passing.valid and not passing.diagnostics, [str(d) for d in passing.diagnostics]
