@@ -510,3 +510,38 @@ def test_scheduler_respects_node_selector(make_twin: Any) -> None:
         c for c in twin.store.get("pods", "nowhere", "default")["status"]["conditions"] if c["type"] == "PodScheduled"
     ]
     assert cond["message"].startswith("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.")
+
+
+def test_s1_6_config_manager_follows_the_node_label(make_twin: Any) -> None:
+    """Per-node strategy from the device-plugin ConfigMap (ClusterPolicy strategy unset), switched by node label."""
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    twin.store.create(
+        "configmaps",
+        {
+            "metadata": {"name": "dp"},
+            "data": {
+                "single": "version: v1\nflags:\n  migStrategy: single\n",
+                "mixed": "version: v1\nflags:\n  migStrategy: mixed\n",
+            },
+        },
+        NS,
+    )
+    twin.store.patch(
+        "clusterpolicies.nvidia.com",
+        "cluster-policy",
+        [{"op": "remove", "path": "/spec/mig/strategy"}],
+        patch_type="json",
+    )
+    twin.store.patch(
+        "clusterpolicies.nvidia.com",
+        "cluster-policy",
+        {"spec": {"devicePlugin": {"config": {"name": "dp", "default": "single"}}}},
+    )
+    twin.settle()
+    assert not any(v != "0" for v in gpu_resources(twin, "n").values())  # DEFAULT_CONFIG=single refuses the cut
+    pod = dp_pod(twin, "n")["metadata"]["name"]
+    twin.store.patch("nodes", "n", {"metadata": {"labels": {"nvidia.com/device-plugin.config": "mixed"}}})
+    twin.settle()
+    assert gpu_resources(twin, "n")["nvidia.com/mig-1g.18gb"] == "4"
+    assert dp_pod(twin, "n")["metadata"]["name"] == pod  # SIGHUP, not a new pod
+    assert labels(twin, "n")["nvidia.com/mig.strategy"] == "mixed"  # GFD shares the config

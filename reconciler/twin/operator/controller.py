@@ -272,6 +272,7 @@ class GpuOperator:
         self._ds: dict[str, Any] | None = None
         self._mm_ds: dict[str, Any] | None = None
         self._mm_pods: dict[str, str] = {}  # node → mig-manager pod name
+        self._dp_label: dict[str, str] = {}  # node → nvidia.com/device-plugin.config seen by its config-manager
         self._configmaps: dict[str, dict[str, Any]] = {}
         self._nodes: dict[str, tuple[dict[str, str], bool]] = {}  # name → (labels, unschedulable)
         self._pods: dict[str, _Pod] = {}
@@ -586,6 +587,7 @@ class GpuOperator:
                 return  # it wrote the node; the MODIFIED event brings us back with fresh labels
             self._kubelet_finish_deletions(name)
             self._daemonset_node(node, tw, labels)
+            self._config_manager(name, tw, labels)
             self._mig_manager_pod(name, labels)
             self._node_status(node)
             self._gfd(node, tw, labels)
@@ -865,6 +867,30 @@ class GpuOperator:
             if flags.get("migStrategy"):
                 return str(flags["migStrategy"])
         return "none"
+
+    def _config_manager(self, node: str, tw: TwinNode, labels: Mapping[str, str]) -> None:
+        """§1.6: the config-manager sidecar follows node label nvidia.com/device-plugin.config and SIGHUPs the
+        plugin, which re-reads its config and the GPUs in place (same pod, no restart count)."""
+        current = labels.get(DP_CONFIG_LABEL, "")
+        seen = self._dp_label.get(node)
+        self._dp_label[node] = current
+        have = self._dp_pods.get(node)
+        if have is None or seen is None or seen == current:
+            return
+        try:
+            pod = self.store.get("pods", have[0], self.ns)
+        except Exception:
+            return
+        if not _env(pod, CONFIG_MANAGER):
+            return  # no config-manager sidecar: nobody watches the label
+        adv = deviceplugin.evaluate(tw.gpus, self.dp_strategy(pod, labels))
+        with self._cv:
+            self._dp_state[node] = adv
+        self.store.set_pod_log(self.ns, have[0], self._dp_log(adv))
+        containers = [c["name"] for c in pod["spec"].get("containers") or []]
+        status = _pod_status(node, containers, ready=adv.ok, failing=None if adv.ok else DP_CONTAINER)
+        self.store.patch("pods", have[0], {"status": status}, self.ns, subresource="status")
+        self.mark("dsstatus")
 
     def _dp_config_flags(
         self, cm_name: str | None, cm_env: Mapping[str, str], labels: Mapping[str, str]
