@@ -13,7 +13,7 @@ peak RSS printed for migplan (ru_maxrss of this process) is migplan's own. Measu
    with `_preload_content=False`, bodies parsed with orjson): the ratio cycle/floor (target <= 2);
 4. the same cycle with `--drift-percent` of the nodes recut by hand (`gpu-recut` drift case):
    requests, findings, time;
-5. migplan's peak RSS (target < 500 MB).
+5. migplan's peak RSS (target < 500 MB), and the time and size of the rendered report files.
 """
 
 from __future__ import annotations
@@ -238,6 +238,13 @@ def main() -> int:
     print(f"floor (official client, models): {f:.2f} s -> cycle/floor = {t / f:.2f} (target <= 2)")
     print(f"raw floor (official client, _preload_content=False + orjson): {rf:.2f} s -> cycle/raw floor = {t / rf:.2f}")
     failed |= not only_lists or t > 2 * f
+    if result.report is not None:
+        from reconciler.logic.reports import render_reports
+
+        start = time.perf_counter()
+        files = render_reports(result.report)
+        sizes = ", ".join(f"{k} {len(v) / 1e6:.1f} MB" for k, v in files.items())
+        print(f"render_reports (what the controller commits): {time.perf_counter() - start:.2f} s; {sizes}")
 
     # 4. drifted
     n_drift = max(1, int(args.nodes * args.drift_percent / 100))
@@ -252,6 +259,10 @@ def main() -> int:
         f"{len(result.report.findings) if result.report else 0} finding(s), {drifted} node(s) not InSync; "
         f"{result.report.summary() if result.report else result.errors}"
     )
+    by_code: dict[str, int] = {}
+    for finding in result.report.findings if result.report else ():
+        by_code[finding.code] = by_code.get(finding.code, 0) + 1
+    print(f"  findings by code: {dict(sorted(by_code.items()))}; {len(result.applied)} change(s) applied")
     failed |= drifted < len(victims)
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
