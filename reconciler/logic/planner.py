@@ -4,22 +4,31 @@ Pure: values in, a Plan out; the clock is a parameter (it stamps restartedAt and
 annotation). Every Change carries the exact JSON patch the applier sends, so dry-run prints what a
 real run would write. Order (stack-facts §1.6 last bullet, §3):
 
-1. the mig-parted ConfigMap (so every config name exists before anything refers to it);
+1. the mig-parted ConfigMap (so every config name exists before anything refers to it). Configs
+   that nodes still carry are kept until they are relabelled, and a last ConfigMap write at the
+   end of the plan drops them once the relabels are made;
 2. the ClusterPolicy, in ONE JSON merge patch: spec.migManager.config.name -> our ConfigMap,
    spec.mig.strategy, and `spec.devicePlugin.config: null` when that config contradicts the
-   strategy. Going *to* `single` is deferred until every node's layout has converged: the plugin
+   strategy. Going *to* `single` is deferred until every node's layout has settled: the plugin
    crash-loops under `single` while a node still carries a mixed geometry (gpu-operator #460);
 3. the device-plugin DaemonSet restarted like `kubectl rollout restart` (a strategic merge patch of
    the pod template's restartedAt annotation) when the strategy changed; a marker annotation on
    the DaemonSet records the strategy it was restarted for, so a run killed between 2 and 3
    still restarts it on the next run;
-In `apply.mode: agent` only 2. and 3. are planned (without migManager.config.name): the node agent
-applies layouts itself.
-
 4. per node, by name: cordon (only with allowDisruption and pods in the way), the
    `nvidia.com/mig.config` label, and uncordon once mig-manager reports success. At most
    `maxUnavailableNodes` nodes are in flight; nodes whose change would destroy partitions running
-   pods hold are skipped and name those pods (the disruption guard).
+   pods hold are skipped and name those pods (the disruption guard). Two special cases:
+   - relabel only: the node's current config has the same geometry under another name (adopting
+     a cluster) and nothing suggests the GPUs differ: mig-manager's assert passes and nothing is
+     paused (stack-facts §3.3 step 2), so it is not a disruption and not counted;
+   - re-apply: the label is right and mig-manager says success, the strategy is right and the
+     plugin is Ready, yet the counts differ (GPUs cut by hand): mig-manager only acts on a new
+     label value, so the label points at `<config>-reapply`, an alias of the same layout, and
+     goes back to the canonical name (relabel only) on a later cycle. Guarded like any change.
+
+In `apply.mode: agent` only 2. and 3. are planned (without migManager.config.name): the node agent
+applies layouts itself.
 
 Only fields and labels migplan owns appear in a patch.
 """
