@@ -111,3 +111,23 @@ def test_deletecollection_and_request_counts(fresh_apiserver: ApiServerTwin) -> 
     assert resp.status_code == 200 and len(resp.json()["items"]) == 2
     assert [c["metadata"]["name"] for c in api.store.list("configmaps", "default")] == ["cm2"]
     assert api.request_counts() == {("DELETE", "configmaps", "deletecollection"): 1}
+
+
+def test_binding_subresource(fresh_apiserver: ApiServerTwin) -> None:
+    api = fresh_apiserver
+    api.store.create(
+        "pods", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x:1"}]}}, "default"
+    )
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "p"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-1"},
+    }
+    url = api.url + "/api/v1/namespaces/default/pods/p/binding"
+    headers = {"Authorization": f"Bearer {api.token}", "Content-Type": "application/json"}
+    resp = requests.post(url, json=body, headers=headers, verify=str(api.ca_file), timeout=30)
+    assert resp.status_code == 201 and resp.json()["status"] == "Success"
+    assert api.store.get("pods", "p", "default")["spec"]["nodeName"] == "gpu-1"
+    again = requests.post(url, json=body, headers=headers, verify=str(api.ca_file), timeout=30)
+    assert again.status_code == 409

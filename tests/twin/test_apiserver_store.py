@@ -355,3 +355,31 @@ def test_watch_window_expires_old_resource_versions() -> None:
     assert exc.value.code == 410 and exc.value.message.startswith(f"too old resource version: {start} (")
     events, _ = store.events_since("nodes", store.resource_version - 2)
     assert [e.type for e in events] == ["MODIFIED", "MODIFIED"]
+
+
+def test_create_many_is_all_or_nothing(store: Store) -> None:
+    seen: list[str] = []
+    store.subscribe(lambda e, o: seen.append(o["metadata"]["name"]))
+    assert store.create_many("nodes", [_node(f"n{i}") for i in range(3)]) == 3
+    assert seen == ["n0", "n1", "n2"]
+    rv = store.resource_version
+    with pytest.raises(ApiError) as exc:
+        store.create_many("nodes", [_node("m0"), _node("m1", a="bad value!")])
+    assert exc.value.code == 422
+    with pytest.raises(ApiError) as exc:
+        store.create_many("nodes", [_node("m0"), _node("m0")])
+    assert exc.value.code == 409
+    assert store.resource_version == rv and [n["metadata"]["name"] for n in store.list("nodes")] == ["n0", "n1", "n2"]
+
+
+def test_bind_sets_node_and_condition_once(store: Store) -> None:
+    store.create(
+        "pods", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x:1"}]}}, "default"
+    )
+    uid = store.get("pods", "p", "default")["metadata"]["uid"]
+    pod = store.bind("default", "p", "gpu-1")
+    assert pod["spec"]["nodeName"] == "gpu-1" and pod["metadata"]["uid"] == uid
+    assert [(c["type"], c["status"]) for c in pod["status"]["conditions"]] == [("PodScheduled", "True")]
+    with pytest.raises(ApiError) as exc:
+        store.bind("default", "p", "gpu-2")
+    assert exc.value.code == 409 and 'already assigned to node "gpu-1"' in exc.value.message

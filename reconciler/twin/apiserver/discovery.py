@@ -87,6 +87,10 @@ def api_group(types: list[ResourceType], group: str) -> dict[str, Any] | None:
     return None
 
 
+# subresource -> (kind, verbs) where they differ from status-like subresources
+_SUBRESOURCE_SHAPES = {"log": ("Pod", ["get"]), "binding": ("Binding", ["create"])}
+
+
 def _resource_entries(t: ResourceType) -> list[dict[str, Any]]:
     main: dict[str, Any] = {
         "name": t.plural,
@@ -103,15 +107,9 @@ def _resource_entries(t: ResourceType) -> list[dict[str, Any]]:
         main["storageVersionHash"] = t.storage_hash
     out = [main]
     for sub in t.subresources:
-        verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
+        kind, verbs = _SUBRESOURCE_SHAPES.get(sub, (t.kind, ["get", "patch", "update"]))
         out.append(
-            {
-                "name": f"{t.plural}/{sub}",
-                "singularName": "",
-                "namespaced": t.namespaced,
-                "kind": t.kind,
-                "verbs": verbs,
-            }
+            {"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced, "kind": kind, "verbs": verbs}
         )
     return out
 
@@ -145,10 +143,8 @@ def _aggregated_resource(t: ResourceType) -> dict[str, Any]:
         entry["subresources"] = [
             {
                 "subresource": sub,
-                "responseKind": {**kind, "kind": "Pod" if sub == "log" else t.kind}
-                if sub != "log"
-                else {"group": "", "version": "", "kind": "Pod"},
-                "verbs": ["get"] if sub == "log" else ["get", "patch", "update"],
+                "responseKind": {**kind, "kind": _SUBRESOURCE_SHAPES.get(sub, (t.kind, []))[0]},
+                "verbs": list(_SUBRESOURCE_SHAPES.get(sub, ("", ["get", "patch", "update"]))[1]),
             }
             for sub in sorted(t.subresources)
         ]

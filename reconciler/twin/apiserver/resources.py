@@ -153,7 +153,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         True,
         ("po",),
         ("all",),
-        subresources=("log", "status"),
+        subresources=("binding", "log", "status"),
         storage_hash="xPOwRZ+Yhw8=",
         extra_fields=_POD_FIELDS,
         tracks_generation=True,

@@ -10,6 +10,7 @@ token, 403 for anonymous requests beyond /version and the health endpoints, 415 
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import threading
 import time
@@ -23,7 +24,15 @@ import yaml
 
 from . import discovery, openapi, tables
 from .certs import TlsFiles
-from .errors import ApiError, bad_request, method_not_allowed, resource_not_found, unsupported_media_type
+from .errors import (
+    ApiError,
+    FieldError,
+    bad_request,
+    invalid,
+    method_not_allowed,
+    resource_not_found,
+    unsupported_media_type,
+)
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
 from .store import Store, WatchEvent
@@ -86,6 +95,12 @@ class TwinHTTPServer(ThreadingHTTPServer):
         self.counts_lock = threading.Lock()
         self.stopping = threading.Event()
 
+    def get_request(self) -> tuple[Any, Any]:
+        sock, addr = super().get_request()
+        # no Nagle: a keep-alive response must not wait for the client's delayed ACK (~40 ms per request)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock, addr
+
     def count(self, method: str, resource: str, verb: str) -> None:
         with self.counts_lock:
             self.counts[(method, resource, verb)] += 1
@@ -93,6 +108,8 @@ class TwinHTTPServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # buffered writes: headers and body leave in one send(); handle_one_request flushes after each response
+    wbufsize = 64 * 1024
     server: TwinHTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -306,6 +323,17 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self._send(200, raw, "application/json")
             return
+        if verb == "create" and route.sub == "binding":
+            binding = self._decode_object(rt, body, kind="Binding")
+            target = (binding.get("target") or {}).get("name")
+            if not target:
+                raise invalid("Binding", "", route.name or "", [FieldError("Required", "target.name")])
+            annotations = (binding.get("metadata") or {}).get("annotations")
+            store.bind(route.namespace or "", route.name or "", target, annotations=annotations)
+            self._send_json(
+                201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+            )
+            return
         if verb == "create":
             obj = self._decode_object(rt, body)
             created = store.create(rt.key, obj, route.namespace, dry_run=dry_run, strict=strict, warnings=warnings)
@@ -394,6 +422,10 @@ class _Handler(BaseHTTPRequestHandler):
             if method != "GET":
                 raise method_not_allowed()
             return "get"
+        if route.sub == "binding":
+            if method != "POST" or route.name is None:
+                raise method_not_allowed()
+            return "create"
         if route.name is None:
             table = {"GET": "watch" if watch else "list", "POST": "create", "DELETE": "deletecollection"}
         else:
@@ -412,7 +444,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             raise bad_request(f'strconv.ParseInt: parsing "{text}": invalid syntax') from exc
 
-    def _decode_object(self, rt: ResourceType, body: bytes) -> dict[str, Any]:
+    def _decode_object(self, rt: ResourceType, body: bytes, kind: str | None = None) -> dict[str, Any]:
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
         text = body.decode("utf-8", errors="replace")
         try:
@@ -423,8 +455,8 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError as exc:
             snippet = text if len(text) <= 30 else text[:30] + " ..."
             raise bad_request(
-                f"the object provided is unrecognized (must be of type {rt.kind}): couldn't get version/kind; json "
-                f"parse error: {_go_json_error(exc)} ({snippet})"
+                f"the object provided is unrecognized (must be of type {kind or rt.kind}): couldn't get version/kind; "
+                f"json parse error: {_go_json_error(exc)} ({snippet})"
             ) from exc
         except yaml.YAMLError as exc:
             raise bad_request(f"the object provided is unrecognized (must be of type {rt.kind}): {exc}") from exc
@@ -498,6 +530,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        self.wfile.flush()  # the client sees the 200 at once, before any event
         try:
             for obj in initial:
                 self._chunk(self._event_bytes(rt, "ADDED", obj))

@@ -499,6 +499,53 @@ class Store:
         warnings: _List[str] | None = None,
     ) -> dict[str, Any]:
         rt = self.resource_type(resource)
+        new, ns = self._prepare_create(rt, obj, namespace, strict, warnings)
+        with self._lock:
+            stored = self._admit_and_validate(rt, new, ns, ())
+            if dry_run:
+                return _clone_obj(self._to_view(rt, self._order(rt, stored)))
+            stored["metadata"]["resourceVersion"] = str(self._next_rv())
+            stored = self._order(rt, stored)
+            self._commit(rt, "ADDED", stored)
+            after = self._after_create(rt, stored)
+            result = _clone_obj(self._to_view(rt, stored))
+        self._dispatch()
+        if after is not None:
+            after()
+        return result
+
+    def create_many(self, resource: str, objs: Iterable[dict[str, Any]], namespace: str | None = None) -> int:
+        """Create many objects of one resource under one lock, with create's defaulting and validation.
+
+        All or nothing: every object is checked (including duplicates within the batch) before any is stored, so a
+        bad one raises ApiError and changes nothing. Subscribers and watches see one ADDED per object, in order.
+        Returns the number created."""
+        rt = self.resource_type(resource)
+        prepared = [self._prepare_create(rt, obj, namespace, False, None) for obj in objs]
+        afters: _List[Callable[[], None]] = []
+        with self._lock:
+            batch: set[str] = set()
+            ready = []
+            for new, ns in prepared:
+                stored = self._admit_and_validate(rt, new, ns, batch)
+                batch.add(self._sort_key(rt, ns, stored["metadata"]["name"]))
+                ready.append(stored)
+            for stored in ready:
+                stored["metadata"]["resourceVersion"] = str(self._next_rv())
+                stored = self._order(rt, stored)
+                self._commit(rt, "ADDED", stored)
+                after = self._after_create(rt, stored)
+                if after is not None:
+                    afters.append(after)
+        self._dispatch()
+        for after in afters:
+            after()
+        return len(ready)
+
+    def _prepare_create(
+        self, rt: ResourceType, obj: dict[str, Any], namespace: str | None, strict: bool, warnings: _List[str] | None
+    ) -> tuple[dict[str, Any], str | None]:
+        """Decoding and namespace checks of a create, before the lock."""
         if rt.namespaced and not namespace:
             namespace = (obj.get("metadata") or {}).get("namespace")
         ns = self._ns(rt, namespace)
@@ -512,36 +559,79 @@ class Store:
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
+        return new, ns
+
+    def _admit_and_validate(
+        self, rt: ResourceType, new: dict[str, Any], ns: str | None, pending: Iterable[str] | set[str]
+    ) -> dict[str, Any]:
+        """Admission, defaulting, validation and the AlreadyExists check of a create. Lock held."""
+        meta = new["metadata"]
+        if ns is not None and self._get_entry("namespaces", None, ns) is None:
+            raise not_found("namespaces", "", ns)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + kinds.random_suffix(self._rng)
+        self._admit_create(rt, new, ns)
+        errors = self._validate(rt, new, None)
+        if errors:
+            raise invalid(rt.kind, self._error_group(rt), meta.get("name", ""), errors)
+        if self._get_entry(rt.key, ns, meta["name"]) is not None or self._sort_key(rt, ns, meta["name"]) in pending:
+            raise already_exists(rt.plural, rt.group, meta["name"])
+        for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(key, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = kinds.now_rfc3339()
+        if rt.tracks_generation:
+            meta["generation"] = 1
+        if rt.key == "daemonsets.apps":
+            meta.setdefault("annotations", {})["deprecated.daemonset.template.generation"] = "1"
+        return self._from_view(rt, new)
+
+    def bind(
+        self, namespace: str, name: str, node: str, *, annotations: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """The pods/binding subresource (what a scheduler calls): sets spec.nodeName and PodScheduled=True.
+
+        409 if the pod is already bound or being deleted, as the real BindingREST answers."""
+        rt = self.resource_type("pods")
         with self._lock:
-            if ns is not None and self._get_entry("namespaces", None, ns) is None:
-                raise not_found("namespaces", "", ns)
-            if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = meta["generateName"] + kinds.random_suffix(self._rng)
-            self._admit_create(rt, new, ns)
-            errors = self._validate(rt, new, None)
-            if errors:
-                raise invalid(rt.kind, self._error_group(rt), meta.get("name", ""), errors)
-            if self._get_entry(rt.key, ns, meta["name"]) is not None:
-                raise already_exists(rt.plural, rt.group, meta["name"])
-            for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
-                meta.pop(key, None)
-            meta["uid"] = str(uuid.uuid4())
-            meta["creationTimestamp"] = kinds.now_rfc3339()
-            if rt.tracks_generation:
-                meta["generation"] = 1
-            if rt.key == "daemonsets.apps":
-                meta.setdefault("annotations", {})["deprecated.daemonset.template.generation"] = "1"
-            stored = self._from_view(rt, new)
-            if dry_run:
-                return _clone_obj(self._to_view(rt, self._order(rt, stored)))
-            stored["metadata"]["resourceVersion"] = str(self._next_rv())
-            stored = self._order(rt, stored)
-            self._commit(rt, "ADDED", stored)
-            after = self._after_create(rt, stored)
-            result = _clone_obj(self._to_view(rt, stored))
+            entry = self._get_entry("pods", namespace, name)
+            if entry is None:
+                raise not_found("pods", "", name)
+            old = entry.obj
+            bound = (old.get("spec") or {}).get("nodeName")
+            reason = None
+            if old["metadata"].get("deletionTimestamp"):
+                reason = f"pod {name} is being deleted, cannot be assigned to a host"
+            elif bound:
+                reason = f'pod {name} is already assigned to node "{bound}"'
+            if reason is not None:
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods/binding "{name}": {reason}',
+                    {"name": name, "kind": "pods/binding"},
+                )
+            new = _clone_obj(old)
+            new["spec"]["nodeName"] = node
+            if annotations:
+                new["metadata"].setdefault("annotations", {}).update(annotations)
+            conditions = new.setdefault("status", {}).setdefault("conditions", [])
+            scheduled = {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": kinds.now_rfc3339(),
+            }
+            for i, cond in enumerate(conditions):
+                if cond.get("type") == "PodScheduled":
+                    conditions[i] = scheduled
+                    break
+            else:
+                conditions.append(scheduled)
+            new["metadata"]["resourceVersion"] = str(self._next_rv())
+            self._commit(rt, "MODIFIED", new, prev=old)
+            result = _clone_obj(new)
         self._dispatch()
-        if after is not None:
-            after()
         return result
 
     def update(
