@@ -460,9 +460,11 @@ class GpuOperator:
                     elif info.phase == "Pending":
                         keys.append("sched")
             elif kind == "ClusterPolicy" and name == self.cp_name:
+                old_spec = (self._cp or {}).get("spec")
                 self._cp = obj if event_type != "DELETED" else None
-                keys.append("global")
-                keys += [f"node:{n}" for n in self.fleet.nodes]
+                if event_type == "DELETED" or obj.get("spec") != old_spec:  # status-only writes change nothing
+                    keys.append("global")
+                    keys += [f"node:{n}" for n in self.fleet.nodes]
             elif kind == "DaemonSet" and name == self.ds_name and meta.get("namespace") == self.ns:
                 old_gen = (self._ds or {}).get("metadata", {}).get("generation")
                 self._ds = obj if event_type != "DELETED" else None
@@ -477,7 +479,11 @@ class GpuOperator:
                     self._configmaps.pop(name, None)
                 else:
                     self._configmaps[name] = obj
-                keys += [f"node:{n}" for n in self.fleet.nodes]
+                # Only the device-plugin/GFD config is read continuously (by GFD); mig-manager reads its
+                # ConfigMap when a run starts and the device plugin when its pod starts.
+                dp_cfg = (((self._cp or {}).get("spec") or {}).get("devicePlugin") or {}).get("config") or {}
+                if dp_cfg.get("name") == name:
+                    keys += [f"node:{n}" for n in self.fleet.nodes]
             for k in keys:
                 self._dirty[k] = None
             if keys:
