@@ -226,7 +226,8 @@ class KubeNodeState:
 
 
 def publish_desired(api: client.CoreV1Api, desired: DesiredNode, *, current: Mapping[str, str] | None = None) -> bool:
-    """Write `migplan.io/mig-desired` on the node; False (and no request) when it already says that.
+    """Write `migplan.io/mig-desired` on the node; False (and no request) when it already holds that layout
+    (whatever revision it names: the annotation's revision is the one that last changed the layout).
 
     `current` is the node's annotations as the caller last listed them, to save a GET per node.
     """
@@ -236,8 +237,17 @@ def publish_desired(api: client.CoreV1Api, desired: DesiredNode, *, current: Map
             current = _annotations(api.read_node(desired.node))
         except ApiException as exc:
             raise _translate(exc, f"read node {desired.node}") from exc
-    if current.get(DESIRED) == text:
+    existing = current.get(DESIRED)
+    if existing == text:
         return False
+    if existing:
+        # Same layout from a newer revision: keep the annotation (and the revision that last changed this
+        # node's layout), so a commit that does not touch a node costs that node no write and no agent pass.
+        try:
+            if decode_desired(desired.node, existing).gpus == desired.gpus:
+                return False
+        except MigplanError:
+            pass  # malformed: overwrite it
     try:
         api.patch_node(
             desired.node,

@@ -1,0 +1,92 @@
+"""`apply.mode: agent` end to end: the controller's cycle publishes each node's desired layout
+(`migplan.io/mig-desired`, exact placements), the node agents (NVML twin behind the real adapter) apply
+it and publish what they observe; a Git push changes one node's layout and only that node's annotation
+is rewritten; the agent applies the change, touching only what differs.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from gitserver import git
+from kubernetes import client
+
+from reconciler.adapters import kubeagentmode
+from reconciler.adapters.kubeagentmode import KubeNodeState, decode_desired, read_agent_state
+from reconciler.adapters.nvml import NvmlGpu
+from reconciler.agent import actuate_once
+from reconciler.commands.run import GitCycle
+from reconciler.controller.loop import CycleContext, kube_configuration
+from reconciler.logic.agentplan import MigState, plan_node
+from reconciler.resources import inventory_dir
+from reconciler.settings import load_settings
+from reconciler.twin.cluster import ClusterTwin
+
+
+def test_agent_mode_publish_apply_push(tmp_path: Path) -> None:
+    repo = tmp_path / "inventory"
+    shutil.copytree(inventory_dir(), repo)
+    cluster_yaml = repo / "cluster.yaml"
+    cluster_yaml.write_text(cluster_yaml.read_text().replace("mode: gpu-operator", "mode: agent"))
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "inventory (agent mode)", cwd=repo)
+    with ClusterTwin.from_inventory(repo) as twin:
+        twin.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "migplan"}})
+        settings = load_settings(
+            env={},
+            flags={"repo": str(repo), "cache_dir": str(tmp_path / "cache"), "kubeconfig": str(twin.kubeconfig)},
+        )
+        api = client.ApiClient(kube_configuration(str(twin.kubeconfig)))
+        core: Any = client.CoreV1Api(api)
+        cycle = GitCycle(settings)
+        outcome = cycle(CycleContext("test", api, lambda: True, settings))
+        assert outcome.result != "failed", outcome.errors
+        head = git("rev-parse", "HEAD", cwd=repo)
+        nodes = [n.metadata.name for n in core.list_node().items if n.metadata.name.startswith("gpu-")]
+        assert len(nodes) == 4
+        for node in nodes:
+            ann = core.read_node(node).metadata.annotations
+            desired = decode_desired(node, ann[kubeagentmode.DESIRED])
+            assert desired.revision == f"main@sha1:{head}"
+            assert all(p.placement.size > 0 for g in desired.gpus for p in g.partitions)
+            with NvmlGpu(nvml=twin.nvml(node)) as gpus:
+                result = actuate_once(gpus=gpus, node_state=KubeNodeState(core), node=node)
+            assert result.state is MigState.SUCCESS, (node, result.reason)
+            state, _, observed = read_agent_state(core.read_node(node))
+            assert state is MigState.SUCCESS and observed is not None
+            assert plan_node(desired.gpus, observed).is_empty
+
+        # An unchanged revision: the cycle rewrites no annotation.
+        twin.api.reset_counts()
+        cycle(CycleContext("test", api, lambda: True, settings))
+        assert twin.api.request_counts().get(("PATCH", "nodes", "patch"), 0) == 0
+
+        # A push recuts gpu-h200-02's GPU 1 into 7 x 1g.18gb: only that node's annotation changes.
+        node_file = repo / "nodes" / "gpu-h200-02.yaml"
+        text = node_file.read_text()
+        marker = "    - index: 1\n      model: NVIDIA-H200\n      layout: h200-balanced\n"
+        assert marker in text
+        ones = "".join("          - {profile: 1g.18gb}\n" for _ in range(7))
+        node_file.write_text(
+            text.replace(marker, "    - index: 1\n      model: NVIDIA-H200\n      mig:\n        enabled: true\n"
+                         f"        partitions:\n{ones}")
+        )  # fmt: skip
+        git("commit", "-q", "-am", "recut gpu-h200-02 gpu 1", cwd=repo)
+        twin.api.reset_counts()
+        outcome = cycle(CycleContext("test", api, lambda: True, settings))
+        assert outcome.result != "failed", outcome.errors
+        assert twin.api.request_counts().get(("PATCH", "nodes", "patch"), 0) == 1
+        node = "gpu-h200-02"
+        desired = decode_desired(node, core.read_node(node).metadata.annotations[kubeagentmode.DESIRED])
+        with NvmlGpu(nvml=twin.nvml(node)) as gpus:
+            before = gpus.observe()
+            result = actuate_once(gpus=gpus, node_state=KubeNodeState(core), node=node)
+            after = gpus.observe()
+        assert result.state is MigState.SUCCESS, result.reason
+        assert {s.gpu for s in result.executed} == {1}  # GPU 0 untouched
+        assert before[0] == after[0]
+        assert sorted(i.profile for i in after[1].instances) == ["1g.18gb"] * 7
+        assert plan_node(desired.gpus, after).is_empty
