@@ -18,9 +18,11 @@ owns. What is reproduced and from where:
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -67,17 +69,31 @@ _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 
 
+_NOW_CACHE: list[Any] = [0, ""]
+
+
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current time as metav1.Time serialises it (seconds); formatted once per second."""
+    second = int(time.time())
+    if _NOW_CACHE[0] != second:
+        _NOW_CACHE[0], _NOW_CACHE[1] = second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(_NOW_CACHE[1])
 
 
 def random_suffix(rng: random.Random, n: int = 5) -> str:
-    return "".join(rng.choice(_SUFFIX_ALPHABET) for _ in range(n))
+    """A generated-name suffix from the apiserver's alphabet (no vowels, no confusable digits)."""
+    return "".join(rng.choices(_SUFFIX_ALPHABET, k=n))
 
 
 # ---------------------------------------------------------------- metadata
 
 
+@functools.lru_cache(maxsize=65536)
+def _valid_label_value(value: str) -> bool:
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+
+
+@functools.lru_cache(maxsize=65536)
 def valid_qualified_name(key: str) -> bool:
     parts = key.split("/")
     if len(parts) == 1:
@@ -107,7 +123,7 @@ def validate_metadata(obj: dict[str, Any], *, label_name: bool = False, repeat: 
     for key, value in (meta.get("labels") or {}).items():
         if not valid_qualified_name(key):
             label_errs.append(FieldError("Invalid", "metadata.labels", key, MSG_LABEL_KEY))
-        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+        if not isinstance(value, str) or not _valid_label_value(value):
             label_errs.append(FieldError("Invalid", "metadata.labels", value, MSG_LABEL_VALUE))
     errs.extend(label_errs * repeat)
     for key in meta.get("annotations") or {}:

@@ -5,6 +5,7 @@ Pure. `parse_quantity` raises ValueError with the real decoder's message for tex
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -33,12 +34,17 @@ _SUFFIXES = {
 
 def parse_quantity(text: object) -> Decimal:
     """The numeric value of a quantity string (or JSON number)."""
+    if isinstance(text, str):
+        return _parse_text(text)
     if isinstance(text, bool):
         raise ValueError(QUANTITY_ERROR)
     if isinstance(text, int | float):
         return Decimal(str(text))
-    if not isinstance(text, str):
-        raise ValueError(QUANTITY_ERROR)
+    raise ValueError(QUANTITY_ERROR)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Decimal:
     m = QUANTITY_RE.match(text.strip())
     if not m:
         raise ValueError(QUANTITY_ERROR)

@@ -111,6 +111,11 @@ class ResourceType:
         return tuple(sorted(self.field_selectors))
 
     @functools.cached_property
+    def field_paths(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """(path, path split on dots) for field_order, so values are read without re-splitting."""
+        return tuple((p, tuple(p.split("."))) for p in self.field_order)
+
+    @functools.cached_property
     def field_index(self) -> dict[str, int]:
         return {path: i for i, path in enumerate(self.field_order)}
 
