@@ -550,14 +550,20 @@ class GpuOperator:
 
     def _daemonset_status(self) -> None:
         ds = self._ds
-        if ds is None:
-            return
-        gen = str(ds["metadata"].get("generation", 1))
+        if ds is not None:
+            gen = str(ds["metadata"].get("generation", 1))
+            ready = sum(1 for n in self._dp_pods if (st := self._dp_state.get(n)) is not None and st.ok)
+            updated = sum(1 for _, g in self._dp_pods.values() if g == gen)
+            self._write_ds_status(ds, len(self._dp_pods), ready, updated)
+        mm = self._mm_ds
+        if mm is not None:
+            n = len(self._mm_pods)
+            self._write_ds_status(mm, n, n, n)
+
+    def _write_ds_status(self, ds: dict[str, Any], current: int, ready: int, updated: int) -> None:
+        """What the DaemonSet controller reports (kubectl get ds / rollout status read it)."""
         selector = ds["spec"]["template"]["spec"].get("nodeSelector") or {}
         desired = sum(1 for labels, _ in self._nodes.values() if all(labels.get(k) == v for k, v in selector.items()))
-        current = len(self._dp_pods)
-        ready = sum(1 for n in self._dp_pods if (st := self._dp_state.get(n)) is not None and st.ok)
-        updated = sum(1 for _, g in self._dp_pods.values() if g == gen)
         status = {
             "currentNumberScheduled": current,
             "desiredNumberScheduled": desired,
@@ -566,14 +572,15 @@ class GpuOperator:
             "numberAvailable": ready,
             "numberUnavailable": max(desired - ready, 0),
             "updatedNumberScheduled": updated,
-            "observedGeneration": int(gen),
+            "observedGeneration": int(ds["metadata"].get("generation", 1)),
         }
         have = ds.get("status") or {}
         if all(have.get(k) == v for k, v in status.items()):
             return
         if not ready:
             status.pop("numberAvailable")
-        self.store.patch("daemonsets.apps", self.ds_name, {"status": status}, self.ns, subresource="status")
+        name = ds["metadata"]["name"]
+        self.store.patch("daemonsets.apps", name, {"status": status}, self.ns, subresource="status")
 
     # ================================================================ per node
     def _reconcile_node(self, name: str) -> None:
@@ -723,6 +730,7 @@ class GpuOperator:
         if have is not None and not desired:
             del self._mm_pods[node]
             self._delete_pod(have, self.ns)
+            self.mark("dsstatus")
         elif have is None and desired and ds is not None:
             self.create_mm_pod(node, ds)
 
@@ -766,6 +774,7 @@ class GpuOperator:
                 pod["metadata"]["name"] = name
         with self._cv:
             self._mm_pods[node] = name
+        self.mark("dsstatus")
         lines = self.mig_manager_log.get(node)
         if lines:
             self.store.set_pod_log(self.ns, name, "\n".join(lines) + "\n")
