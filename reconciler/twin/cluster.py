@@ -10,10 +10,11 @@
 On start the store is populated directly (not through HTTP): namespace `gpu-operator`, the ClusterPolicy
 `cluster-policy` (strategy from the inventory unless overridden; `spec.migManager.config.name` = the inventory's
 mig-parted ConfigMap, which holds one config per distinct current node layout plus `all-disabled`), the
-device-plugin DaemonSet and one pod per GPU node, nodes with GFD/operator labels (`nvidia.com/mig.config`
-pointing at the config matching the layout, `nvidia.com/mig.config.state=success`) and capacity as the device
-plugin advertises it, and one Running pod (namespace `default`, label app=<owner>) per owned partition, holding
-it. Then the controllers start (reconciler/twin/operator). Drift cases: reconciler/twin/fleet.py.
+device-plugin and mig-manager DaemonSets with one pod each per GPU node, nodes with GFD/operator labels
+(`nvidia.com/mig.config` pointing at the config matching the layout, `nvidia.com/mig.config.state=success`), their
+kube-node-lease Leases and capacity as the device plugin advertises it, and one Running pod (namespace `default`,
+label app=<owner>) per owned partition, holding it. Then the controllers start (reconciler/twin/operator).
+Drift cases: reconciler/twin/fleet.py. Assumptions: reconciler/twin/ASSUMPTIONS-operator.md.
 Not pure: starts an HTTP server thread and a controller thread; stop() (or leaving the with-block) ends both.
 """
 

@@ -18,10 +18,13 @@ the queue is empty and no write is in flight. Components and their sources (shar
   resource names). On error: pod Running but not Ready (CrashLoopBackOff) and the error in its log.
 * GFD (§2, §1.5): labels recomputed from the GPUs whenever the node is reconciled (GFD relabels
   periodically), unless paused.
+* config-manager sidecar (§1.6): a change of node label `nvidia.com/device-plugin.config` makes the plugin re-read
+  its config and the GPUs in place (SIGHUP).
 * mig-manager (§3.3): on a new `nvidia.com/mig.config` value: assert → `success` without disruption; else
   `pending`, pause `nvidia.com/gpu.deploy.*`, wait for the device-plugin pod to leave, apply the mig-parted
   config (reconciler/twin/operator/migparted.py), re-enable the labels and write `success` or `failed`. A value
-  is processed once: `failed` stays until the label changes.
+  is processed once: `failed` stays until the label changes. Its DaemonSet `nvidia-mig-manager` has a pod per GPU
+  node whose log is the run's log (the failure reason included).
 * kubelet: admits pods bound to a node (allocating free devices of the advertised resources, which the pods
   then hold: NVML processes, IN_USE on destroy), finishes graceful deletions, releases devices.
 * scheduler (reconciler/twin/operator/scheduler.py): binds pending pods or records FailedScheduling.
