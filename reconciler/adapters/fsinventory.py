@@ -67,9 +67,10 @@ def _read_bounded(fd: int, most: int) -> bytes:
     chunks: list[bytes] = []
     left = most
     while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
+        want = min(left, 1 << 20)
+        chunk = os.read(fd, want)
         chunks.append(chunk)
         left -= len(chunk)
+        if len(chunk) < want:
+            break  # a short read of a regular file is its end: spare the extra call
     return b"".join(chunks)

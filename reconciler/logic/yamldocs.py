@@ -315,7 +315,7 @@ _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 # substring tests only: they run at memchr speed, alternations would cost more than the parse.
 _FLOATISH = re.compile(rb"0[.eE:_]")
 _LEADING_ZERO = re.compile(rb"[ {,+]0[0-9xXoObB_]")
-_NUMBER_NEEDLES = (b"0" * 19, b" .0", b"{.0", b",.0", b"+.0", b"-.0")
+_SEPARATORS_TO_SPACE = bytes.maketrans(b"{,+-", b"    ")  # then " .0" stands for all of " {,+-" + ".0"
 # A comment cut from the screened copy only when no '"' follows it on its line, so that a ' #'
 # inside a quoted string never hides what comes after it.
 _TRAILING_COMMENT = re.compile(rb'(?:^|[ ])#[^\n"]*$', re.MULTILINE)
@@ -353,7 +353,9 @@ def fast_parse(data: bytes) -> tuple[str, dict[str, Any]] | None:
     if body.translate(None, _SAFE) or b"\n---" in body or b"\n..." in body or body.startswith((b"---", b"...")):
         return None
     digits = body.translate(_DIGITS_TO_ZERO)
-    if _FLOATISH.search(digits) or _LEADING_ZERO.search(body) or any(n in digits for n in _NUMBER_NEEDLES):
+    if _FLOATISH.search(digits) or _LEADING_ZERO.search(body) or b"0000000000000000000" in digits:
+        return None
+    if b".0" in digits and b" .0" in digits.translate(_SEPARATORS_TO_SPACE):
         return None
     text = data.decode("ascii")
     try:
@@ -365,25 +367,6 @@ def fast_parse(data: bytes) -> tuple[str, dict[str, Any]] | None:
     return text, value
 
 
-def _first_content_line(t: str, pos: int) -> int | None:
-    """Offset of the newline before the first line of `t` (from pos) that is neither blank nor a
-    comment; t starts with a newline."""
-    while pos < len(t):
-        nxt = t.find("\n", pos + 1)
-        end = nxt if nxt >= 0 else len(t)
-        body = t[pos + 1 : end].strip(" ")
-        if body and body[0] != "#":
-            return pos
-        if nxt < 0:
-            return None
-        pos = nxt
-    return None
-
-
-_ITEM = re.compile(r"\n( *)- (?=[^\n#])")
-_METADATA = re.compile(r"\nmetadata:([^\n]*)")
-
-
 def node_item_lines(text: str, value: Mapping[str, Any]) -> dict[Path, int] | None:
     """The lines a Node's DesiredState needs, without a full scan: the root, metadata.name, every
     spec.gpus item and every partition item. `value` must already be schema-valid.
@@ -393,66 +376,67 @@ def node_item_lines(text: str, value: Mapping[str, Any]) -> dict[Path, int] | No
     must match the parsed value, or the text is not in this shape and None sends it elsewhere.
     Key lines (index:, model:, layout:) are not computed: they are only needed for diagnostics,
     and a file with a diagnostic is read again by the reference loader."""
-    t = "\n" + text
+    raw_lines = text.split("\n")
     lines: dict[Path, int] = {}
-    first = _first_content_line(t, 0)
-    if first is None:
+    meta = -1
+    for n, raw in enumerate(raw_lines):
+        if raw and raw[0] not in " #":
+            if () not in lines:
+                lines[()] = n + 1
+            if raw.startswith("metadata:"):
+                meta = n
+                break
+    if meta < 0:
         return None
-    lines[()] = t.count("\n", 0, first + 1)
-    meta = _METADATA.search(t)
-    if meta is None:
-        return None
-    meta_line = t.count("\n", 0, meta.start() + 1)
-    if "{" in meta.group(1):
-        lines[("metadata", "name")] = meta_line
+    if "{" in raw_lines[meta]:
+        lines[("metadata", "name")] = meta + 1
     else:
-        # metadata holds name and labels only; walk its lines one by one until `name:`.
+        # metadata holds name and labels only; its first child at the first indent named `name`.
         child_indent = -1
-        pos = meta.end()
-        n = meta_line
-        while True:
-            nxt = t.find("\n", pos + 1)
-            n += 1
-            raw = t[pos + 1 : nxt if nxt >= 0 else len(t)]
-            pos = nxt
+        for n in range(meta + 1, len(raw_lines)):
+            raw = raw_lines[n]
             body = raw.lstrip(" ")
-            if body and body[0] != "#":
-                indent = len(raw) - len(body)
-                if child_indent < 0:
-                    child_indent = indent
-                if indent < child_indent or indent == 0:
-                    return None
-                if indent == child_indent and body.startswith("name:"):
-                    lines[("metadata", "name")] = n
-                    break
-            if nxt < 0:
+            if not body or body[0] == "#":
+                continue
+            indent = len(raw) - len(body)
+            if child_indent < 0:
+                child_indent = indent
+            if indent < child_indent or indent == 0:
                 return None
+            if indent == child_indent and body.startswith("name:"):
+                lines[("metadata", "name")] = n + 1
+                break
+        else:
+            return None
     gpus = value["spec"]["gpus"]
     counts = [0] * len(gpus)
     gpu_indent = -1
     gi = -1
-    line = 0  # t has one extra leading newline: counting through the match's own "\n" gives the line
-    last = 0
-    for m in _ITEM.finditer(t):
-        line += t.count("\n", last, m.start() + 1)
-        last = m.start() + 1
-        indent = len(m.group(1))
+    for n, raw in enumerate(raw_lines, 1):
+        if "- " not in raw:
+            continue
+        body = raw.lstrip(" ")
+        if not body.startswith("- "):
+            continue
+        if body[2:].lstrip(" ")[:1] in ("", "#"):
+            return None  # "- " alone: the item's content starts on a later line
+        indent = len(raw) - len(body)
         if gpu_indent < 0:
             gpu_indent = indent
         if indent == gpu_indent:
             gi += 1
             if gi >= len(gpus):
                 return None
-            lines[("spec", "gpus", gi)] = line
+            lines[("spec", "gpus", gi)] = n
         elif indent > gpu_indent and gi >= 0:
-            lines[("spec", "gpus", gi, "mig", "partitions", counts[gi])] = line
+            lines[("spec", "gpus", gi, "mig", "partitions", counts[gi])] = n
             counts[gi] += 1
         else:
             return None
     if gi != len(gpus) - 1:
         return None
-    for g, n in zip(gpus, counts, strict=True):
-        if n != len(g.get("mig", {}).get("partitions", ())):
+    for g, c in zip(gpus, counts, strict=True):
+        if c != len(g.get("mig", {}).get("partitions", ())):
             return None
     return lines
 
