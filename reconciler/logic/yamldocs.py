@@ -297,11 +297,12 @@ def _scalar(node: yaml.ScalarNode) -> Any:
 # pyyaml (YAML 1.1) stays the reference; yaml-rs (YAML 1.2) reads most inventory files ~10x
 # faster. The two disagree on some plain scalars (yes/no/on/off, 017, 0o17, 1e3, 1:20), and
 # yaml-rs does not report lines. So the fast path takes a file only when a byte screen finds none
-# of the constructs where they could disagree (or where the reference has something to say:
-# aliases, tags, tabs, BOMs, non-ASCII, control characters, quotes with escapes, several
-# documents), and computes the line of every block-style key and item itself (scan_lines). When
-# anything is unusual it returns None and the caller uses load_yaml, whose word is final.
-# tests/unit/test_validation_fastpath.py checks that both paths give the same results.
+# of the constructs where they could disagree or where the reference has something to say
+# (aliases, tags, tabs, BOMs, non-ASCII, control characters, escapes, several documents, odd
+# numbers); YAML 1.1 boolean words are refused by the fast schema (schemas.fast_valid). Lines come
+# from scan_lines (every block key and item) or, for nodes, node_item_lines (items only). When
+# anything is unusual the caller uses load_yaml, whose word is final; a file with any diagnostic
+# is always re-read by it. tests/unit/test_validation_fastpath.py checks both paths agree.
 
 # Bytes a plain inventory file never needs (anchors, aliases, tags, block scalars, directives,
 # quotes with escapes, merge keys, '[' flow lists, tabs, CR, control and non-ASCII bytes): the
@@ -319,7 +320,6 @@ _SEPARATORS_TO_SPACE = bytes.maketrans(b"{,+-", b"    ")  # then " .0" stands fo
 # A comment cut from the screened copy only when no '"' follows it on its line, so that a ' #'
 # inside a quoted string never hides what comes after it.
 _TRAILING_COMMENT = re.compile(rb'(?:^|[ ])#[^\n"]*$', re.MULTILINE)
-_STRUCT = re.compile(r"( *)(- +)?(?:([A-Za-z_][\w./-]*) *:(?: +|$))?(.*)")
 
 _yaml_rs: Any
 try:  # an accelerator: without it every file takes the reference path
