@@ -88,8 +88,12 @@ class ClusterTwin:
         kubeconfig: str | Path | None = None,
         token: str | None = None,
         tls: bool = True,
+        mig_mode_change_needs_reboot: bool = False,
     ) -> None:
         self.fleet = fleet
+        for node in fleet.nodes.values():  # CSP VMs: a MIG mode change takes a reboot (mig-manager WITH_REBOOT)
+            for gpu in node.gpus:
+                gpu.reset_needs_reboot = mig_mode_change_needs_reboot
         self.inventory_strategy = fleet.settings.mig_strategy
         if strategy is not None and strategy not in deviceplugin.STRATEGIES:
             raise ValueError(f"unknown MIG strategy {strategy!r}")

@@ -199,6 +199,7 @@ class TwinGpu:
         model: GpuModel,
         mig_enabled: bool = False,
         resets_on_mode_change: bool = True,
+        reset_needs_reboot: bool = False,
         lock: threading.RLock | None = None,
     ) -> None:
         self.node = node
@@ -209,6 +210,9 @@ class TwinGpu:
         self.mig_current = mig_enabled
         self.mig_pending = mig_enabled
         self.resets_on_mode_change = resets_on_mode_change
+        # CSP/pass-through VMs: `nvidia-smi -r` cannot make a MIG mode change effective, only a reboot can
+        # (stack-facts §6 "VM pass-through ... may require a VM reboot"; §3.3 WITH_REBOOT).
+        self.reset_needs_reboot = reset_needs_reboot
         self.lock = lock if lock is not None else threading.RLock()
         self.gpu_instances: dict[int, GpuInstance] = {}
         self.holder: str | None = None  # pod holding the whole GPU (MIG disabled, or strategy none)
@@ -272,17 +276,24 @@ class TwinGpu:
             return SUCCESS
         if self.busy() or self.gpu_instances:
             return IN_USE
-        if not self.resets_on_mode_change:
+        if not self.resets_on_mode_change or self.reset_needs_reboot:
             return RESET_REQUIRED
         self._activate()
         return SUCCESS
 
     def reset(self) -> bool:
-        """A GPU reset (nvidia-smi -r / reboot): the pending MIG mode takes effect if the GPU is idle."""
-        if self.busy():
+        """A GPU reset (nvidia-smi -r): the pending MIG mode takes effect if the GPU is idle (and not in a VM
+        that needs a reboot for it)."""
+        if self.busy() or (self.reset_needs_reboot and self.mig_current != self.mig_pending):
             return False
         self._activate()
         return True
+
+    def reboot(self) -> None:
+        """The node reboots: processes are gone, MIG devices do not survive, the pending MIG mode takes effect."""
+        self.holder = None
+        self.gpu_instances.clear()
+        self._activate()
 
     def _activate(self) -> None:
         if self.mig_current != self.mig_pending:

@@ -545,3 +545,27 @@ def test_s1_6_config_manager_follows_the_node_label(make_twin: Any) -> None:
     assert gpu_resources(twin, "n")["nvidia.com/mig-1g.18gb"] == "4"
     assert dp_pod(twin, "n")["metadata"]["name"] == pod  # SIGHUP, not a new pod
     assert labels(twin, "n")["nvidia.com/mig.strategy"] == "mixed"  # GFD shares the config
+
+
+@pytest.mark.parametrize("with_reboot", [False, True])
+def test_s3_3_mode_change_needing_a_reboot(make_twin: Any, with_reboot: bool) -> None:
+    """§3.3 step 9: the mode change does not take effect; WITH_REBOOT=true → `rebooting` then success, else failed."""
+    twin = make_twin("mixed", {"n": h200(None)}, mig_mode_change_needs_reboot=True)
+    if with_reboot:
+        twin.store.patch(
+            "clusterpolicies.nvidia.com",
+            "cluster-policy",
+            {"spec": {"migManager": {"env": [{"name": "WITH_REBOOT", "value": "true"}]}}},
+        )
+    seen = record_labels(twin, "n")
+    add_config(twin, "all-3g", [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.71gb": 2}}])
+    set_config(twin, "n", "all-3g")
+    states = [s.get("nvidia.com/mig.config.state") for s in seen]
+    if with_reboot:
+        assert "rebooting" in states
+        assert labels(twin, "n")["nvidia.com/mig.config.state"] == "success"
+        assert [g.geometry() for g in twin.gpus("n")] == [{"3g.71gb": 2}, {"3g.71gb": 2}]
+    else:
+        assert "rebooting" not in states
+        assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
+        assert [g.mig_current for g in twin.gpus("n")] == [False, False]

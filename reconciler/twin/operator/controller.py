@@ -664,6 +664,20 @@ class GpuOperator:
             assert entries is not None
             try:
                 migparted.apply(entries, tw.gpus)
+            except migparted.ModeChangeNotEffective as exc:
+                if not self._with_reboot():
+                    err = str(exc)  # 9. → 10.: without WITH_REBOOT the apply then fails
+                else:
+                    # 9.: state `rebooting`, the node reboots; after it the pending mode is current and mig-manager
+                    # (restarted) applies the config again.
+                    self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'rebooting'")
+                    self._patch_labels(name, {MIG_CONFIG_STATE: "rebooting"})
+                    for gpu in tw.gpus:
+                        gpu.reboot()
+                    try:
+                        migparted.apply(entries, tw.gpus)
+                    except migparted.MigPartedError as again:
+                        err = f"MIG mode change did not take effect after rebooting: {again}"
             except migparted.MigPartedError as exc:
                 err = str(exc)
         del self._mm_run[name]
@@ -685,6 +699,11 @@ class GpuOperator:
             return False
         self._patch_labels(name, patch)
         return True
+
+    def _with_reboot(self) -> bool:
+        """WITH_REBOOT=true in ClusterPolicy spec.migManager.env (§3.3: default false)."""
+        env = (((self._cp or {}).get("spec") or {}).get("migManager") or {}).get("env") or []
+        return any(e.get("name") == "WITH_REBOOT" and str(e.get("value", "")).lower() == "true" for e in env)
 
     def _default_mig_config(self, name: str, tw: TwinNode, labels: dict[str, str]) -> bool:
         """§3.1: no nvidia.com/mig.config on a MIG-capable node → the operator sets all-disabled."""

@@ -24,7 +24,7 @@ import yaml
 
 from reconciler.twin.gpus import TwinGpu
 
-__all__ = ["ConfigEntry", "MigPartedError", "apply", "assert_applied", "parse", "select"]
+__all__ = ["ConfigEntry", "MigPartedError", "ModeChangeNotEffective", "apply", "assert_applied", "parse", "select"]
 
 _ENTRY_FIELDS = {"device-filter", "devices", "mig-enabled", "mig-devices"}
 # How nvidia-smi / mig-parted render the NVML codes the twin raises (stack-facts §6).
@@ -38,6 +38,10 @@ NVML_TEXT = {
 
 class MigPartedError(Exception):
     pass
+
+
+class ModeChangeNotEffective(MigPartedError):
+    """`apply --mode-only` + `assert --mode-only` failed: the MIG mode is still pending (a reboot may help)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,25 +148,32 @@ def assert_applied(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> b
 
 
 def apply(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> None:
-    """nvidia-mig-parted apply; raises MigPartedError with the text mig-manager would log."""
+    """nvidia-mig-parted apply: the MIG mode of every matched GPU first (then one reset of the pending ones, as
+    `nvidia-smi -r -i <all>`), then the devices; raises MigPartedError with the text mig-manager would log."""
+    todo = []
     for gpu in gpus:
         e = _match(entries, gpu)
         if e is None:
             continue
         if gpu.mig_current == e.mig_enabled and (not e.mig_enabled or gpu.geometry() == _wanted(e)):
             continue  # "Skipping -- already set to desired value"
-        try:
+        todo.append((gpu, e))
+    try:
+        for gpu, e in todo:  # apply --mode-only
             if gpu.mig_current != e.mig_enabled or gpu.mig_pending != e.mig_enabled:
                 _clear(gpu)
                 gpu.set_mig_mode(e.mig_enabled)
-                if gpu.mig_current != gpu.mig_pending and not gpu.reset():
-                    raise MigPartedError(f"error resetting GPU {gpu.index}: In use by another client")
+        pending = [gpu for gpu, _ in todo if gpu.mig_current != gpu.mig_pending]
+        stuck = [gpu.index for gpu in pending if not gpu.reset()]
+        if stuck:
+            raise ModeChangeNotEffective(f"GPUs {stuck}: MIG mode change is pending, a GPU reset did not apply it")
+        for gpu, e in todo:
             if e.mig_enabled:
                 _clear(gpu)
                 _create(gpu, _wanted(e))
-        except pynvml.NVMLError as exc:
-            text = NVML_TEXT.get(exc.value, str(exc))
-            raise MigPartedError(f"error applying MIG configuration to GPU {gpu.index}: {text}") from exc
+    except pynvml.NVMLError as exc:
+        text = NVML_TEXT.get(exc.value, str(exc))
+        raise MigPartedError(f"error applying MIG configuration: {text}") from exc
 
 
 def _clear(gpu: TwinGpu) -> None:
