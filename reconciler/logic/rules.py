@@ -360,8 +360,9 @@ def check_strategy(
             diag(
                 "MP401",
                 f"node {node.name} would carry {len(types)} MIG device types ({', '.join(types)}) under migStrategy "
-                f"single; the device plugin refuses that with '{PLUGIN_MIXED_TYPES}' and the node advertises no GPU. "
-                "Set migStrategy: mixed in cluster.yaml (or cut every GPU of the node into one profile)",
+                f"single; the device plugin fails on that with '{PLUGIN_MIXED_TYPES}' and advertises no GPU "
+                "resource for the node. Set migStrategy: mixed in cluster.yaml (or cut every GPU of the node into "
+                "one profile)",
                 gpu_lines.get(second.index) or node.source,
                 node=node.name,
             )
