@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +200,37 @@ def test_create_invalid_pod_and_delete(kubectl: Kubectl, apiserver: ApiServerTwi
     assert apiserver.store.get("pods", "holder", "default")["metadata"]["deletionTimestamp"]
     kubectl.run("delete", "pod", "holder", "--grace-period=0", "--force")
     assert "holder" not in kubectl.run("get", "pods", "-o", "name").stdout
+
+
+def test_wide_output_apply_and_watch(kubectl: Kubectl, apiserver: ApiServerTwin) -> None:
+    apiserver.store.create(
+        "pods",
+        {
+            "metadata": {"name": "wide"},
+            "spec": {"nodeName": "gpu-h200-01", "containers": [{"name": "c", "image": "x:1"}]},
+        },
+        "default",
+    )
+    header, row = kubectl.run("get", "pod", "wide", "-o", "wide").stdout.splitlines()[:2]
+    assert "NODE" in header.split() and "gpu-h200-01" in row.split()
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "applied", "namespace": "default"},
+        "data": {"a": "1"},
+    }
+    kubectl.run("apply", "-f", "-", stdin=json.dumps(cm))
+    cm["data"] = {"a": "2"}
+    assert "configured" in kubectl.run("apply", "-f", "-", stdin=json.dumps(cm)).stdout
+    assert apiserver.store.get("configmaps", "applied", "default")["data"] == {"a": "2"}
+    watcher = subprocess.Popen(
+        [KUBECTL, "--kubeconfig", str(kubectl.kubeconfig), "get", "pod", "wide", "-w", "--request-timeout=3s"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)
+    apiserver.store.patch("pods", "wide", {"metadata": {"labels": {"w": "1"}}}, "default")
+    out, _ = watcher.communicate(timeout=30)
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["NAME", "READY", "STATUS"]
+    assert [ln.split()[0] for ln in lines[1:]] == ["wide", "wide"]

@@ -108,6 +108,7 @@ class TwinHTTPServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    _table_headers_sent = False
     # buffered writes: headers and body leave in one send(); handle_one_request flushes after each response
     wbufsize = 64 * 1024
     server: TwinHTTPServer
@@ -519,6 +520,7 @@ class _Handler(BaseHTTPRequestHandler):
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         rv_text = query.get("resourceVersion") or ""
         initial: list[dict[str, Any]] = []
+        self._table_headers_sent = False
         if rv_text in ("", "0"):
             objs, start_rv = store.snapshot(rt.key, route.namespace)
             initial = [o for o in objs if store.matches(rt, o, labels, fields)]
@@ -599,7 +601,18 @@ class _Handler(BaseHTTPRequestHandler):
         return "DELETED" if before else None
 
     def _event_bytes(self, rt: ResourceType, event_type: str, obj: dict[str, Any]) -> bytes:
-        raw = self.server.store.object_bytes(rt, self.server.store.view(rt, obj))
+        view = self.server.store.view(rt, obj)
+        if self._wants_table():  # kubectl get -w: every event's object is a one-row Table
+            doc = tables.table(
+                rt,
+                [view],
+                view["metadata"].get("resourceVersion", ""),
+                single=True,
+                headers=not self._table_headers_sent,
+            )
+            self._table_headers_sent = True
+            return orjson.dumps({"type": event_type, "object": doc}) + b"\n"
+        raw = self.server.store.object_bytes(rt, view)
         return b'{"type":"' + event_type.encode() + b'","object":' + raw + b"}\n"
 
     def _chunk(self, data: bytes) -> None:

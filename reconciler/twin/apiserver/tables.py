@@ -54,8 +54,20 @@ def _node_row(obj: dict[str, Any]) -> list[Any]:
         state += ",SchedulingDisabled"
     labels = (obj.get("metadata") or {}).get("labels") or {}
     roles = sorted(k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/"))
-    version = (status.get("nodeInfo") or {}).get("kubeletVersion", "")
-    return [obj["metadata"]["name"], state, ",".join(roles) or "<none>", _age(obj), version]
+    info = status.get("nodeInfo") or {}
+    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
+    return [
+        obj["metadata"]["name"],
+        state,
+        ",".join(roles) or "<none>",
+        _age(obj),
+        info.get("kubeletVersion", ""),
+        addresses.get("InternalIP") or "<none>",
+        addresses.get("ExternalIP") or "<none>",
+        info.get("osImage") or "<unknown>",
+        info.get("kernelVersion") or "<unknown>",
+        info.get("containerRuntimeVersion") or "<unknown>",
+    ]
 
 
 def _pod_row(obj: dict[str, Any]) -> list[Any]:
@@ -70,7 +82,18 @@ def _pod_row(obj: dict[str, Any]) -> list[Any]:
             reason = waiting["reason"]
     if (obj.get("metadata") or {}).get("deletionTimestamp"):
         reason = "Terminating"
-    return [obj["metadata"]["name"], f"{ready}/{len(spec.get('containers') or [])}", reason, restarts, _age(obj)]
+    gates = ",".join(g.get("conditionType", "") for g in spec.get("readinessGates") or []) or "<none>"
+    return [
+        obj["metadata"]["name"],
+        f"{ready}/{len(spec.get('containers') or [])}",
+        reason,
+        restarts,
+        _age(obj),
+        status.get("podIP") or "<none>",
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        gates,
+    ]
 
 
 def _ds_row(obj: dict[str, Any]) -> list[Any]:
@@ -88,13 +111,36 @@ def _ds_row(obj: dict[str, Any]) -> list[Any]:
     ]
 
 
-_BUILTIN: dict[str, tuple[list[tuple[str, str]], Row]] = {
+# (name, type[, priority]): priority 1 columns are what `kubectl get -o wide` adds
+Column = tuple[str, str] | tuple[str, str, int]
+_BUILTIN: dict[str, tuple[list[Column], Row]] = {
     "nodes": (
-        [("Name", "string"), ("Status", "string"), ("Roles", "string"), ("Age", "string"), ("Version", "string")],
+        [
+            ("Name", "string"),
+            ("Status", "string"),
+            ("Roles", "string"),
+            ("Age", "string"),
+            ("Version", "string"),
+            ("Internal-IP", "string", 1),
+            ("External-IP", "string", 1),
+            ("OS-Image", "string", 1),
+            ("Kernel-Version", "string", 1),
+            ("Container-Runtime", "string", 1),
+        ],
         _node_row,
     ),
     "pods": (
-        [("Name", "string"), ("Ready", "string"), ("Status", "string"), ("Restarts", "string"), ("Age", "string")],
+        [
+            ("Name", "string"),
+            ("Ready", "string"),
+            ("Status", "string"),
+            ("Restarts", "string"),
+            ("Age", "string"),
+            ("IP", "string", 1),
+            ("Node", "string", 1),
+            ("Nominated Node", "string", 1),
+            ("Readiness Gates", "string", 1),
+        ],
         _pod_row,
     ),
     "daemonsets.apps": (
@@ -151,8 +197,11 @@ def _json_path(obj: Any, path: str) -> Any:
     return cur
 
 
-def table(rt: ResourceType, objs: list[dict[str, Any]], rv: str, *, single: bool) -> dict[str, Any]:
+def table(
+    rt: ResourceType, objs: list[dict[str, Any]], rv: str, *, single: bool, headers: bool = True
+) -> dict[str, Any]:
     """A Table of objs; rows carry PartialObjectMetadata as the real server's default includeObject=Metadata."""
+    columns: list[Column]
     if rt.key in _BUILTIN:
         columns, row = _BUILTIN[rt.key]
     elif rt.printer_columns:
@@ -175,13 +224,13 @@ def table(rt: ResourceType, objs: list[dict[str, Any]], rv: str, *, single: bool
 
     defs = [
         {
-            "name": name,
-            "type": "string" if typ == "date" else typ,
+            "name": col[0],
+            "type": "string" if col[1] == "date" else col[1],
             "format": "name" if i == 0 else "",
             "description": "",
-            "priority": 0,
+            "priority": col[2] if len(col) > 2 else 0,
         }
-        for i, (name, typ) in enumerate(columns)
+        for i, col in enumerate(columns)
     ]
     rows = [
         {
@@ -194,6 +243,7 @@ def table(rt: ResourceType, objs: list[dict[str, Any]], rv: str, *, single: bool
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": {"resourceVersion": rv},
-        "columnDefinitions": defs,
+        # in a watch only the first table carries the column definitions, as the real server sends them
+        "columnDefinitions": defs if headers else None,
         "rows": rows,
     }
