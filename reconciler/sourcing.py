@@ -233,7 +233,7 @@ class InventorySource:
         snap = repo.read(latest, self.root, exclude=exclude, previous=applied.snapshot if applied else None)
         if isinstance(snap, GitFailure):
             return self._carry_on(latest, source_error=snap)
-        if applied is not None and dict(snap.blob_ids) == dict(applied.snapshot.blob_ids):
+        if applied is not None and snap.blob_ids == applied.snapshot.blob_ids:
             # Same inventory files: e.g. the controller's own report commit on this branch.
             self._same_content_sha = latest.sha
             return self._carry_on(latest, source_error=fetch_error, changed=False, same_content=True)
