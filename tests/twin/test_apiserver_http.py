@@ -67,7 +67,13 @@ def test_tables_openapi_and_discovery(apiserver: ApiServerTwin) -> None:
         apiserver, "/api/v1/nodes?fieldSelector=metadata.name%3Dtbl-node", headers={"Accept": table_accept}
     ).json()
     assert table["kind"] == "Table"
-    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Status", "Roles", "Age", "Version"]
+    assert [c["name"] for c in table["columnDefinitions"] if c["priority"] == 0] == [
+        "Name",
+        "Status",
+        "Roles",
+        "Age",
+        "Version",
+    ]
     assert table["rows"][0]["cells"][:3] == ["tbl-node", "Ready", "<none>"]
     root = _get(apiserver, "/openapi/v3").json()
     assert "apis/nvidia.com/v1" in root["paths"]
