@@ -39,6 +39,7 @@ from reconciler.model.inventory import DesiredState, VerifyMode, VerifySettings
 from reconciler.model.revisions import Revision
 
 INVALID_REVISION = "MP720"  # the newer revision does not validate: not applied
+STATE_NOT_SAVED = "MP721"  # the last known good could not be persisted (a restart would not find it)
 
 Validator = Callable[..., ValidationResult]
 
@@ -177,16 +178,21 @@ class InventorySource:
     def _pin_name(self) -> str:
         return f"last-known-good/{self.state_file.stem.removeprefix('last-known-good-')}"
 
-    def _save(self, applied: _Applied) -> None:
+    def _save(self, applied: _Applied) -> GitFailure | None:
+        """Persist the last known good; a failure is reported, the in-memory one still holds."""
         assert self._repo is not None
-        self._repo.pin(self._pin_name(), applied.snapshot.revision.sha)
-        self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_suffix(".tmp")
+        pinned = self._repo.pin(self._pin_name(), applied.snapshot.revision.sha)
         rev = applied.snapshot.revision
-        tmp.write_text(
-            json.dumps({"url": redact_url(self.remote.url), "ref": rev.ref, "sha": rev.sha, "root": self.root})
-        )
-        tmp.replace(self.state_file)
+        try:
+            self.state_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_file.with_suffix(".tmp")
+            tmp.write_text(
+                json.dumps({"url": redact_url(self.remote.url), "ref": rev.ref, "sha": rev.sha, "root": self.root})
+            )
+            tmp.replace(self.state_file)  # atomic: a crash leaves the old state or the new one
+        except OSError as exc:
+            return GitFailure(STATE_NOT_SAVED, f"cannot save the last known good revision: {exc}")
+        return pinned
 
     def _restore(self, repo: InventoryRepo) -> None:
         """After a restart: load the last known good revision from the cache, without the network."""
@@ -265,8 +271,8 @@ class InventorySource:
         snap = self._without_reports(repo, snap, result.desired)
         self._applied = _Applied(snap, result.desired, result.warnings, check)
         self._refused = None
-        self._save(self._applied)
-        return self._carry_on(latest, source_error=fetch_error, changed=True)
+        saved = self._save(self._applied)
+        return self._carry_on(latest, source_error=fetch_error or saved, changed=True)
 
     # -- helpers ----------------------------------------------------------------------------------
     def _verify_settings(self, candidate: ValidationResult | None) -> VerifySettings | None:

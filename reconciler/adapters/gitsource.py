@@ -354,10 +354,14 @@ class InventoryRepo:
         return bytes(sig), bytes(payload)
 
     # -- pins: refs in the cache that keep a commit (e.g. the last known good) across restarts ----
-    def pin(self, name: str, sha: str) -> None:
+    def pin(self, name: str, sha: str) -> GitFailure | None:
         if self.remote.is_local:
-            return  # never write into a user's repository
-        self.repo.references.create(_PIN_PREFIX + name, pygit2.Oid(hex=sha), force=True)
+            return None  # never write into a user's repository
+        try:
+            self.repo.references.create(_PIN_PREFIX + name, pygit2.Oid(hex=sha), force=True)
+        except (pygit2.GitError, OSError, ValueError) as exc:
+            return GitFailure(GIT_FAILED, f"cannot keep {sha[:12]} in the cache: {exc}", self.remote.url)
+        return None
 
     def has_commit(self, sha: str) -> bool:
         try:

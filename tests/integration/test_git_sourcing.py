@@ -211,3 +211,13 @@ def test_load_revision_for_one_shot_commands(served, tmp_path: Path) -> None:
     assert isinstance(got, LoadedRevision) and got.validation.valid and got.revision.sha == first
     missing = load_revision(GitRemote(daemon.url("inv"), tmp_path / "cache"), "nope", root="inv")
     assert not isinstance(missing, LoadedRevision) and missing.code == gitsource.REVISION_NOT_FOUND
+
+
+def test_state_that_cannot_be_saved_is_reported_and_the_cycle_still_acts(served, tmp_path: Path) -> None:
+    daemon, _bare, _work, first = served
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    (cache_dir / "state").write_text("a file where the state directory should be")
+    r = _source(daemon.url("inv"), cache_dir).cycle()
+    assert r.changed and r.revision is not None and r.revision.sha == first and r.desired is not None
+    assert r.source_error is not None and r.source_error.code == "MP721"
