@@ -35,6 +35,7 @@ import tenacity
 from pygit2.enums import FileMode
 
 from reconciler.adapters.gitsource import (
+    GIT_FAILED,
     ORIGIN,
     PUSH_REJECTED,
     UNSAFE_PATH,
@@ -62,7 +63,8 @@ class ReportOutcome:
 
     status: "committed" (a new commit is on the remote), "unchanged" (the branch already holds this
     content: no commit), "queued" (kept in the outbox; `failure` says why), "refused" (unsafe path:
-    nothing written). `pushed` lists the commits pushed by this call, older outbox entries included.
+    nothing written), "failed" (the outbox itself cannot be written: the report is not kept).
+    `pushed` lists the commits pushed by this call, older outbox entries included.
     """
 
     status: str
@@ -205,17 +207,20 @@ def commit_report(
     """Queue this report, then push every queued report in order (see the module docstring)."""
     refused = check_report_paths(settings.path, list(files)) or check_branch(repo, settings.branch)
     if refused is not None:
-        return ReportOutcome(status="refused", failure=refused, pending=len(Outbox.for_repo(repo).entries()))
-    outbox = Outbox.for_repo(repo)
-    outbox.put(
-        {
-            "branch": settings.branch,
-            "path": settings.path,
-            "message": message,
-            "author": [bot.name, bot.email],
-            "files": {name: base64.b64encode(data).decode("ascii") for name, data in sorted(files.items())},
-        }
-    )
+        return ReportOutcome(status="refused", failure=refused)
+    entry = {
+        "branch": settings.branch,
+        "path": settings.path,
+        "message": message,
+        "author": [bot.name, bot.email],
+        "files": {name: base64.b64encode(data).decode("ascii") for name, data in sorted(files.items())},
+    }
+    try:
+        Outbox.for_repo(repo).put(entry)
+    except OSError as exc:
+        # Nowhere to keep it: say so loudly rather than pretend it is queued.
+        failure = GitFailure(GIT_FAILED, f"cannot write the report outbox: {exc}", repo.remote.url)
+        return ReportOutcome(status="failed", failure=failure)
     return flush_outbox(repo, max_attempts=max_attempts)
 
 

@@ -311,3 +311,12 @@ def test_damaged_or_edited_outbox_entries_are_set_aside_not_pushed(remote, tmp_p
     assert sorted(p.suffix for p in outbox.directory.iterdir()) == [".refused", ".unreadable"]
     assert git("branch", "--list", "r", cwd=bare) == ""
     assert [line.split("|")[2] for line in _log(bare, SETTINGS.branch)] == ["good"]
+
+
+def test_unwritable_outbox_is_a_failure_not_a_silent_loss(remote, tmp_path: Path) -> None:
+    daemon, _bare = remote
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "outbox").write_text("a file where the outbox directory should be")
+    out = commit_report(_repo(daemon.url("inv"), cache), settings=SETTINGS, files=_report(1), message="m")
+    assert out.status == "failed" and out.failure is not None and "outbox" in out.failure.message
