@@ -8,10 +8,11 @@ by name, findings by (node, code, gpu, profile), holders by pod.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from tabulate import tabulate
 
 from reconciler.logic.drift import FINDING_CODES
@@ -56,15 +57,79 @@ def _node_json(n: NodeReport) -> dict[str, Any]:
 
 
 def render_drift_yaml(report: DriftReport) -> bytes:
-    text = yaml.dump(
-        report_to_json(report),
-        Dumper=yaml.CSafeDumper,
-        sort_keys=False,
-        default_flow_style=False,
-        allow_unicode=True,
-        width=1000,
-    )
-    return text.encode("utf-8")
+    """Block-style YAML, emitted directly: PyYAML's representer costs seconds on a 5,000-node report.
+
+    Strings that could be read back as something else (numbers, booleans, null, anything with YAML
+    syntax characters) are written as JSON strings, which YAML reads as double-quoted scalars; the
+    tests load the output back with yaml.safe_load and compare it with report_to_json().
+    """
+    return yaml_text(report_to_json(report)).encode("utf-8")
+
+
+def yaml_text(doc: dict[str, Any]) -> str:
+    """A mapping of plain data (dict, list, str, int, float, bool, None) as block-style YAML."""
+    if not doc:
+        return "{}\n"
+    out: list[str] = []
+    _emit(doc, 0, out)
+    return "\n".join(out) + "\n"
+
+
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_./@+-]*(?: [A-Za-z0-9_./@+()-]+)*$")
+_RESERVED = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"})
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    text = str(value)
+    if _PLAIN.match(text) and text.lower() not in _RESERVED:
+        return text
+    return _quote(text)
+
+
+# Allowed raw inside a double-quoted scalar: printable, and not a YAML line break (NEL, LS, PS) or BOM.
+_NOT_PRINTABLE = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+
+
+def _quote(text: str) -> str:
+    """A YAML double-quoted scalar: JSON escaping, plus escapes for what YAML may not contain raw."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    return _NOT_PRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) < 0x10000 else "", quoted)
+
+
+def _emit(value: Any, indent: int, out: list[str], *, dash: bool = False) -> None:
+    """Append a non-empty mapping or list as block YAML at `indent`; with `dash` the mapping is a
+    list item whose first key shares the line with the '- ' (placed in the two columns before)."""
+    if isinstance(value, dict):
+        for i, (k, v) in enumerate(value.items()):
+            start = " " * (indent - 2) + "- " if dash and i == 0 else " " * indent
+            if isinstance(v, dict | list) and v:
+                out.append(f"{start}{_scalar(k)}:")
+                _emit(v, indent + 2, out)
+            else:
+                out.append(f"{start}{_scalar(k)}: {_inline(v)}")
+        return
+    for item in value:
+        if isinstance(item, dict) and item:
+            _emit(item, indent + 2, out, dash=True)
+        elif isinstance(item, list) and item:
+            out.append(" " * indent + "-")
+            _emit(item, indent + 2, out)
+        else:
+            out.append(" " * indent + "- " + _inline(item))
+
+
+def _inline(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{}" if not value else "{" + ", ".join(f"{_scalar(k)}: {_inline(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_inline(v) for v in value) + "]"
+    return _scalar(value)
 
 
 # --- README.md --------------------------------------------------------------------------------------
@@ -77,11 +142,17 @@ def _md(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _md_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A GitHub-flavoured Markdown table without column padding: tabulate's per-cell type sniffing
+    costs seconds over the 5,000 per-node tables of a large cluster, and renderers ignore padding."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines.extend("| " + " | ".join(_md(c) for c in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
 def _findings_table(findings: tuple[Finding, ...]) -> str:
-    rows = [
-        [f.code, f.severity.value, "" if f.gpu is None else f.gpu, f.profile or "", _md(f.message)] for f in findings
-    ]
-    return tabulate(rows, headers=["code", "severity", "gpu", "profile", "message"], tablefmt="github")
+    rows = [[f.code, f.severity.value, "" if f.gpu is None else f.gpu, f.profile or "", f.message] for f in findings]
+    return _md_table(["code", "severity", "gpu", "profile", "message"], rows)
 
 
 def slice_map_text(gpu: GpuSliceMap) -> list[str]:
@@ -125,7 +196,7 @@ def render_readme(report: DriftReport) -> bytes:
         out += ["", "## Cluster", "", _findings_table(report.cluster_findings)]
     out += ["", "## Nodes", ""]
     rows = [[n.name, n.status.value, n.mig_config or "", len(n.findings)] for n in report.nodes]
-    out.append(tabulate(rows, headers=["node", "status", "mig.config", "findings"], tablefmt="github"))
+    out.append(_md_table(["node", "status", "mig.config", "findings"], rows))
     maps: Mapping[str, tuple[GpuSliceMap, ...]] = report.slice_maps
     for n in report.nodes:
         out += ["", f"### {n.name}: {n.status.value}", ""]
@@ -138,11 +209,11 @@ def render_readme(report: DriftReport) -> bytes:
                     o.total,
                     o.used,
                     o.free,
-                    _md(", ".join(f"{h.pod}" + (f" ({h.owner})" if h.owner else "") for h in o.holders)),
+                    ", ".join(h.pod + (f" ({h.owner})" if h.owner else "") for h in o.holders),
                 ]
                 for o in n.occupancy
             ]
-            out += [tabulate(rows, headers=["profile", "total", "used", "free", "held by"], tablefmt="github"), ""]
+            out += [_md_table(["profile", "total", "used", "free", "held by"], rows), ""]
         gpus = maps.get(n.name, ())
         if gpus:
             out.append("```")

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reconciler.logic import drift, planner, reports
 
@@ -77,3 +79,23 @@ def test_summary_line_counts() -> None:
     assert report.summary() == "drift: par1-prod vs workdir@dir: 1 Missing, 1 Undocumented; 2 finding(s), 1 error(s)"
     assert report.counts()["Missing"] == 1 and not report.in_sync
     assert _report("in-sync", datetime(2026, 12, 2, tzinfo=UTC)).in_sync
+
+
+_scalars = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=30)
+_docs = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(min_size=1, max_size=12), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=12), _docs, min_size=1, max_size=5))
+def test_yaml_emitter_round_trips(doc: dict[str, Any]) -> None:
+    assert yaml.safe_load(reports.yaml_text(doc)) == doc
+
+
+def test_drift_yaml_round_trips_for_every_fixture() -> None:
+    for case in fixtures.cases():
+        report = _report(case, datetime(2026, 12, 2, tzinfo=UTC))
+        assert yaml.safe_load(reports.render_drift_yaml(report)) == reports.report_to_json(report), case
