@@ -288,8 +288,6 @@ class _Handler(BaseHTTPRequestHandler):
         rt = store.find_type(group, version, plural)
         if rt is None or (namespace is not None and not rt.namespaced):
             raise missing()
-        if namespace is None and len(rest) >= 2 and rt.key == "namespaces":
-            pass
         name = rest[1] if len(rest) >= 2 else None
         sub = rest[2] if len(rest) >= 3 else None
         if len(rest) > 3 or (sub is not None and sub not in rt.subresources):

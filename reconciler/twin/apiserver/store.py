@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import bisect
 import contextlib
-import copy
 import gc
 import random
 import sys
@@ -1085,6 +1084,3 @@ class Store:
         for ns in names:
             if self._get_entry("namespaces", None, ns) is None:
                 self.create("namespaces", {"metadata": {"name": ns}})
-
-    def copy(self, obj: Any) -> Any:
-        return copy.deepcopy(obj)
