@@ -51,6 +51,7 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 CP_GROUP, CP_VERSION, CP_PLURAL = "nvidia.com", "v1", "clusterpolicies"
 DEFAULT_PAGE_SIZE = 500
 LOG_TAIL_LINES = 200
+MAX_LOG_READS = 100  # device-plugin pod logs read per cycle at most
 REQUEST_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
 
 
@@ -135,6 +136,7 @@ class KubeCluster:
     ) -> None:
         self.api_client = api_client
         self.request_timeout = request_timeout
+        self.max_log_reads = MAX_LOG_READS
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
@@ -218,6 +220,7 @@ class KubeCluster:
         pods: list[ObservedPod] = []
         dp_pods: list[DevicePluginPod] = []
         failed = {n.name for n in nodes.values() if n.mig_config_state == MigConfigState.FAILED}
+        log_reads = 0  # device-plugin logs read this cycle (capped: a cluster-wide refusal is one story)
         mig_manager_errors: dict[str, str] = {}
         for obj in self._pages("list pods", self.core.list_pod_for_all_namespaces):
             if failed and kubeobserve.is_mig_manager_pod(obj, namespace=ops.namespace):
@@ -230,8 +233,11 @@ class KubeCluster:
             if ds_obj is not None and kubeobserve.owned_by_daemonset(
                 obj, namespace=ops.namespace, name=ops.device_plugin_daemonset
             ):
-                line = None if kubeobserve.pod_ready(obj) else self._quote_log(obj)
-                dp_pods.append(kubeobserve.device_plugin_pod_from_json(obj, line))
+                ready = kubeobserve.pod_ready(obj)
+                read = not ready and log_reads < self.max_log_reads
+                log_reads += read
+                line = self._quote_log(obj) if read else None
+                dp_pods.append(kubeobserve.device_plugin_pod_from_json(obj, line, log_read=ready or read))
                 continue
             pod = kubeobserve.gpu_pod_from_json(obj)
             if pod is not None:

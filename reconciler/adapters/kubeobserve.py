@@ -98,12 +98,15 @@ def owned_by_daemonset(obj: Mapping[str, Any], *, namespace: str, name: str) -> 
     return any(r.get("kind") == "DaemonSet" and r.get("name") == name for r in meta.get("ownerReferences") or ())
 
 
-def device_plugin_pod_from_json(obj: Mapping[str, Any], log_line: str | None = None) -> DevicePluginPod:
+def device_plugin_pod_from_json(
+    obj: Mapping[str, Any], log_line: str | None = None, *, log_read: bool = True
+) -> DevicePluginPod:
     return DevicePluginPod(
         name=(obj.get("metadata") or {}).get("name", ""),
         node=(obj.get("spec") or {}).get("nodeName") or None,
         ready=pod_ready(obj),
         log_line=log_line,
+        log_read=log_read,
     )
 
 

@@ -302,9 +302,12 @@ def _device_plugin_findings(observed: ObservedState) -> Iterable[Finding]:
                 observed=line.strip(),
             )
         else:
+            why = f": {line.strip()}" if line else ""
+            if not pod.log_read:
+                why = " (its log was not read: too many device-plugin pods are not ready to read every log each cycle)"
             yield finding(
                 "MP505",
-                f"device-plugin pod {ds.namespace}/{pod.name} is not ready" + (f": {line.strip()}" if line else ""),
+                f"device-plugin pod {ds.namespace}/{pod.name} is not ready{why}",
                 node=pod.node,
                 observed=line.strip() or None,
             )

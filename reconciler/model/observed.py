@@ -182,6 +182,7 @@ class DevicePluginPod:
     node: str | None
     ready: bool
     log_line: str | None = None  # only read when not ready: the line quoting the error
+    log_read: bool = True  # False: not ready, but its log was not read (per-cycle cap on log reads)
 
 
 @dataclass(frozen=True, slots=True)

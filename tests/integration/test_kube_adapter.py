@@ -244,3 +244,14 @@ def test_unreachable_server_is_transient(tmp_path: Path) -> None:
     with pytest.raises(Transient) as exc:
         kc.observe(OPS)
     assert exc.value.code == "MP555"
+
+
+def test_log_reads_are_capped_per_cycle(twin: tuple[ApiServerTwin, Path], cluster: KubeCluster) -> None:
+    api, _ = twin
+    cluster.max_log_reads = 0
+    api.reset_counts()
+    observed = cluster.observe(OPS)
+    assert not any(res == "pods/log" for (_, res, _) in api.request_counts())
+    assert observed.device_plugin is not None
+    dp = {p.name: p for p in observed.device_plugin.pods}
+    assert dp["dp-0"].ready is False and dp["dp-0"].log_read is False and dp["dp-0"].log_line is None
