@@ -219,14 +219,20 @@ def test_injected_drift_is_reported_on_the_node_and_repaired(running: Running) -
         timeout=60,
     )
 
-    # A GPU re-cut by hand: the node carries the finding and its reason (the engine does not re-trigger
-    # mig-manager for it yet, see REQUESTS.md); healing the drift brings the node back to InSync.
+    # A GPU re-cut by hand (behind mig-manager's back): reported on the node, re-applied, back in sync.
+    wait_for("gpu-h200-02 in sync", lambda: mark("gpu-h200-02")[0] == "InSync", timeout=60)
     r.twin.inject("gpu-recut:gpu-h200-02:1")
-    wait_for("the drift on the node", lambda: mark("gpu-h200-02")[0] == "Drifted", timeout=60)
-    assert "MP501" in mark("gpu-h200-02")[1]
-    assert "DriftDetected" in events_about("gpu-h200-02")
-    r.twin.heal("gpu-recut:gpu-h200-02:1")
-    wait_for("the node back in sync", lambda: mark("gpu-h200-02")[0] == "InSync", timeout=60)
+    marks: list[tuple[str, str]] = []
+
+    def recut_repaired() -> bool:
+        marks.append(mark("gpu-h200-02"))
+        return len({m[0] for m in marks}) > 1 and marks[-1][0] == "InSync"
+
+    wait_for("the re-cut node reported, then back in sync", recut_repaired, timeout=90)
+    assert any(state in ("Applying", "Drifted") for state, _ in marks), marks
+    assert events_about("gpu-h200-02") & {"ApplyStarted", "DriftDetected"}
+    alloc = r.twin.store.get("nodes", "gpu-h200-02")["status"]["allocatable"]
+    assert alloc["nvidia.com/mig-1g.18gb"] == "4" and alloc["nvidia.com/mig-3g.71gb"] == "2"
 
 
 def test_once_cli_reports_in_sync(running: Running, tmp_path: Path) -> None:

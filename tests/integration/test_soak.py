@@ -166,8 +166,15 @@ def test_soak(tmp_path: Path) -> None:
             if x.get("message") == "cycle finished" and x.get("result") in ("success", "drift")
         )
 
-    def reported(code: str) -> Callable[[], bool]:
-        return lambda: any(code in text for text in report_history(bare))
+    def reported_after(code: str, start: int) -> Callable[[], bool]:
+        """A report committed after the first `start` ones names `code`."""
+        return lambda: any(code in text for text in report_history(bare)[start:])
+
+    def cleared_after(code: str, start: int) -> bool:
+        """After the first report naming `code` (past `start`), a later report no longer names it."""
+        history = report_history(bare)[start:]
+        first = next((i for i, text in enumerate(history) if code in text), None)
+        return first is not None and any(code not in text for text in history[first + 1 :])
 
     def waiting(what: str, predicate: Callable[[], bool], timeout: float = 60) -> float:
         def tick() -> bool:
@@ -180,16 +187,18 @@ def test_soak(tmp_path: Path) -> None:
 
     def drift(case: str, code: str, repaired: Callable[[], bool] | None, *, heal: bool = False) -> None:
         t0 = time.monotonic()
+        start = len(report_history(bare))
         twin.inject(case)
-        seen = waiting(f"{case} reported ({code})", reported(code), 60)
+        seen = waiting(f"{case} reported ({code})", reported_after(code, start), 60)
         row: dict[str, Any] = {"case": case, "code": code, "reported_s": round(seen, 1)}
         if heal:
             twin.heal(case)
+        waiting(f"{case} gone from the reports", lambda: cleared_after(code, start), 90)
         if repaired is not None:
             waiting(f"{case} repaired", repaired, 90)
             row["repaired_s"] = round(time.monotonic() - t0, 1)
         else:
-            row["repaired_s"] = "n/a (removed by heal)"
+            row["repaired_s"] = f"n/a (removed by heal after {round(time.monotonic() - t0, 1)}s)"
         drifts.append(row)
 
     try:
@@ -211,7 +220,14 @@ def test_soak(tmp_path: Path) -> None:
 
         # 1. the strategy changed by hand
         drift("wrong-strategy", "MP502", lambda: policy()["mig"]["strategy"] == "mixed")
-        # 2. mig-manager failed on a node
+
+        # 2. a GPU re-cut by hand, behind mig-manager's back
+        def mark(node: str) -> str:
+            ann = twin.store.get("nodes", node)["metadata"].get("annotations") or {}
+            return str(ann.get("migplan.io/reconcile.state", ""))
+
+        drift("gpu-recut:gpu-0020:2", "MP501", lambda: mark("gpu-0020") == "InSync")
+        # 3. mig-manager failed on a node
         drift(
             "mig-config-failed:gpu-0007",
             "MP507",
@@ -220,7 +236,7 @@ def test_soak(tmp_path: Path) -> None:
                 and not node_labels("gpu-0007").get("nvidia.com/mig.config", "").startswith("all-")
             ),
         )
-        # 3. a Git push, announced by a signed webhook to the leader
+        # 4. a Git push, announced by a signed webhook to the leader
         leader = holder()
         before_cfg = node_labels("gpu-0003").get("nvidia.com/mig.config")
         changed = (
@@ -250,7 +266,7 @@ def test_soak(tmp_path: Path) -> None:
         )
         figures["push_to_applied_s"] = round(time.monotonic() - t_push, 1)
 
-        # 4. kill the leader (SIGKILL, mid-whatever it is doing)
+        # 5. kill the leader (SIGKILL, mid-whatever it is doing)
         leader = holder()
         standby = next(i for i in procs if i != leader)
         procs[leader].send_signal(signal.SIGKILL)
@@ -261,12 +277,12 @@ def test_soak(tmp_path: Path) -> None:
         waiting("the new leader cycling", lambda: cycles_finished(standby) >= n0 + 2, 60)
         leading_since = time.monotonic()  # memory is compared from here: the survivor now holds the caches
 
-        # 5. more drift under the new leader
+        # 6. more drift under the new leader
         drift("stale-device-plugin-config", "MP503", lambda: "config" not in policy().get("devicePlugin", {}))
         drift("pod-wants-gpu:gpu-0011", "MP506", None, heal=True)
         drift("undocumented-node", "MP511", None, heal=True)
 
-        # 6. let it run in sync for a while, sampling memory
+        # 7. let it run in sync for a while, sampling memory
         soak_until = time.monotonic() + max(45.0, 190.0 - (time.monotonic() - t_start))
         while time.monotonic() < soak_until:
             sample()
@@ -336,7 +352,7 @@ def test_soak(tmp_path: Path) -> None:
     print("  drifts:")
     for row in drifts:
         print(f"    {row}")
-    assert len(drifts) == 5 and all(r["reported_s"] >= 0 for r in drifts)
+    assert len(drifts) == 6 and all(r["reported_s"] >= 0 for r in drifts)
     assert pending == [], "reports left unpushed in the survivor's outbox"
     assert growth < 0.25 or late - early < 30 * 1024, figures["rss_survivor_mib"]
     assert figures["takeover_s"] <= 4 + 2.5  # lease duration + a retry period or two
