@@ -122,7 +122,7 @@ def test_s1_4_single_with_two_mig_types_advertises_nothing_and_logs_the_error(ma
 def test_s1_4_single_with_mig_and_full_gpus_mixed(make_twin: Any) -> None:
     twin = make_twin("single", {"n": [gpu(0, "H200-141GB", [{"profile": "1g.18gb"}]), gpu(1, "H200-141GB", None)]})
     assert gpu_resources(twin, "n") == {}
-    log = twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"])
+    log = twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin")
     assert "all devices on the node must be configured with the same migEnabled value" in log
 
 
@@ -141,7 +141,10 @@ def test_s1_1_unknown_strategy_in_device_plugin_config(make_twin: Any) -> None:
         "clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"devicePlugin": {"config": {"name": "dp"}}}}
     )
     twin.settle()
-    assert twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"]).strip() == "unknown MIG strategy: bogus"
+    assert (
+        twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin").strip()
+        == "unknown MIG strategy: bogus"
+    )
 
 
 # ------------------------------------------------------------------ §1.5 / §2 GFD labels
@@ -234,7 +237,9 @@ def test_s1_6_config_file_strategy_applies_only_without_clusterpolicy_strategy(m
     assert "MIG_STRATEGY" not in env and env["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
     # now the config's flags.migStrategy (single) decides: the heterogeneous node advertises nothing
     assert not any(v != "0" for v in gpu_resources(twin, "n").values())
-    assert "more than one MIG device type" in twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"])
+    assert "more than one MIG device type" in twin.store.pod_log(
+        NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin"
+    )
     assert labels(twin, "n")["nvidia.com/gpu.product"] == "NVIDIA-H200-MIG-INVALID"  # GFD shares the config
 
 
@@ -411,7 +416,7 @@ def test_scheduler_event_for_a_gpu_request_on_a_mig_node(make_twin: Any) -> None
 def test_s1_4_single_mig_enabled_gpu_without_devices(make_twin: Any) -> None:
     twin = make_twin("single", {"n": [gpu(0, "H200-141GB", [])]})
     assert gpu_resources(twin, "n") == {}
-    log = twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"])
+    log = twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin")
     assert "at least one device with migEnabled=true was not configured correctly: " in log
     assert "has no MIG devices configured" in log
 
@@ -569,3 +574,13 @@ def test_s3_3_mode_change_needing_a_reboot(make_twin: Any, with_reboot: bool) ->
         assert "rebooting" not in states
         assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
         assert [g.mig_current for g in twin.gpus("n")] == [False, False]
+
+
+def test_clusterpolicy_state_follows_the_device_plugin(make_twin: Any) -> None:
+    """status.state (CRD enum ignored|ready|notReady) is notReady while the device plugin crash-loops."""
+    twin = make_twin("single", {"n": h200(ARTICLE)})
+    cp = twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")
+    assert cp["status"] == {"state": "notReady", "namespace": NS}
+    twin.store.patch("clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"mig": {"strategy": "mixed"}}})
+    twin.settle()
+    assert twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")["status"]["state"] == "ready"

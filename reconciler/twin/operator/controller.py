@@ -76,6 +76,7 @@ DEPLOY_LABELS = (
 DP_SELECTOR = "nvidia.com/gpu.deploy.device-plugin"
 MM_DS = "nvidia-mig-manager"  # stack-facts §3.1
 MM_SELECTOR = "nvidia.com/gpu.deploy.mig-manager"
+MM_CONTAINER = "nvidia-mig-manager"
 MM_IMAGE = "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0"
 DP_CONTAINER = "nvidia-device-plugin"
 DP_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
@@ -200,7 +201,7 @@ def mig_manager_daemonset(namespace: str, cp: Mapping[str, Any]) -> dict[str, An
                     "hostIPC": True,
                     "containers": [
                         {
-                            "name": "nvidia-mig-manager",
+                            "name": MM_CONTAINER,
                             "image": MM_IMAGE,
                             "command": ["nvidia-mig-manager"],
                             "env": env,
@@ -562,6 +563,31 @@ class GpuOperator:
         if mm is not None:
             n = len(self._mm_pods)
             self._write_ds_status(mm, n, n, n)
+        self._cluster_policy_status()
+
+    def _cluster_policy_status(self) -> None:
+        """ClusterPolicy status.state (CRD enum ignored|ready|notReady): `notReady` while an operand DaemonSet has
+        unavailable pods (e.g. the device plugin crash-looping under `single`) [assumption: the twin models only
+        the device plugin and mig-manager operands]."""
+        cp = self._cp
+        if cp is None:
+            return
+        unavailable = 0
+        for ds in (self._ds, self._mm_ds):
+            if ds is None:
+                continue
+            st = ds.get("status") or {}
+            unavailable += int(st.get("numberUnavailable") or 0)
+        state = "ready" if unavailable == 0 else "notReady"
+        have = cp.get("status") or {}
+        if have.get("state") == state and have.get("namespace") == self.ns:
+            return
+        self.store.patch(
+            "clusterpolicies.nvidia.com",
+            self.cp_name,
+            {"status": {"state": state, "namespace": self.ns}},
+            subresource="status",
+        )
 
     def _write_ds_status(self, ds: dict[str, Any], current: int, ready: int, updated: int) -> None:
         """What the DaemonSet controller reports (kubectl get ds / rollout status read it)."""
@@ -583,6 +609,7 @@ class GpuOperator:
         if not ready:
             status.pop("numberAvailable")
         name = ds["metadata"]["name"]
+        ds["status"] = {**have, **status}  # our cached copy, so the ClusterPolicy state below sees it at once
         self.store.patch("daemonsets.apps", name, {"status": status}, self.ns, subresource="status")
 
     # ================================================================ per node
@@ -740,7 +767,7 @@ class GpuOperator:
         lines.append(line)
         pod = self._mm_pods.get(node)
         if pod is not None:
-            self.store.set_pod_log(self.ns, pod, "\n".join(lines) + "\n")
+            self.store.set_pod_log(self.ns, pod, "\n".join(lines) + "\n", container=MM_CONTAINER)
 
     def _mig_manager_pod(self, node: str, labels: Mapping[str, str]) -> None:
         """The mig-manager DaemonSet's pod on `node` (Running; its log is mig_manager_log[node])."""
@@ -799,7 +826,7 @@ class GpuOperator:
         self.mark("dsstatus")
         lines = self.mig_manager_log.get(node)
         if lines:
-            self.store.set_pod_log(self.ns, name, "\n".join(lines) + "\n")
+            self.store.set_pod_log(self.ns, name, "\n".join(lines) + "\n", container=MM_CONTAINER)
         containers = [c["name"] for c in spec.get("containers") or []]
         self.store.patch(
             "pods", name, {"status": _pod_status(node, containers, ready=True)}, self.ns, subresource="status"
@@ -889,7 +916,7 @@ class GpuOperator:
         with self._cv:
             self._dp_pods[node] = (name, pod["metadata"]["labels"].get("pod-template-generation", ""))
             self._dp_state[node] = adv
-        self.store.set_pod_log(self.ns, name, self._dp_log(adv))
+        self.store.set_pod_log(self.ns, name, self._dp_log(adv), container=DP_CONTAINER)
         containers = [c["name"] for c in pod["spec"].get("containers") or []]
         status = _pod_status(node, containers, ready=adv.ok, failing=None if adv.ok else DP_CONTAINER)
         self.store.patch("pods", name, {"status": status}, self.ns, subresource="status")
@@ -923,7 +950,7 @@ class GpuOperator:
         adv = deviceplugin.evaluate(tw.gpus, self.dp_strategy(pod, labels))
         with self._cv:
             self._dp_state[node] = adv
-        self.store.set_pod_log(self.ns, have[0], self._dp_log(adv))
+        self.store.set_pod_log(self.ns, have[0], self._dp_log(adv), container=DP_CONTAINER)
         containers = [c["name"] for c in pod["spec"].get("containers") or []]
         status = _pod_status(node, containers, ready=adv.ok, failing=None if adv.ok else DP_CONTAINER)
         self.store.patch("pods", have[0], {"status": status}, self.ns, subresource="status")
