@@ -126,6 +126,7 @@ class Controller:
             max_body=settings.webhook_max_body_bytes,
         )
         self.cycles_run = 0
+        self._logged_findings: set[tuple[str, str, str]] = set()
 
     # --- leadership and the write fence -------------------------------------------------------------------
 
@@ -221,8 +222,12 @@ class Controller:
             return
         self.metrics.set_findings(signals.finding_counts(report))
         self.metrics.set_partitions(signals.occupancy_rows(report))
-        for f in report.findings:
-            log.info(f.message, extra={"revision": outcome.revision, "node": f.node or "", "code": f.code})
+        # One log line per finding when it appears (not every cycle while it lasts), naming revision,
+        # node and code so a log pipeline can follow a drift without parsing messages.
+        current = {(f.node or "", f.code, f.message) for f in report.findings}
+        for node, code, message in sorted(current - self._logged_findings):
+            log.warning(message, extra={"revision": outcome.revision, "node": node, "code": code})
+        self._logged_findings = current
         if self.settings.dry_run or not self.may_write():
             return
         memory = self._memory

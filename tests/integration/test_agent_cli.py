@@ -1,0 +1,63 @@
+"""`migplan agent` and `migplan run` on the command line: bad configuration is a clear error (exit 2),
+and without an NVIDIA driver the agent says so instead of crashing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from reconciler.twin.apiserver import ApiServerTwin
+
+
+def migplan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", **(env or {})},
+    )
+
+
+def test_agent_needs_a_node_name() -> None:
+    proc = migplan("agent", "--once")
+    assert proc.returncode == 2 and "--node (or NODE_NAME) is required" in proc.stderr
+
+
+def test_bad_settings_are_named(tmp_path: Path) -> None:
+    proc = migplan("agent", "--once", "--node", "n1", env={"MIGPLAN_INTERVAL_SECONDS": "often"})
+    assert proc.returncode == 2 and "MP800" in proc.stderr and "MIGPLAN_INTERVAL_SECONDS" in proc.stderr
+    proc = migplan("run", "--once")
+    assert proc.returncode == 2 and "--repo (or MIGPLAN_REPO) is required" in proc.stderr
+    proc = migplan("run", "--repo", str(tmp_path), "--lease-duration", "0")
+    assert proc.returncode == 2 and "lease_duration_seconds" in proc.stderr
+
+
+def nvml_present() -> bool:
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return False
+    pynvml.nvmlShutdown()
+    return True
+
+
+def test_agent_once_with_no_published_layout(tmp_path: Path) -> None:
+    with ApiServerTwin() as api:
+        api.store.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        proc = migplan("agent", "--once", "--node", "n1", "--kubeconfig", str(kubeconfig))
+        node = api.store.get("nodes", "n1")
+    if nvml_present():
+        # A machine with a driver: the agent reports the real GPUs and, with no layout published, changes nothing.
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.startswith("no-layout")
+        assert "migplan.io/mig-observed" in node["metadata"]["annotations"]
+    else:
+        # No libnvidia-ml here: NVML's own error, translated, and exit 2 — nothing written to the node.
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "nvmlInit" in proc.stderr and "NVML_ERROR_LIBRARY_NOT_FOUND" in proc.stderr
+        assert "migplan.io/mig-observed" not in (node["metadata"].get("annotations") or {})
