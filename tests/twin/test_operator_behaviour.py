@@ -495,7 +495,7 @@ def test_s5_1_invalid_mig_parted_config_fails(make_twin: Any) -> None:
     before = [g.geometry() for g in twin.gpus("n")]
     set_config(twin, "n", "x")
     assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
-    assert "unknown version: v2" in twin.operator.mig_manager_log["n"]
+    assert "Error: unknown version: v2" in twin.operator.mig_manager_log["n"]
     assert [g.geometry() for g in twin.gpus("n")] == before  # nothing applied from invalid input
 
 

@@ -716,7 +716,8 @@ class GpuOperator:
         if err is None:
             self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'success'")
         if err is not None:
-            self._log_mm(name, err)
+            # mig-manager logs failures at error level; the twin's line reads "Error ..." like the documented one.
+            self._log_mm(name, err if err.startswith("Error") else f"Error: {err}")
             self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'failed'")
         # setState re-enables the paused deploy labels before writing the final state, even on failure.
         patch: dict[str, str | None] = {k: "true" for k in paused}
