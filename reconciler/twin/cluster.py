@@ -592,6 +592,8 @@ class ClusterTwin:
                 ns, name = key.split("/", 1)
                 store.delete("pods", name, ns, grace_period_seconds=0)
             store.delete("nodes", d.arg)
+            with contextlib.suppress(ApiError):  # the garbage collector would remove the node's Lease
+                store.delete("leases.coordination.k8s.io", d.arg, "kube-node-lease")
             self.fleet.absent.add(d.arg)
         elif d.kind == "undocumented-node":
             name = d.arg or UNDOCUMENTED_NODE

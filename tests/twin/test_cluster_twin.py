@@ -247,3 +247,35 @@ def test_synthetic_twin_answers_paginated_lists() -> None:
         running = api.list_pod_for_all_namespaces(field_selector="status.phase=Running").items
         assert len(running) == len(twin.store.list("pods"))  # device plugins, mig-managers, holders all run
         assert twin.operator.errors == []
+
+
+def test_settle_is_deterministic() -> None:
+    """Two twins fed the same writes settle into the same state (names, labels, resources, pod phases)."""
+
+    def run() -> dict[str, Any]:
+        with ClusterTwin.from_inventory(INVENTORY, strategy="single", tls=False) as twin:
+            twin.settle()
+            twin.store.patch("clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"mig": {"strategy": "mixed"}}})
+            twin.settle()
+            twin.inject("pod-wants-gpu")
+            twin.store.patch(
+                "nodes", "gpu-h200-02", {"metadata": {"labels": {"nvidia.com/mig.config": "all-disabled"}}}
+            )
+            twin.settle()
+            nodes = {
+                n["metadata"]["name"]: (
+                    {k: v for k, v in n["metadata"]["labels"].items() if k.startswith("nvidia.com/")},
+                    n["status"]["allocatable"],
+                )
+                for n in twin.store.list("nodes")
+            }
+            pods = sorted(
+                (p["metadata"]["namespace"], p["metadata"]["name"], p["status"]["phase"], p["spec"].get("nodeName"))
+                for p in twin.store.list("pods")
+            )
+            assert twin.operator.errors == []
+            return {"nodes": nodes, "pods": pods, "alloc": twin.allocations()}
+
+    first, second = run(), run()
+    assert first == second
+    assert first["nodes"]["gpu-h200-02"][0]["nvidia.com/mig.config.state"] == "success"

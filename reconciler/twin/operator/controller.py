@@ -789,7 +789,8 @@ class GpuOperator:
         spec = copy.deepcopy(template.get("spec") or {})
         spec["nodeName"] = node
         uid = ds["metadata"].get("uid", "")
-        name = f"{MM_DS}-{_suffix(f'{node}/{uid}')}"
+        # Deterministic "random" suffixes: two twins fed the same writes end up with the same names.
+        name = f"{MM_DS}-{_suffix(f'{MM_DS}/{node}')}"
         pod: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -871,8 +872,7 @@ class GpuOperator:
         gen = str(ds["metadata"].get("generation", 1))
         template = ds["spec"]["template"]
         tmeta = template.get("metadata") or {}
-        uid = ds["metadata"].get("uid", "")
-        pod_name = f"{self.ds_name}-{_suffix(f'{node}/{gen}/{uid}')}"
+        pod_name = f"{self.ds_name}-{_suffix(f'{node}/{gen}')}"
         if self._revision[0] != gen:  # one hash per template generation, not per node
             self._revision = (gen, hashlib.sha1(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10])
         revision = self._revision[1]
