@@ -383,3 +383,43 @@ def test_bind_sets_node_and_condition_once(store: Store) -> None:
     with pytest.raises(ApiError) as exc:
         store.bind("default", "p", "gpu-2")
     assert exc.value.code == 409 and 'already assigned to node "gpu-1"' in exc.value.message
+
+
+def test_namespace_deletion_terminates_then_finalizes(store: Store) -> None:
+    store.create("namespaces", {"metadata": {"name": "team"}})
+    store.create("configmaps", {"metadata": {"name": "c"}}, "team")
+    terminating = store.delete("namespaces", "team")
+    assert terminating["status"]["phase"] == "Terminating"
+    with pytest.raises(ApiError) as exc:
+        store.get("namespaces", "team")
+    assert exc.value.code == 404
+    assert store.list("configmaps", "team") == []
+
+    bare = Store(bare=True)
+    bare.ensure_namespaces(["team"])
+    bare.delete("namespaces", "team")
+    assert bare.get("namespaces", "team")["status"]["phase"] == "Terminating"  # no namespace controller
+    with pytest.raises(ApiError) as exc:
+        bare.create("configmaps", {"metadata": {"name": "c"}}, "team")
+    assert exc.value.code == 403 and "because it is being terminated" in exc.value.message
+
+
+def test_pod_logs_by_container_and_tail(store: Store) -> None:
+    store.create(
+        "pods",
+        {
+            "metadata": {"name": "two"},
+            "spec": {"containers": [{"name": "a", "image": "x:1"}, {"name": "b", "image": "x:1"}]},
+        },
+        "default",
+    )
+    store.set_pod_log("default", "two", "a1\na2\na3\n", container="a")
+    assert store.pod_log("default", "two", "a", tail_lines=2) == "a2\na3\n"
+    assert store.pod_log("default", "two", "b") == ""
+    assert store.pod_log("default", "two") == "a1\na2\na3\n"  # Python callers: the first container
+    with pytest.raises(ApiError) as exc:
+        store.pod_log("default", "two", strict=True)  # what HTTP answers, as the real server
+    assert exc.value.code == 400 and "choose one of: [a b]" in exc.value.message
+    with pytest.raises(ApiError) as exc:
+        store.pod_log("default", "two", "c")
+    assert exc.value.message == "container c is not valid for pod two"

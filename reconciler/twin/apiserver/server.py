@@ -312,7 +312,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if verb == "get":
             if route.sub == "log":
-                text = store.pod_log(route.namespace or "", route.name or "")
+                tail = self._int_param(query["tailLines"]) if query.get("tailLines") else None
+                text = store.pod_log(
+                    route.namespace or "", route.name or "", query.get("container") or None, tail, strict=True
+                )
                 self._send(200, text.encode(), "text/plain")
                 return
             raw = store.get_bytes(rt.key, route.name or "", route.namespace)

@@ -145,7 +145,7 @@ class Store:
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._dispatch_lock = threading.Lock()
         self._local = threading.local()
-        self._pod_logs: dict[tuple[str, str], str] = {}
+        self._pod_logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) -> text
         self._rng = random.Random(seed)
         for rt in BUILTINS:
             self._register(rt)
@@ -588,8 +588,28 @@ class Store:
     ) -> dict[str, Any]:
         """Admission, defaulting, validation and the AlreadyExists check of a create. Lock held."""
         meta = new["metadata"]
-        if ns is not None and self._get_entry("namespaces", None, ns) is None:
-            raise not_found("namespaces", "", ns)
+        if ns is not None:
+            ns_entry = self._get_entry("namespaces", None, ns)
+            if ns_entry is None:
+                raise not_found("namespaces", "", ns)
+            if ns_entry.obj["metadata"].get("deletionTimestamp"):
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'{rt.plural} "{meta.get("name", "")}" is forbidden: unable to create new content in namespace '
+                    f"{ns} because it is being terminated",
+                    {
+                        "name": meta.get("name", ""),
+                        "kind": rt.plural,
+                        "causes": [
+                            {
+                                "reason": "NamespaceTerminating",
+                                "message": f"namespace {ns} is being terminated",
+                                "field": "metadata.namespace",
+                            }
+                        ],
+                    },
+                )
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + kinds.random_suffix(self._rng)
         self._admit_create(rt, new, ns)
@@ -765,6 +785,7 @@ class Store:
         rt = self.resource_type(resource)
         ns = self._ns(rt, namespace)
         cascade: _List[tuple[ResourceType, dict[str, Any]]] = []
+        finalize_namespace: str | None = None
         with self._lock:
             entry = self._get_entry(rt.key, ns, name)
             if entry is None:
@@ -786,6 +807,23 @@ class Store:
                 new["metadata"]["resourceVersion"] = str(self._next_rv())
                 self._commit(rt, "MODIFIED", new, prev=old)
                 result = _clone_obj(new)
+            elif rt.key == "namespaces" and (old.get("spec") or {}).get("finalizers"):
+                # the `kubernetes` finalizer keeps a deleted namespace Terminating until the namespace controller
+                # has deleted its content (configmaps.json create-ns shows the finalizer)
+                if old["metadata"].get("deletionTimestamp"):
+                    return _clone_obj(old)
+                new = _clone_obj(old)
+                new["metadata"]["deletionTimestamp"] = kinds.now_rfc3339()
+                new["metadata"]["deletionGracePeriodSeconds"] = 0
+                new["status"] = {"phase": "Terminating"}
+                if dry_run:
+                    return new
+                new["metadata"]["resourceVersion"] = str(self._next_rv())
+                self._commit(rt, "MODIFIED", new, prev=old)
+                result = _clone_obj(new)
+                if not self.bare:
+                    cascade = self._namespace_contents(name)
+                    finalize_namespace = name
             else:
                 gone = _clone_obj(old)
                 if pod:
@@ -801,10 +839,9 @@ class Store:
                 gone["metadata"]["resourceVersion"] = str(self._next_rv())
                 self._commit(rt, "DELETED", gone, remove=True)
                 result = _clone_obj(self._to_view(rt, gone))
-                if rt.key == "namespaces" and not self.bare:
-                    cascade = self._namespace_contents(name)
                 if rt.key == "pods":
-                    self._pod_logs.pop((ns or "", name), None)
+                    for key in [k for k in self._pod_logs if k[:2] == (ns or "", name)]:
+                        del self._pod_logs[key]
                 if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
                     for crt in from_crd(old):
                         self._types.pop(crt.key, None)
@@ -814,6 +851,15 @@ class Store:
             meta = obj["metadata"]
             with contextlib.suppress(ApiError):  # already gone
                 self.delete(crt.key, meta["name"], meta.get("namespace"), grace_period_seconds=0)
+        if finalize_namespace is not None:
+            with self._lock:
+                entry = self._get_entry("namespaces", None, finalize_namespace)
+                if entry is not None:
+                    gone = entry.obj
+                    gone["spec"]["finalizers"] = []
+                    gone["metadata"]["resourceVersion"] = str(self._next_rv())
+                    self._commit(rt, "DELETED", gone, remove=True)
+            self._dispatch()
         return result
 
     def _namespace_contents(self, namespace: str) -> _List[tuple[ResourceType, dict[str, Any]]]:
@@ -825,16 +871,45 @@ class Store:
 
     # ------------------------------------------------------------ pod logs
 
-    def set_pod_log(self, namespace: str, name: str, text: str) -> None:
-        """Text served by GET /api/v1/namespaces/NS/pods/NAME/log (the simulated container's output)."""
-        with self._lock:
-            self._pod_logs[(namespace, name)] = text
+    def set_pod_log(self, namespace: str, name: str, text: str, container: str | None = None) -> None:
+        """Text served by GET /api/v1/namespaces/NS/pods/NAME/log (the simulated container's output).
 
-    def pod_log(self, namespace: str, name: str) -> str:
+        Without `container` the text belongs to the pod's only (or first) container."""
         with self._lock:
-            if self._get_entry("pods", namespace, name) is None:
+            self._pod_logs[(namespace, name, container or "")] = text
+
+    def pod_log(
+        self,
+        namespace: str,
+        name: str,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        *,
+        strict: bool = False,
+    ) -> str:
+        """The log as the kubelet would serve it. strict=True (HTTP) also answers like the real server when no
+        container is named for a pod with several (400); Python callers get the first container's log then."""
+        with self._lock:
+            entry = self._get_entry("pods", namespace, name)
+            if entry is None:
                 raise not_found("pods", "", name)
-            return self._pod_logs.get((namespace, name), "")
+            names = [c.get("name", "") for c in (entry.obj.get("spec") or {}).get("containers") or []]
+            if container is None:
+                if len(names) > 1 and strict:
+                    raise bad_request(
+                        f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
+                    )
+                container = names[0] if names else ""
+            elif container not in names:
+                raise bad_request(f"container {container} is not valid for pod {name}")
+            text = self._pod_logs.get((namespace, name, container))
+            if text is None and names and container == names[0]:
+                text = self._pod_logs.get((namespace, name, ""))
+        text = text or ""
+        if tail_lines is not None:
+            lines = text.splitlines(keepends=True)
+            text = "".join(lines[-tail_lines:]) if tail_lines > 0 else ""
+        return text
 
     # ------------------------------------------------------------ internals
 
