@@ -279,3 +279,29 @@ def test_settle_is_deterministic() -> None:
     first, second = run(), run()
     assert first == second
     assert first["nodes"]["gpu-h200-02"][0]["nvidia.com/mig.config.state"] == "success"
+
+
+def test_a_watch_sees_mig_manager_go_pending_then_success() -> None:
+    """What a controller does on a real cluster: label the node, then watch nvidia.com/mig.config.state."""
+    from kubernetes import watch
+
+    with ClusterTwin.from_inventory(INVENTORY, tls=False) as twin:
+        twin.settle()
+        api = client.CoreV1Api(config.new_client_from_config(str(twin.kubeconfig)))
+        rv = api.read_node("gpu-h200-02").metadata.resource_version
+        api.patch_node("gpu-h200-02", {"metadata": {"labels": {"nvidia.com/mig.config": "all-disabled"}}})
+        twin.settle()
+        states = []
+        for event in watch.Watch().stream(
+            api.list_node,
+            field_selector="metadata.name=gpu-h200-02",
+            resource_version=rv,
+            timeout_seconds=2,
+        ):
+            state = event["object"].metadata.labels.get("nvidia.com/mig.config.state")
+            if not states or states[-1] != state:
+                states.append(state)
+            if state in ("success", "failed") and "pending" in states:
+                break
+        assert states[-2:] == ["pending", "success"]
+        assert twin.operator.errors == []
