@@ -309,6 +309,7 @@ def _scalar(node: yaml.ScalarNode) -> Any:
 # translate() below deletes every other byte, so one C call tells whether any is present.
 _RISKY_BYTES = frozenset(b"&*!|>%@`'\\?<=[]")
 _SAFE = bytes(b for b in range(0x20, 0x7F) if b not in _RISKY_BYTES) + b"\n"
+_TEXT_ASCII = bytes(range(0x20, 0x7F)) + b"\t\n"
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 # After digits become '0' (one translate() call), number forms that YAML 1.1 (pyyaml) and 1.2
 # (yaml-rs) read differently, or where a float could pose as an integer: 4.0, 1e3, 1:20, 1_000,
@@ -343,6 +344,10 @@ def fast_parse(data: bytes) -> tuple[str, dict[str, Any]] | None:
     """(text, value) through the fast parser for a file that passes the byte screen, else None.
     No line numbers: see scan_lines and node_item_lines."""
     if _yaml_rs is None or len(data) > MAX_FILE_BYTES:
+        return None
+    # The whole file first, comments included: the reference rejects control characters and reads
+    # a CR or a Unicode line separator as a line break even inside a comment.
+    if not data.isascii() or data.translate(None, _TEXT_ASCII):
         return None
     body = data
     while body.startswith(b"#"):  # leading comments (the schema modeline) may say anything
