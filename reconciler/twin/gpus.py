@@ -418,6 +418,22 @@ class TwinGpu:
         ci = self.create_compute_instance(gi, SLICES_TO_CI_PROFILE.get(prof.compute_slices, 0))
         return gi, ci
 
+    def replay_partition(self, profile: str, start: int, gi_id: int, ci_id: int, ci_profile: int) -> None:
+        """Recreate a GI+CI exactly as an earlier, checked add_partition() on an identical empty GPU made it."""
+        prof = self.profile_by_name(profile)
+        assert prof is not None
+        gi = GpuInstance(id=gi_id, profile=prof, start=start, serial=self._next_serial())
+        serial = self._next_serial()
+        gi.compute_instances[ci_id] = ComputeInstance(
+            id=ci_id,
+            profile_enum=ci_profile,
+            start=0,
+            size=CI_PROFILE_SLICES[ci_profile],
+            serial=serial,
+            uuid_seed=f"migplan-twin/{self.node}/{self.index}/{serial}",
+        )
+        self.gpu_instances[gi_id] = gi
+
     def clear(self) -> None:
         """Destroy every CI then GI (mig-parted's ClearMigConfig); IN_USE if a pod holds one."""
         for gi in list(self.gpu_instances.values()):
