@@ -211,3 +211,33 @@ def test_cli_missing_root_is_exit_2(tmp_path: Path) -> None:
     assert out.exit_code == 2
     out = CliRunner().invoke(command, ["-o", "yaml"])
     assert out.exit_code == 2
+
+
+def test_cluster_defaults_and_verify_settings() -> None:
+    from reconciler.model.inventory import ApplyMode, ClusterSpec, VerifyMode
+
+    minimal = {"cluster.yaml": b"apiVersion: migplan/v1\nkind: Cluster\nspec: {migStrategy: single}\n"}
+    r = validate_inventory(minimal)
+    assert r.valid and r.desired is not None
+    c = r.desired.cluster
+    assert c == ClusterSpec(name="default", mig_strategy=MigStrategy.SINGLE, source=c.source)
+    assert c.source is not None and (c.source.file, c.source.line) == ("cluster.yaml", 3)
+    full = {
+        "cluster.yaml": b"apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: par2}\nspec:\n"
+        b"  migStrategy: mixed\n  apply: {mode: agent, maxUnavailableNodes: 3, allowDisruption: true}\n"
+        b"  verify:\n    mode: head\n    allowedSigners: ['ops@example.org ssh-ed25519 AAAAC3Nza']\n"
+        b"    gpgPublicKeys: []\n"
+    }
+    r = validate_inventory(full)
+    assert r.valid and r.desired is not None
+    c = r.desired.cluster
+    assert (c.name, c.apply.mode, c.apply.max_unavailable_nodes, c.apply.allow_disruption) == (
+        "par2",
+        ApplyMode.AGENT,
+        3,
+        True,
+    )
+    assert c.verify.mode is VerifyMode.HEAD
+    assert c.verify.allowed_signers == ("ops@example.org ssh-ed25519 AAAAC3Nza",)
+    bad = {"cluster.yaml": full["cluster.yaml"].replace(b"mode: head", b"mode: tail")}
+    assert [d.code for d in validate_inventory(bad).errors] == ["MP204"]
