@@ -81,10 +81,13 @@ def _translate(exc: ApiException, what: str) -> MigplanError:
 class KubeLease:
     """One named Lease (implements reconciler.controller.leader.LeasePort)."""
 
-    def __init__(self, api: client.CoordinationV1Api, *, namespace: str, name: str) -> None:
+    def __init__(self, api: client.CoordinationV1Api, *, namespace: str, name: str, timeout: float = 5.0) -> None:
         self._api = api
         self.namespace = namespace
         self.name = name
+        # Every Lease call is bounded: a hung request must not keep a leader believing it still leads
+        # (is_leader() expires on its own anyway) nor stall the election loop past /healthz.
+        self.timeout = timeout
 
     def _body(
         self,
@@ -128,7 +131,7 @@ class KubeLease:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = api_client.call_api(*params)
+        response = api_client.call_api(*params, _request_timeout=self.timeout)
         response.read()
         return api_client.response_deserialize(response, {"200": "V1Lease", "201": "V1Lease"}).data
 
@@ -138,7 +141,7 @@ class KubeLease:
 
     def get(self) -> LeaseRecord | None:
         try:
-            return _record(self._api.read_namespaced_lease(self.name, self.namespace))
+            return _record(self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.timeout))
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -181,7 +184,11 @@ class KubeLease:
         patch = {"metadata": {"annotations": {TRIGGER_ANNOTATION: value}}}
         try:
             self._api.patch_namespaced_lease(
-                self.name, self.namespace, patch, _content_type="application/merge-patch+json"
+                self.name,
+                self.namespace,
+                patch,
+                _content_type="application/merge-patch+json",
+                _request_timeout=self.timeout,
             )
         except ApiException as exc:
             raise _translate(exc, f"patch lease {self.namespace}/{self.name}") from exc

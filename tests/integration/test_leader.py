@@ -60,12 +60,12 @@ def test_lease_adapter_writes_microtime_the_server_accepts(twin: tuple[ApiServer
     assert lease.get() is not None and lease.get().trigger == "x"  # type: ignore[union-attr]
 
 
-def elector(kubeconfig: Path, name: str, identity: str) -> LeaderElector:
+def elector(kubeconfig: Path, name: str, identity: str, *, duration: int = 2) -> LeaderElector:
     return LeaderElector(
         KubeLease(coordination(kubeconfig), namespace=NS, name=name),
         identity=identity,
-        duration=2,
-        renew_deadline=1.5,
+        duration=duration,
+        renew_deadline=duration * 0.75,
         retry_period=0.2,
     )
 
@@ -80,7 +80,7 @@ def test_takeover_after_the_holder_stops_renewing(twin: tuple[ApiServerTwin, Pat
         assert time.monotonic() - t0 < 4, "b did not take over within the lease duration"
         time.sleep(0.1)
     took = time.monotonic() - t0
-    assert 1.8 <= took <= 2.6, took  # not before the lease expired, and promptly after
+    assert 1.8 <= took <= 3.5, took  # not before the lease expired, and promptly after
     assert not a.is_leader()  # its renew deadline has passed: it stopped considering itself leader
     assert not a.try_acquire_or_renew()
     b.release()
@@ -89,9 +89,9 @@ def test_takeover_after_the_holder_stops_renewing(twin: tuple[ApiServerTwin, Pat
 
 def test_a_replica_that_loses_the_lease_stops_writing(twin: tuple[ApiServerTwin, Path]) -> None:
     api, kubeconfig = twin
-    a = elector(kubeconfig, "fence", "a")
-    assert a.try_acquire_or_renew()
+    a = elector(kubeconfig, "fence", "a", duration=30)  # long: only losing the Lease may stop a here
     core = client.CoreV1Api(FencedApiClient(kube_configuration(str(kubeconfig)), a.is_leader))
+    assert a.try_acquire_or_renew()
     core.create_namespaced_config_map(NS, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="fenced")))
     # Someone else takes the Lease (e.g. after a partition healed): a's next round sees it and stops.
     lease = api.store.get("leases.coordination.k8s.io", "fence", NS)
@@ -195,7 +195,7 @@ def test_two_processes_leader_killed_mid_cycle(twin: tuple[ApiServerTwin, Path],
         procs[leader].wait(10)
         t0 = time.monotonic()
         while holder() != standby:
-            assert time.monotonic() - t0 < 3 + 1.5, "the standby did not take over within the lease duration"
+            assert time.monotonic() - t0 < 3 + 3, "the standby did not take over within the lease duration"
             time.sleep(0.05)
         takeover = time.monotonic() - t0
         # The new leader runs full cycles.
