@@ -137,3 +137,8 @@ def test_binding_subresource(fresh_apiserver: ApiServerTwin) -> None:
     assert api.store.get("pods", "p", "default")["spec"]["nodeName"] == "gpu-1"
     again = requests.post(url, json=body, headers=headers, verify=str(api.ca_file), timeout=30)
     assert again.status_code == 409
+
+
+def test_namespace_status_subresource_path(fresh_apiserver: ApiServerTwin) -> None:
+    resp = _get(fresh_apiserver, "/api/v1/namespaces/default/status")
+    assert resp.status_code == 200 and resp.json()["status"] == {"phase": "Active"}

@@ -282,7 +282,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not rest:
             raise missing()
         namespace = None
-        if rest[0] == "namespaces" and len(rest) >= 3:
+        # /namespaces/NS/<plural>/... is a namespaced path; /namespaces/NAME/status is the Namespace's subresource
+        if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
             namespace, rest = rest[1], rest[2:]
         plural = rest[0]
         rt = store.find_type(group, version, plural)
