@@ -377,12 +377,16 @@ def _saturation_findings(
             t = totals.setdefault(o.profile, [0, 0])
             t[0] += o.total
             t[1] += o.used
+    # resource -> the plan's profile spelling, built once (not a scan of every node per pending pod)
+    spelling = {
+        resource_of(p.profile): p.profile for plan in desired.nodes.values() for g in plan.gpus for p in g.partitions
+    }
     waiting: dict[str, list[str]] = {}
     for pod in observed.pods:
         if pod.phase == "Pending" and pod.node is None:
             for res, n in pod.requested().items():
                 if n > 0 and is_mig_resource(res):
-                    waiting.setdefault(profile_label(res, _any_plan_with(desired, res)), []).append(pod.key)
+                    waiting.setdefault(spelling.get(res) or profile_label(res), []).append(pod.key)
     for profile in sorted(totals):
         total, used = totals[profile]
         if total > 0 and used >= total:
@@ -399,14 +403,6 @@ def _saturation_findings(
                 observed=used,
                 pods=pods,
             )
-
-
-def _any_plan_with(desired: DesiredState, resource: str) -> NodePlan | None:
-    for plan in desired.nodes.values():
-        for g in plan.gpus:
-            if any(resource_of(p.profile) == resource for p in g.partitions):
-                return plan
-    return None
 
 
 # --- per node -------------------------------------------------------------------------------------

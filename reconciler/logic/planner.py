@@ -335,15 +335,13 @@ def _strategy_settled(desired: DesiredState, observed: ObservedState) -> bool:
 
 
 def _geometry_suspect(
-    plan_: NodePlan, node: ObservedNode, desired: DesiredState, observed: ObservedState, strategy_ok: bool
+    plan_: NodePlan, node: ObservedNode, desired: DesiredState, plugin_ready: Mapping[str, bool], strategy_ok: bool
 ) -> bool:
     """The node advertises other counts than its plan while nothing else explains it: the strategy is
     right and the device plugin on the node is Ready. Then its GPUs themselves differ."""
     if not strategy_ok or _converged(plan_, node, desired.cluster.mig_strategy):
         return False
-    ds = observed.device_plugin
-    pod = ds.pod_on(node.name) if ds is not None else None
-    return pod is not None and pod.ready
+    return plugin_ready.get(node.name, False)
 
 
 def _converged(plan_: NodePlan, node: ObservedNode, strategy: MigStrategy) -> bool:
@@ -362,6 +360,8 @@ def _node_changes(
     previous = _previous_configs(observed)
     pods_by_node = observed.pods_by_node()
     strategy_ok = _strategy_settled(desired, observed)
+    ds = observed.device_plugin
+    plugin_ready = {p.node: p.ready for p in ds.pods if p.node} if ds is not None else {}
     wanted: list[tuple[str, NodePlan, ObservedNode, str]] = []
     changes: list[Change] = []
     aliases: set[str] = set()
@@ -384,7 +384,7 @@ def _node_changes(
                 settled = False
                 if cordoned:
                     in_flight += 1  # still unavailable: it stays cordoned until a person looks at it
-            elif _geometry_suspect(desired.nodes[name], node, desired, observed, strategy_ok):
+            elif _geometry_suspect(desired.nodes[name], node, desired, plugin_ready, strategy_ok):
                 # mig-manager believes the config applied but the GPUs differ (cut by hand, reset):
                 # point the label at an alias of the same layout so mig-manager applies it again.
                 settled = False
@@ -399,7 +399,7 @@ def _node_changes(
         subject = f"node/{name}"
         reapply = config.endswith(migparted.ALIAS_SUFFIX) and node.mig_config == rendered.node_configs[name]
         # What the GPUs really hold is unknown when they differ from the config they carry.
-        suspect = _geometry_suspect(plan_, node, desired, observed, strategy_ok)
+        suspect = _geometry_suspect(plan_, node, desired, plugin_ready, strategy_ok)
         destroyed = None if (reapply or suspect) else destroyed_resources(node, plan_, previous)
         if destroyed is not None and not destroyed and node.mig_config_state == MigConfigState.SUCCESS:
             # Same geometry under another config name (e.g. adopting a cluster whose ConfigMap
