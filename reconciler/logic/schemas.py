@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jsonschema
+import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
@@ -236,9 +237,9 @@ def fast_valid(kind: str, value: Any) -> bool:
 
 # A fleet repeats a handful of GPU cuts thousands of times. A Node is checked as its envelope
 # (every GPU item accepted as is) plus each GPU item against the GPU sub-schema, and GPU items
-# already accepted are remembered by their repr(): for JSON-like values (str, int, bool, None,
-# lists, dicts) equal reprs mean equal values, so the answer is the same.
-_GPU_SEEN: dict[str, None] = {}
+# already accepted are remembered by their JSON text (orjson): for JSON-like values equal texts
+# mean equal values (1, "1" and true all differ), so the answer is the same.
+_GPU_SEEN: dict[bytes, None] = {}
 _GPU_SEEN_LIMIT = 4096
 
 
@@ -265,7 +266,7 @@ def _fast_node_valid(value: Any) -> bool:
     try:
         envelope(value)
         for item in value["spec"]["gpus"]:
-            key = repr(item)
+            key = orjson.dumps(item)  # raises on non-string keys or odd types: then the reference decides
             if key in _GPU_SEEN:
                 continue
             gpu(item)

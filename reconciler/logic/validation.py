@@ -418,6 +418,7 @@ def _node_entry(doc: YamlDoc, file: str, catalog: Catalog, memo: _GpuMemo) -> _E
     gpus: list[GpuPlan] = []
     refs: dict[int, SourceRef] = {}
     first_index: dict[int, SourceRef] = {}
+    models: dict[str, GpuModel | None] = {}  # a node repeats its model on every GPU
     get = doc.lines.get
     for i, g in enumerate(v["spec"]["gpus"]):
         gsrc = SourceRef(file, get(("spec", "gpus", i)) or doc.line_of(("spec", "gpus", i)))
@@ -432,7 +433,8 @@ def _node_entry(doc: YamlDoc, file: str, catalog: Catalog, memo: _GpuMemo) -> _E
             )
         else:
             first_index[index] = gsrc
-        model = catalog.resolve(g["model"])
+        written = g["model"]
+        model = models.get(written) if written in models else models.setdefault(written, catalog.resolve(written))
         if model is None:
             _, bad = _resolve(catalog, g["model"], _src(doc, file, "spec", "gpus", i, "model"))
             if bad is not None:
