@@ -423,3 +423,18 @@ def test_pod_logs_by_container_and_tail(store: Store) -> None:
     with pytest.raises(ApiError) as exc:
         store.pod_log("default", "two", "c")
     assert exc.value.message == "container c is not valid for pod two"
+
+
+def test_unknown_fields_of_built_ins_warn_or_fail_strict(store: Store) -> None:
+    warnings: list[str] = []
+    cm = store.create(
+        "configmaps", {"metadata": {"name": "c", "lables": {"a": "b"}}, "dat": {"x": "1"}}, "default", warnings=warnings
+    )
+    assert warnings == ['unknown field "dat"', 'unknown field "metadata.lables"']
+    assert "dat" not in cm and "lables" not in cm["metadata"]
+    with pytest.raises(ApiError) as exc:
+        store.create("nodes", {"metadata": {"name": "n"}, "spec": {"unschedulabel": True}}, strict=True)
+    assert exc.value.code == 400
+    assert exc.value.message == (
+        'Node in version "v1" cannot be handled as a Node: strict decoding error: unknown field "spec.unschedulabel"'
+    )

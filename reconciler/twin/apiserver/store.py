@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from . import kinds, schema
+from . import kinds, knownfields, schema
 from .errors import (
     ApiError,
     already_exists,
@@ -938,17 +938,20 @@ class Store:
         if not isinstance(new.get("metadata"), dict):
             new["metadata"] = {}
         if rt.schema is not None:
-            pruned, unknown = schema.prune(new, rt.schema)
-            if unknown:
-                if strict:
-                    listed = ", ".join(f'unknown field "{u}"' for u in unknown)
-                    raise bad_request(
-                        f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: strict decoding '
-                        f"error: {listed}"
-                    )
-                if warnings is not None:
-                    warnings.extend(f'unknown field "{u}"' for u in unknown)
-            new = schema.apply_defaults(pruned, rt.schema)
+            new, unknown = schema.prune(new, rt.schema)
+        else:
+            unknown = knownfields.prune_unknown(rt.key, new)
+        if unknown:
+            if strict:
+                listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+                raise bad_request(
+                    f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: strict decoding '
+                    f"error: {listed}"
+                )
+            if warnings is not None:
+                warnings.extend(f'unknown field "{u}"' for u in unknown)
+        if rt.schema is not None:
+            new = schema.apply_defaults(new, rt.schema)
         if rt.key == "pods":
             kinds.decode_pod_quantities(new)
         elif rt.key == "daemonsets.apps":
