@@ -240,7 +240,7 @@ def test_watch_stream_from_resource_version(api_client: client.ApiClient) -> Non
 
     threading.Thread(target=writer).start()
     seen = []
-    for ev in watch.Watch().stream(core.list_node, resource_version=rv, timeout_seconds=2):
+    for ev in watch.Watch().stream(core.list_node, resource_version=rv, timeout_seconds=3):
         seen.append((ev["type"], ev["object"].metadata.name))
     assert seen == [("MODIFIED", "cli-watch"), ("DELETED", "cli-watch")]
 

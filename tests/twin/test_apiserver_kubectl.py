@@ -224,13 +224,15 @@ def test_wide_output_apply_and_watch(kubectl: Kubectl, apiserver: ApiServerTwin)
     assert "configured" in kubectl.run("apply", "-f", "-", stdin=json.dumps(cm)).stdout
     assert apiserver.store.get("configmaps", "applied", "default")["data"] == {"a": "2"}
     watcher = subprocess.Popen(
-        [KUBECTL, "--kubeconfig", str(kubectl.kubeconfig), "get", "pod", "wide", "-w", "--request-timeout=3s"],
+        [KUBECTL, "--kubeconfig", str(kubectl.kubeconfig), "get", "pod", "wide", "-w", "--request-timeout=5s"],
         stdout=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.0)
+    assert watcher.stdout is not None
+    first = [watcher.stdout.readline(), watcher.stdout.readline()]  # header and the listed row: watch is open
+    time.sleep(0.2)
     apiserver.store.patch("pods", "wide", {"metadata": {"labels": {"w": "1"}}}, "default")
     out, _ = watcher.communicate(timeout=30)
-    lines = out.splitlines()
+    lines = [ln for ln in first + out.splitlines() if ln.strip()]
     assert lines[0].split()[:3] == ["NAME", "READY", "STATUS"]
     assert [ln.split()[0] for ln in lines[1:]] == ["wide", "wide"]
