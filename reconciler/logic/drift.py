@@ -457,7 +457,7 @@ def _mig_manager_findings(
         yield finding(
             "MP507",
             f"mig-manager failed to apply {label} on {name} (nvidia.com/mig.config.state=failed){why}; "
-            "re-trigger by removing and re-setting the label",
+            "migplan retries once no pod holds a GPU on the node (drain it), at most every 10 minutes",
             node=name,
             desired=config,
             observed=reason or state,

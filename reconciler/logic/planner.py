@@ -36,7 +36,7 @@ Only fields and labels migplan owns appear in a patch.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.logic import drift, migparted
@@ -64,6 +64,9 @@ STRATEGY_SET_ANNOTATION = "migplan.io/mig-strategy-set"  # on the ClusterPolicy:
 RESTARTED_FOR_ANNOTATION = "migplan.io/restarted-for-strategy"  # on the DaemonSet
 
 
+FAILED_RETRY_AFTER = timedelta(minutes=10)
+
+
 def rfc3339(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -78,7 +81,7 @@ def plan(
     """The ordered changes for this cycle (see the module docstring for the order and the rules)."""
     rendered = rendered or migparted.render(desired)
     stamp = rfc3339(now)
-    node_changes, nodes_settled, aliases = _node_changes(desired, observed, rendered, stamp)
+    node_changes, nodes_settled, aliases = _node_changes(desired, observed, rendered, now)
     agent = desired.cluster.apply.mode is ApplyMode.AGENT
     changes: list[Change] = []
     if not agent:  # the node agent applies layouts itself: no mig-parted ConfigMap, no mig-manager
@@ -350,11 +353,26 @@ def _converged(plan_: NodePlan, node: ObservedNode, strategy: MigStrategy) -> bo
     return all(want.get(k, 0) == have.get(k, 0) for k in set(want) | set(have))
 
 
+def _failed_recently(node: ObservedNode, now: datetime) -> bool:
+    """mig-manager failed on a change migplan requested less than FAILED_RETRY_AFTER ago (backoff)."""
+    if node.mig_config_state != MigConfigState.FAILED:
+        return False
+    text = node.annotations.get(REQUESTED_AT_ANNOTATION)
+    if not text:
+        return False
+    try:
+        since = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return now - since < FAILED_RETRY_AFTER
+
+
 def _node_changes(
-    desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig, stamp: str
+    desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig, now: datetime
 ) -> tuple[list[Change], bool, frozenset[str]]:
     """Per-node changes, whether every node has settled (no change wanted, none in flight), and the
     re-apply aliases the ConfigMap must carry for them."""
+    stamp = rfc3339(now)
     settings = desired.cluster.apply
     budget = max(settings.max_unavailable_nodes, 0)
     previous = _previous_configs(observed)
@@ -382,8 +400,14 @@ def _node_changes(
                 changes.append(_uncordon(name))
             elif node.mig_config_state == MigConfigState.FAILED:
                 settled = False
-                if cordoned:
-                    in_flight += 1  # still unavailable: it stays cordoned until a person looks at it
+                # Retry (through the alias: mig-manager only acts on a new value) once no pod holds
+                # a GPU device on the node any more, e.g. after a drain; at most every
+                # FAILED_RETRY_AFTER so a config that cannot apply is not hammered.
+                idle = not blocking_pods(pods_by_node.get(name, ()), None)
+                if idle and not _failed_recently(node, now):
+                    wanted.append((name, desired.nodes[name], node, migparted.alias_name(config)))
+                elif cordoned:
+                    in_flight += 1  # still unavailable: it stays cordoned until it succeeds
             elif _geometry_suspect(desired.nodes[name], node, desired, plugin_ready, strategy_ok):
                 # mig-manager believes the config applied but the GPUs differ (cut by hand, reset):
                 # point the label at an alias of the same layout so mig-manager applies it again.
@@ -415,6 +439,18 @@ def _node_changes(
                     {MIG_CONFIG_LABEL: config},
                     "relabel only: the node already carries this layout",
                     patch=_label_patch(config, stamp),
+                )
+            )
+            continue
+        if _failed_recently(node, now):
+            changes.append(
+                Change(
+                    subject,
+                    Action.SKIP,
+                    Kind.NODE_MIG_CONFIG,
+                    {MIG_CONFIG_LABEL: node.mig_config},
+                    {MIG_CONFIG_LABEL: config},
+                    f"waiting: mig-manager failed less than {int(FAILED_RETRY_AFTER.total_seconds() // 60)} min ago",
                 )
             )
             continue

@@ -190,3 +190,60 @@ def test_gpus_recut_by_hand_are_reapplied_and_converge() -> None:
         assert node["metadata"]["labels"]["nvidia.com/mig.config"] == result.plan.node_configs["gpu-h200-02"]  # type: ignore[union-attr]
         cm = twin.store.get("configmaps", desired.cluster.gpu_operator.mig_config_map, "gpu-operator")
         assert "-reapply" not in cm["data"]["config.yaml"]  # the alias is gone once no node names it
+
+
+def test_allow_disruption_cordons_waits_for_the_drain_then_retries_and_uncordons(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    root = tmp_path / "inventory"
+    shutil.copytree(INVENTORY, root)
+    node_file = root / "nodes" / f"{NODE}.yaml"
+    text = node_file.read_text()
+    gpu1 = text.index("    - index: 1")
+    node_file.write_text(
+        text[:gpu1]
+        + "    - index: 1\n      model: H200-141GB\n      mig:\n        enabled: true\n        partitions:\n"
+        + "".join("          - {profile: 1g.18gb}\n" for _ in range(7))
+    )
+    cluster_file = root / "cluster.yaml"
+    cluster_file.write_text(cluster_file.read_text().replace("allowDisruption: false", "allowDisruption: true"))
+    desired = _desired(root)
+    t0 = datetime(2026, 12, 2, 10, tzinfo=UTC)
+
+    def run(minutes: int) -> CycleResult:
+        cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
+        try:
+            return reconcile_once(desired=desired, cluster=cluster, now=t0 + timedelta(minutes=minutes))
+        finally:
+            cluster.close()
+
+    with ClusterTwin.from_inventory(INVENTORY) as twin:
+        twin.settle()
+        first = run(0)
+        kinds = [c.kind for c in first.applied if c.subject == f"node/{NODE}"]
+        assert kinds == [Kind.CORDON, Kind.NODE_MIG_CONFIG]
+        twin.settle()
+        node = twin.store.get("nodes", NODE)
+        assert node["spec"]["unschedulable"] is True
+        assert node["metadata"]["labels"]["nvidia.com/mig.config.state"] == "failed"  # pods still hold the GPUs
+        second = run(1)
+        failed = next(f for f in second.report.findings if f.code == "MP507")  # type: ignore[union-attr]
+        assert "In use" in failed.message  # mig-manager's own reason, from its pod log
+        assert not [c for c in second.applied if c.subject == f"node/{NODE}"]  # nothing retried while pods hold GPUs
+        for pod in twin.store.list("pods", "default"):  # the workload owners drain the node
+            if pod["spec"].get("nodeName") == NODE:
+                twin.store.delete("pods", pod["metadata"]["name"], "default", grace_period_seconds=0)
+        twin.settle()
+        assert not [c for c in run(5).applied if c.subject == f"node/{NODE}"]  # backoff: failed 5 min ago
+        minute = 11
+        for _ in range(5):
+            result = run(minute)
+            twin.settle()
+            minute += 1
+            if result.converged:
+                break
+        assert result.converged, [str(f) for f in result.report.findings]  # type: ignore[union-attr]
+        node = twin.store.get("nodes", NODE)
+        assert not node["spec"].get("unschedulable")
+        assert "migplan.io/cordoned" not in (node["metadata"].get("annotations") or {})
+        assert twin.store.get("nodes", NODE)["status"]["allocatable"]["nvidia.com/mig-1g.18gb"] == "9"
