@@ -353,9 +353,12 @@ def _converged(plan_: NodePlan, node: ObservedNode, strategy: MigStrategy) -> bo
     return all(want.get(k, 0) == have.get(k, 0) for k in set(want) | set(have))
 
 
-def _failed_recently(node: ObservedNode, now: datetime) -> bool:
-    """mig-manager failed on a change migplan requested less than FAILED_RETRY_AFTER ago (backoff)."""
+def _failed_recently(node: ObservedNode, config: str, now: datetime) -> bool:
+    """mig-manager failed on a change migplan requested less than FAILED_RETRY_AFTER ago (backoff).
+    A failure on a label someone else set is not migplan's attempt and is not backed off."""
     if node.mig_config_state != MigConfigState.FAILED:
+        return False
+    if node.mig_config not in (config, migparted.alias_name(config)):
         return False
     text = node.annotations.get(REQUESTED_AT_ANNOTATION)
     if not text:
@@ -404,7 +407,7 @@ def _node_changes(
                 # a GPU device on the node any more, e.g. after a drain; at most every
                 # FAILED_RETRY_AFTER so a config that cannot apply is not hammered.
                 idle = not blocking_pods(pods_by_node.get(name, ()), None)
-                if idle and not _failed_recently(node, now):
+                if idle and not _failed_recently(node, config, now):
                     wanted.append((name, desired.nodes[name], node, migparted.alias_name(config)))
                 elif cordoned:
                     in_flight += 1  # still unavailable: it stays cordoned until it succeeds
@@ -425,6 +428,12 @@ def _node_changes(
         # What the GPUs really hold is unknown when they differ from the config they carry.
         suspect = _geometry_suspect(plan_, node, desired, plugin_ready, strategy_ok)
         destroyed = None if (reapply or suspect) else destroyed_resources(node, plan_, previous)
+        if destroyed is None and not (reapply or suspect) and _converged(plan_, node, desired.cluster.mig_strategy):
+            # The config the label names is unknown (set by hand, or not in our ConfigMap), but the
+            # node advertises exactly its plan: mig-manager's assert will pass and nothing is
+            # destroyed. (Counts can hide a different per-GPU split; NVML still refuses to destroy
+            # an instance a process uses, stack-facts §6.)
+            destroyed = frozenset()
         if destroyed is not None and not destroyed and node.mig_config_state == MigConfigState.SUCCESS:
             # Same geometry under another config name (e.g. adopting a cluster whose ConfigMap
             # used other names): mig-manager's assert passes and it sets success without pausing
@@ -442,7 +451,7 @@ def _node_changes(
                 )
             )
             continue
-        if _failed_recently(node, now):
+        if _failed_recently(node, rendered.node_configs[name], now):
             changes.append(
                 Change(
                     subject,
