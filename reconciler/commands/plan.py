@@ -16,7 +16,6 @@ MIGPLAN_GIT_SSH_KEY and MIGPLAN_GIT_KNOWN_HOSTS, as for the controller.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,8 @@ import click
 import orjson
 from tabulate import tabulate
 
-from reconciler.adapters.gitsource import GitAuth, GitFailure, GitRemote
+from reconciler.adapters.gitsource import GitFailure
+from reconciler.commands import gitopts
 from reconciler.logic.revdiff import ChangeKind, PartitionChange, RevisionDiff, diff_states, disrupted_pods
 from reconciler.logic.validation import ParseCache
 from reconciler.model.diagnostics import Diagnostic
@@ -38,23 +38,6 @@ _VERBS = {
     ChangeKind.MOVE: "move",
     ChangeKind.OWNER: "new owner",
 }
-
-
-def _auth_from_env() -> GitAuth:
-    env = os.environ
-    key = env.get("MIGPLAN_GIT_SSH_KEY") or None
-    hosts = env.get("MIGPLAN_GIT_KNOWN_HOSTS") or None
-    return GitAuth(
-        username=env.get("MIGPLAN_GIT_USERNAME") or None,
-        password=env.get("MIGPLAN_GIT_PASSWORD") or None,
-        ssh_private_key=Path(key) if key else None,
-        known_hosts=Path(hosts) if hosts else None,
-    )
-
-
-def _default_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "migplan"
 
 
 def _placement(c: PartitionChange) -> str:
@@ -210,7 +193,7 @@ def command(
     context: str | None,
 ) -> None:
     """Show what merging --to into --from would do to the MIG partitions."""
-    remote = GitRemote(repo, cache_dir or _default_cache(), _auth_from_env())
+    remote = gitopts.remote(repo, cache_dir)
     cache = ParseCache()  # shared: files equal in both revisions are parsed once
     old = load_revision(remote, from_rev, root=root, cache=cache)
     new = old if isinstance(old, GitFailure) else load_revision(remote, to_rev, root=root, cache=cache, fetch=False)

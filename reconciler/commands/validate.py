@@ -1,5 +1,9 @@
 """`migplan validate [ROOT] [-o text|json]`: check an inventory root before it is merged.
 
+    migplan validate [ROOT]                          a directory (default: the embedded example)
+    migplan validate --repo R --rev REV [--path P]   a Git revision (URL or local repository), read from
+                                                     the object database without a work tree
+
 Exit codes: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error (missing root).
 Text output: one line per diagnostic, `file:line: error CODE: message`, where the solver put the
 partitions written without `placement:`, then a summary line. JSON output (DESIGN.md):
@@ -25,6 +29,7 @@ from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_d
 from reconciler.catalog import Catalog, load_catalog
 from reconciler.logic.validation import ValidationResult, solver_choices, validate_inventory
 from reconciler.model.inventory import DesiredState
+from reconciler.model.revisions import WORKDIR, Revision
 
 MAX_TEXT_PLACEMENTS = 20  # beyond this the text output says how many more; -o json has them all
 
@@ -33,6 +38,33 @@ def load_files(root: Path | None) -> tuple[str, Mapping[str, bytes]]:
     """The inventory to validate: (a label for messages, path -> bytes). Raises InventoryReadError."""
     where = root if root is not None else resources.inventory_dir()
     return str(where), read_inventory_dir(where)
+
+
+def load_revision_files(
+    repo: str, rev: str, *, path: str, cache_dir: Path | None
+) -> tuple[str, Mapping[str, bytes], Mapping[str, str], Revision]:
+    """The inventory root `path` at `rev` of `repo`: (label, files, blob ids, revision). Raises GitLoadError."""
+    from reconciler.adapters.gitsource import GitFailure, InventoryRepo
+    from reconciler.commands import gitopts
+
+    remote = gitopts.remote(repo, cache_dir)
+    opened = InventoryRepo.open(remote)
+    if isinstance(opened, GitFailure):
+        raise GitLoadError(str(opened))
+    if not remote.is_local and (failure := opened.fetch()) is not None:
+        raise GitLoadError(str(failure))
+    revision = opened.resolve(rev)
+    if isinstance(revision, GitFailure):
+        raise GitLoadError(str(revision))
+    snap = opened.read(revision, path)
+    if isinstance(snap, GitFailure):
+        raise GitLoadError(str(snap))
+    label = f"{revision}" + (f":{path}" if path else "")
+    return label, snap.files, snap.blob_ids, revision
+
+
+class GitLoadError(Exception):
+    """The revision could not be read (remote down, credentials refused, unknown revision, no such root)."""
 
 
 def derived_notes(desired: DesiredState, catalog: Catalog) -> list[dict[str, Any]]:
@@ -113,20 +145,35 @@ def render_text(result: ValidationResult, *, root: str, catalog: Catalog) -> str
 
 @click.command("validate")
 @click.argument("root", required=False, type=click.Path(path_type=Path, file_okay=False))
+@click.option("--repo", default=None, help="Validate a Git revision of this repository (URL or local path).")
+@click.option("--rev", default=None, help="Branch, tag or commit to validate (with --repo; default HEAD).")
+@click.option("--path", "path", default="", help="Inventory root inside the repository (with --repo).")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
 @click.option(
     "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
 )
-def command(root: Path | None, output: str) -> None:
-    """Validate an inventory root (default: the embedded example inventory).
+def command(
+    root: Path | None, repo: str | None, rev: str | None, path: str, cache_dir: Path | None, output: str
+) -> None:
+    """Validate an inventory root (default: the embedded example inventory) or a Git revision.
 
     Exit status: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error."""
+    if repo is not None and root is not None:
+        raise click.UsageError("give either ROOT or --repo, not both")
+    if repo is None and (rev is not None or path):
+        raise click.UsageError("--rev and --path need --repo")
+    revision: Revision = WORKDIR
+    blob_ids: Mapping[str, str] | None = None
     try:
-        label, files = load_files(root)
-    except (InventoryReadError, FileNotFoundError) as exc:
+        if repo is not None:
+            label, files, blob_ids, revision = load_revision_files(repo, rev or "HEAD", path=path, cache_dir=cache_dir)
+        else:
+            label, files = load_files(root)
+    except (InventoryReadError, FileNotFoundError, GitLoadError) as exc:
         click.echo(f"migplan validate: {exc}", err=True)
         sys.exit(2)
     catalog = load_catalog()
-    result = validate_inventory(files, catalog=catalog)
+    result = validate_inventory(files, catalog=catalog, revision=revision, blob_ids=blob_ids)
     if output == "json":
         sys.stdout.buffer.write(render_json(result, root=label, catalog=catalog))
         sys.stdout.flush()
