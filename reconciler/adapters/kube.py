@@ -1,10 +1,11 @@
 """The Kubernetes adapter: observe the GPU side of a cluster with list calls, and apply plan Changes.
 
-The only module (with its helpers kubeobserve/kubeapply... kept here) that imports `kubernetes`.
-Contract:
+The one module of the reconcile path that imports `kubernetes` (kubeobserve.py, its helper, only
+parses the raw JSON). Contract:
 - observe() makes LIST calls only, paginated with limit/continue (the client's `_continue`): nodes,
   pods in all namespaces, and the ClusterPolicy / DaemonSet / ConfigMaps by `metadata.name` field
-  selector. No GET per node. A device-plugin pod's log is read only when that pod is not Ready.
+  selector. No GET per node. A device-plugin pod's log is read only when that pod is not Ready (at
+  most `max_log_reads` per cycle), a mig-manager pod's log only when its node's state is `failed`.
 - apply() turns one Change into one write with field manager "migplan": ConfigMap create or JSON
   merge patch, ClusterPolicy JSON merge patch, DaemonSet strategic merge patch (what `kubectl
   rollout restart` sends), Node JSON merge patch of the label/annotation/unschedulable keys the
