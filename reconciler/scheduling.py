@@ -156,6 +156,11 @@ class Scheduler:
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
         )
 
+    @property
+    def alive(self) -> bool:
+        """The scheduler thread is running (for /healthz)."""
+        return bool(self._sched.running)
+
     def _tick(self, trigger: str) -> None:
         self.runner.run(trigger)
         # A trigger that arrived while the cycle ran gets its own cycle now, not at the next tick.

@@ -155,6 +155,8 @@ class Controller:
     # --- health -------------------------------------------------------------------------------------------
 
     def healthy(self) -> tuple[bool, str]:
+        if not self.scheduler.alive and not self.stop_event.is_set():
+            return False, "scheduler not running"
         if self.elector is not None:
             stale = time.monotonic() - self.elector.last_loop
             if stale > max(3 * self.settings.retry_period_seconds, 10.0):

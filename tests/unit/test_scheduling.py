@@ -129,9 +129,12 @@ def test_shutdown_finishes_or_abandons_the_cycle() -> None:
 
     runner = CycleRunner(quick)
     sched = Scheduler(runner, interval=60)
+    assert not sched.alive
     sched.start()
+    assert sched.alive
     time.sleep(0.05)
     assert sched.shutdown(grace=3) is True and done.is_set()
+    assert not sched.alive
     assert runner.run("webhook") is None  # nothing starts after a stop
 
     stop_seen = threading.Event()
