@@ -22,8 +22,11 @@ DRIFT_FILE = "drift.yaml"
 README_FILE = "README.md"
 
 
-def render_reports(report: DriftReport) -> dict[str, bytes]:
-    return {DRIFT_FILE: render_drift_yaml(report), README_FILE: render_readme(report)}
+def render_reports(report: DriftReport, *, source: Mapping[str, Any] | None = None) -> dict[str, bytes]:
+    """Both report files. `source` is the Git source's state (SourceResult.to_json(): revision,
+    latest, stale, refused{...}, source_error{...}, signature{...}); when given, drift.yaml carries
+    it as `source:` and README.md says which revision is applied and why a newer one is not."""
+    return {DRIFT_FILE: render_drift_yaml(report, source=source), README_FILE: render_readme(report, source=source)}
 
 
 def _legend(codes: set[str]) -> str:
@@ -56,14 +59,17 @@ def _node_json(n: NodeReport) -> dict[str, Any]:
     return out
 
 
-def render_drift_yaml(report: DriftReport) -> bytes:
+def render_drift_yaml(report: DriftReport, *, source: Mapping[str, Any] | None = None) -> bytes:
     """Block-style YAML, emitted directly: PyYAML's representer costs seconds on a 5,000-node report.
 
     Strings that could be read back as something else (numbers, booleans, null, anything with YAML
     syntax characters) are written as JSON strings, which YAML reads as double-quoted scalars; the
     tests load the output back with yaml.safe_load and compare it with report_to_json().
     """
-    return yaml_text(report_to_json(report)).encode("utf-8")
+    doc = report_to_json(report)
+    if source is not None:
+        doc = {**{k: v for k, v in doc.items() if k != "nodes"}, "source": dict(source), "nodes": doc["nodes"]}
+    return yaml_text(doc).encode("utf-8")
 
 
 def yaml_text(doc: dict[str, Any]) -> str:
@@ -87,7 +93,7 @@ def _scalar(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     text = str(value)
-    if _PLAIN.match(text) and text.lower() not in _RESERVED:
+    if _PLAIN.fullmatch(text) and text.lower() not in _RESERVED:
         return text
     return _quote(text)
 
@@ -176,12 +182,38 @@ def slice_map_text(gpu: GpuSliceMap) -> list[str]:
     return lines
 
 
-def render_readme(report: DriftReport) -> bytes:
+def _source_lines(source: Mapping[str, Any]) -> list[str]:
+    out = ["", "## Source", ""]
+    out.append(f"- Applied revision: `{source.get('revision') or 'none'}`")
+    if source.get("latest") and source.get("latest") != source.get("revision"):
+        out.append(f"- Latest revision seen: `{source['latest']}`")
+    refused = source.get("refused")
+    if refused:
+        out.append(f"- **`{refused.get('revision')}` is NOT applied**: {refused.get('code')} {refused.get('reason')}")
+        if refused.get("signer"):
+            out.append(f"  - signer: {refused['signer']}")
+        for e in refused.get("errors") or ():
+            where = e.get("file") or "<inventory>"
+            if e.get("line"):
+                where += f":{e['line']}"
+            out.append(f"  - {where}: {e.get('code')} {e.get('message')}")
+    err = source.get("source_error")
+    if err:
+        out.append(f"- Source error: {err.get('code')} {err.get('message')} ({err.get('url')})")
+    sig = source.get("signature")
+    if sig:
+        out.append(f"- Signature: {sig.get('status')}" + (f" ({sig.get('signer')})" if sig.get("signer") else ""))
+    return out
+
+
+def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = None) -> bytes:
     counts = report.counts()
     out: list[str] = [f"# MIG drift report: {report.cluster}", ""]
     out.append(f"Inventory revision `{report.revision}`, MIG strategy `{report.strategy}`. ")
     verdict = "in sync with the inventory" if report.in_sync else "**not** in sync with the inventory"
     out.append(f"The cluster is {verdict}. Written by migplan; do not edit.")
+    if source is not None:
+        out += _source_lines(source)
     out += ["", "## Summary", ""]
     summary = [[s.value, counts[s.value]] for s in _STATUS_ORDER]
     out.append(tabulate(summary, headers=["status", "nodes"], tablefmt="github"))

@@ -99,3 +99,26 @@ def test_drift_yaml_round_trips_for_every_fixture() -> None:
     for case in fixtures.cases():
         report = _report(case, datetime(2026, 12, 2, tzinfo=UTC))
         assert yaml.safe_load(reports.render_drift_yaml(report)) == reports.report_to_json(report), case
+
+
+def test_source_state_in_both_files() -> None:
+    report = _report("in-sync", datetime(2026, 12, 2, tzinfo=UTC))
+    source = {
+        "revision": "main@sha1:" + "a" * 40,
+        "latest": "main@sha1:" + "b" * 40,
+        "stale": True,
+        "refused": {
+            "revision": "main@sha1:" + "b" * 40,
+            "code": "MP720",
+            "reason": "newer revision invalid",
+            "signer": None,
+            "errors": [{"code": "MP203", "message": "profile 9g.99gb unknown", "file": "nodes/a.yaml", "line": 12}],
+        },
+    }
+    files = reports.render_reports(report, source=source)
+    assert yaml.safe_load(files["drift.yaml"])["source"] == source
+    text = files["README.md"].decode()
+    assert f"**`main@sha1:{'b' * 40}` is NOT applied**: MP720 newer revision invalid" in text
+    assert "nodes/a.yaml:12: MP203 profile 9g.99gb unknown" in text
+    assert text.index("## Source") < text.index("## Summary")
+    assert reports.render_reports(report) == reports.render_reports(report, source=None)
