@@ -119,10 +119,59 @@ def _refuse(diagnostics: Sequence[Diagnostic], output: str, inventory: Path) -> 
     sys.exit(EXIT_ERROR)
 
 
+def result_to_json(result: CycleResult) -> dict[str, Any]:
+    """The `-o json` document of one cycle (plan, applied, not applied, errors, report)."""
+    return result.to_json()
+
+
+def _connect(kubeconfig: Path | None, context: str | None) -> Any:
+    from reconciler.adapters.kube import KubeCluster
+
+    try:
+        return KubeCluster.from_kubeconfig(str(kubeconfig) if kubeconfig else None, context=context)
+    except MigplanError as exc:
+        click.echo(f"error {exc.code}: {exc.message}", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+def _emit_json(doc: dict[str, Any]) -> None:
+    sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def _from_repo(
+    *, repo: str, branch: str, path: str, cache_dir: Path | None, cluster: Any, dry_run: bool, output: str
+) -> int:
+    """One GitOps cycle (reconciler.gitops): the inventory from Git, the report committed back."""
+    from reconciler.commands import gitopts
+    from reconciler.gitops import run_gitops_cycle
+    from reconciler.sourcing import InventorySource
+
+    source = InventorySource(gitopts.remote(repo, cache_dir), ref=branch, root=path)
+    cycle = run_gitops_cycle(source=source, cluster=cluster, dry_run=dry_run)
+    if output == "json":
+        _emit_json(cycle.to_json())
+        return cycle.exit_code
+    src = cycle.source
+    lines = [f"Source: {repo} {branch}{'/' + path if path else ''}: applying {src.revision or 'nothing'}"]
+    if src.refused is not None:
+        lines.append(f"  {src.refused.revision} is NOT applied: {src.refused.code} {src.refused.reason}")
+        lines.extend(f"    {d}" for d in src.refused.diagnostics if d.is_error)
+    if src.source_error is not None:
+        lines.append(f"  source error: {src.source_error}")
+    click.echo("\n".join(lines))
+    if cycle.result is not None:
+        click.echo(render_text(cycle.result))
+    if cycle.report is not None:
+        click.echo(f"Report: {cycle.report.status}" + (f" ({cycle.report.commit})" if cycle.report.commit else ""))
+    elif cycle.report_failure is not None:
+        click.echo(f"Report not committed: {cycle.report_failure}")
+    return cycle.exit_code
+
+
 @click.command(
     "reconcile",
-    epilog="Exit codes: 0 in sync (nothing to do), 1 drift found or not converged yet, 2 error "
-    "(invalid inventory, kubeconfig, API).",
+    epilog="Exit codes: 0 in sync (nothing to do), 1 drift found or not converged yet (or a newer revision "
+    "refused), 2 error (invalid inventory, Git source, kubeconfig, API).",
 )
 @click.option("--once", is_flag=True, required=True, help="Run one cycle and exit (the loop is `migplan run`).")
 @click.option(
@@ -134,16 +183,44 @@ def _refuse(diagnostics: Sequence[Diagnostic], output: str, inventory: Path) -> 
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("."),
     show_default=True,
-    help="Inventory root directory (cluster.yaml, nodes/, layouts/).",
+    help="Inventory root directory (cluster.yaml, nodes/, layouts/), when not reading from --repo.",
+)
+@click.option("--repo", help="Git repository (URL or local path) holding the inventory; the report is committed back.")
+@click.option("--branch", default="main", show_default=True, help="Branch of --repo to apply.")
+@click.option("--path", "root", default="", help="Inventory root inside --repo.")
+@click.option(
+    "--cache-dir", type=click.Path(file_okay=False, path_type=Path), help="Git cache (default ~/.cache/migplan)."
 )
 @click.option("--dry-run", is_flag=True, help="Plan and validate every write server-side (dryRun=All); write nothing.")
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def command(
-    once: bool, kubeconfig: Path | None, context: str | None, inventory: Path, dry_run: bool, output: str
+    once: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+    inventory: Path,
+    repo: str | None,
+    branch: str,
+    root: str,
+    cache_dir: Path | None,
+    dry_run: bool,
+    output: str,
 ) -> None:
     """Observe the cluster, report drift and occupancy, and apply the inventory through the GPU Operator."""
-    from reconciler.adapters.kube import KubeCluster
-
+    if repo is not None:
+        cluster = _connect(kubeconfig, context)
+        try:
+            code = _from_repo(
+                repo=repo,
+                branch=branch,
+                path=root,
+                cache_dir=cache_dir,
+                cluster=cluster,
+                dry_run=dry_run,
+                output=output,
+            )
+        finally:
+            cluster.close()
+        sys.exit(code)
     try:
         desired, diagnostics = load_desired(inventory)
     except InventoryReadError as exc:
@@ -152,17 +229,13 @@ def command(
     if desired is None:
         _refuse(diagnostics, output, inventory)
         return
-    try:
-        cluster = KubeCluster.from_kubeconfig(str(kubeconfig) if kubeconfig else None, context=context)
-    except MigplanError as exc:
-        click.echo(f"error {exc.code}: {exc.message}", err=True)
-        sys.exit(EXIT_ERROR)
+    cluster = _connect(kubeconfig, context)
     try:
         result = reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run)
     finally:
         cluster.close()
     if output == "json":
-        sys.stdout.buffer.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+        _emit_json(result_to_json(result))
     else:
         click.echo(render_text(result))
     sys.exit(result.exit_code)

@@ -247,3 +247,30 @@ def test_allow_disruption_cordons_waits_for_the_drain_then_retries_and_uncordons
         assert not node["spec"].get("unschedulable")
         assert "migplan.io/cordoned" not in (node["metadata"].get("annotations") or {})
         assert twin.store.get("nodes", NODE)["status"]["allocatable"]["nvidia.com/mig-1g.18gb"] == "9"
+
+
+def test_cli_from_a_git_repo_commits_the_report(article_twin: ClusterTwin, tmp_path: Path) -> None:
+    repo = tmp_path / "inventory-repo"
+    shutil.copytree(INVENTORY, repo)
+    git_env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "inventory"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, env=git_env)
+    common = ["--once", "--kubeconfig", str(article_twin.kubeconfig), "--repo", str(repo), "--branch", "main"]
+    common += ["--cache-dir", str(tmp_path / "cache")]
+    first = _cli(*common)
+    assert first.returncode == EXIT_DRIFT, first.stdout + first.stderr
+    assert "Source:" in first.stdout and "Report: committed" in first.stdout
+    drift_yaml = subprocess.run(
+        ["git", "show", "migplan-reports:reports/drift.yaml"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout
+    assert "kind: DriftReport" in drift_yaml and "MP504" in drift_yaml
+    article_twin.settle()
+    second = _cli(*common, "-o", "json")
+    assert second.returncode == EXIT_IN_SYNC, second.stdout[-2000:] + second.stderr
+    assert json.loads(second.stdout)["exit_code"] == EXIT_IN_SYNC
