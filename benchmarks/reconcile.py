@@ -35,27 +35,8 @@ sys.path.insert(0, str(REPO))
 # ------------------------------------------------------------------------------ the twin, in a child
 
 
-def _nodelay() -> None:
-    """Workaround (requested in coord/REQUESTS.md): the twin's server answers keep-alive requests in two
-    writes with Nagle on, which costs a delayed ACK (~40 ms) per request; real API servers do not."""
-    import socket
-
-    from reconciler.twin.apiserver import server
-
-    original = server.TwinHTTPServer.get_request
-
-    def get_request(self: Any) -> Any:
-        sock, addr = original(self)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock, addr
-
-    server.TwinHTTPServer.get_request = get_request  # type: ignore[method-assign]
-
-
 def _serve_twin(conn: Connection, nodes: int, owned_fraction: float) -> None:
     from reconciler.twin.cluster import ClusterTwin
-
-    _nodelay()
 
     twin = ClusterTwin.synthetic(nodes, owned_fraction=owned_fraction)
     twin.start()
