@@ -144,3 +144,19 @@ def test_binding_subresource(fresh_apiserver: ApiServerTwin) -> None:
 def test_namespace_status_subresource_path(fresh_apiserver: ApiServerTwin) -> None:
     resp = _get(fresh_apiserver, "/api/v1/namespaces/default/status")
     assert resp.status_code == 200 and resp.json()["status"] == {"phase": "Active"}
+
+
+def test_watch_list_sends_initial_events_end_bookmark(fresh_apiserver: ApiServerTwin) -> None:
+    store = fresh_apiserver.store
+    store.create("nodes", {"metadata": {"name": "n1"}})
+    rv = store.resource_version
+    resp = _get(
+        fresh_apiserver,
+        "/api/v1/nodes?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"
+        "&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+        stream=True,
+    )
+    events = [json.loads(line) for line in resp.iter_lines() if line]
+    assert [e["type"] for e in events[:2]] == ["ADDED", "BOOKMARK"]
+    end = events[1]["object"]["metadata"]
+    assert end == {"resourceVersion": str(rv), "annotations": {"k8s.io/initial-events-end": "true"}}

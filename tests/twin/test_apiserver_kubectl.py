@@ -236,3 +236,25 @@ def test_wide_output_apply_and_watch(kubectl: Kubectl, apiserver: ApiServerTwin)
     lines = [ln for ln in first + out.splitlines() if ln.strip()]
     assert lines[0].split()[:3] == ["NAME", "READY", "STATUS"]
     assert [ln.split()[0] for ln in lines[1:]] == ["wide", "wide"]
+
+
+def test_kubectl_wait_uses_watch_list(kubectl: Kubectl, apiserver: ApiServerTwin) -> None:
+    done = kubectl.run("wait", "--for=condition=Established", "crd/clusterpolicies.nvidia.com", "--timeout=20s")
+    assert "condition met" in done.stdout
+    waiter = subprocess.Popen(
+        [
+            KUBECTL,
+            "--kubeconfig",
+            str(kubectl.kubeconfig),
+            "wait",
+            "--for=jsonpath={.metadata.labels.ready}=yes",
+            "node/gpu-h200-01",
+            "--timeout=20s",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)
+    apiserver.store.patch("nodes", "gpu-h200-01", {"metadata": {"labels": {"ready": "yes"}}})
+    out, _ = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0 and "condition met" in out

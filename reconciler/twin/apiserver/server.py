@@ -449,6 +449,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _decode_object(self, rt: ResourceType, body: bytes, kind: str | None = None) -> dict[str, Any]:
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if ctype not in ("application/json", "application/yaml", "application/x-yaml", "*/*", ""):
+            # e.g. protobuf or CBOR from typed Go clients (kubectl create configmap): the twin speaks JSON only;
+            # client-go then retries the request as JSON, as it does with any server that answers 415
+            raise unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json, application/yaml"
+            )
         text = body.decode("utf-8", errors="replace")
         try:
             if ctype in ("application/yaml", "application/x-yaml"):
@@ -523,7 +530,10 @@ class _Handler(BaseHTTPRequestHandler):
         rv_text = query.get("resourceVersion") or ""
         initial: list[dict[str, Any]] = []
         self._table_headers_sent = False
-        if rv_text in ("", "0"):
+        # WatchList (client-go informers, kubectl wait / rollout status): the current state as ADDED events, then a
+        # BOOKMARK annotated k8s.io/initial-events-end, then the live events
+        send_initial = query.get("sendInitialEvents") == "true"
+        if rv_text in ("", "0") or send_initial:
             objs, start_rv = store.snapshot(rt.key, route.namespace)
             initial = [o for o in objs if store.matches(rt, o, labels, fields)]
         else:
@@ -538,6 +548,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             for obj in initial:
                 self._chunk(self._event_bytes(rt, "ADDED", obj))
+            if send_initial and bookmarks:
+                end = self._bookmark(rt, start_rv)
+                end["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+                self._chunk(orjson.dumps({"type": "BOOKMARK", "object": end}) + b"\n")
             last = start_rv
             next_bookmark = min(deadline - 2, time.monotonic() + 60)
             while not self.server.stopping.is_set():
@@ -557,27 +571,7 @@ class _Handler(BaseHTTPRequestHandler):
                 last = max(last, current)
                 now = time.monotonic()
                 if bookmarks and now >= next_bookmark:
-                    mark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(last)}}
-                    if rt.key == "nodes":  # an empty Node still serialises its zero-valued status structs
-                        mark["spec"] = {}
-                        mark["status"] = {
-                            "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
-                            "nodeInfo": {
-                                k: ""
-                                for k in (
-                                    "machineID",
-                                    "systemUUID",
-                                    "bootID",
-                                    "kernelVersion",
-                                    "osImage",
-                                    "containerRuntimeVersion",
-                                    "kubeletVersion",
-                                    "kubeProxyVersion",
-                                    "operatingSystem",
-                                    "architecture",
-                                )
-                            },
-                        }
+                    mark = self._bookmark(rt, last)
                     self._chunk(orjson.dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
                     next_bookmark = now + 60
                 if now >= deadline:
@@ -586,6 +580,32 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(b"")
         except (BrokenPipeError, ConnectionResetError, TimeoutError, OSError):
             self.close_connection = True
+
+    @staticmethod
+    def _bookmark(rt: ResourceType, rv: int) -> dict[str, Any]:
+        """An otherwise empty object of the watched kind carrying only the resourceVersion (watch.json)."""
+        mark: dict[str, Any] = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rv)}}
+        if rt.key == "nodes":  # an empty Node still serialises its zero-valued status structs
+            mark["spec"] = {}
+            mark["status"] = {
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+                "nodeInfo": {
+                    k: ""
+                    for k in (
+                        "machineID",
+                        "systemUUID",
+                        "bootID",
+                        "kernelVersion",
+                        "osImage",
+                        "containerRuntimeVersion",
+                        "kubeletVersion",
+                        "kubeProxyVersion",
+                        "operatingSystem",
+                        "architecture",
+                    )
+                },
+            }
+        return mark
 
     def _event_type(self, route: Route, rt: ResourceType, ev: WatchEvent, labels: Any, fields: Any) -> str | None:
         """The event a filtered watch sends: an object entering the selector is ADDED, leaving it DELETED."""

@@ -481,14 +481,12 @@ class Store:
                 self._cond.wait(timeout)
 
     def snapshot(self, resource: str, namespace: str | None) -> tuple[_List[dict[str, Any]], int]:
+        """Every object (in key order) of a resource, optionally one namespace, and the RV they are current at."""
         rt = self.resource_type(resource)
         with self._lock:
             table = self._table(rt)
-            objs = [
-                e.obj
-                for k, e in table.items.items()
-                if not (rt.namespaced and namespace) or k.startswith(f"{namespace}/")
-            ]
+            prefix = f"{namespace}/" if (rt.namespaced and namespace) else ""
+            objs = [table.items[k].obj for k in table.keys if k.startswith(prefix)]
             return objs, self._rv
 
     def view(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
