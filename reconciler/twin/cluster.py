@@ -160,19 +160,26 @@ class ClusterTwin:
             self._populate(operator)
             self._operator = operator
             operator.start()  # reads the labels just written as already processed by mig-manager
+        except BaseException:
+            self.stop()
+            raise
         finally:
             if gc_was_enabled:
                 gc.enable()
         if len(self.fleet.nodes) >= LARGE_FLEET:
             gc.freeze()  # the populated store lives as long as the twin; keep it out of every later GC pass
-        api.start()
-        if self._kubeconfig_arg is not None:
-            self._kubeconfig = api.write_kubeconfig(self._kubeconfig_arg)
-        else:
-            self._tmp = Path(tempfile.mkdtemp(prefix="migplan-twin-"))
-            self._kubeconfig = api.write_kubeconfig(self._tmp / "kubeconfig")
-        for d in self._late:
-            self._inject_runtime(d)
+        try:
+            api.start()
+            if self._kubeconfig_arg is not None:
+                self._kubeconfig = api.write_kubeconfig(self._kubeconfig_arg)
+            else:
+                self._tmp = Path(tempfile.mkdtemp(prefix="migplan-twin-"))
+                self._kubeconfig = api.write_kubeconfig(self._tmp / "kubeconfig")
+            for d in self._late:
+                self._inject_runtime(d)
+        except BaseException:
+            self.stop()  # no server or controller thread outlives a failed start
+            raise
         return self
 
     def stop(self) -> None:
