@@ -258,3 +258,16 @@ def test_kubectl_wait_uses_watch_list(kubectl: Kubectl, apiserver: ApiServerTwin
     apiserver.store.patch("nodes", "gpu-h200-01", {"metadata": {"labels": {"ready": "yes"}}})
     out, _ = waiter.communicate(timeout=30)
     assert waiter.returncode == 0 and "condition met" in out
+
+
+def test_kubectl_create_subcommands_send_protobuf(kubectl: Kubectl, apiserver: ApiServerTwin) -> None:
+    kubectl.run("create", "namespace", "team-a")
+    kubectl.run("create", "configmap", "lit", "-n", "team-a", "--from-literal=a=b", "--from-literal=c=d")
+    kubectl.run("create", "serviceaccount", "robot", "-n", "team-a")
+    store = apiserver.store
+    assert store.get("namespaces", "team-a")["spec"] == {"finalizers": ["kubernetes"]}
+    cm = store.get("configmaps", "lit", "team-a")
+    assert cm["data"] == {"a": "b", "c": "d"} and "generateName" not in cm["metadata"]
+    assert store.get("serviceaccounts", "robot", "team-a")["metadata"]["name"] == "robot"
+    dup = kubectl.run("create", "configmap", "lit", "-n", "team-a", check=False)
+    assert dup.returncode != 0 and 'configmaps "lit" already exists' in dup.stderr

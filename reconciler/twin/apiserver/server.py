@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from . import discovery, openapi, tables
+from . import discovery, openapi, protobuf, tables
 from .certs import TlsFiles
 from .errors import (
     ApiError,
@@ -449,6 +449,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _decode_object(self, rt: ResourceType, body: bytes, kind: str | None = None) -> dict[str, Any]:
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if ctype == protobuf.CONTENT_TYPE and rt.kind in protobuf.DECODERS:
+            try:
+                return protobuf.decode(body)
+            except (protobuf.ProtobufError, UnicodeDecodeError) as exc:
+                raise bad_request(f"the object provided is unrecognized (must be of type {rt.kind}): {exc}") from exc
         if ctype not in ("application/json", "application/yaml", "application/x-yaml", "*/*", ""):
             # e.g. protobuf or CBOR from typed Go clients (kubectl create configmap): the twin speaks JSON only;
             # client-go then retries the request as JSON, as it does with any server that answers 415
