@@ -97,3 +97,42 @@ def test_drift_on_unknown_node_is_a_usage_error(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "no-such-node" in err
     assert not kubeconfig.exists()
+
+
+def test_device_plugin_config_flag(tmp_path: Path) -> None:
+    proc, kubeconfig = start(tmp_path, "--device-plugin-config", "old-plugin-config", "--drift", "pod-wants-gpu")
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("cluster twin ready: ")
+        kubectl = [str(KUBECTL), "--kubeconfig", str(kubeconfig)]
+        name = subprocess.run(
+            [*kubectl, "get", "clusterpolicy", "cluster-policy", "-o", "jsonpath={.spec.devicePlugin.config.name}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert name == "old-plugin-config"
+        data = subprocess.run(
+            [*kubectl, "get", "configmap", "old-plugin-config", "-n", "gpu-operator", "-o", "jsonpath={.data.default}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert "migStrategy: single" in data  # the inventory says mixed: the stale config contradicts it
+        phase = subprocess.run(
+            [*kubectl, "get", "pod", "wants-gpu", "-o", "jsonpath={.status.phase}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert phase == "Pending"
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
