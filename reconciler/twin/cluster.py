@@ -543,6 +543,8 @@ class ClusterTwin:
         elif d.kind == "undocumented-node":
             name = d.arg or UNDOCUMENTED_NODE
             store.delete("nodes", name)
+            with contextlib.suppress(ApiError):
+                store.delete("leases.coordination.k8s.io", name, "kube-node-lease")
             self.settle()
             self.fleet.nodes.pop(name, None)
         self.settle()
