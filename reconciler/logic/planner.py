@@ -278,7 +278,11 @@ def _in_flight(node: ObservedNode, config: str) -> bool:
     if node.mig_config != config:
         return False
     state = node.mig_config_state
-    return state is None or state in (MigConfigState.PENDING, MigConfigState.REBOOTING)
+    if state is None:
+        # Labelled by migplan and not yet picked up by mig-manager; a label someone else set on a
+        # cluster without mig-manager must not hold a maxUnavailableNodes slot forever.
+        return REQUESTED_AT_ANNOTATION in node.annotations
+    return state in (MigConfigState.PENDING, MigConfigState.REBOOTING)
 
 
 def destroyed_resources(
