@@ -7,15 +7,18 @@ Order and why:
 1. The source decides what to act on: the newest revision if it validates (and is trusted), else
    the last known good one. A source that never validated means no cluster write at all.
 2. The engine observes, plans and applies against that revision (or only observes with dry_run).
-3. The report (drift + occupancy + what the source refused and why) is rendered without anything
+3. In `apply.mode: agent` the desired layouts are published for the node agents (a hook, since
+   only the controller knows its write-fenced API client).
+4. The report (drift + occupancy + what the source refused and why) is rendered without anything
    time-varying, so an unchanged cluster produces byte-identical files and no new commit.
-4. The report goes to the reports branch through the outbox, so a push race or a remote outage
-   delays it but never drops it. With dry_run nothing is committed either.
+5. The report goes to the reports branch through the outbox, so a push race or a remote outage
+   delays it but never drops it. With dry_run, or once this replica may no longer write (lost
+   Lease, shutting down), nothing is committed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,9 +27,14 @@ from reconciler.adapters.gitreports import BotIdentity, ReportOutcome, commit_re
 from reconciler.adapters.gitsource import GitFailure, InventoryRepo
 from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, ClusterPort, CycleResult, reconcile_once
 from reconciler.logic.reports import render_reports
+from reconciler.model.errors import MigplanError
+from reconciler.model.inventory import ApplyMode, DesiredState
 from reconciler.sourcing import InventorySource, SourceResult
 
 DEFAULT_BOT = BotIdentity()
+
+# Publishes the desired layouts for node agents; returns notes (problems worth reporting).
+AgentPublisher = Callable[[DesiredState, str], list[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +42,14 @@ class GitopsCycle:
     source: SourceResult
     result: CycleResult | None  # None when no revision ever validated: nothing was observed or applied
     report_files: Mapping[str, bytes] = field(default_factory=dict)
-    report: ReportOutcome | None = None  # None with dry_run or when there was nothing to report
-    report_failure: GitFailure | None = None
+    report: ReportOutcome | None = None  # None with dry_run, without write permission, or nothing to report
+    notes: tuple[str, ...] = ()  # what a person should know (source refused or down, report queued, ...)
+    errors: tuple[str, ...] = ()  # steps of this cycle that failed outside the engine
+    report_failure: GitFailure | None = None  # the repository could not be opened to commit the report
 
     @property
     def exit_code(self) -> int:
-        if self.result is None:
+        if self.result is None or self.errors:
             return EXIT_ERROR
         if self.source.refused is not None or self.source.source_error is not None:
             # Acting on an older revision is not "in sync" with what the team merged.
@@ -50,6 +60,7 @@ class GitopsCycle:
         out: dict[str, Any] = {"source": self.source.to_json()}
         if self.result is not None:
             out["cycle"] = self.result.to_json()
+        out["report"] = None
         if self.report is not None:
             out["report"] = {
                 "status": self.report.status,
@@ -57,8 +68,19 @@ class GitopsCycle:
                 "pending": self.report.pending,
                 "failure": None if self.report.failure is None else str(self.report.failure),
             }
-        out["exit_code"] = self.exit_code
+        out["notes"] = list(self.notes)
+        out["errors"] = list(self.errors)
+        out["exitCode"] = self.exit_code
         return out
+
+
+def _source_notes(src: SourceResult) -> list[str]:
+    notes = []
+    if src.source_error is not None:
+        notes.append(f"{src.source_error.code}: {src.source_error.message} (using the cached revision)")
+    if src.refused is not None:
+        notes.append(str(src.refused))
+    return notes
 
 
 def run_gitops_cycle(
@@ -66,29 +88,47 @@ def run_gitops_cycle(
     source: InventorySource,
     cluster: ClusterPort,
     dry_run: bool = False,
+    may_write: Callable[[], bool] = lambda: True,
+    publish_agent_layouts: AgentPublisher | None = None,
     bot: BotIdentity = DEFAULT_BOT,
     now: datetime | None = None,
 ) -> GitopsCycle:
     src = source.cycle()
-    if src.desired is None:
-        return GitopsCycle(source=src, result=None)
-    result = reconcile_once(desired=src.desired, cluster=cluster, dry_run=dry_run, now=now)
+    notes = _source_notes(src)
+    if src.desired is None or src.revision is None:
+        return GitopsCycle(source=src, result=None, notes=tuple(notes) or ("no valid inventory revision yet",))
+    desired = src.desired
+    result = reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run, now=now)
+    errors: list[str] = []
+    writes = not dry_run and may_write()
+    if desired.cluster.apply.mode is ApplyMode.AGENT and publish_agent_layouts is not None and writes:
+        try:
+            notes.extend(publish_agent_layouts(desired, str(src.revision)))
+        except MigplanError as exc:
+            errors.append(f"publish agent layouts: {exc.code}: {exc.message}")
     if result.report is None:
-        return GitopsCycle(source=src, result=result)
-    files = render_reports(result.report)
-    if dry_run:
-        return GitopsCycle(source=src, result=result, report_files=files)
+        return GitopsCycle(source=src, result=result, notes=tuple(notes), errors=tuple(errors))
+    files = render_reports(result.report, source=src.to_json())
+    if not (writes and may_write()):
+        return GitopsCycle(source=src, result=result, report_files=files, notes=tuple(notes), errors=tuple(errors))
     repo = InventoryRepo.open(source.remote)
     if isinstance(repo, GitFailure):
-        return GitopsCycle(source=src, result=result, report_files=files, report_failure=repo)
+        errors.append(f"report: {repo.code}: {repo.message}")
+        return GitopsCycle(
+            source=src, result=result, report_files=files, notes=tuple(notes), errors=tuple(errors), report_failure=repo
+        )
     counts = {k.lower(): v for k, v in result.report.counts().items() if k != "InSync"}
     if src.refused is not None:
         counts["refused revision"] = 1
     outcome = commit_report(
         repo,
-        settings=src.desired.cluster.reports,
+        settings=desired.cluster.reports,
         files=files,
-        message=report_message(result.report.revision, counts),
+        message=report_message(src.revision, counts),
         bot=bot,
     )
-    return GitopsCycle(source=src, result=result, report_files=files, report=outcome)
+    if outcome.status in ("queued", "refused", "failed") and outcome.failure is not None:
+        notes.append(f"report {outcome.status}: {outcome.failure.code}: {outcome.failure.message}")
+    return GitopsCycle(
+        source=src, result=result, report_files=files, report=outcome, notes=tuple(notes), errors=tuple(errors)
+    )

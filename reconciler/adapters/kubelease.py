@@ -37,7 +37,7 @@ class LeaseConflict(Transient):
 class NotLeader(MigplanError):
     """A write was attempted by a replica that does not hold the Lease; the request was not sent."""
 
-    code = "MP302"
+    code = "MP820"
 
 
 def micro_time(dt: datetime) -> str:

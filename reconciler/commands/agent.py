@@ -34,13 +34,11 @@ log = logging.getLogger("migplan.agent")
 @click.option("--once", is_flag=True, help="One pass, then exit with its state.")
 def command(config_file: str | None, once: bool, **given: Any) -> None:
     """Report and apply this node's MIG layout through NVML."""
-    from kubernetes import client
-
+    from reconciler.adapters import kubeclient
     from reconciler.adapters.kubeagentmode import KubeNodeState
     from reconciler.adapters.nvml import NvmlGpu
     from reconciler.agent import actuate_once
     from reconciler.controller.logs import setup_logging
-    from reconciler.controller.loop import kube_configuration
     from reconciler.logic.agentplan import MigState
     from reconciler.scheduling import CycleRunner, Scheduler, install_signal_handlers
 
@@ -56,7 +54,7 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
         click.echo("error MP800: --node (or NODE_NAME) is required", err=True)
         sys.exit(2)
     try:
-        api = client.CoreV1Api(client.ApiClient(kube_configuration(settings.kubeconfig)))
+        api = kubeclient.core_v1(kubeclient.api_client(kubeclient.kube_configuration(settings.kubeconfig)))
     except Exception as exc:
         click.echo(f"error MP800: cannot load the Kubernetes configuration: {exc}", err=True)
         sys.exit(2)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,6 @@ class GitCycle:
         self.settings = settings
         self.remote = GitRemote(settings.repo, Path(settings.cache_dir), auth)
         self.source = InventorySource(self.remote, ref=settings.branch, root=settings.path)
-        self._repo: Any = None
         self._cluster: Any = None
         self._cluster_client: Any = None
         self.reports: list[Any] = []  # ReportOutcome per cycle (bounded), for tests and the soak
@@ -62,23 +60,13 @@ class GitCycle:
         return self._cluster
 
     def _publish_agent_layouts(self, ctx: CycleContext, desired: Any, revision: str) -> list[str]:
-        from kubernetes import client
-
+        from reconciler.adapters import kubeclient
         from reconciler.adapters.kubeagentmode import publish_desired
         from reconciler.catalog import load_catalog
         from reconciler.logic.agentplan import desired_from_node_plan
 
-        core = client.CoreV1Api(ctx.api_client)
-        current: dict[str, Mapping[str, str]] = {}
-        cont: str | None = None
-        while True:  # one paginated list instead of a GET per node
-            page = core.list_node(limit=500, _continue=cont)
-            for n in page.items:
-                meta: Any = n.metadata
-                current[str(meta.name)] = dict(meta.annotations or {})
-            cont = page.metadata._continue if page.metadata else None
-            if not cont:
-                break
+        current = kubeclient.node_annotations(ctx.api_client)  # one paginated list, not a GET per node
+        core = kubeclient.core_v1(ctx.api_client)
         problems: list[str] = []
         catalog = load_catalog()
         for name, node_plan in sorted(desired.nodes.items()):
@@ -90,65 +78,38 @@ class GitCycle:
         return problems
 
     def __call__(self, ctx: CycleContext) -> CycleOutcome:
-        from reconciler.adapters.gitreports import commit_report, report_message
-        from reconciler.adapters.gitsource import GitFailure, InventoryRepo
-        from reconciler.engine import reconcile_once
-        from reconciler.logic.reports import render_reports
-        from reconciler.model.inventory import ApplyMode
+        from reconciler.gitops import run_gitops_cycle
 
-        src = self.source.cycle()
-        notes: list[str] = []
-        if src.source_error is not None:
-            notes.append(f"{src.source_error.code}: {src.source_error.message} (using the cached revision)")
-        if src.refused is not None:
-            notes.append(str(src.refused))
-        for note in notes:
+        cycle = run_gitops_cycle(
+            source=self.source,
+            cluster=self._kube(ctx.api_client),
+            dry_run=self.settings.dry_run,
+            may_write=ctx.may_write,
+            publish_agent_layouts=lambda desired, revision: self._publish_agent_layouts(ctx, desired, revision),
+        )
+        src = cycle.source
+        for note in cycle.notes:
             log.warning(note, extra={"revision": str(src.latest or "")})
-        if src.desired is None or src.revision is None:
-            return CycleOutcome("failed", errors=tuple(notes) or ("no valid inventory revision yet",))
-        desired = src.desired
-        revision = str(src.revision)
-        result = reconcile_once(desired=desired, cluster=self._kube(ctx.api_client), dry_run=self.settings.dry_run)
-        errors = [str(e) for e in result.errors]
-        if desired.cluster.apply.mode is ApplyMode.AGENT and not self.settings.dry_run and ctx.may_write():
-            try:
-                notes.extend(self._publish_agent_layouts(ctx, desired, revision))
-            except MigplanError as exc:
-                errors.append(f"publish agent layouts: {exc.message}")
-            except Exception as exc:  # ApiException from the list: report it, do not crash the loop
-                errors.append(f"publish agent layouts: {exc}")
-        if result.report is not None and not self.settings.dry_run and ctx.may_write():
-            if self._repo is None:
-                opened = InventoryRepo.open(self.remote)
-                if isinstance(opened, GitFailure):
-                    errors.append(f"report: {opened.code}: {opened.message}")
-                else:
-                    self._repo = opened
-            if self._repo is not None:
-                counts = {k.lower(): v for k, v in result.report.counts().items() if k != "InSync"}
-                outcome = commit_report(
-                    self._repo,
-                    settings=desired.cluster.reports,
-                    files=render_reports(result.report),
-                    message=report_message(src.revision, counts),
-                )
-                self.reports = [*self.reports[-99:], outcome]
-                if outcome.status in ("queued", "refused") and outcome.failure is not None:
-                    notes.append(f"report {outcome.status}: {outcome.failure.code}: {outcome.failure.message}")
+        if cycle.report is not None:
+            self.reports = [*self.reports[-99:], cycle.report]
+        result = cycle.result
+        if result is None or src.desired is None:
+            return CycleOutcome("failed", errors=cycle.notes or ("no valid inventory revision yet",))
+        errors = [str(e) for e in result.errors] + list(cycle.errors)
         in_flight = 0
         if result.report is not None:
             in_flight = sum(1 for n in result.report.nodes if any(f.code in _IN_FLIGHT for f in n.findings))
         status = "failed" if errors else ("success" if result.converged else "drift")
         return CycleOutcome(
             status,
-            revision=revision,
+            revision=str(src.revision),
             report=result.report,
             plan=result.plan,
             applied=result.applied,
             errors=tuple(errors),
             nodes_in_flight=in_flight,
-            cluster_policy=desired.cluster.gpu_operator.cluster_policy,
-            message="; ".join(notes),
+            cluster_policy=src.desired.cluster.gpu_operator.cluster_policy,
+            message="; ".join(cycle.notes),
         )
 
 
@@ -195,9 +156,9 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
         sys.exit(2)
     cycle = GitCycle(settings)
     if once:
-        from kubernetes import client
+        from reconciler.adapters import kubeclient
 
-        ctx = CycleContext("once", client.ApiClient(kube), lambda: not settings.dry_run, settings)
+        ctx = CycleContext("once", kubeclient.api_client(kube), lambda: not settings.dry_run, settings)
         outcome = cycle(ctx)
         click.echo(f"{outcome.result}: {outcome.revision} {outcome.message}".rstrip())
         for e in outcome.errors:

@@ -19,9 +19,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from kubernetes import client
-
+from reconciler.adapters import kubeclient
 from reconciler.adapters.kubeevents import KubeSignals
 from reconciler.adapters.kubelease import FencedApiClient, KubeLease
 from reconciler.controller import signals
@@ -40,7 +40,7 @@ log = logging.getLogger("migplan.controller")
 @dataclass(frozen=True, slots=True)
 class CycleContext:
     trigger: str
-    api_client: client.ApiClient  # fenced: writes only while this replica may write
+    api_client: Any  # kubernetes ApiClient, fenced: writes only while this replica may write
     may_write: Callable[[], bool]
     settings: Settings
 
@@ -78,7 +78,7 @@ class Controller:
         settings: Settings,
         cycle: CycleFn,
         *,
-        kube_config: client.Configuration,
+        kube_config: Any,  # kubernetes Configuration (reconciler.adapters.kubeclient.kube_configuration)
         metrics: ControllerMetrics | None = None,
     ) -> None:
         self.settings = settings
@@ -90,7 +90,7 @@ class Controller:
         if settings.leader_election:
             # The elector has its own client: its Lease writes must not be fenced by its own verdict.
             lease = KubeLease(
-                client.CoordinationV1Api(client.ApiClient(kube_config)),
+                kubeclient.coordination_v1(kubeclient.api_client(kube_config)),
                 namespace=settings.namespace,
                 name=settings.lease_name,
             )
@@ -105,7 +105,7 @@ class Controller:
                 on_trigger=lambda: self.scheduler.trigger("webhook:forwarded"),
             )
         self.api_client = FencedApiClient(kube_config, self.may_write)
-        self._signals = KubeSignals(client.CoreV1Api(self.api_client), instance=settings.identity)
+        self._signals = KubeSignals(kubeclient.core_v1(self.api_client), instance=settings.identity)
         self._memory = _SignalMemory()
         self.runner = CycleRunner(
             self._run_cycle,
@@ -286,16 +286,5 @@ class Controller:
         return 0 if self.shutdown() else 1
 
 
-def kube_configuration(kubeconfig: str) -> client.Configuration:
-    """A client Configuration from a kubeconfig file, or in-cluster when none is given."""
-    from kubernetes import config
-
-    cfg = client.Configuration()
-    if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
-    else:
-        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    return cfg
-
-
-__all__ = ["Controller", "CycleContext", "CycleFn", "CycleOutcome", "kube_configuration"]
+# Kept here for callers of the controller module; built in the adapter.
+kube_configuration = kubeclient.kube_configuration

@@ -1,0 +1,52 @@
+"""Kubernetes client construction for the controller and the agent (the official client).
+
+The controller and the commands only pass these objects around; building them stays here so that
+nothing outside reconciler/adapters imports `kubernetes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client, config
+
+from reconciler.adapters.kube import translate_api_errors
+
+
+def kube_configuration(kubeconfig: str | None) -> Any:
+    """A client Configuration from a kubeconfig file, or in-cluster when none is given."""
+    cfg = client.Configuration()
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    else:
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    return cfg
+
+
+def api_client(configuration: Any) -> Any:
+    return client.ApiClient(configuration)
+
+
+def core_v1(api: Any) -> Any:
+    return client.CoreV1Api(api)
+
+
+def coordination_v1(api: Any) -> Any:
+    return client.CoordinationV1Api(api)
+
+
+def node_annotations(api: Any, *, page_size: int = 500) -> dict[str, Mapping[str, str]]:
+    """Every node's annotations, from paginated lists (never a GET per node)."""
+    core = client.CoreV1Api(api)
+    out: dict[str, Mapping[str, str]] = {}
+    cont: str | None = None
+    with translate_api_errors("list nodes"):
+        while True:
+            page = core.list_node(limit=page_size, _continue=cont)
+            for n in page.items:
+                meta: Any = n.metadata
+                out[str(meta.name)] = dict(meta.annotations or {})
+            cont = page.metadata._continue if page.metadata else None
+            if not cont:
+                return out
