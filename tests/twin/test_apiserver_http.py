@@ -87,7 +87,14 @@ def test_tables_openapi_and_discovery(apiserver: ApiServerTwin) -> None:
     resp = _get(apiserver, "/apis", headers={"Accept": agg + ",application/json"})
     assert resp.headers["Content-Type"] == agg
     groups = [i["metadata"]["name"] for i in resp.json()["items"]]
-    assert groups == ["apps", "events.k8s.io", "apiextensions.k8s.io", "coordination.k8s.io", "nvidia.com"]
+    assert groups == [
+        "apps",
+        "events.k8s.io",
+        "rbac.authorization.k8s.io",
+        "apiextensions.k8s.io",
+        "coordination.k8s.io",
+        "nvidia.com",
+    ]
 
 
 def test_auth_and_unknown_paths(apiserver: ApiServerTwin) -> None:
@@ -160,3 +167,59 @@ def test_watch_list_sends_initial_events_end_bookmark(fresh_apiserver: ApiServer
     assert [e["type"] for e in events[:2]] == ["ADDED", "BOOKMARK"]
     end = events[1]["object"]["metadata"]
     assert end == {"resourceVersion": str(rv), "annotations": {"k8s.io/initial-events-end": "true"}}
+
+
+def test_rbac_workload_kinds_and_request_log(fresh_apiserver: ApiServerTwin) -> None:
+    api = fresh_apiserver
+    headers = {"Authorization": f"Bearer {api.token}", "Content-Type": "application/json"}
+    manifests = [
+        (
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+            {
+                "kind": "Role",
+                "metadata": {"name": "r"},
+                "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}],
+            },
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            {
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "b"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "c"},
+                "subjects": [{"kind": "ServiceAccount", "name": "migplan", "namespace": "default"}],
+            },
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/deployments",
+            {
+                "kind": "Deployment",
+                "metadata": {"name": "d"},
+                "spec": {
+                    "selector": {"matchLabels": {"a": "b"}},
+                    "template": {
+                        "metadata": {"labels": {"a": "b"}},
+                        "spec": {"containers": [{"name": "c", "image": "i:1"}]},
+                    },
+                },
+            },
+        ),
+        (
+            "/api/v1/namespaces/default/services",
+            {"kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 8080}]}},
+        ),
+    ]
+    api.reset_counts()
+    for path, body in manifests:
+        resp = requests.post(api.url + path, json=body, headers=headers, verify=str(api.ca_file), timeout=30)
+        assert resp.status_code == 201, resp.text
+    deploy = api.store.get("deployments.apps", "d", "default")
+    assert deploy["spec"]["replicas"] == 1 and deploy["metadata"]["generation"] == 1
+    log = api.request_log()
+    assert [(r.verb, r.group, r.resource, r.namespace) for r in log] == [
+        ("create", "rbac.authorization.k8s.io", "roles", "default"),
+        ("create", "rbac.authorization.k8s.io", "clusterrolebindings", ""),
+        ("create", "apps", "deployments", "default"),
+        ("create", "", "services", "default"),
+    ]
+    assert all(r.authenticated for r in log)

@@ -6,9 +6,10 @@ server recorded in shared/reference/kube-apiserver/.
 """
 
 from .errors import ApiError
+from .server import RequestRecord
 from .store import Store
 from .twin import ApiServerTwin, clusterpolicy_crd
 
 EventType = str  # "ADDED" | "MODIFIED" | "DELETED" as passed to Store.subscribe callbacks
 
-__all__ = ["ApiError", "ApiServerTwin", "EventType", "Store", "clusterpolicy_crd"]
+__all__ = ["ApiError", "ApiServerTwin", "EventType", "RequestRecord", "Store", "clusterpolicy_crd"]

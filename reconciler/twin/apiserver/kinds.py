@@ -400,6 +400,21 @@ def default_daemonset(obj: dict[str, Any]) -> None:
     spec.setdefault("revisionHistoryLimit", 10)
 
 
+def default_deployment(obj: dict[str, Any]) -> None:
+    """SetDefaults_Deployment (apps/v1)."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    default_pod_spec(spec.setdefault("template", {}).setdefault("spec", {}))
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", "25%")
+        rolling.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+
+
 def daemonset_initial_status() -> dict[str, Any]:
     return {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0}
 

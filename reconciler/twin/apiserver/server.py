@@ -15,6 +15,7 @@ import ssl
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -45,6 +46,22 @@ PATCH_TYPES = {
 _PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")
 _TEXT_404 = b"404 page not found\n"
 _DEFAULT_WATCH_TIMEOUT = 1800.0
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One resource request as the authorizer would see it (for RBAC checks against deploy/'s rules)."""
+
+    method: str
+    verb: str  # get, list, watch, create, update, patch, delete, deletecollection
+    group: str
+    resource: str  # plural
+    subresource: str
+    namespace: str
+    name: str
+    path: str
+    query: str
+    authenticated: bool
 
 
 class _NotFoundText(Exception):
@@ -92,6 +109,7 @@ class TwinHTTPServer(ThreadingHTTPServer):
         self.store = store
         self.token = token
         self.counts: Counter[tuple[str, str, str]] = Counter()
+        self.log: list[RequestRecord] = []
         self.counts_lock = threading.Lock()
         self.stopping = threading.Event()
 
@@ -302,6 +320,20 @@ class _Handler(BaseHTTPRequestHandler):
         verb = self._verb(method, route, query)
         count_resource = rt.key + (f"/{route.sub}" if route.sub else "")
         self.server.count(method, count_resource, verb)
+        record = RequestRecord(
+            method,
+            verb,
+            rt.group,
+            rt.plural,
+            route.sub or "",
+            route.namespace or "",
+            route.name or "",
+            urlsplit(self.path).path,
+            urlsplit(self.path).query,
+            user is not None,
+        )
+        with self.server.counts_lock:
+            self.server.log.append(record)
         if user is None:
             raise self._forbidden(route, verb)
         store = self.server.store

@@ -952,8 +952,8 @@ class Store:
             new = schema.apply_defaults(new, rt.schema)
         if rt.key == "pods":
             kinds.decode_pod_quantities(new)
-        elif rt.key == "daemonsets.apps":
-            kinds.decode_pod_quantities(new.get("spec", {}).get("template", {}), "DaemonSet")
+        elif rt.key in ("daemonsets.apps", "deployments.apps"):
+            kinds.decode_pod_quantities(new.get("spec", {}).get("template", {}), rt.kind)
         elif rt.key == "leases.coordination.k8s.io":
             kinds.decode_lease(new)
         return new
@@ -973,6 +973,9 @@ class Store:
         elif key == "daemonsets.apps":
             kinds.default_daemonset(obj)
             obj["status"] = kinds.daemonset_initial_status()
+        elif key == "deployments.apps":
+            kinds.default_deployment(obj)
+            obj["status"] = {}
         elif key == "events":
             kinds.default_core_event(obj)
         elif key == "customresourcedefinitions.apiextensions.k8s.io":
@@ -1045,8 +1048,8 @@ class Store:
             errors += kinds.validate_pod_spec(obj.get("spec") or {}, "spec")
             if old is not None:
                 errors += kinds.validate_pod_update(obj, old)
-        elif key == "daemonsets.apps":
-            errors += kinds.validate_daemonset(obj)
+        elif key in ("daemonsets.apps", "deployments.apps"):
+            errors += kinds.validate_daemonset(obj)  # same selector/template rules for both workloads
         elif key == "leases.coordination.k8s.io":
             errors += kinds.validate_lease(obj)
         elif key == "events":
@@ -1108,7 +1111,7 @@ class Store:
         new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
         if rt.key == "namespaces" and subresource is None:
             new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = old_meta["name"]
-        if rt.key == "pods" or rt.key == "daemonsets.apps":
+        if rt.key in ("pods", "daemonsets.apps", "deployments.apps"):
             tmpl = new.get("spec", {}) if rt.key == "pods" else new.get("spec", {}).get("template", {}).get("spec", {})
             kinds.default_pod_spec(tmpl)
         errors = self._validate(rt, self._to_view(rt, new), old)

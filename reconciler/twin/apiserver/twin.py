@@ -20,7 +20,7 @@ import yaml
 from . import certs
 from .certs import TlsFiles
 from .kubeconfig import write_kubeconfig
-from .server import TwinHTTPServer
+from .server import RequestRecord, TwinHTTPServer
 from .store import Store
 
 CLUSTERPOLICY_CRD_FILE = "config_crd_bases_nvidia.com_clusterpolicies.yaml"
@@ -125,7 +125,17 @@ class ApiServerTwin:
         with self._server.counts_lock:
             return dict(self._server.counts)
 
+    def request_log(self) -> list[RequestRecord]:
+        """Every resource request served so far, in order (method, verb, group, resource, subresource, namespace,
+        name, path, query, authenticated) - e.g. to check calls against RBAC rules."""
+        if self._server is None:
+            return []
+        with self._server.counts_lock:
+            return list(self._server.log)
+
     def reset_counts(self) -> None:
+        """Clear request_counts() and request_log()."""
         if self._server is not None:
             with self._server.counts_lock:
                 self._server.counts.clear()
+                self._server.log.clear()
