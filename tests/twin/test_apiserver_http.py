@@ -223,3 +223,66 @@ def test_rbac_workload_kinds_and_request_log(fresh_apiserver: ApiServerTwin) -> 
         ("create", "", "services", "default"),
     ]
     assert all(r.authenticated for r in log)
+
+
+def test_service_account_tokens_are_authorized_by_rbac(fresh_apiserver: ApiServerTwin) -> None:
+    api = fresh_apiserver
+    store = api.store
+    store.create("nodes", {"metadata": {"name": "n1"}})
+    store.create(
+        "clusterroles.rbac.authorization.k8s.io",
+        {
+            "metadata": {"name": "node-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}],
+        },
+    )
+    store.create(
+        "clusterrolebindings.rbac.authorization.k8s.io",
+        {
+            "metadata": {"name": "ctl-reads-nodes"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "ctl", "namespace": "default"}],
+        },
+    )
+    store.create(
+        "roles.rbac.authorization.k8s.io",
+        {
+            "metadata": {"name": "cm-writer"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}],
+        },
+        "default",
+    )
+    store.create(
+        "rolebindings.rbac.authorization.k8s.io",
+        {
+            "metadata": {"name": "ctl-writes-cm"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-writer"},
+            "subjects": [{"kind": "ServiceAccount", "name": "ctl"}],
+        },
+        "default",
+    )
+    token = api.service_account_token("default", "ctl")
+    assert _get(api, "/api/v1/nodes", token=token).status_code == 200
+    assert _get(api, "/api", token=token).status_code == 200  # discovery for every authenticated user
+    denied = requests.patch(
+        api.url + "/api/v1/nodes/n1",
+        json={"metadata": {"labels": {"a": "b"}}},
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/merge-patch+json"},
+        verify=str(api.ca_file),
+        timeout=30,
+    )
+    assert denied.status_code == 403
+    assert denied.json()["message"] == (
+        'nodes "n1" is forbidden: User "system:serviceaccount:default:ctl" cannot patch resource "nodes" in API '
+        'group "" at the cluster scope'
+    )
+    created = requests.post(
+        api.url + "/api/v1/namespaces/default/configmaps",
+        json={"metadata": {"name": "c"}},
+        headers={"Authorization": f"Bearer {token}"},
+        verify=str(api.ca_file),
+        timeout=30,
+    )
+    assert created.status_code == 201
+    other_ns = _get(api, "/api/v1/namespaces/kube-system/configmaps", token=token)
+    assert other_ns.status_code == 403 and 'in the namespace "kube-system"' in other_ns.json()["message"]

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from . import discovery, openapi, protobuf, tables
+from . import discovery, openapi, protobuf, rbac, tables
 from .certs import TlsFiles
 from .errors import (
     ApiError,
@@ -34,6 +34,7 @@ from .errors import (
     resource_not_found,
     unsupported_media_type,
 )
+from .rbac import ServiceAccountUser
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
 from .store import Store, WatchEvent
@@ -109,6 +110,7 @@ class TwinHTTPServer(ThreadingHTTPServer):
         self.store = store
         self.token = token
         self.counts: Counter[tuple[str, str, str]] = Counter()
+        self.sa_tokens: dict[str, ServiceAccountUser] = {}  # minted ServiceAccount tokens (RBAC-checked)
         self.log: list[RequestRecord] = []
         self.counts_lock = threading.Lock()
         self.stopping = threading.Event()
@@ -186,21 +188,26 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------ auth
 
-    def _authenticate(self) -> str | None:
+    def _authenticate(self) -> str | ServiceAccountUser | None:
+        """ "admin" for the twin's token (system:masters), a ServiceAccountUser for a minted token, None anonymous."""
         header = self.headers.get("Authorization")
         if header is None:
             return None
         scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or token.strip() != self.server.token:
+        token = token.strip()
+        if scheme.lower() == "bearer" and token == self.server.token:
+            return "admin"
+        sa = self.server.sa_tokens.get(token) if scheme.lower() == "bearer" else None
+        if sa is None:
             raise ApiError(401, "Unauthorized", "Unauthorized")
-        return "admin"
+        return sa
 
     @staticmethod
     def _forbidden_path(path: str) -> ApiError:
         return ApiError(403, "Forbidden", f'forbidden: User "system:anonymous" cannot get path "{path}"', {})
 
     @staticmethod
-    def _forbidden(route: Route, verb: str) -> ApiError:
+    def _forbidden(route: Route, verb: str, username: str = "system:anonymous") -> ApiError:
         rt = route.rt
         resource = rt.plural + (f"/{route.sub}" if route.sub else "")
         scope = f'in the namespace "{route.namespace}"' if route.namespace else "at the cluster scope"
@@ -212,7 +219,7 @@ class _Handler(BaseHTTPRequestHandler):
         return ApiError(
             403,
             "Forbidden",
-            f'{target} is forbidden: User "system:anonymous" cannot {verb} resource "{resource}" in API group '
+            f'{target} is forbidden: User "{username}" cannot {verb} resource "{resource}" in API group '
             f'"{rt.group}" {scope}',
             details,
         )
@@ -315,7 +322,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------ resources
 
-    def _serve(self, method: str, route: Route, query: dict[str, str], body: bytes, user: str | None) -> None:
+    def _serve(
+        self, method: str, route: Route, query: dict[str, str], body: bytes, user: str | ServiceAccountUser | None
+    ) -> None:
         rt = route.rt
         verb = self._verb(method, route, query)
         count_resource = rt.key + (f"/{route.sub}" if route.sub else "")
@@ -336,6 +345,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.log.append(record)
         if user is None:
             raise self._forbidden(route, verb)
+        if isinstance(user, ServiceAccountUser) and not self._rbac_allows(user, route, verb):
+            raise self._forbidden(route, verb, user.username)
         store = self.server.store
         dry_run = query.get("dryRun") == "All"
         strict = query.get("fieldValidation") == "Strict"
@@ -450,6 +461,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_list(rt, [store.object_bytes(rt, o) for o in page], store.resource_version, None, None)
             return
         raise method_not_allowed()
+
+    def _rbac_allows(self, user: ServiceAccountUser, route: Route, verb: str) -> bool:
+        store = self.server.store
+        attrs = rbac.Attributes(
+            verb, route.rt.group, route.rt.plural, route.sub or "", route.namespace or "", route.name or ""
+        )
+        return rbac.authorize(
+            store.list("roles.rbac.authorization.k8s.io"),
+            store.list("clusterroles.rbac.authorization.k8s.io"),
+            store.list("rolebindings.rbac.authorization.k8s.io"),
+            store.list("clusterrolebindings.rbac.authorization.k8s.io"),
+            user,
+            attrs,
+        )
 
     def _verb(self, method: str, route: Route, query: dict[str, str]) -> str:
         watch = route.watch or query.get("watch") in ("1", "true", "True")

@@ -20,6 +20,7 @@ import yaml
 from . import certs
 from .certs import TlsFiles
 from .kubeconfig import write_kubeconfig
+from .rbac import ServiceAccountUser
 from .server import RequestRecord, TwinHTTPServer
 from .store import Store
 
@@ -57,6 +58,7 @@ class ApiServerTwin:
             self.store.install_crd(clusterpolicy_crd())
         self._server: TwinHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._sa_tokens: dict[str, ServiceAccountUser] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -67,6 +69,7 @@ class ApiServerTwin:
             self._tls_dir = Path(tempfile.mkdtemp(prefix="migplan-twin-tls-"))
             self._tls_files = certs.generate(self._tls_dir)
         self._server = TwinHTTPServer(self.store, self.token, self._tls_files)
+        self._server.sa_tokens = self._sa_tokens
         self._thread = threading.Thread(target=self._server.serve_forever, name="apiserver-twin", daemon=True)
         self._thread.start()
         return self
@@ -114,9 +117,17 @@ class ApiServerTwin:
     def ca_file(self) -> Path | None:
         return self._tls_files.ca_cert if self._tls_files is not None else None
 
-    def write_kubeconfig(self, path: str | Path) -> Path:
-        """A kubeconfig (token + embedded CA) for kubectl and kubernetes.config.load_kube_config."""
-        return write_kubeconfig(path, self.url, self.token, ca_pem=self.ca_pem)
+    def write_kubeconfig(self, path: str | Path, token: str | None = None) -> Path:
+        """A kubeconfig (token + embedded CA) for kubectl and kubernetes.config.load_kube_config; by default with
+        the admin token, or with a token from service_account_token()."""
+        return write_kubeconfig(path, self.url, token or self.token, ca_pem=self.ca_pem)
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A bearer token authenticating as system:serviceaccount:NAMESPACE:NAME; its requests are authorized by the
+        RBAC objects in the store (rbac.py), denials are the real 403s."""
+        token = secrets.token_urlsafe(24)
+        self._sa_tokens[token] = ServiceAccountUser(namespace, name)
+        return token
 
     def request_counts(self) -> dict[tuple[str, str, str], int]:
         """Requests served so far by (HTTP method, resource, verb), e.g. ("GET", "nodes", "list")."""
