@@ -316,65 +316,35 @@ class KubeCluster:
         parts = change.subject.split("/")
         what = f"{'dry-run ' if dry_run else ''}{change.action.value} {change.subject}"
 
+        # Every write: one field manager, dry run when asked, raw response (nothing to deserialise).
+        common: dict[str, Any] = {
+            "field_manager": FIELD_MANAGER,
+            "dry_run": dry,
+            "_preload_content": False,
+            "_request_timeout": self.request_timeout,
+        }
+
         def send() -> None:
             resp: Any
             with translate_api_errors(what):
                 if kind is Kind.MIG_CONFIG_MAP and change.action is Action.CREATE:
                     cm = client.V1ConfigMap.from_dict(body)
                     assert cm is not None
-                    resp = self.core.create_namespaced_config_map(
-                        parts[1],
-                        cm,
-                        field_manager=FIELD_MANAGER,
-                        dry_run=dry,
-                        _preload_content=False,
-                        _request_timeout=self.request_timeout,
-                    )
+                    resp = self.core.create_namespaced_config_map(parts[1], cm, **common)
                 elif kind is Kind.MIG_CONFIG_MAP:
                     resp = self.core.patch_namespaced_config_map(
-                        parts[2],
-                        parts[1],
-                        body,
-                        field_manager=FIELD_MANAGER,
-                        dry_run=dry,
-                        _content_type=MERGE_PATCH,
-                        _preload_content=False,
-                        _request_timeout=self.request_timeout,
+                        parts[2], parts[1], body, _content_type=MERGE_PATCH, **common
                     )
                 elif kind is Kind.CLUSTER_POLICY:
                     resp = self.custom.patch_cluster_custom_object(
-                        CP_GROUP,
-                        CP_VERSION,
-                        CP_PLURAL,
-                        parts[1],
-                        body,
-                        field_manager=FIELD_MANAGER,
-                        dry_run=dry,
-                        _content_type=MERGE_PATCH,
-                        _preload_content=False,
-                        _request_timeout=self.request_timeout,
+                        CP_GROUP, CP_VERSION, CP_PLURAL, parts[1], body, _content_type=MERGE_PATCH, **common
                     )
                 elif kind is Kind.RESTART_DEVICE_PLUGIN:
                     resp = self.apps.patch_namespaced_daemon_set(
-                        parts[2],
-                        parts[1],
-                        body,
-                        field_manager=FIELD_MANAGER,
-                        dry_run=dry,
-                        _content_type=STRATEGIC_MERGE_PATCH,
-                        _preload_content=False,
-                        _request_timeout=self.request_timeout,
+                        parts[2], parts[1], body, _content_type=STRATEGIC_MERGE_PATCH, **common
                     )
                 elif kind in (Kind.NODE_MIG_CONFIG, Kind.CORDON, Kind.UNCORDON):
-                    resp = self.core.patch_node(
-                        parts[1],
-                        body,
-                        field_manager=FIELD_MANAGER,
-                        dry_run=dry,
-                        _content_type=MERGE_PATCH,
-                        _preload_content=False,
-                        _request_timeout=self.request_timeout,
-                    )
+                    resp = self.core.patch_node(parts[1], body, _content_type=MERGE_PATCH, **common)
                 else:  # pragma: no cover - every Kind is handled above
                     raise MigplanError(f"no applier for {kind}")
                 _drain(resp)
