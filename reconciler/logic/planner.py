@@ -457,12 +457,10 @@ def _node_changes(
             continue
         if _failed_recently(node, rendered.node_configs[name], now):
             changes.append(
-                Change(
+                _held(
                     subject,
-                    Action.SKIP,
-                    Kind.NODE_MIG_CONFIG,
-                    {MIG_CONFIG_LABEL: node.mig_config},
-                    {MIG_CONFIG_LABEL: config},
+                    node.mig_config,
+                    config,
                     f"waiting: mig-manager failed less than {int(FAILED_RETRY_AFTER.total_seconds() // 60)} min ago",
                 )
             )
@@ -470,12 +468,10 @@ def _node_changes(
         blockers = blocking_pods(pods_by_node.get(name, ()), destroyed)
         if blockers and not settings.allow_disruption:
             changes.append(
-                Change(
+                _held(
                     subject,
-                    Action.SKIP,
-                    Kind.NODE_MIG_CONFIG,
-                    {MIG_CONFIG_LABEL: node.mig_config},
-                    {MIG_CONFIG_LABEL: config},
+                    node.mig_config,
+                    config,
                     "disruption guard: running pods hold partitions this change destroys",
                     blocked_by=blockers,
                 )
@@ -483,12 +479,10 @@ def _node_changes(
             continue
         if in_flight >= budget:
             changes.append(
-                Change(
+                _held(
                     subject,
-                    Action.SKIP,
-                    Kind.NODE_MIG_CONFIG,
-                    {MIG_CONFIG_LABEL: node.mig_config},
-                    {MIG_CONFIG_LABEL: config},
+                    node.mig_config,
+                    config,
                     f"waiting: maxUnavailableNodes={settings.max_unavailable_nodes} node(s) already reconfiguring",
                 )
             )
@@ -545,4 +539,17 @@ def _uncordon(name: str) -> Change:
         {"spec.unschedulable": False},
         "reconfiguration succeeded: uncordon",
         patch={"metadata": {"annotations": {CORDONED_ANNOTATION: None}}, "spec": {"unschedulable": False}},
+    )
+
+
+def _held(subject: str, current: str | None, config: str, reason: str, *, blocked_by: tuple[str, ...] = ()) -> Change:
+    """A node relabel the plan holds back this cycle, with the reason the report shows."""
+    return Change(
+        subject,
+        Action.SKIP,
+        Kind.NODE_MIG_CONFIG,
+        {MIG_CONFIG_LABEL: current},
+        {MIG_CONFIG_LABEL: config},
+        reason,
+        blocked_by=blocked_by,
     )
