@@ -90,6 +90,7 @@ def test_tables_openapi_and_discovery(apiserver: ApiServerTwin) -> None:
     assert groups == [
         "apps",
         "events.k8s.io",
+        "authorization.k8s.io",
         "rbac.authorization.k8s.io",
         "apiextensions.k8s.io",
         "coordination.k8s.io",

@@ -271,3 +271,33 @@ def test_kubectl_create_subcommands_send_protobuf(kubectl: Kubectl, apiserver: A
     assert store.get("serviceaccounts", "robot", "team-a")["metadata"]["name"] == "robot"
     dup = kubectl.run("create", "configmap", "lit", "-n", "team-a", check=False)
     assert dup.returncode != 0 and 'configmaps "lit" already exists' in dup.stderr
+
+
+def test_auth_can_i_with_a_service_account_kubeconfig(
+    kubectl: Kubectl, apiserver: ApiServerTwin, tmp_path: Path
+) -> None:
+    store = apiserver.store
+    store.create(
+        "clusterroles.rbac.authorization.k8s.io",
+        {
+            "metadata": {"name": "labeller"},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]}],
+        },
+    )
+    store.create(
+        "clusterrolebindings.rbac.authorization.k8s.io",
+        {
+            "metadata": {"name": "labeller"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "labeller"},
+            "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": "gpu-operator"}],
+        },
+    )
+    assert kubectl.run("auth", "can-i", "delete", "nodes").stdout.strip() == "yes"  # the admin token
+    sa = Kubectl(
+        apiserver.write_kubeconfig(tmp_path / "robot", token=apiserver.service_account_token("gpu-operator", "robot"))
+    )
+    assert sa.run("auth", "can-i", "patch", "nodes").stdout.strip() == "yes"
+    assert sa.run("auth", "can-i", "delete", "nodes", check=False).stdout.strip() == "no"
+    denied = sa.run("delete", "node", "gpu-h200-01", check=False)
+    assert denied.returncode != 0
+    assert 'User "system:serviceaccount:gpu-operator:robot" cannot delete resource "nodes"' in denied.stderr

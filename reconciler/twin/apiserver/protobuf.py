@@ -1,8 +1,9 @@
 """Decoding of the Kubernetes protobuf encoding for the few kinds kubectl's typed clients send that way.
 
-Pure. `kubectl create configmap|namespace|serviceaccount` post `application/vnd.kubernetes.protobuf` bodies and do
-not fall back to JSON on 415, so the twin reads these: the `k8s\\0` envelope (runtime.Unknown), ObjectMeta, and the
-ConfigMap, Namespace and ServiceAccount messages, with the field numbers of k8s.io/api and apimachinery's
+Pure. `kubectl create configmap|namespace|serviceaccount` and `kubectl auth can-i` post
+`application/vnd.kubernetes.protobuf` bodies and do not fall back to JSON on 415, so the twin reads these: the
+`k8s\\0` envelope (runtime.Unknown), ObjectMeta, and the ConfigMap, Namespace, ServiceAccount and
+SelfSubjectAccessReview messages, with the field numbers of k8s.io/api and apimachinery's
 generated.proto files. Other kinds in protobuf are answered 415 (every other client sends JSON).
 Responses are always JSON, which those clients accept (they ask for protobuf or */*).
 """
@@ -145,10 +146,32 @@ def _serviceaccount(raw: bytes) -> dict[str, Any]:
     return obj
 
 
+def _resource_attributes(buf: bytes) -> dict[str, str]:
+    names = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name"}
+    return {names[n]: _str(v) for n, _, v in fields(buf) if n in names and v}
+
+
+def _self_subject_access_review(raw: bytes) -> dict[str, Any]:
+    """`kubectl auth can-i` (authorization.k8s.io/v1 SelfSubjectAccessReview)."""
+    obj: dict[str, Any] = {"spec": {}}
+    for number, _, value in fields(raw):
+        if number == 1:
+            obj["metadata"] = object_meta(value)
+        elif number == 2:
+            for n, _, v in fields(value):
+                if n == 1:
+                    obj["spec"]["resourceAttributes"] = _resource_attributes(v)
+                elif n == 2:
+                    non = {1: "path", 2: "verb"}
+                    obj["spec"]["nonResourceAttributes"] = {non[k]: _str(x) for k, _, x in fields(v) if k in non}
+    return obj
+
+
 DECODERS: dict[str, Callable[[bytes], dict[str, Any]]] = {
     "ConfigMap": _configmap,
     "Namespace": _namespace,
     "ServiceAccount": _serviceaccount,
+    "SelfSubjectAccessReview": _self_subject_access_review,
 }
 
 

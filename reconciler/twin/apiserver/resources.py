@@ -225,6 +225,25 @@ BUILTINS: tuple[ResourceType, ...] = (
         status_in_main=False,
     ),
     ResourceType("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", True, storage_hash="7FuwZcIIItM="),
+    # access reviews are answered, never stored (server.py); they let `kubectl auth can-i` work
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        False,
+        verbs=("create",),
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        "SubjectAccessReview",
+        False,
+        verbs=("create",),
+    ),
     ResourceType(
         "rbac.authorization.k8s.io",
         "v1",

@@ -345,8 +345,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.log.append(record)
         if user is None:
             raise self._forbidden(route, verb)
-        if isinstance(user, ServiceAccountUser) and not self._rbac_allows(user, route, verb):
+        self_review = route.rt.key == "selfsubjectaccessreviews.authorization.k8s.io"
+        attrs = rbac.Attributes(
+            verb, route.rt.group, route.rt.plural, route.sub or "", route.namespace or "", route.name or ""
+        )
+        # system:basic-user lets everyone review their own access; everything else goes through RBAC
+        if isinstance(user, ServiceAccountUser) and not self_review and not self._rbac_allows(user, attrs):
             raise self._forbidden(route, verb, user.username)
+        if route.rt.group == "authorization.k8s.io":
+            if verb != "create":
+                raise method_not_allowed()
+            self._access_review(route.rt, self._decode_object(route.rt, body), user)
+            return
         store = self.server.store
         dry_run = query.get("dryRun") == "All"
         strict = query.get("fieldValidation") == "Strict"
@@ -462,11 +472,48 @@ class _Handler(BaseHTTPRequestHandler):
             return
         raise method_not_allowed()
 
-    def _rbac_allows(self, user: ServiceAccountUser, route: Route, verb: str) -> bool:
+    def _access_review(self, rt: ResourceType, review: dict[str, Any], user: str | ServiceAccountUser | None) -> None:
+        """SelfSubjectAccessReview / SubjectAccessReview: answer `status.allowed` for resource attributes."""
+        spec = review.get("spec") or {}
+        res = spec.get("resourceAttributes") or {}
+        if rt.kind == "SubjectAccessReview":
+            name = spec.get("user", "")
+            parts = name.split(":")
+            if "system:masters" in (spec.get("groups") or []):
+                subject: str | ServiceAccountUser | None = "admin"
+            elif len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
+                subject = ServiceAccountUser(parts[2], parts[3])
+            else:
+                subject = None  # other users: no bindings modelled (ASSUMPTIONS.md)
+        else:
+            subject = user
+        if subject == "admin":
+            allowed = True
+        elif isinstance(subject, ServiceAccountUser) and res:
+            allowed = self._rbac_allows(
+                subject,
+                rbac.Attributes(
+                    res.get("verb", ""),
+                    res.get("group", ""),
+                    res.get("resource", ""),
+                    res.get("subresource", ""),
+                    res.get("namespace", ""),
+                    res.get("name", ""),
+                ),
+            )
+        else:
+            allowed = False
+        out = {
+            "kind": rt.kind,
+            "apiVersion": rt.api_version,
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": {"allowed": allowed},
+        }
+        self._send_json(201, out)
+
+    def _rbac_allows(self, user: ServiceAccountUser, attrs: rbac.Attributes) -> bool:
         store = self.server.store
-        attrs = rbac.Attributes(
-            verb, route.rt.group, route.rt.plural, route.sub or "", route.namespace or "", route.name or ""
-        )
         return rbac.authorize(
             store.list("roles.rbac.authorization.k8s.io"),
             store.list("clusterroles.rbac.authorization.k8s.io"),
