@@ -1168,19 +1168,8 @@ class GpuOperator:
         return obj
 
     def _bind(self, info: _Pod, obj: dict[str, Any], node: str) -> None:
-        bind = getattr(self.store, "bind", None)
-        if bind is not None:
-            bind(info.namespace, info.name, node)
-            return
-        # Fallback until the store has the binding subresource: re-create the pod with nodeName set.
-        fresh = copy.deepcopy(obj)
-        meta = fresh["metadata"]
-        for k in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
-            meta.pop(k, None)
-        fresh["spec"]["nodeName"] = node
-        fresh.pop("status", None)
-        self._delete_pod(info.name, info.namespace)
-        self.store.create("pods", fresh, info.namespace)
+        # The pods/binding subresource, as the real scheduler binds (spec.nodeName is immutable otherwise).
+        self.store.bind(info.namespace, info.name, node)
 
     def _record_unschedulable(self, info: _Pod, obj: dict[str, Any], msg: str) -> None:
         now = _now()
