@@ -98,6 +98,8 @@ def _go_json_error(exc: json.JSONDecodeError) -> str:
 
 class TwinHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # stop() must not wait for clients that keep idle keep-alive connections open (their threads are daemons)
+    block_on_close = False
     allow_reuse_address = True
 
     def __init__(self, store: Store, token: str, tls: TlsFiles | None = None) -> None:
