@@ -255,18 +255,13 @@ def test_every_object_is_created_on_the_twin(rendered: list[dict[str, Any]], twi
         status, back = send(raw, "GET", f"{path}/{name}")
         assert status == 200 and back["metadata"]["name"] == name
         created.append(obj["kind"])
-    assert {"Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "ServiceMonitor"} <= set(created)
-    # What the twin does not serve is known, not silently skipped: when the twin learns a kind, this
-    # test starts creating it (and this list must shrink).
-    assert set(unserved) <= {
-        "Deployment",
-        "Service",
-        "Role",
-        "RoleBinding",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Secret",
-    }
+    assert {
+        "Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "ServiceMonitor", "Deployment", "Service",
+        "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
+    } <= set(created)  # fmt: skip
+    # The twin serves no Secrets (migplan reads none but its own, mounted by the kubelet): a known gap,
+    # not a silent skip — when the twin learns a kind, this test starts creating it.
+    assert set(unserved) <= {"Secret"}
     print(
         f"\ncreated on the twin (after dryRun=All): {sorted(set(created))}; "
         f"not served by the twin: {sorted(set(unserved))}"

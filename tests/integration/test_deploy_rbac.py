@@ -1,9 +1,10 @@
 """The RBAC of deploy/ is enough for a full cycle, every verb it grants is used, and a cycle without one
 fails cleanly (refused before any write).
 
-The API server twin does not authorize requests, so an RBAC-enforcing proxy (rbacproxy.py) sits between
-migplan and the twin, evaluating each request against deploy/'s Roles, ClusterRoles and bindings for the
-ServiceAccount the way the RBAC authorizer does, and answering 403 Forbidden like the real server.
+Two enforcers, so neither can agree with deploy/ by accident: an RBAC-evaluating proxy (rbacproxy.py) between
+migplan and the twin records every request and checks it against deploy/'s Roles, ClusterRoles and bindings
+(which lets the least-privilege test remove each verb in turn without re-running the cycle); and the API
+server twin itself, holding deploy/'s RBAC objects and authorizing a ServiceAccount token with real 403s.
 """
 
 from __future__ import annotations
@@ -237,4 +238,51 @@ def test_a_cycle_without_one_verb_fails_cleanly(env: Env, kind: str, name: str, 
         assert twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")["spec"]["mig"]["strategy"] == "single"
     finally:
         proxy.stop()
+        twin.stop()
+
+
+# --- the same rules enforced by the API server twin itself (no proxy) -----------------------------------
+
+RBAC_RESOURCES = {
+    "ClusterRole": "clusterroles.rbac.authorization.k8s.io",
+    "ClusterRoleBinding": "clusterrolebindings.rbac.authorization.k8s.io",
+    "Role": "roles.rbac.authorization.k8s.io",
+    "RoleBinding": "rolebindings.rbac.authorization.k8s.io",
+}
+
+
+def _install_rbac(twin: ClusterTwin, docs: list[dict[str, Any]]) -> None:
+    for d in docs:
+        if d["kind"] == "ServiceAccount":
+            continue
+        twin.store.create(RBAC_RESOURCES[d["kind"]], d, d["metadata"].get("namespace"))
+
+
+@pytest.mark.parametrize("drop", [None, ("ClusterRole", "migplan-controller", "nodes", "patch")])
+def test_the_twin_enforces_deploy_rbac_on_a_controller_cycle(env: Env, drop: tuple[str, str, str, str] | None) -> None:
+    docs = rbac_docs()
+    if drop is not None:
+        kind, name, resource, verb = drop
+        for d in docs:
+            if d["kind"] == kind and d["metadata"]["name"] == name:
+                for rule in d["rules"]:
+                    if resource in rule["resources"] and verb in rule["verbs"]:
+                        rule["verbs"].remove(verb)
+    twin = article_twin()
+    try:
+        _install_rbac(twin, docs)
+        token = twin.api.service_account_token(*CONTROLLER)
+        kc = twin.api.write_kubeconfig(env.root / f"sa-kubeconfig-{drop is None}", token=token)
+        s = settings_for(env, kc, f"sa-{drop is None}")
+        api = client.ApiClient(kube_configuration(str(kc)))
+        outcome = GitCycle(s)(CycleContext("test", api, lambda: True, s))
+        strategy = twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")["spec"]["mig"]["strategy"]
+        if drop is None:
+            assert outcome.result != "failed", outcome.errors
+            assert strategy == "mixed"
+        else:
+            assert outcome.result == "failed"
+            assert "forbidden" in " ".join(outcome.errors).lower(), outcome.errors
+            assert strategy == "single"  # refused by the dry run before any real write
+    finally:
         twin.stop()
