@@ -112,25 +112,25 @@ def _diff_gpu(
     # 1. same profile and placement: unchanged, or an owner change
     rest_after: list[_Item] = []
     for item in after:
-        twin = next((b for b in before if b[0] == item[0] and b[1] == item[1]), None)
-        if twin is None:
+        match = next((b for b in before if b[0] == item[0] and b[1] == item[1]), None)
+        if match is None:
             rest_after.append(item)
             continue
-        before.remove(twin)
-        if twin[2] != item[2]:
+        before.remove(match)
+        if match[2] != item[2]:
             changes.append(
-                PartitionChange(node, index, ChangeKind.OWNER, item[0], twin[1], item[1], twin[2], item[2], twin[3])
+                PartitionChange(node, index, ChangeKind.OWNER, item[0], match[1], item[1], match[2], item[2], match[3])
             )
     # 2. same profile and owner elsewhere: a move
     created: list[_Item] = []
     for item in rest_after:
-        twin = next((b for b in before if b[0] == item[0] and b[2] == item[2]), None)
-        if twin is None:
+        match = next((b for b in before if b[0] == item[0] and b[2] == item[2]), None)
+        if match is None:
             created.append(item)
             continue
-        before.remove(twin)
+        before.remove(match)
         changes.append(
-            PartitionChange(node, index, ChangeKind.MOVE, item[0], twin[1], item[1], twin[2], item[2], twin[3])
+            PartitionChange(node, index, ChangeKind.MOVE, item[0], match[1], item[1], match[2], item[2], match[3])
         )
     # 3. the rest
     changes += [PartitionChange(node, index, ChangeKind.DESTROY, b[0], b[1], None, b[2], None, b[3]) for b in before]
