@@ -72,7 +72,7 @@ def command(workdir: Path | None, drift: tuple[str, ...], output: str) -> None:
     cases = drift or DEFAULT_DRIFT
     cycles = []
     with ClusterTwin.from_inventory(repo_path, drift=cases) as twin:
-        say(f"2. cluster twin: {twin.url} (kubeconfig {twin.kubeconfig}); drift injected: {', '.join(cases)}")
+        say(f"2. cluster twin at {twin.url} (for the demo's duration); drift injected: {', '.join(cases)}")
         source = InventorySource(GitRemote(str(repo_path), cache_dir=base / "cache"), ref="main")
         cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
         try:
@@ -107,6 +107,7 @@ def command(workdir: Path | None, drift: tuple[str, ...], output: str) -> None:
         say(f"    git -C {repo_path} log --oneline --all")
         say(f"    git -C {repo_path} show migplan-reports:reports/README.md")
         say(f"    git -C {repo_path} show migplan-reports:reports/drift.yaml")
+        say("To explore a twin with kubectl: migplan twin --inventory DIR --kubeconfig-out FILE")
     sys.exit(0 if last.result is not None and not last.result.errors else 2)
 
 
