@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from reconciler.twin.apiserver.errors import ApiError
-from reconciler.twin.apiserver.twin import ApiServerTwin
+from reconciler.twin.apiserver.twin import ApiServerTwin, clusterpolicy_required_spec
 from reconciler.twin.fleet import (
     POD_NAMESPACE,
     STALE_DP_CONFIG,
@@ -53,17 +53,6 @@ from reconciler.twin.operator.controller import MIG_CONFIG, MIG_CONFIG_STATE, Gp
 
 __all__ = ["ClusterTwin"]
 
-CP_REQUIRED = (
-    "daemonsets",
-    "dcgm",
-    "dcgmExporter",
-    "devicePlugin",
-    "driver",
-    "gfd",
-    "nodeStatusExporter",
-    "operator",
-    "toolkit",
-)
 # [assumption] non-GPU node resources: placeholders so `kubectl describe node` looks like a real GPU server.
 BASE_CAPACITY = {"cpu": "128", "memory": "2113592560Ki", "pods": "110", "ephemeral-storage": "1921298424Ki"}
 
@@ -286,7 +275,7 @@ class ClusterTwin:
     # ------------------------------------------------------------------ population
     def _cluster_policy(self) -> dict[str, Any]:
         s = self.fleet.settings
-        spec: dict[str, Any] = {k: {} for k in CP_REQUIRED}
+        spec: dict[str, Any] = {k: {} for k in clusterpolicy_required_spec()}
         spec["mig"] = {"strategy": self.cp_strategy}
         spec["migManager"] = {"enabled": True, "config": {"name": s.mig_config_map, "default": "all-disabled"}}
         if self.dp_config is not None:

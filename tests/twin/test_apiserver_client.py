@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.twin.apiserver import ApiServerTwin
+from reconciler.twin.apiserver import ApiServerTwin, clusterpolicy_required_spec
 
 
 @pytest.fixture(scope="module")
@@ -143,20 +143,7 @@ def test_clusterpolicy_custom_objects(api_client: client.ApiClient) -> None:
     crd = ext.read_custom_resource_definition("clusterpolicies.nvidia.com")
     assert any(c.type == "Established" and c.status == "True" for c in crd.status.conditions)
     custom = client.CustomObjectsApi(api_client)
-    spec = {
-        k: {}
-        for k in (
-            "daemonsets",
-            "dcgm",
-            "dcgmExporter",
-            "devicePlugin",
-            "driver",
-            "gfd",
-            "nodeStatusExporter",
-            "operator",
-            "toolkit",
-        )
-    }
+    spec = {k: {} for k in clusterpolicy_required_spec()}
     spec["mig"] = {"strategy": "single"}
     cp = custom.create_cluster_custom_object(
         "nvidia.com",

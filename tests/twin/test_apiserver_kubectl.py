@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.twin.apiserver import ApiServerTwin
+from reconciler.twin.apiserver import ApiServerTwin, clusterpolicy_required_spec
 
 
 def _kubectl_binary() -> str:
@@ -134,20 +134,7 @@ def test_rollout_restart_and_clusterpolicy_patch(kubectl: Kubectl, apiserver: Ap
         "kind": "ClusterPolicy",
         "metadata": {"name": "cluster-policy"},
         "spec": {
-            **{
-                k: {}
-                for k in (
-                    "daemonsets",
-                    "dcgm",
-                    "dcgmExporter",
-                    "devicePlugin",
-                    "driver",
-                    "gfd",
-                    "nodeStatusExporter",
-                    "operator",
-                    "toolkit",
-                )
-            },
+            **{k: {} for k in clusterpolicy_required_spec()},
             "mig": {"strategy": "single"},
         },
     }

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.twin.apiserver import ApiError, Store
+from reconciler.twin.apiserver import ApiError, Store, clusterpolicy_required_spec
 from reconciler.twin.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
 from reconciler.twin.apiserver.selectors import parse_label_selector
 
@@ -275,20 +275,7 @@ def test_custom_resource_validation_defaults_and_warnings(store: Store) -> None:
     from reconciler.twin.apiserver import clusterpolicy_crd
 
     store.install_crd(clusterpolicy_crd())
-    spec: dict[str, Any] = {
-        k: {}
-        for k in (
-            "daemonsets",
-            "dcgm",
-            "dcgmExporter",
-            "devicePlugin",
-            "driver",
-            "gfd",
-            "nodeStatusExporter",
-            "operator",
-            "toolkit",
-        )
-    }
+    spec: dict[str, Any] = {k: {} for k in clusterpolicy_required_spec()}
     with pytest.raises(ApiError) as exc:
         store.create("clusterpolicies.nvidia.com", {"metadata": {"name": "p"}, "spec": {"mig": {"strategy": "x"}}})
     assert exc.value.code == 422 and "spec.daemonsets: Required value" in exc.value.message

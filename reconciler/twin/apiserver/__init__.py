@@ -8,8 +8,16 @@ server recorded in shared/reference/kube-apiserver/.
 from .errors import ApiError
 from .server import RequestRecord
 from .store import Store
-from .twin import ApiServerTwin, clusterpolicy_crd
+from .twin import ApiServerTwin, clusterpolicy_crd, clusterpolicy_required_spec
 
 EventType = str  # "ADDED" | "MODIFIED" | "DELETED" as passed to Store.subscribe callbacks
 
-__all__ = ["ApiError", "ApiServerTwin", "EventType", "RequestRecord", "Store", "clusterpolicy_crd"]
+__all__ = [
+    "ApiError",
+    "ApiServerTwin",
+    "EventType",
+    "RequestRecord",
+    "Store",
+    "clusterpolicy_crd",
+    "clusterpolicy_required_spec",
+]

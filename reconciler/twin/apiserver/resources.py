@@ -196,7 +196,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "lease", "Lease", True, storage_hash="gqkMMb/YqFM="),
     # Served as plain stored objects (metadata validation, Deployment selector check and defaults) so that the
-    # manifests of deploy/ can be created on the twin; nothing acts on them (no RBAC enforcement, no controllers).
+    # manifests of deploy/ can be created on the twin; no controllers act on them (RBAC objects are enforced: rbac.py).
     ResourceType(
         "",
         "v1",

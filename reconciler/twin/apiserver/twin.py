@@ -35,6 +35,12 @@ def clusterpolicy_crd() -> dict[str, Any]:
     return crd
 
 
+def clusterpolicy_required_spec() -> tuple[str, ...]:
+    """The spec fields NVIDIA's CRD requires of a ClusterPolicy (read from the CRD, not restated)."""
+    version = next(v for v in clusterpolicy_crd()["spec"]["versions"] if v.get("storage"))
+    return tuple(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["required"])
+
+
 class ApiServerTwin:
     """A running API server twin. `with ApiServerTwin() as api:` -> api.url, api.token, api.store."""
 
