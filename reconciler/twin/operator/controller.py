@@ -814,15 +814,7 @@ class GpuOperator:
             },
             "spec": spec,
         }
-        for salt in range(1, 100):
-            try:
-                self.store.create("pods", pod, self.ns)
-                break
-            except Exception as exc:
-                if getattr(exc, "code", None) != 409:
-                    raise
-                name = f"{MM_DS}-{_suffix(f'{node}/{salt}/{name}')}"
-                pod["metadata"]["name"] = name
+        name = self._create_daemon_pod(MM_DS, node, pod)
         with self._cv:
             self._mm_pods[node] = name
         self.mark("dsstatus")
@@ -901,19 +893,25 @@ class GpuOperator:
             meta["annotations"] = dict(tmeta["annotations"])
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
-    def create_dp_pod(self, node: str, pod: dict[str, Any], adv: Advertised) -> None:
-        """Create the device-plugin pod, its log and its status (Ready, or CrashLoopBackOff with the error)."""
-        name = pod["metadata"]["name"]
+    def _create_daemon_pod(self, ds: str, node: str, pod: dict[str, Any]) -> str:
+        """Create a DaemonSet's pod for `node`; returns the name it got.
+
+        Like generateName: five random characters collide now and then in a big fleet; pick others."""
+        name: str = pod["metadata"]["name"]
         for salt in range(1, 100):
             try:
                 self.store.create("pods", pod, self.ns)
-                break
+                return name
             except Exception as exc:
-                # Like generateName: five random characters collide now and then in a big fleet; pick others.
                 if getattr(exc, "code", None) != 409:
                     raise
-                name = f"{self.ds_name}-{_suffix(f'{node}/{salt}/{name}')}"
+                name = f"{ds}-{_suffix(f'{node}/{salt}/{name}')}"
                 pod["metadata"]["name"] = name
+        raise RuntimeError(f"no free pod name for {ds} on {node}")
+
+    def create_dp_pod(self, node: str, pod: dict[str, Any], adv: Advertised) -> None:
+        """Create the device-plugin pod, its log and its status (Ready, or CrashLoopBackOff with the error)."""
+        name = self._create_daemon_pod(self.ds_name, node, pod)
         with self._cv:
             self._dp_pods[node] = (name, pod["metadata"]["labels"].get("pod-template-generation", ""))
             self._dp_state[node] = adv
