@@ -11,7 +11,6 @@ real server's, and never reaches the twin.
 
 from __future__ import annotations
 
-import http.client
 import json
 import threading
 import urllib.parse
@@ -19,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from httpforward import forward
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,19 +183,7 @@ class RbacProxy:
                         self.end_headers()
                         self.wfile.write(data)
                         return
-                conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=60)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-                conn.request(self.command, self.path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-                conn.close()
+                forward(self, "127.0.0.1", upstream_port, body, timeout=60)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 

@@ -5,7 +5,6 @@ client and the cluster twin."""
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
+from httpforward import forward
 
 from reconciler.adapters.kube import KubeCluster
 from reconciler.commands.reconcile import load_desired
@@ -95,19 +95,8 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self.end_headers()
                 self.wfile.write(payload)
                 return
-            conn = http.client.HTTPConnection(up.hostname, up.port, timeout=30)
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-            conn.request(self.command, self.path, body=body or None, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            self.send_response(resp.status)
-            for k, v in resp.getheaders():
-                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            conn.close()
+            assert up.hostname is not None and up.port is not None
+            forward(self, up.hostname, up.port, body, timeout=30)
 
         do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
