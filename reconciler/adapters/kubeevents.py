@@ -1,6 +1,6 @@
 """Kubernetes Events and the migplan-owned node status annotations, through the official client.
 
-Events are core/v1 Events shaped as shared/reference/kube-apiserver/events.json records them: for a
+Events are core/v1 Events shaped as tests/reference/kube-apiserver/events.json records them: for a
 cluster-scoped object (Node, ClusterPolicy) the Event must live in namespace `default` (another
 namespace is a 422), `involvedObject` names the object, `source.component` is `migplan-controller`,
 `reason` is PascalCase, `type` Normal or Warning, first/lastTimestamp in RFC 3339 seconds, count 1,

@@ -1,6 +1,6 @@
 """coordination.k8s.io/v1 Lease for leader election, and a write fence for the controller's API client.
 
-The Lease calls follow the real API server's rules as recorded in shared/reference/kube-apiserver/
+The Lease calls follow the real API server's rules as recorded in tests/reference/kube-apiserver/
 leases.json: create (409 AlreadyExists when another candidate was first), PUT with the resourceVersion
 last read (409 Conflict when someone renewed in between: that candidate lost the race), and MicroTime
 fields written with exactly six fractional digits — the server refuses seconds-only, millisecond and

@@ -1,7 +1,7 @@
 """The GPU catalog: which MIG profiles each GPU model offers, and where they may be placed.
 
 Pure data access. The catalog is a YAML file shipped in the package (data/gpu-catalog.yaml, generated
-from shared/reference/gpu-profiles.yaml); this module only turns it into frozen values. Nothing here
+from reconciler/catalog/reference/gpu-profiles.yaml); this module only turns it into frozen values. Nothing here
 knows about inventories, clusters or NVML handles, so the cluster twin may use it too.
 """
 

@@ -1,9 +1,9 @@
-"""Build the packaged GPU catalog from shared/reference/gpu-profiles.yaml.
+"""Build the packaged GPU catalog from reconciler/catalog/reference/gpu-profiles.yaml.
 
-Run by hand when the reference changes:
-    python -m reconciler.catalog._build ../shared/reference/gpu-profiles.yaml > reconciler/catalog/data/gpu-catalog.yaml
-A unit test rebuilds it from the reference (when the reference is present) and compares, so the
-packaged data can never drift from its source silently.
+The reference is vendored beside this module (its origin is in reference/README.md). Run by hand when it changes:
+    python -m reconciler.catalog._build > reconciler/catalog/data/gpu-catalog.yaml
+A unit test rebuilds it from the reference and compares, so the packaged data can never drift from its
+source silently.
 
 The reference is prose-rich (fractions with comments, enum names with hex values); this turns it
 into plain numbers and keeps every caveat as a marker instead of dropping it:
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -155,12 +156,12 @@ def build(ref: dict[str, Any]) -> dict[str, Any]:
             "placements_derived_from": geometry_from,
             "profiles": profiles,
         }
-    return {"schema_version": 1, "source": "shared/reference/gpu-profiles.yaml", "models": out}
+    return {"schema_version": 1, "source": "reconciler/catalog/reference/gpu-profiles.yaml", "models": out}
 
 
 HEADER = """\
 # GPU catalog: MIG GPU-instance profiles per GPU model, as package data.
-# GENERATED from shared/reference/gpu-profiles.yaml by `python -m reconciler.catalog._build`; do not edit
+# GENERATED from reconciler/catalog/reference/gpu-profiles.yaml by `python -m reconciler.catalog._build`; do not edit
 # by hand (tests/unit/test_catalog.py rebuilds it from the reference and compares).
 # placement_source: published (NVIDIA text or real nvidia-smi output) | derived:<model> (borrowed
 # geometry, e.g. H200 <- H100-80GB, same GH100 die) | unknown (checked on slice counts only).
@@ -173,6 +174,10 @@ def render(ref: dict[str, Any]) -> str:
     return HEADER + yaml.safe_dump(build(ref), sort_keys=False, width=120)
 
 
+# The vendored reference, beside this module (not package data: only the generated catalog ships).
+REFERENCE = Path(__file__).resolve().parent / "reference" / "gpu-profiles.yaml"
+
+
 if __name__ == "__main__":
-    with open(sys.argv[1], "rb") as fh:
+    with open(sys.argv[1] if len(sys.argv) > 1 else REFERENCE, "rb") as fh:
         sys.stdout.write(render(yaml.safe_load(fh)))

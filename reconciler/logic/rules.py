@@ -135,7 +135,7 @@ CODES: Mapping[str, Rule] = {
     )
 }
 
-# The device plugin's own words (k8s-device-plugin internal/rm/device_map.go, shared/reference/
+# The device plugin's own words (k8s-device-plugin internal/rm/device_map.go, tests/reference/
 # stack-facts.md section 1.4); quoted so that a person who later greps the plugin's log finds us.
 PLUGIN_MIXED_TYPES = "more than one MIG device type present on node"
 PLUGIN_MIXED_MODES = "all devices on the node must be configured with the same migEnabled value"

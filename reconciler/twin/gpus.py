@@ -6,7 +6,7 @@ placements, the compute instances (CIs) inside them, and which pod holds each MI
 (reconciler/twin/operator) read and change the same objects, so a layout applied through either path is seen
 by both.
 
-Rules are taken from shared/reference/stack-facts.md §6 and the GPU catalog (reconciler/catalog), never from
+Rules are taken from tests/reference/stack-facts.md §6 and the GPU catalog (reconciler/catalog), never from
 migplan's own planner. Errors are pynvml's own exception classes (`pynvml.NVMLError(code)` builds the
 `NVMLError_<Name>` subclass), so callers see exactly what the real library raises.
 

@@ -5,7 +5,6 @@ Servers bind 127.0.0.1 on a free port and are stopped by the fixture; nothing su
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,24 +15,16 @@ from reconciler.twin.apiserver import ApiServerTwin
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def reference_dir() -> Path:
-    """shared/reference beside the clone (CI mounts /work/shared as ../shared), or $MIGPLAN_REFERENCE_DIR."""
-    env = os.environ.get("MIGPLAN_REFERENCE_DIR")
-    candidates = [Path(env)] if env else []
-    candidates += [REPO_ROOT.parent / "shared" / "reference", REPO_ROOT / "shared" / "reference"]
-    for cand in candidates:
-        if (cand / "kube-apiserver" / "README.md").is_file():
-            return cand
-    raise FileNotFoundError(
-        "shared/reference/kube-apiserver not found: expected it at "
-        f"{REPO_ROOT.parent / 'shared' / 'reference'} (set MIGPLAN_REFERENCE_DIR to override)"
-    )
+# The recorded kube-apiserver transcripts, vendored in the repository (origin: tests/reference/README.md).
+TRANSCRIPTS_DIR = REPO_ROOT / "tests" / "reference" / "kube-apiserver"
 
 
 @pytest.fixture(scope="session")
 def transcripts_dir() -> Path:
     """The recorded kube-apiserver transcripts; a missing directory is an error, never a skip."""
-    return reference_dir() / "kube-apiserver"
+    if not (TRANSCRIPTS_DIR / "README.md").is_file():
+        raise FileNotFoundError(f"the vendored kube-apiserver transcripts are missing: {TRANSCRIPTS_DIR}")
+    return TRANSCRIPTS_DIR
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Conformance: replay every step of shared/reference/kube-apiserver/*.json against the API server twin.
+"""Conformance: replay every step of tests/reference/kube-apiserver/*.json against the API server twin.
 
 The transcripts were recorded in one session against a real v1.36.2 kube-apiserver; the files are replayed here in
 that session's order (reconstructed from their resourceVersions) against one `bare` twin, so each step meets the
@@ -125,13 +125,12 @@ class Replay:
     results: dict[str, Result] = field(default_factory=dict)
 
 
-def reference_dir() -> Path:
-    """shared/reference beside the clone, as in CI (same rule as conftest.reference_dir)."""
-    root = Path(__file__).resolve().parents[2]
-    for cand in (root.parent / "shared" / "reference", root / "shared" / "reference"):
-        if (cand / "kube-apiserver" / "README.md").is_file():
-            return cand
-    raise FileNotFoundError(f"shared/reference/kube-apiserver not found beside {root}")
+def _transcripts_dir() -> Path:
+    """The vendored transcripts (tests/reference/kube-apiserver; origin in tests/reference/README.md)."""
+    directory = Path(__file__).resolve().parents[1] / "reference" / "kube-apiserver"
+    if not (directory / "README.md").is_file():
+        raise FileNotFoundError(f"the vendored kube-apiserver transcripts are missing: {directory}")
+    return directory
 
 
 def _load(directory: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -147,7 +146,7 @@ def _load(directory: Path) -> list[tuple[str, dict[str, Any]]]:
 
 def _all_steps() -> list[tuple[str, dict[str, Any]]]:
     try:
-        return _load(reference_dir() / "kube-apiserver")
+        return _load(_transcripts_dir())
     except FileNotFoundError as exc:  # collected as a failing test below, never silently skipped
         return [("MISSING", {"step": "reference-dir", "error": str(exc)})]
 

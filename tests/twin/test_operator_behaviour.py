@@ -1,4 +1,4 @@
-"""The GPU Operator twin pinned to shared/reference/stack-facts.md, one test per fact (section in the name/docstring).
+"""The GPU Operator twin pinned to tests/reference/stack-facts.md, one test per fact (section in the name/docstring).
 
 Each test builds a small cluster twin from a throw-away inventory, changes API objects the way a user or migplan
 would, lets the controllers settle and checks what the real components are documented to do.

@@ -1,27 +1,25 @@
-"""The packaged GPU catalog equals a rebuild from shared/reference/gpu-profiles.yaml."""
+"""The packaged GPU catalog equals a rebuild from its vendored reference (reconciler/catalog/reference/)."""
 
 from __future__ import annotations
 
 from importlib import resources as importlib_resources
-from pathlib import Path
 
 import yaml
 
 from reconciler.catalog import _build, load_catalog
 
-REPO = Path(__file__).resolve().parents[2]
-REFERENCE = REPO.parent / "shared" / "reference" / "gpu-profiles.yaml"
+REFERENCE = _build.REFERENCE
 
 
 def test_packaged_catalog_matches_reference_rebuild() -> None:
     assert REFERENCE.is_file(), (
-        f"the GPU catalog's source {REFERENCE} is missing: CI lays shared/ beside the repository; "
+        f"the GPU catalog's vendored source {REFERENCE} is missing: "
         "without it the packaged catalog cannot be checked against its reference"
     )
     rebuilt = _build.render(yaml.safe_load(REFERENCE.read_bytes()))
     packaged = importlib_resources.files("reconciler.catalog").joinpath("data/gpu-catalog.yaml").read_text("utf-8")
     assert packaged == rebuilt, (
-        "run: python -m reconciler.catalog._build <reference> > reconciler/catalog/data/gpu-catalog.yaml"
+        "run: python -m reconciler.catalog._build > reconciler/catalog/data/gpu-catalog.yaml"
     )
 
 

@@ -2,7 +2,7 @@
 
 `ApiServerTwin` (twin.py) starts it; `Store` (store.py) holds the objects and implements the write semantics;
 server.py speaks HTTP. ASSUMPTIONS.md lists where the twin deliberately or knowingly differs from the real v1.36
-server recorded in shared/reference/kube-apiserver/.
+server recorded in tests/reference/kube-apiserver/.
 """
 
 from .errors import ApiError

@@ -2,7 +2,7 @@
 
 Pure: builds values only. `ApiError` is raised by the store and turned into an HTTP response by the server;
 `FieldError` mirrors k8s.io/apimachinery/pkg/util/validation/field.Error so that the 422 messages read exactly
-like the real ones (see ../shared/reference/kube-apiserver/*.json).
+like the real ones (see tests/reference/kube-apiserver/*.json).
 """
 
 from __future__ import annotations

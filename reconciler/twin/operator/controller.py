@@ -2,7 +2,7 @@
 
 One worker thread takes "dirty" keys (a node, the scheduler, the operator's global state) from an ordered
 queue fed by the store's committed-write callbacks, and runs level-triggered reconcilers; `settle()` waits until
-the queue is empty and no write is in flight. Components and their sources (shared/reference/stack-facts.md):
+the queue is empty and no write is in flight. Components and their sources (tests/reference/stack-facts.md):
 
 * operator (§1.6): renders ClusterPolicy `spec.mig.strategy` into the device-plugin DaemonSet's env
   (`MIG_STRATEGY`, `NVIDIA_MIG_MONITOR_DEVICES`) and `spec.devicePlugin.config` into `CONFIG_FILE`, the
