@@ -18,9 +18,7 @@ def test_packaged_catalog_matches_reference_rebuild() -> None:
     )
     rebuilt = _build.render(yaml.safe_load(REFERENCE.read_bytes()))
     packaged = importlib_resources.files("reconciler.catalog").joinpath("data/gpu-catalog.yaml").read_text("utf-8")
-    assert packaged == rebuilt, (
-        "run: python -m reconciler.catalog._build > reconciler/catalog/data/gpu-catalog.yaml"
-    )
+    assert packaged == rebuilt, "run: python -m reconciler.catalog._build > reconciler/catalog/data/gpu-catalog.yaml"
 
 
 def test_catalog_facts_the_validator_relies_on() -> None:

@@ -10,10 +10,7 @@ def test_article_cut_fits_only_with_3g_at_4() -> None:
     got = solve(H200, [Request("3g.71gb"), Request("2g.35gb"), Request("1g.18gb"), Request("1g.18gb")])
     assert got is not None
     assert got[0] == Placement(4, 4)
-    assert (
-        solve(H200, [Request("3g.71gb", 0), Request("2g.35gb"), Request("1g.18gb"), Request("1g.18gb")])
-        is None
-    )
+    assert solve(H200, [Request("3g.71gb", 0), Request("2g.35gb"), Request("1g.18gb"), Request("1g.18gb")]) is None
 
 
 def test_instance_limit_is_part_of_feasibility() -> None:
