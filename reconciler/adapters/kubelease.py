@@ -22,16 +22,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.model.errors import MigplanError, Transient
+from reconciler.model.errors import LeaseConflict, MigplanError, Transient
 
 TRIGGER_ANNOTATION = "migplan.io/trigger"
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-class LeaseConflict(Transient):
-    """Someone else created or renewed the Lease between our read and our write (HTTP 409)."""
-
-    code = "MP301"
 
 
 class NotLeader(MigplanError):

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from reconciler.adapters.kubelease import LeaseRecord
-from reconciler.model.errors import MigplanError
+from reconciler.model.errors import LeaseConflict, MigplanError
 
 log = logging.getLogger("migplan.leader")
 
@@ -153,7 +153,7 @@ class LeaderElector:
             # 409 (someone else won) or the API is unreachable: not renewed. is_leader() turns false on
             # its own once renew_deadline passes; a conflict means we certainly lost.
             log.info("lease round failed: %s", exc.message, extra={"code": exc.code})
-            if exc.code == "MP301" and self._leading:
+            if isinstance(exc, LeaseConflict) and self._leading:
                 # A standby's trigger annotation also bumps the resourceVersion: only a new holder
                 # means we lost. Our last renew still counts until renew_deadline.
                 try:

@@ -48,3 +48,12 @@ class Transient(MigplanError):
     """A failure worth retrying with backoff: API 5xx or conflict, Git fetch failure, NVML Unknown."""
 
     code = "MP003"
+
+
+class LeaseConflict(Transient):
+    """Someone else created or renewed the leader Lease between our read and our write (HTTP 409).
+
+    Its own type and code, so leader election branches on the type, never on a code string.
+    """
+
+    code = "MP821"

@@ -230,3 +230,11 @@ def test_two_processes_leader_killed_mid_cycle(twin: tuple[ApiServerTwin, Path],
 if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--worker":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     sys.exit(worker(sys.argv[2], sys.argv[3]))
+
+
+def test_lease_conflict_has_its_own_code() -> None:
+    """A Lease conflict is not a validation finding: its code is unique across families (MP301 is 'unknown model')."""
+    from reconciler.logic.rules import CODES
+
+    assert LeaseConflict("x").code == "MP821"
+    assert LeaseConflict.code not in CODES
