@@ -12,46 +12,105 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.model.observed import (
+    CORDONED_ANNOTATION,
+    GPU_COUNT_LABEL,
+    MIG_CONFIG_STATE_LABEL,
     MIG_MANAGER_APP_LABEL,
+    REQUESTED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     ClusterPolicyState,
     ConfigMapState,
     ContainerResources,
     DevicePluginPod,
     DevicePluginState,
+    Malformed,
+    MigConfigState,
     ObservedNode,
     ObservedPod,
     OwnerRef,
     is_gpu_resource,
-    parse_count,
 )
+from reconciler.model.quantities import QuantityError, parse_count
+from reconciler.model.strict import StrictValueError, parse_timestamp, short
+
+_MIG_STATES = frozenset(s.value for s in MigConfigState)
 
 
-def _gpu_counts(raw: Mapping[str, Any] | None) -> dict[str, int]:
+def _gpu_counts(
+    raw: Mapping[str, Any] | None, where: str, bad: list[Malformed], *, unreadable_as: int | None = None
+) -> dict[str, int]:
+    """GPU resources of a capacity/allocatable/requests/limits map, parsed as apimachinery does.
+
+    A value that is not a whole, non-negative quantity is recorded in `bad` and left out (or, with
+    `unreadable_as`, counted as that: a pod asking for an unreadable number of GPUs still holds some)."""
     if not raw:
         return {}
-    return {k: parse_count(v) for k, v in raw.items() if is_gpu_resource(k)}
+    out: dict[str, int] = {}
+    for k, v in raw.items():
+        if not is_gpu_resource(k):
+            continue
+        try:
+            out[k] = parse_count(v)
+        except QuantityError as exc:
+            bad.append(Malformed(f"{where}[{k}]", short(v), str(exc)))
+            if unreadable_as is not None:
+                out[k] = unreadable_as
+    return out
+
+
+def _check_marks(labels: Mapping[str, Any], annotations: Mapping[str, Any], bad: list[Malformed]) -> None:
+    """The labels and annotations migplan acts on must hold one of the values it knows."""
+    state = labels.get(MIG_CONFIG_STATE_LABEL)
+    if state is not None and state not in _MIG_STATES:
+        bad.append(
+            Malformed(
+                f"label {MIG_CONFIG_STATE_LABEL}",
+                short(state),
+                f"not a state mig-manager writes ({', '.join(sorted(_MIG_STATES))})",
+            )
+        )
+    count = labels.get(GPU_COUNT_LABEL)
+    if count is not None and not (isinstance(count, str) and count.isascii() and count.isdigit() and len(count) < 6):
+        bad.append(Malformed(f"label {GPU_COUNT_LABEL}", short(count), "not a GPU count (GFD writes a decimal integer)"))
+    requested = annotations.get(REQUESTED_AT_ANNOTATION)
+    if requested is not None:
+        try:
+            parse_timestamp(requested)
+        except StrictValueError as exc:
+            bad.append(Malformed(f"annotation {REQUESTED_AT_ANNOTATION}", short(requested), str(exc)))
+    cordoned = annotations.get(CORDONED_ANNOTATION)
+    if cordoned is not None and cordoned != "true":
+        bad.append(Malformed(f"annotation {CORDONED_ANNOTATION}", short(cordoned), "migplan only writes 'true'"))
 
 
 def node_from_json(obj: Mapping[str, Any]) -> ObservedNode:
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    bad: list[Malformed] = []
+    capacity = _gpu_counts(status.get("capacity"), "status.capacity", bad)
+    allocatable = _gpu_counts(status.get("allocatable"), "status.allocatable", bad)
+    _check_marks(labels, annotations, bad)
     return ObservedNode(
         name=meta["name"],
-        labels=meta.get("labels") or {},
-        annotations=meta.get("annotations") or {},
-        capacity=_gpu_counts(status.get("capacity")),
-        allocatable=_gpu_counts(status.get("allocatable")),
+        labels=labels,
+        annotations=annotations,
+        capacity=capacity,
+        allocatable=allocatable,
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable", False)),
         resource_version=meta.get("resourceVersion", ""),
+        malformed=tuple(bad),
     )
 
 
-def _containers(spec: Mapping[str, Any]) -> tuple[ContainerResources, ...]:
+def _containers(spec: Mapping[str, Any], bad: list[Malformed]) -> tuple[ContainerResources, ...]:
     out = []
     for c in spec.get("containers") or ():
         res = c.get("resources") or {}
-        req, lim = _gpu_counts(res.get("requests")), _gpu_counts(res.get("limits"))
+        where = f"container {c.get('name', '')} resources"
+        req = _gpu_counts(res.get("requests"), f"{where}.requests", bad, unreadable_as=1)
+        lim = _gpu_counts(res.get("limits"), f"{where}.limits", bad, unreadable_as=1)
         if req or lim:
             out.append(ContainerResources(name=c.get("name", ""), requests=req, limits=lim))
     return tuple(out)
@@ -68,7 +127,8 @@ def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
 def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
     """The pod if any container asks for a GPU or MIG resource, else None (not kept)."""
     spec = obj.get("spec") or {}
-    containers = _containers(spec)
+    bad: list[Malformed] = []
+    containers = _containers(spec, bad)
     if not containers:
         return None
     meta = obj.get("metadata") or {}
@@ -81,6 +141,7 @@ def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
         labels=meta.get("labels") or {},
         owner=controller_of(meta),
         node_selector=spec.get("nodeSelector") or {},
+        malformed=tuple(bad),
     )
 
 

@@ -43,6 +43,7 @@ from reconciler.model.observed import (
     is_mig_resource,
 )
 from reconciler.model.plans import Action, Plan
+from reconciler.model.strict import StrictValueError, parse_timestamp
 
 ERROR, WARNING, INFO = FindingSeverity.ERROR, FindingSeverity.WARNING, FindingSeverity.INFO
 
@@ -72,6 +73,10 @@ FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
     "MP519": (WARNING, "a change is held back: it would destroy partitions that running pods hold"),
     "MP520": (WARNING, "pods hold more partitions of a profile on the node than its plan gives it"),
     "MP521": (INFO, "the node is cordoned by migplan while it is reconfigured"),
+    "MP530": (
+        ERROR,
+        "a value migplan reads on the node (label, annotation, quantity) is malformed: the node is left alone",
+    ),
 }
 
 STUCK_AFTER = timedelta(minutes=15)
@@ -129,6 +134,7 @@ def analyze(
     out.extend(_config_map_findings(desired, observed, rendered))
     occ: dict[str, NodeOccupancy] = {}
 
+    out.extend(_malformed_findings(desired, observed))
     for name in sorted(desired.nodes):
         plan = desired.nodes[name]
         node = observed.nodes.get(name)
@@ -145,7 +151,9 @@ def analyze(
             and observed.cluster_policy is not None
             and observed.cluster_policy.mig_strategy == strategy.value
         )
-        out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources, behind_its_back))
+        if not any(m.field.startswith("status.") for m in node.malformed):
+            # With a quantity unread, any count comparison would be a guess (MP530 says why).
+            out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources, behind_its_back))
         out.extend(
             _mig_manager_findings(
                 name,
@@ -206,6 +214,37 @@ def analyze(
         # mig-manager, its ConfigMap and its node labels are not used in agent mode.
         out = [f for f in out if f.code not in _GPU_OPERATOR_ONLY]
     return Analysis(findings=tuple(sorted(out, key=Finding.sort_key)), occupancy=occ, rendered=rendered)
+
+
+def _malformed_findings(desired: DesiredState, observed: ObservedState) -> Iterable[Finding]:
+    """MP530 per unreadable value, on the node it was read from (its pods' quantities included)."""
+    for name in sorted(observed.nodes):
+        node = observed.nodes[name]
+        if name not in desired.nodes and not node.is_gpu_node and not node.malformed:
+            continue
+        for m in node.malformed:
+            yield finding(
+                "MP530",
+                f"{name}: {m.field} is malformed ({m.reason}); migplan does not write to the node until it is fixed",
+                node=name,
+                observed=m.value,
+            )
+    for pod in sorted(observed.pods, key=lambda p: p.key):
+        for m in pod.malformed:
+            yield finding(
+                "MP530",
+                f"pod {pod.key}: {m.field} is malformed ({m.reason}); counted as holding a device",
+                node=pod.node,
+                observed=m.value,
+                pods=(pod.key,),
+            )
+
+
+def unreadable_nodes(observed: ObservedState) -> frozenset[str]:
+    """Nodes with a malformed value of their own or on a pod bound to them: never written this cycle."""
+    out = {name for name, n in observed.nodes.items() if n.malformed}
+    out.update(p.node for p in observed.pods if p.malformed and p.node is not None)
+    return frozenset(out)
 
 
 # --- cluster-wide ---------------------------------------------------------------------------------
@@ -481,11 +520,12 @@ def _mig_manager_findings(
 
 
 def _parse_time(text: str | None) -> datetime | None:
+    """The requested-at annotation; None when absent or malformed (then MP530 reports it)."""
     if not text:
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return parse_timestamp(text)
+    except StrictValueError:
         return None
 
 

@@ -57,6 +57,7 @@ from reconciler.model.observed import (
     is_gpu_resource,
 )
 from reconciler.model.plans import Action, Change, Kind, Plan
+from reconciler.model.strict import StrictValueError, parse_timestamp
 
 # migplan's own annotations on objects it does not create (its only writes there besides the
 # fields the plan names).
@@ -368,9 +369,9 @@ def _failed_recently(node: ObservedNode, config: str, now: datetime) -> bool:
     if not text:
         return False
     try:
-        since = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return False
+        since = parse_timestamp(text)
+    except StrictValueError:
+        return True  # unreadable: never treated as "long ago" (the node is held anyway, MP530)
     return now - since < FAILED_RETRY_AFTER
 
 
@@ -392,12 +393,23 @@ def _node_changes(
     aliases: set[str] = set()
     in_flight = 0
     settled = True
+    unreadable = drift.unreadable_nodes(observed)
     # First pass: count what is already in flight and queue uncordons (they free capacity).
     for name in sorted(desired.nodes):
         node = observed.nodes.get(name)
         if node is None:
             continue
         config = rendered.node_configs[name]
+        if name in unreadable:
+            # A value migplan acts on is malformed (MP530): whatever it would write would be a
+            # guess, so the node is neither relabelled, cordoned, uncordoned nor re-applied. It does
+            # not take a maxUnavailableNodes slot (the other nodes go on as usual), but it is not
+            # settled either: a switch to `single` waits until its layout can be read.
+            settled = False
+            changes.append(
+                _held(f"node/{name}", node.mig_config, config, "held: a value migplan reads on the node is malformed (MP530)")
+            )
+            continue
         cordoned = node.annotations.get(CORDONED_ANNOTATION) == "true"
         if node.mig_config == config:
             if _in_flight(node, config):

@@ -12,6 +12,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+
 # Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
 # §3.3); the `migplan.io/` ones are migplan's own and the only annotation keys it writes.
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
@@ -55,21 +56,17 @@ def is_gpu_resource(name: str) -> bool:
     return name == GPU_RESOURCE or is_mig_resource(name)
 
 
-def parse_count(quantity: str | int | None) -> int:
-    """An extended-resource quantity as an integer (they are whole numbers; '1k' etc. are legal)."""
-    if quantity is None:
-        return 0
-    if isinstance(quantity, int):
-        return quantity
-    q = quantity.strip()
-    suffixes = {"k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
-    for suffix, factor in suffixes.items():
-        if q.endswith(suffix) and q[: -len(suffix)].isdigit():
-            return int(q[: -len(suffix)]) * factor
-    try:
-        return int(q)
-    except ValueError:
-        return 0
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """A value on a cluster object that migplan reads and could not: reported as MP530 on that node,
+    and the node is left alone (nothing is written on a guess)."""
+
+    field: str  # where: "status.capacity[nvidia.com/gpu]", "label nvidia.com/mig.config.state", ...
+    value: str  # the value as read, bounded (reconciler.model.strict.short)
+    reason: str  # one line
+
+    def __str__(self) -> str:
+        return f"{self.field}={self.value}: {self.reason}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +78,9 @@ class ObservedNode:
     allocatable: Mapping[str, int] = field(default_factory=dict)  # GPU resources only
     unschedulable: bool = False
     resource_version: str = ""
+    # Values migplan needs and could not read (MP530). A node with any is observed, reported and
+    # never written: no relabel, no cordon or uncordon, no re-apply.
+    malformed: tuple[Malformed, ...] = ()
 
     @property
     def mig_config(self) -> str | None:
@@ -142,6 +142,9 @@ class ObservedPod:
     labels: Mapping[str, str] = field(default_factory=dict)
     owner: OwnerRef | None = None  # the controlling ownerReference
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    # GPU quantities that could not be read; each is counted as 1 so the pod still holds devices
+    # for the disruption guard (MP530 on its node).
+    malformed: tuple[Malformed, ...] = ()
 
     @property
     def key(self) -> str:
