@@ -31,6 +31,7 @@ from reconciler.logic.agentplan import (
     ObservedGpu,
     ObservedInstance,
 )
+from reconciler.model import strict
 from reconciler.model.errors import MigplanError, Transient
 from reconciler.model.inventory import Placement
 
@@ -72,25 +73,49 @@ def encode_desired(desired: DesiredNode) -> str:
     )
 
 
+# Bounds of what a decoded layout may say: NVML indexes GPUs 0..63 and memory slices 0..7 (the
+# catalog's largest GPU has 8); anything else in the annotation is not a layout but a poisoned value.
+_MAX_GPU_INDEX = 63
+_MAX_SLICE = 8
+
+
+def _placement(p: Mapping[str, Any], what: str) -> Placement:
+    start = strict.require_int(p.get("start"), f"{what}.start", high=_MAX_SLICE - 1)
+    size = strict.require_int(p.get("size"), f"{what}.size", low=1, high=_MAX_SLICE)
+    return Placement(start, size)
+
+
 def decode_desired(node: str, text: str) -> DesiredNode:
-    """Parse the desired annotation; a malformed one is an error, never a guess."""
+    """Parse the desired annotation; a malformed one is an error, never a guess.
+
+    Strict: JSON only (no NaN/Infinity), bounded size and depth, and every field of the exact type
+    (`"migEnabled": "false"` is refused, not read as true)."""
     try:
-        doc = json.loads(text)
+        doc = strict.require_mapping(strict.loads_json(text), "the document")
         if doc.get("version") != FORMAT_VERSION:
-            raise ValueError(f"unknown version {doc.get('version')!r}")
-        gpus = tuple(
-            DesiredGpu(
-                index=int(g["index"]),
-                mig_enabled=bool(g["migEnabled"]),
-                partitions=tuple(
-                    DesiredPartition(str(p["profile"]), Placement(int(p["start"]), int(p["size"])))
-                    for p in g.get("partitions", ())
-                ),
+            raise strict.StrictValueError(f"unknown version {strict.short(doc.get('version'))}")
+        gpus = []
+        for i, raw in enumerate(strict.require_list(doc.get("gpus"), "gpus", max_len=_MAX_GPU_INDEX + 1)):
+            g = strict.require_mapping(raw, f"gpus[{i}]")
+            parts = strict.require_list(g.get("partitions", []), f"gpus[{i}].partitions", max_len=_MAX_SLICE)
+            gpus.append(
+                DesiredGpu(
+                    index=strict.require_int(g.get("index"), f"gpus[{i}].index", high=_MAX_GPU_INDEX),
+                    mig_enabled=strict.require_bool(g.get("migEnabled"), f"gpus[{i}].migEnabled"),
+                    partitions=tuple(
+                        DesiredPartition(
+                            strict.require_str(pm.get("profile"), f"gpus[{i}].partitions[{j}].profile", max_len=64),
+                            _placement(pm, f"gpus[{i}].partitions[{j}]"),
+                        )
+                        for j, pm in enumerate(
+                            strict.require_mapping(p, f"gpus[{i}].partitions[{j}]") for j, p in enumerate(parts)
+                        )
+                    ),
+                )
             )
-            for g in doc["gpus"]
-        )
-        return DesiredNode(node=node, revision=str(doc.get("revision", "")), gpus=gpus)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        revision = strict.require_str(doc.get("revision", ""), "revision")
+        return DesiredNode(node=node, revision=revision, gpus=tuple(gpus))
+    except strict.StrictValueError as exc:
         raise MigplanError(f"node {node}: annotation {DESIRED} is malformed: {exc}", code="MP910") from exc
 
 
@@ -124,30 +149,43 @@ def encode_observed(observed: Sequence[ObservedGpu]) -> str:
 
 
 def decode_observed(text: str) -> tuple[ObservedGpu, ...]:
+    """Parse the observed annotation an agent wrote, as strictly as decode_desired."""
     try:
-        doc = json.loads(text)
-        return tuple(
-            ObservedGpu(
-                index=int(g["index"]),
-                uuid=str(g["uuid"]),
-                name=str(g["name"]),
-                mig_capable=bool(g["migCapable"]),
-                mig_current=bool(g["mig"]["current"]),
-                mig_pending=bool(g["mig"]["pending"]),
-                instances=tuple(
+        doc = strict.require_mapping(strict.loads_json(text), "the document")
+        out = []
+        for i, raw in enumerate(strict.require_list(doc.get("gpus"), "gpus", max_len=_MAX_GPU_INDEX + 1)):
+            g = strict.require_mapping(raw, f"gpus[{i}]")
+            mig = strict.require_mapping(g.get("mig"), f"gpus[{i}].mig")
+            instances = []
+            for j, rawi in enumerate(strict.require_list(g.get("instances"), f"gpus[{i}].instances")):
+                inst = strict.require_mapping(rawi, f"gpus[{i}].instances[{j}]")
+                where = f"gpus[{i}].instances[{j}]"
+                uuid = inst.get("uuid")
+                instances.append(
                     ObservedInstance(
-                        gpu_instance_id=int(i["gpuInstanceId"]),
-                        profile=str(i["profile"]),
-                        placement=Placement(int(i["start"]), int(i["size"])),
-                        uuid=i.get("uuid"),
-                        processes=tuple(int(p) for p in i.get("processes", ())),
+                        gpu_instance_id=strict.require_int(inst.get("gpuInstanceId"), f"{where}.gpuInstanceId"),
+                        profile=strict.require_str(inst.get("profile"), f"{where}.profile", max_len=64),
+                        placement=_placement(inst, where),
+                        uuid=None if uuid is None else strict.require_str(uuid, f"{where}.uuid"),
+                        processes=tuple(
+                            strict.require_int(p, f"{where}.processes")
+                            for p in strict.require_list(inst.get("processes", []), f"{where}.processes")
+                        ),
                     )
-                    for i in g["instances"]
-                ),
+                )
+            out.append(
+                ObservedGpu(
+                    index=strict.require_int(g.get("index"), f"gpus[{i}].index", high=_MAX_GPU_INDEX),
+                    uuid=strict.require_str(g.get("uuid"), f"gpus[{i}].uuid"),
+                    name=strict.require_str(g.get("name"), f"gpus[{i}].name"),
+                    mig_capable=strict.require_bool(g.get("migCapable"), f"gpus[{i}].migCapable"),
+                    mig_current=strict.require_bool(mig.get("current"), f"gpus[{i}].mig.current"),
+                    mig_pending=strict.require_bool(mig.get("pending"), f"gpus[{i}].mig.pending"),
+                    instances=tuple(instances),
+                )
             )
-            for g in doc["gpus"]
-        )
-    except (ValueError, KeyError, TypeError) as exc:
+        return tuple(out)
+    except strict.StrictValueError as exc:
         raise MigplanError(f"annotation {OBSERVED} is malformed: {exc}", code="MP911") from exc
 
 

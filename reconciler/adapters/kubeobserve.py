@@ -71,7 +71,9 @@ def _check_marks(labels: Mapping[str, Any], annotations: Mapping[str, Any], bad:
         )
     count = labels.get(GPU_COUNT_LABEL)
     if count is not None and not (isinstance(count, str) and count.isascii() and count.isdigit() and len(count) < 6):
-        bad.append(Malformed(f"label {GPU_COUNT_LABEL}", short(count), "not a GPU count (GFD writes a decimal integer)"))
+        bad.append(
+            Malformed(f"label {GPU_COUNT_LABEL}", short(count), "not a GPU count (GFD writes a decimal integer)")
+        )
     requested = annotations.get(REQUESTED_AT_ANNOTATION)
     if requested is not None:
         try:

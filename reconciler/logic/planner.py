@@ -407,7 +407,12 @@ def _node_changes(
             # settled either: a switch to `single` waits until its layout can be read.
             settled = False
             changes.append(
-                _held(f"node/{name}", node.mig_config, config, "held: a value migplan reads on the node is malformed (MP530)")
+                _held(
+                    f"node/{name}",
+                    node.mig_config,
+                    config,
+                    "held: a value migplan reads on the node is malformed (MP530)",
+                )
             )
             continue
         cordoned = node.annotations.get(CORDONED_ANNOTATION) == "true"

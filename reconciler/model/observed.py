@@ -12,7 +12,6 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-
 # Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
 # §3.3); the `migplan.io/` ones are migplan's own and the only annotation keys it writes.
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
