@@ -35,7 +35,7 @@ from reconciler.adapters import signatures
 from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot, normalize_root, redact_url
 from reconciler.logic.validation import ParseCache, ValidationResult, validate_inventory
 from reconciler.model.diagnostics import Diagnostic
-from reconciler.model.inventory import DesiredState, VerifyMode, VerifySettings
+from reconciler.model.inventory import DesiredState, InventoryFiles, VerifyMode, VerifySettings
 from reconciler.model.revisions import Revision
 
 INVALID_REVISION = "MP720"  # the newer revision does not validate: not applied
@@ -314,10 +314,14 @@ class InventorySource:
         keep = {p for p in snap.files if p != rel and not p.startswith(rel + "/")}
         if len(keep) == len(snap.files):
             return snap
+        unreadable = getattr(snap.files, "unreadable", {})
         return Snapshot(
             revision=snap.revision,
             root=snap.root,
-            files={p: snap.files[p] for p in keep},
+            files=InventoryFiles(
+                {p: snap.files[p] for p in keep},
+                {p: why for p, why in unreadable.items() if p != rel and not p.startswith(rel + "/")},
+            ),
             blob_ids={p: snap.blob_ids[p] for p in keep},
             tree_id=snap.tree_id,
         )

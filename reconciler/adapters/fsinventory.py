@@ -1,32 +1,51 @@
 """Read an inventory root from a directory into a mapping of relative path -> bytes.
 
-I/O adapter (the file system); no parsing. It never leaves the root: symbolic links are skipped,
-never followed, hidden entries (.git, .github, editors' swap files) are skipped, and each file is read with a bound of
-MAX_FILE_BYTES + 1 bytes, so an oversized file costs at most that much memory and the validator's
-size rule (MP101) still fires on it.
+I/O adapter (the file system); no parsing. It never leaves the root: symbolic links are never
+followed, hidden entries (.git, .github, editors' swap files) are skipped, and each file is read with a
+bound of MAX_FILE_BYTES + 1 bytes, so an oversized file costs at most that much memory and the
+validator's size rule (MP101) still fires on it.
+
+What cannot be read is recorded, never dropped (InventoryFiles.unreadable; validation reports it as
+MP420 and refuses the inventory): a directory or file that cannot be opened, a symbolic link, a FIFO,
+socket or device (never opened: it is stat'ed first and files are opened O_NONBLOCK, so nothing
+hangs), a name that is not UTF-8, directories nested deeper than MAX_DEPTH. The walk is iterative
+(no recursion limit to hit) and stops descending at MAX_DEPTH.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
 from pathlib import Path
 
 from reconciler.logic.yamldocs import MAX_FILE_BYTES
+from reconciler.model.inventory import InventoryFiles
 
 MAX_FILES = 100_000  # a 5,000-node inventory has ~5,000 files; more is a wrong root
+MAX_DEPTH = 16  # the format needs 2 levels (nodes/<node>.yaml); a repository rarely needs more than a few
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 class InventoryReadError(OSError):
     """The root cannot be read as an inventory (missing, not a directory, too many files)."""
 
 
-def read_inventory_dir(root: Path, *, limit: int = MAX_FILE_BYTES) -> Mapping[str, bytes]:
-    """Every regular file under `root`, keyed by '/'-separated relative path.
+def printable_name(name: str) -> str:
+    """A file name as text that can be printed and committed: bytes that are not UTF-8 (decoded by
+    Python as surrogates) are shown as \\xNN escapes."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
-    Symbolic links are skipped, never followed: following one could read outside the root, and in a
-    Git repository (what the controller reads) a link is not the file a reviewer saw. Raises
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def read_inventory_dir(root: Path, *, limit: int = MAX_FILE_BYTES) -> InventoryFiles:
+    """Every regular file under `root`, keyed by '/'-separated relative path, and what could not be read.
+
+    Symbolic links are never followed: following one could read outside the root, and in a Git
+    repository (what the controller reads) a link is not the file a reviewer saw. Raises
     InventoryReadError when the root is missing or not a directory."""
     root = Path(root)
     try:
@@ -35,30 +54,64 @@ def read_inventory_dir(root: Path, *, limit: int = MAX_FILE_BYTES) -> Mapping[st
         raise InventoryReadError(f"cannot read inventory root {root}: {exc.strerror or exc}") from exc
     if not stat.S_ISDIR(st.st_mode):
         raise InventoryReadError(f"inventory root {root} is not a directory")
-    out: dict[str, bytes] = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        # Hidden folders (.git, .github) are never inventory; prune them before descending.
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        rel_dir = os.path.relpath(dirpath, root)
-        for name in sorted(filenames):
+    out = InventoryFiles()
+    stack: list[tuple[str, str, int]] = [(str(root), "", 0)]
+    while stack:
+        dirpath, rel_dir, depth = stack.pop()
+        try:
+            with os.scandir(dirpath) as it:
+                entries = sorted(it, key=lambda e: e.name, reverse=True)
+        except OSError as exc:
+            out.unreadable[rel_dir or "."] = f"cannot read the directory: {_why(exc)}"
+            continue
+        for entry in entries:
+            name = entry.name
             if name.startswith("."):
+                continue  # hidden folders (.git, .github) and files are never inventory
+            rel = f"{rel_dir}/{printable_name(name)}" if rel_dir else printable_name(name)
+            if rel != (f"{rel_dir}/{name}" if rel_dir else name):
+                out.unreadable[rel] = "the file name is not UTF-8"
                 continue
-            full = os.path.join(dirpath, name)
-            rel = name if rel_dir == "." else f"{rel_dir.replace(os.sep, '/')}/{name}"
             try:
-                # O_NOFOLLOW: a symlink swapped in after the walk still cannot lead outside the root.
-                fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-            except OSError:
-                continue  # a symlink (ELOOP) or a file that vanished: not part of the inventory
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    continue
-                out[rel] = _read_bounded(fd, limit + 1)
-            finally:
-                os.close(fd)
-            if len(out) > MAX_FILES:
-                raise InventoryReadError(f"inventory root {root} holds more than {MAX_FILES} files")
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError as exc:
+                out.unreadable[rel] = f"cannot stat: {_why(exc)}"
+                continue
+            if stat.S_ISLNK(mode):
+                out.unreadable[rel] = "a symbolic link (never followed)"
+            elif stat.S_ISDIR(mode):
+                if depth + 1 >= MAX_DEPTH:
+                    out.unreadable[rel] = f"directories nested deeper than {MAX_DEPTH} levels"
+                else:
+                    stack.append((entry.path, rel, depth + 1))
+            elif stat.S_ISREG(mode):
+                _read_file(entry.path, rel, out, limit)
+                if len(out) > MAX_FILES:
+                    raise InventoryReadError(f"inventory root {root} holds more than {MAX_FILES} files")
+            else:
+                out.unreadable[rel] = "not a regular file (a FIFO, socket or device): not read"
     return out
+
+
+def _read_file(path: str, rel: str, out: InventoryFiles, limit: int) -> None:
+    try:
+        # O_NOFOLLOW: a symlink swapped in after the stat still cannot lead outside the root;
+        # O_NONBLOCK: neither can a FIFO swapped in make the open hang.
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
+    except FileNotFoundError:
+        return  # vanished since the listing: not part of the inventory
+    except OSError as exc:
+        out.unreadable[rel] = f"cannot open: {_why(exc)}"
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            out.unreadable[rel] = "not a regular file (a FIFO, socket or device): not read"
+            return
+        out[rel] = _read_bounded(fd, limit + 1)
+    except OSError as exc:
+        out.unreadable[rel] = f"cannot read: {_why(exc)}"
+    finally:
+        os.close(fd)
 
 
 def _read_bounded(fd: int, most: int) -> bytes:

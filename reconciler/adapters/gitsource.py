@@ -31,6 +31,7 @@ from typing import Any, cast
 import pygit2
 from pygit2.enums import CredentialType, FetchPrune, ObjectType
 
+from reconciler.model.inventory import InventoryFiles
 from reconciler.model.revisions import Revision
 
 # Stable error codes of the Git adapters (documented in INTERFACES.md and the README).
@@ -46,7 +47,9 @@ GIT_FAILED = "MP708"  # any other Git failure
 ORIGIN = "origin"
 _FETCH_REFSPECS = ["+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"]
 _PIN_PREFIX = "refs/migplan/"
-_SHA_RE = re.compile(r"^[0-9a-fA-F]{4,40}$")
+_SHA_RE = re.compile(r"[0-9a-fA-F]{4,40}")  # always fullmatch: "abcd\n" is not a commit
+_LINK_MODE = 0o120000  # a symbolic link's tree-entry mode
+MAX_TREE_DEPTH = 16  # as the directory loader (reconciler.adapters.fsinventory.MAX_DEPTH)
 
 # libgit2 reads known_hosts from its "home directory", a process-wide setting; SSH operations set it
 # to the remote's own directory under this lock so two remotes never see each other's host keys.
@@ -310,11 +313,11 @@ class InventoryRepo:
                 except (pygit2.GitError, ValueError):
                     continue
                 return Revision(ref=rev, sha=str(commit.id))
-        if _SHA_RE.match(rev) or rev == "HEAD" or "~" in rev or "^" in rev:
+        if _SHA_RE.fullmatch(rev) or rev == "HEAD" or "~" in rev or "^" in rev:
             try:
                 obj = self.repo.revparse_single(rev)
                 commit = obj.peel(pygit2.Commit)
-                return Revision(ref="" if _SHA_RE.match(rev) else rev, sha=str(commit.id))
+                return Revision(ref="" if _SHA_RE.fullmatch(rev) else rev, sha=str(commit.id))
             except (KeyError, ValueError, pygit2.GitError):
                 pass
         return GitFailure(REVISION_NOT_FOUND, f"no branch, tag or commit named {rev!r}", self.remote.url)
@@ -398,36 +401,53 @@ class InventoryRepo:
         except (ValueError, pygit2.GitError) as exc:
             return classify(exc, self.remote.url)
         excluded = _relative_exclude(root, exclude)
-        files: dict[str, bytes] = {}
+        files = InventoryFiles()
         blob_ids: dict[str, str] = {}
-        self._walk(tree, "", excluded, files, blob_ids, previous)
+        self._walk(tree, excluded, files, blob_ids, previous)
         return Snapshot(revision=revision, root=root, files=files, blob_ids=blob_ids, tree_id=str(tree.id))
 
     def _walk(
         self,
-        tree: pygit2.Tree,
-        prefix: str,
+        top: pygit2.Tree,
         excluded: str | None,
-        files: dict[str, bytes],
+        files: InventoryFiles,
         blob_ids: dict[str, str],
         previous: Snapshot | None,
     ) -> None:
+        """Every blob under `top`, iteratively (a tree nested thousands deep cannot exhaust the stack).
+
+        Recorded in files.unreadable instead of read (validation refuses the inventory, MP420): a
+        symbolic link (its blob is the link target, not the file a reviewer saw), a submodule, a name
+        that is not UTF-8, trees nested deeper than MAX_TREE_DEPTH."""
         prev_blobs = previous.blob_ids if previous is not None else {}
         prev_files = previous.files if previous is not None else {}
-        for entry in tree:
-            path = f"{prefix}{entry.name}"
-            if excluded is not None and path == excluded:
-                continue
-            if entry.type == ObjectType.TREE:
-                self._walk(cast(pygit2.Tree, self.repo[entry.id]), f"{path}/", excluded, files, blob_ids, previous)
-            elif entry.type == ObjectType.BLOB:
-                blob_id = str(entry.id)
-                blob_ids[path] = blob_id
-                if prev_blobs.get(path) == blob_id:
-                    files[path] = prev_files[path]
+        stack: list[tuple[pygit2.Tree, str, int]] = [(top, "", 0)]
+        while stack:
+            tree, prefix, depth = stack.pop()
+            for entry in tree:
+                raw = entry.raw_name
+                name = raw.decode("utf-8", "backslashreplace")
+                path = f"{prefix}{name}"
+                if excluded is not None and path == excluded:
+                    continue
+                if name.encode("utf-8", "surrogatepass") != raw:
+                    files.unreadable[path] = "the file name is not UTF-8"
+                elif entry.filemode == _LINK_MODE:
+                    files.unreadable[path] = "a symbolic link (never followed)"
+                elif entry.type == ObjectType.TREE:
+                    if depth + 1 >= MAX_TREE_DEPTH:
+                        files.unreadable[path] = f"trees nested deeper than {MAX_TREE_DEPTH} levels"
+                    else:
+                        stack.append((cast(pygit2.Tree, self.repo[entry.id]), f"{path}/", depth + 1))
+                elif entry.type == ObjectType.BLOB:
+                    blob_id = str(entry.id)
+                    blob_ids[path] = blob_id
+                    if prev_blobs.get(path) == blob_id:
+                        files[path] = prev_files[path]
+                    else:
+                        files[path] = cast(pygit2.Blob, self.repo[entry.id]).data
                 else:
-                    files[path] = cast(pygit2.Blob, self.repo[entry.id]).data
-            # commits (submodules) are not inventory; skipped
+                    files.unreadable[path] = "a submodule (a commit, not a file)"
 
 
 _TRUSTED_CA: set[str] = set()

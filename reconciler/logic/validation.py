@@ -43,6 +43,7 @@ from reconciler.model.inventory import (
     DesiredState,
     GpuOperatorSettings,
     GpuPlan,
+    InventoryFiles,
     LayoutSpec,
     MigStrategy,
     NodePlan,
@@ -146,6 +147,17 @@ def classify(path: str) -> tuple[str | None, Diagnostic | None]:
         return None, diag("MP411", f"invalid inventory path {path!r}: paths are relative and '/'-separated", None)
     if path == CLUSTER_FILE:
         return "Cluster", None
+    if path in ("nodes", "layouts") or (parts[0] == CLUSTER_FILE and len(parts) > 1):
+        # A file where a folder belongs (or a folder where cluster.yaml belongs): read as it is,
+        # the inventory would silently have no nodes, layouts or cluster settings.
+        what = "a file where the folder" if path in ("nodes", "layouts") else "a folder where the file"
+        return None, diag("MP420", f"{what} {parts[0]} belongs; the inventory is not applied", SourceRef(path))
+    if len(parts) > 2 and parts[0] in ("nodes", "layouts") and parts[1].endswith(_YAML_SUFFIXES):
+        return None, diag(
+            "MP420",
+            f"{parts[0]}/{parts[1]} is a folder where a file belongs; the inventory is not applied",
+            SourceRef(f"{parts[0]}/{parts[1]}"),
+        )
     is_yaml = path.endswith(_YAML_SUFFIXES)
     if len(parts) >= 2 and parts[0] in ("nodes", "layouts"):
         kind = "Node" if parts[0] == "nodes" else "Layout"
@@ -178,8 +190,15 @@ def validate_inventory(
     cache: ParseCache | None = None,
     blob_ids: Mapping[str, str] | None = None,
     catalog: Catalog | None = None,
+    unreadable: Mapping[str, str] | None = None,
 ) -> ValidationResult:
-    """Validate one inventory root. Never raises for bad input: it all ends up in diagnostics."""
+    """Validate one inventory root. Never raises for bad input: it all ends up in diagnostics.
+
+    `unreadable` (path -> why) lists what the loader could not read; by default it is taken from
+    `files` when that is an InventoryFiles. Each entry that concerns the inventory is an error (MP420):
+    an inventory with a part that cannot be read is refused, never taken as smaller than it is."""
+    if unreadable is None:
+        unreadable = files.unreadable if isinstance(files, InventoryFiles) else {}
     # Validation allocates hundreds of thousands of small acyclic objects (partitions, GPU plans):
     # the cycle collector would walk the growing heap again and again for nothing to free.
     # Paused for the run, restored after it, whatever happens.
@@ -187,10 +206,36 @@ def validate_inventory(
     if paused:
         gc.disable()
     try:
-        return _validate(files, revision=revision, cache=cache, blob_ids=blob_ids, catalog=catalog)
+        result = _validate(files, revision=revision, cache=cache, blob_ids=blob_ids, catalog=catalog)
     finally:
         if paused:
             gc.enable()
+    problems = unreadable_diagnostics(unreadable)
+    if not problems:
+        return result
+    diagnostics = tuple(sorted((*result.diagnostics, *problems), key=_sort_key))
+    return ValidationResult(None, diagnostics)
+
+
+def _concerns_inventory(path: str) -> bool:
+    """Whether an unreadable path could hold part of the inventory (the root itself, cluster.yaml,
+    anything under nodes/ or layouts/, any YAML file); others (a README, docs/) are not inventory."""
+    first = path.split("/", 1)[0]
+    return path == "." or first in (CLUSTER_FILE, "nodes", "layouts") or path.endswith(_YAML_SUFFIXES)
+
+
+def unreadable_diagnostics(unreadable: Mapping[str, str]) -> tuple[Diagnostic, ...]:
+    """MP420 for each unreadable path that concerns the inventory (see InventoryFiles)."""
+    out = []
+    for path in sorted(unreadable):
+        if _concerns_inventory(path) or "nested deeper" in unreadable[path]:
+            shown = path if len(path) <= 200 else path[:100] + "..." + path[-60:]
+            out.append(
+                diag(
+                    "MP420", f"cannot read {shown}: {unreadable[path]}; the inventory is not applied", SourceRef(shown)
+                )
+            )
+    return tuple(out)
 
 
 def _validate(

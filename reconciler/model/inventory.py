@@ -32,6 +32,19 @@ class VerifyMode(enum.StrEnum):
     HEAD = "head"
 
 
+class InventoryFiles(dict[str, bytes]):
+    """What a loader read from an inventory root: relative path -> bytes, plus what it could not read.
+
+    `unreadable` maps a path (printable: a name that is not UTF-8 is shown with escapes) to why it
+    could not be read (permission denied, a symbolic link, a FIFO or device, nested too deep, a
+    submodule). Validation turns each that concerns the inventory into an error (MP420): what cannot
+    be read is never an empty inventory."""
+
+    def __init__(self, files: Mapping[str, bytes] | None = None, unreadable: Mapping[str, str] | None = None) -> None:
+        super().__init__(files or {})
+        self.unreadable: dict[str, str] = dict(unreadable or {})
+
+
 @dataclass(frozen=True, slots=True)
 class SourceRef:
     file: str

@@ -142,16 +142,17 @@ def test_path_like_keys_never_pass() -> None:
     assert not result.valid and "MP411" in {d.code for d in result.errors}
 
 
-def test_reader_skips_symlinks_and_bounds_reads(example: Path, tmp_path: Path) -> None:
+def test_reader_never_follows_symlinks_and_bounds_reads(example: Path, tmp_path: Path) -> None:
     outside = tmp_path / "secret.yaml"
     outside.write_text("password: hunter2\n")
     os.symlink(outside, example / "nodes" / "leak.yaml")
     (example / "nodes" / "big.yaml").write_bytes(b"#" * (MAX_FILE_BYTES * 3))
     files = read_inventory_dir(example)
-    assert "nodes/leak.yaml" not in files
+    assert "nodes/leak.yaml" not in files  # never read...
     assert len(files["nodes/big.yaml"]) == MAX_FILE_BYTES + 1
     result = validate_inventory(files)
-    assert [(d.code, d.file) for d in result.errors] == [("MP101", "nodes/big.yaml")]
+    # ...but never silently dropped either (issue 10: what cannot be read is an error, MP420)
+    assert [(d.code, d.file) for d in result.errors] == [("MP101", "nodes/big.yaml"), ("MP420", "nodes/leak.yaml")]
 
 
 def test_reader_rejects_missing_root(tmp_path: Path) -> None:
