@@ -40,6 +40,27 @@ from reconciler.model.revisions import Revision
 
 INVALID_REVISION = "MP720"  # the newer revision does not validate: not applied
 STATE_NOT_SAVED = "MP721"  # the last known good could not be persisted (a restart would not find it)
+NODES_REMOVED = "MP725"  # the newer revision drops many nodes of the applied one, unconfirmed: not applied
+
+
+def node_removal_refusal(applied: DesiredState, candidate: DesiredState) -> str | None:
+    """Why `candidate` may not replace `applied` on its own, or None. Pure.
+
+    An inventory that suddenly has far fewer nodes than the revision being applied is more often a
+    bad merge, a wrong `--path` or a half-pushed tree than a decommissioning: more than one node and
+    more than a quarter of the applied nodes gone is refused unless the candidate's cluster.yaml
+    sets `spec.apply.confirmNodeRemoval` to exactly the number removed."""
+    removed = sorted(set(applied.nodes) - set(candidate.nodes))
+    if len(removed) <= 1 or len(removed) * 4 <= len(applied.nodes):
+        return None
+    if candidate.cluster.apply.confirm_node_removal == len(removed):
+        return None
+    shown = ", ".join(removed[:5]) + (f" and {len(removed) - 5} more" if len(removed) > 5 else "")
+    return (
+        f"it removes {len(removed)} of the {len(applied.nodes)} nodes of the applied revision ({shown}); "
+        f"set spec.apply.confirmNodeRemoval: {len(removed)} in cluster.yaml to confirm"
+    )
+
 
 Validator = Callable[..., ValidationResult]
 
@@ -268,6 +289,8 @@ class InventorySource:
                 result.diagnostics,
             )
             return self._refuse(refusal, fetch_error)
+        if applied is not None and (why := node_removal_refusal(applied.desired, result.desired)) is not None:
+            return self._refuse(Refusal(latest, NODES_REMOVED, why, result.diagnostics), fetch_error)
         snap = self._without_reports(repo, snap, result.desired)
         self._applied = _Applied(snap, result.desired, result.warnings, check)
         self._refused = None

@@ -370,6 +370,7 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
             mode=ApplyMode(a.get("mode", ApplyMode.GPU_OPERATOR.value)),
             max_unavailable_nodes=a.get("maxUnavailableNodes", 1),
             allow_disruption=a.get("allowDisruption", False),
+            confirm_node_removal=a.get("confirmNodeRemoval", 0),
         ),
         gpu_operator=GpuOperatorSettings(
             namespace=g.get("namespace", dg.namespace),

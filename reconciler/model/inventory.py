@@ -121,6 +121,9 @@ class ApplySettings:
     mode: ApplyMode = ApplyMode.GPU_OPERATOR
     max_unavailable_nodes: int = 1
     allow_disruption: bool = False
+    # A revision that removes many nodes of the last applied one is refused (MP725) unless this
+    # says how many it removes, exactly (so a confirmation left in place confirms nothing later).
+    confirm_node_removal: int = 0
 
 
 @dataclass(frozen=True, slots=True)

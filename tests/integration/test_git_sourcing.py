@@ -14,7 +14,7 @@ from reconciler.adapters.gitreports import BotIdentity, commit_report
 from reconciler.adapters.gitsource import GitAuth, GitRemote, InventoryRepo
 from reconciler.logic.validation import ParseCache
 from reconciler.model.inventory import ReportSettings
-from reconciler.sourcing import INVALID_REVISION, InventorySource, LoadedRevision, load_revision
+from reconciler.sourcing import INVALID_REVISION, NODES_REMOVED, InventorySource, LoadedRevision, load_revision
 
 NODES = {f"inv/nodes/gpu-{i}.yaml": node_yaml(f"gpu-{i}") for i in range(3)}
 
@@ -221,3 +221,36 @@ def test_state_that_cannot_be_saved_is_reported_and_the_cycle_still_acts(served,
     r = _source(daemon.url("inv"), cache_dir).cycle()
     assert r.changed and r.revision is not None and r.revision.sha == first and r.desired is not None
     assert r.source_error is not None and r.source_error.code == "MP721"
+
+
+def test_a_revision_that_drops_many_nodes_is_refused_until_confirmed(served, tmp_path: Path) -> None:
+    daemon, bare, work, first = served
+    source = _source(daemon.url("inv"), tmp_path / "cache")
+    assert source.cycle().changed
+    # 2 of 3 nodes gone (a bad merge, a half-pushed tree): not applied, and the report says why
+    drop = seed(bare, work, {"inv/nodes/gpu-1.yaml": None, "inv/nodes/gpu-2.yaml": None}, message="drop")  # type: ignore[dict-item]
+    r = source.cycle()
+    assert r.refused is not None and r.refused.code == NODES_REMOVED and r.refused.revision.sha == drop
+    assert "confirmNodeRemoval: 2" in r.refused.reason and "gpu-1, gpu-2" in r.refused.reason
+    assert r.revision is not None and r.revision.sha == first and r.desired is not None
+    assert set(r.desired.nodes) == {"gpu-0", "gpu-1", "gpu-2"}
+    assert r.to_json()["refused"]["code"] == "MP725"
+    # a confirmation for another number confirms nothing
+    wrong = cluster_yaml() + "  apply: {confirmNodeRemoval: 1}\n"
+    seed(bare, work, {"inv/cluster.yaml": wrong}, message="confirm the wrong count")
+    assert (r := source.cycle()).refused is not None and r.refused.code == NODES_REMOVED
+    confirmed = seed(
+        bare, work, {"inv/cluster.yaml": cluster_yaml() + "  apply: {confirmNodeRemoval: 2}\n"}, message="confirm"
+    )
+    r = source.cycle()
+    assert r.refused is None and r.changed and r.revision is not None and r.revision.sha == confirmed
+    assert r.desired is not None and set(r.desired.nodes) == {"gpu-0"}
+
+
+def test_removing_one_node_needs_no_confirmation(served, tmp_path: Path) -> None:
+    daemon, bare, work, _first = served
+    source = _source(daemon.url("inv"), tmp_path / "cache")
+    assert source.cycle().changed
+    one = seed(bare, work, {"inv/nodes/gpu-2.yaml": None}, message="decommission gpu-2")  # type: ignore[dict-item]
+    r = source.cycle()
+    assert r.refused is None and r.revision is not None and r.revision.sha == one
