@@ -425,7 +425,7 @@ class InventoryRepo:
         while stack:
             tree, prefix, depth = stack.pop()
             for entry in tree:
-                raw = entry.raw_name
+                raw = entry.raw_name or b""
                 name = raw.decode("utf-8", "backslashreplace")
                 path = f"{prefix}{name}"
                 if excluded is not None and path == excluded:
