@@ -132,7 +132,7 @@ def _path_problem(p: str) -> str | None:
             return "has an empty, '.' or '..' component"
         if part.lower() == ".git":
             return "names .git"
-        if not _NAME_RE.match(part):
+        if not _NAME_RE.fullmatch(part):  # fullmatch: "reports\n" must not pass a `$`
             return f"component {part!r} has characters outside [A-Za-z0-9_.@+-]"
     return None
 

@@ -26,6 +26,7 @@ from tabulate import tabulate
 
 from reconciler.adapters.gitsource import GitFailure
 from reconciler.commands import gitopts
+from reconciler.logic import markdown as md
 from reconciler.logic.revdiff import ChangeKind, PartitionChange, RevisionDiff, diff_states, disrupted_pods
 from reconciler.logic.validation import ParseCache
 from reconciler.model.diagnostics import Diagnostic
@@ -68,7 +69,12 @@ def summary_line(diff: RevisionDiff) -> str:
 
 
 def _diag_rows(diags: tuple[Diagnostic, ...]) -> list[list[str]]:
-    return [[d.location(), d.code, d.message] for d in diags]
+    return [[md.text(d.location()), d.code, md.text(d.message)] for d in diags]
+
+
+def _cells(row: list[Any]) -> list[Any]:
+    # tabulate pads and aligns but escapes nothing: every string cell goes through markdown.text.
+    return [c if isinstance(c, int) else md.text(c) for c in row]
 
 
 def render_markdown(
@@ -77,7 +83,7 @@ def render_markdown(
     diff: RevisionDiff | None,
     disrupts: dict[int, tuple[str, ...]] | None = None,
 ) -> str:
-    out = [f"### migplan plan: `{old.revision}` → `{new.revision}`", ""]
+    out = [f"### migplan plan: {md.code(old.revision)} → {md.code(new.revision)}", ""]
     target = new.validation
     if target.valid:
         warn = f" ({len(target.warnings)} warning(s))" if target.warnings else ""
@@ -91,20 +97,20 @@ def render_markdown(
     if diff is not None:
         out += ["", f"**{summary_line(diff)}**"]
         for note in diff.cluster_notes:
-            out.append(f"- cluster: {note}")
+            out.append(f"- cluster: {md.text(note)}")
         for name in diff.nodes_added:
-            out.append(f"- node `{name}` added")
+            out.append(f"- node {md.code(name)} added")
         for name in diff.nodes_removed:
-            out.append(f"- node `{name}` removed: its partitions are no longer managed")
+            out.append(f"- node {md.code(name)} removed: its partitions are no longer managed")
         for gn in diff.notes:
-            out.append(f"- `{gn.node}` GPU {gn.gpu}: {gn.message}")
+            out.append(f"- {md.code(gn.node)} GPU {gn.gpu}: {md.text(gn.message)}")
         if diff.changes:
-            rows = [[c.node, c.gpu, _VERBS[c.kind], c.profile, _placement(c), _owner(c)] for c in diff.changes]
+            rows = [_cells([c.node, c.gpu, _VERBS[c.kind], c.profile, _placement(c), _owner(c)]) for c in diff.changes]
             headers = ["Node", "GPU", "Change", "Profile", "Placement (start:size)", "Owner"]
             if disrupts is not None:
                 headers.append("Pods disrupted")
                 for i, row in enumerate(rows):
-                    row.append(", ".join(disrupts.get(i, ())) or "—")
+                    row.append(md.text(", ".join(disrupts.get(i, ())) or "—"))
                 held = len({p for pods in disrupts.values() for p in pods})
                 out += [
                     "",

@@ -214,7 +214,8 @@ def _parse_entry(name: str, raw: object) -> ConfigEntry:
         if not isinstance(mig_devices_raw, dict):
             raise MigPartedFormatError(f"invalid format for 'mig-devices': {mig_devices_raw!r}")
         for profile, count in mig_devices_raw.items():
-            if not isinstance(profile, str) or not _PROFILE_RE.match(profile) or ("+" in profile and "-" in profile):
+            bad = not isinstance(profile, str) or not _PROFILE_RE.fullmatch(profile)
+            if bad or ("+" in profile and "-" in profile):
                 raise MigPartedFormatError(f"invalid MIG profile: {profile!r}")
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:
                 raise MigPartedFormatError(f"invalid count for {profile}: {count!r}")

@@ -19,7 +19,7 @@ from reconciler.model.drift import Holder, Occupancy
 from reconciler.model.inventory import MigStrategy, NodePlan
 from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, ObservedNode, ObservedPod, is_gpu_resource
 
-_RS_HASH = re.compile(r"-[a-z0-9]{5,10}$")
+_RS_HASH = re.compile(r"-[a-z0-9]{5,10}\Z")  # \Z, not $: never before a trailing newline
 
 
 def resource_of(profile: str) -> str:

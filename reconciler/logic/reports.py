@@ -15,6 +15,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from reconciler.logic import markdown as md
 from reconciler.logic.drift import FINDING_CODES
 from reconciler.model.drift import DriftReport, Finding, GpuSliceMap, NodeReport, NodeStatus
 
@@ -143,22 +144,14 @@ def _inline(value: Any) -> str:
 _STATUS_ORDER = [NodeStatus.ERROR, NodeStatus.MISSING, NodeStatus.DRIFTED, NodeStatus.UNDOCUMENTED, NodeStatus.IN_SYNC]
 
 
-def _md(text: object) -> str:
-    """A table cell: pipes escaped, newlines flattened."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(headers: list[str], rows: list[list[Any]]) -> str:
-    """A GitHub-flavoured Markdown table without column padding: tabulate's per-cell type sniffing
-    costs seconds over the 5,000 per-node tables of a large cluster, and renderers ignore padding."""
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines.extend("| " + " | ".join(_md(c) for c in row) + " |" for row in rows)
-    return "\n".join(lines)
+# Every string below reaches Markdown through reconciler.logic.markdown (text, code, table, fence):
+# names, messages, log lines and signers are not migplan's to trust. Per-node tables use
+# markdown.table, not tabulate: its per-cell type sniffing costs seconds over 5,000 nodes.
 
 
 def _findings_table(findings: tuple[Finding, ...]) -> str:
     rows = [[f.code, f.severity.value, "" if f.gpu is None else f.gpu, f.profile or "", f.message] for f in findings]
-    return _md_table(["code", "severity", "gpu", "profile", "message"], rows)
+    return md.table(["code", "severity", "gpu", "profile", "message"], rows)
 
 
 def slice_map_text(gpu: GpuSliceMap) -> list[str]:
@@ -184,32 +177,38 @@ def slice_map_text(gpu: GpuSliceMap) -> list[str]:
 
 def _source_lines(source: Mapping[str, Any]) -> list[str]:
     out = ["", "## Source", ""]
-    out.append(f"- Applied revision: `{source.get('revision') or 'none'}`")
+    out.append(f"- Applied revision: {md.code(source.get('revision') or 'none')}")
     if source.get("latest") and source.get("latest") != source.get("revision"):
-        out.append(f"- Latest revision seen: `{source['latest']}`")
+        out.append(f"- Latest revision seen: {md.code(source['latest'])}")
     refused = source.get("refused")
     if refused:
-        out.append(f"- **`{refused.get('revision')}` is NOT applied**: {refused.get('code')} {refused.get('reason')}")
+        out.append(
+            f"- **{md.code(refused.get('revision'))} is NOT applied**: "
+            f"{md.text(refused.get('code'))} {md.text(refused.get('reason'))}"
+        )
         if refused.get("signer"):
-            out.append(f"  - signer: {refused['signer']}")
+            out.append(f"  - signer: {md.text(refused['signer'])}")
         for e in refused.get("errors") or ():
             where = e.get("file") or "<inventory>"
             if e.get("line"):
                 where += f":{e['line']}"
-            out.append(f"  - {where}: {e.get('code')} {e.get('message')}")
+            out.append(f"  - {md.text(where)}: {md.text(e.get('code'))} {md.text(e.get('message'))}")
     err = source.get("source_error")
     if err:
-        out.append(f"- Source error: {err.get('code')} {err.get('message')} ({err.get('url')})")
+        out.append(
+            f"- Source error: {md.text(err.get('code'))} {md.text(err.get('message'))} ({md.text(err.get('url'))})"
+        )
     sig = source.get("signature")
     if sig:
-        out.append(f"- Signature: {sig.get('status')}" + (f" ({sig.get('signer')})" if sig.get("signer") else ""))
+        signer = f" ({md.text(sig.get('signer'))})" if sig.get("signer") else ""
+        out.append(f"- Signature: {md.text(sig.get('status'))}{signer}")
     return out
 
 
 def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = None) -> bytes:
     counts = report.counts()
-    out: list[str] = [f"# MIG drift report: {report.cluster}", ""]
-    out.append(f"Inventory revision `{report.revision}`, MIG strategy `{report.strategy}`. ")
+    out: list[str] = [f"# MIG drift report: {md.text(report.cluster)}", ""]
+    out.append(f"Inventory revision {md.code(report.revision)}, MIG strategy {md.code(report.strategy)}. ")
     verdict = "in sync with the inventory" if report.in_sync else "**not** in sync with the inventory"
     out.append(f"The cluster is {verdict}. Written by migplan; do not edit.")
     if source is not None:
@@ -228,10 +227,10 @@ def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = Non
         out += ["", "## Cluster", "", _findings_table(report.cluster_findings)]
     out += ["", "## Nodes", ""]
     rows = [[n.name, n.status.value, n.mig_config or "", len(n.findings)] for n in report.nodes]
-    out.append(_md_table(["node", "status", "mig.config", "findings"], rows))
+    out.append(md.table(["node", "status", "mig.config", "findings"], rows))
     maps: Mapping[str, tuple[GpuSliceMap, ...]] = report.slice_maps
     for n in report.nodes:
-        out += ["", f"### {n.name}: {n.status.value}", ""]
+        out += ["", f"### {md.text(n.name)}: {n.status.value}", ""]
         if n.findings:
             out += [_findings_table(n.findings), ""]
         if n.occupancy:
@@ -245,11 +244,8 @@ def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = Non
                 ]
                 for o in n.occupancy
             ]
-            out += [_md_table(["profile", "total", "used", "free", "held by"], rows), ""]
+            out += [md.table(["profile", "total", "used", "free", "held by"], rows), ""]
         gpus = maps.get(n.name, ())
         if gpus:
-            out.append("```")
-            for g in gpus:
-                out.extend(slice_map_text(g))
-            out.append("```")
+            out.extend(md.fence([line for g in gpus for line in slice_map_text(g)]))
     return ("\n".join(out).rstrip() + "\n").encode("utf-8")

@@ -24,6 +24,7 @@ list; the README and `migplan validate` output refer to it.
 | MP113 | error   | document is not a mapping |
 | MP114 | error   | nesting too deep |
 | MP115 | error   | number too large to read |
+| MP116 | error   | number form YAML 1.1 and 1.2 read differently (010, 0b100, 0x10, +4, 1_000, 1:20; 09, 1e3) |
 | MP200 | error   | other schema violation |
 | MP201 | error   | required field missing |
 | MP202 | error   | unknown field |
@@ -100,6 +101,7 @@ CODES: Mapping[str, Rule] = {
         Rule("MP113", E, "document is not a mapping"),
         Rule("MP114", E, "nesting too deep"),
         Rule("MP115", E, "number too large"),
+        Rule("MP116", E, "YAML 1.1 / 1.2 ambiguous number form"),
         Rule("MP200", E, "schema violation"),
         Rule("MP201", E, "required field missing"),
         Rule("MP202", E, "unknown field"),

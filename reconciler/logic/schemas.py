@@ -52,9 +52,27 @@ def schema(kind: str) -> Mapping[str, Any]:
     return loaded
 
 
+def python_patterns(node: Any) -> Any:
+    """The schema with every `pattern` anchored for Python's `re`, which both validators use.
+
+    JSON Schema patterns are ECMA-262 regexes applied as a search; the schemas anchor them with
+    ^...$ (so editors full-match). In Python, `$` also matches before a trailing newline, so
+    "team-a\\n" would pass `^[a-z0-9-]+$`: the final `$` becomes `\\Z` (end of text, what `$` means
+    in ECMA-262 without the m flag)."""
+    if isinstance(node, dict):
+        out = {k: python_patterns(v) for k, v in node.items()}
+        pat = out.get("pattern")
+        if isinstance(pat, str) and pat.endswith("$") and not pat.endswith("\\$"):
+            out["pattern"] = pat[:-1] + "\\Z"
+        return out
+    if isinstance(node, list):
+        return [python_patterns(v) for v in node]
+    return node
+
+
 @functools.cache
 def _validator(kind: str) -> Any:
-    return _Validator(schema(kind))
+    return _Validator(python_patterns(schema(kind)))
 
 
 def check_document(doc: YamlDoc, *, kind: str, file: str) -> tuple[Diagnostic, ...]:
@@ -186,7 +204,7 @@ def _fast(kind: str) -> Any:
         import fastjsonschema
     except ImportError:  # pragma: no cover - a declared dependency; without it, the reference only
         return None
-    compiled = _guard_strings(json.loads(json.dumps(schema(kind))))
+    compiled = _guard_strings(python_patterns(schema(kind)))
     compiled["$schema"] = "http://json-schema.org/draft-07/schema#"
     return fastjsonschema.compile(compiled, formats={_PLAIN_FORMAT: _not_a_yaml11_bool})
 
@@ -249,7 +267,7 @@ def _fast_node_parts() -> tuple[Any, Any] | None:
         import fastjsonschema
     except ImportError:  # pragma: no cover
         return None
-    node = _guard_strings(json.loads(json.dumps(schema("Node"))))
+    node = _guard_strings(python_patterns(schema("Node")))
     node["$schema"] = "http://json-schema.org/draft-07/schema#"
     gpu = {"$schema": node["$schema"], "$defs": node["$defs"], "$ref": "#/$defs/gpu"}
     envelope = json.loads(json.dumps(node))

@@ -10,7 +10,9 @@ parser dangerous, instead of guessing:
 * anchors reused through aliases: rejected on first reuse, so a "billion laughs" file costs one
   composition pass (pyyaml's composer shares alias nodes, it does not expand them), never an expansion;
 * duplicate keys (pyyaml silently keeps the last one) and keys that are not strings (`on:`, `1:`);
-* tags other than the plain JSON-like ones, numbers too large to read, nesting deeper than MAX_DEPTH.
+* tags other than the plain JSON-like ones, numbers too large to read, nesting deeper than MAX_DEPTH;
+* number forms YAML 1.1 and YAML 1.2 read differently (010, 0b100, 0x10, +4, 1_000, 1:20 as numbers;
+  09, 1e3, 0o17 as text): MP116, so a value means what every tool reading the file says it means.
 
 Values are built from pyyaml's node graph (composed by the C loader) by this module, not by pyyaml's
 constructor, so that every mapping key and sequence item gets the line it was written on: `lines`
@@ -43,6 +45,18 @@ _PLAIN_TAGS = {
     "tag:yaml.org,2002:null",
 }
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_STR = "tag:yaml.org,2002:str"
+# The only integer spelling both YAML 1.1 (pyyaml, this loader) and YAML 1.2 (editors, yq, yaml-rs,
+# Go's yaml.v3) read as the same number. YAML 1.1 also reads 010 as 8, 0b100 as 4, 0x10 as 16,
+# 1_000 as 1000, +4 as 4 and 1:20 as 80 (base 60); a 1.2 tool reads 010 as 10 and 0b100 or 1:20 as text.
+_CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+# Plain scalars YAML 1.2's core schema reads as numbers while YAML 1.1 reads them as text (09, 1e3, 0o17).
+_YAML12_NUMBER = re.compile(
+    r"[-+]?(?:[0-9]+|(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|\.(?:inf|Inf|INF))|0o[0-7]+|0x[0-9a-fA-F]+"
+    r"|\.(?:nan|NaN|NAN)"
+)
 _TAB_INDENT = re.compile(rb"^[ ]*\t", re.MULTILINE)
 _BOMS = (
     (b"\xef\xbb\xbf", "UTF-8"),
@@ -284,11 +298,36 @@ def _scalar(node: yaml.ScalarNode) -> Any:
         raise _Reject("MP110", f"unsupported YAML tag {node.tag!r}; write a plain value", line)
     try:
         # The per-tag constructor directly: construct_object() would memoise every node forever.
-        return _SCALAR.yaml_constructors[node.tag](_SCALAR, node)
+        value = _SCALAR.yaml_constructors[node.tag](_SCALAR, node)
     except ValueError as exc:  # int() beyond Python's 4300-digit limit
         raise _Reject("MP115", f"number with {len(node.value)} characters is too large to read", line) from exc
     except yaml.YAMLError as exc:
         raise _Reject("MP107", f"cannot read value {node.value[:40]!r}: {_one_line(str(exc))[:120]}", line) from exc
+    _check_number_form(node, value, line)
+    return value
+
+
+def _check_number_form(node: yaml.ScalarNode, value: Any, line: int) -> None:
+    """MP116 for a plain scalar whose meaning depends on the YAML version of the reader."""
+    text = node.value
+    if node.tag == _INT and not _CANONICAL_INT.fullmatch(text):
+        raise _Reject(
+            "MP116",
+            f"{text[:40]!r} is the integer {value} in YAML 1.1 but not in YAML 1.2 (octal, binary, hex, base-60, "
+            f"'_' or '+' form); write {value}, or quote it if it is text",
+            line,
+        )
+    if node.tag == _FLOAT and ("_" in text or ":" in text or text.startswith("+")):
+        raise _Reject(
+            "MP116", f"{text[:40]!r} is a YAML 1.1-only number form ('_', '+' or base 60); write it plainly", line
+        )
+    if node.tag == _STR and not node.style and _YAML12_NUMBER.fullmatch(text):  # plain: None, or "" (C loader)
+        raise _Reject(
+            "MP116",
+            f"{text[:40]!r} is text in YAML 1.1 but a number in YAML 1.2; quote it if it is text, or write the "
+            "number in decimal",
+            line,
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -316,7 +355,7 @@ _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 # 19+ digits, .5; on the original bytes: leading zeros (017, 0x1f, 0o17). Literal-led patterns and
 # substring tests only: they run at memchr speed, alternations would cost more than the parse.
 _FLOATISH = re.compile(rb"0[.eE:_]")
-_LEADING_ZERO = re.compile(rb"[ {,+]0[0-9xXoObB_]")
+_LEADING_ZERO = re.compile(rb"[ {,+]0[0-9xXoObB_]|[ {,]-0[0-9xXoObB_]")
 _SEPARATORS_TO_SPACE = bytes.maketrans(b"{,+-", b"    ")  # then " .0" stands for all of " {,+-" + ".0"
 # A comment cut from the screened copy only when no '"' follows it on its line, so that a ' #'
 # inside a quoted string never hides what comes after it.
@@ -359,6 +398,8 @@ def fast_parse(data: bytes) -> tuple[str, dict[str, Any]] | None:
         return None
     digits = body.translate(_DIGITS_TO_ZERO)
     if _FLOATISH.search(digits) or _LEADING_ZERO.search(body) or b"0000000000000000000" in digits:
+        return None
+    if b"+0" in digits:  # +4: YAML 1.1-only (MP116), the reference words it
         return None
     if b".0" in digits and b" .0" in digits.translate(_SEPARATORS_TO_SPACE):
         return None

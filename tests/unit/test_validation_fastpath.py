@@ -156,6 +156,17 @@ EDITS = [
     ("layout: halves", "layout: quarters"),
     ("layout: halves", "layout: halves\n      mig: {enabled: false}"),
     ("kind: Node", "kind: Node\n---\nkind: Node"),
+    # issue 10: forms refused with MP116 by the reference must never be accepted by the fast path
+    ("index: 1", "index: +1"),
+    ("placement: 4", "placement: +4"),
+    ("placement: 4", "placement: -00"),
+    ("placement: 4", "placement: -0x4"),
+    ("placement: 4", "placement: 0b100"),
+    ("owner: team-a", "owner: 1e3"),
+    ("owner: team-a", "owner: 09"),
+    ("purpose: serving", "purpose: 1_000"),
+    ("owner: team-a", 'owner: "team-a\\n"'),
+    ("{rack: r1}", '{rack: "r1\\n"}'),
 ]
 
 
