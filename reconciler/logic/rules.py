@@ -137,9 +137,9 @@ CODES: Mapping[str, Rule] = {
 
 # The device plugin's own words (k8s-device-plugin internal/rm/device_map.go
 # buildDeviceMapFromConfigResources and assertAllMigDevicesAreValid; tests/reference/stack-facts.md
-# section 1.4); quoted so that a person who later greps the plugin's log finds us. Under `single` the plugin checks, in this order: a MIG-enabled GPU
-# without MIG devices, more than one MIG device type, then MIG-enabled and -disabled GPUs together, and
-# stops at the first, so it logs only one of them.
+# section 1.4); quoted so that a person who later greps the plugin's log finds us. Under `single` the
+# plugin checks, in this order: a MIG-enabled GPU without MIG devices, more than one MIG device type,
+# then MIG-enabled and -disabled GPUs together, and stops at the first, so it logs only one of them.
 PLUGIN_MIXED_TYPES = "more than one MIG device type present on node"
 PLUGIN_MIXED_MODES = "all devices on the node must be configured with the same migEnabled value"
 PLUGIN_EMPTY_GPU = "has no MIG devices configured"  # after "device <NVML index> "
