@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler.adapters.commitsigning import CommitSigner
 from reconciler.adapters.gitreports import BotIdentity, ReportOutcome, commit_report, report_message
 from reconciler.adapters.gitsource import GitFailure, InventoryRepo
 from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, ClusterPort, CycleResult, reconcile_once
@@ -91,6 +92,7 @@ def run_gitops_cycle(
     may_write: Callable[[], bool] = lambda: True,
     publish_agent_layouts: AgentPublisher | None = None,
     bot: BotIdentity = DEFAULT_BOT,
+    signer: CommitSigner | None = None,
     now: datetime | None = None,
 ) -> GitopsCycle:
     src = source.cycle()
@@ -126,6 +128,7 @@ def run_gitops_cycle(
         files=files,
         message=report_message(src.revision, counts),
         bot=bot,
+        signer=signer,
     )
     if outcome.status in ("queued", "refused", "failed") and outcome.failure is not None:
         notes.append(f"report {outcome.status}: {outcome.failure.code}: {outcome.failure.message}")

@@ -78,6 +78,12 @@ class Settings:
     git_ssh_key: str = ""  # path of an SSH private key
     git_known_hosts: str = ""  # path of a known_hosts file
     cache_dir: str = "/var/cache/migplan"
+    # the report commits: who makes them and, optionally, the key that signs them (as git does with
+    # gpg.format ssh / openpgp); the key is a file, e.g. a mounted Secret (reconciler.adapters.commitsigning)
+    report_author_name: str = "migplan"
+    report_author_email: str = "migplan@localhost"
+    report_signing_format: str = ""  # "" (unsigned) | ssh | openpgp
+    report_signing_key: str = ""  # ssh: OpenSSH private key file; openpgp: ASCII-armoured secret key file
     # the cluster
     kubeconfig: str = ""  # empty: in-cluster configuration
     namespace: str = "migplan"  # where the Lease and the controller live
@@ -264,5 +270,14 @@ def _validate(s: Settings) -> None:
         raise _error("listen", f"expected HOST:PORT, got {s.listen!r}") from None
     if not 0 <= port <= 65535:
         raise _error("listen", f"port out of range in {s.listen!r}")
+    if s.report_signing_format not in ("", "ssh", "openpgp"):
+        raise _error(
+            "report_signing_format", f"expected ssh or openpgp (or empty: unsigned), got {s.report_signing_format!r}"
+        )
+    if bool(s.report_signing_format) != bool(s.report_signing_key):
+        raise _error(
+            "report_signing_key",
+            "report_signing_format and report_signing_key go together (a key file and its format: ssh or openpgp)",
+        )
     if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         raise _error("log_level", f"unknown level {s.log_level!r}")

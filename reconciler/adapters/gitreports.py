@@ -13,6 +13,9 @@ Contract of `commit_report(repo, settings=, files=, message=, bot=)`:
 - every report goes through an outbox in the cache directory first (one JSON file per report,
   surviving restarts); a report that cannot be pushed now stays there and is pushed, in order, by a
   later call. Nothing is dropped.
+- with a `signer` (reconciler.adapters.commitsigning), every report commit is signed as git signs
+  (`gpgsig` header over the commit buffer: pygit2 `create_commit_string` + `create_commit_with_signature`);
+  a signature that cannot be made leaves the report queued with MP730, so nothing is pushed unsigned.
 For a local repository (no remote) the commit is written straight into it, on the reports branch only.
 
 Not pure: disk and network I/O. With adapters/gitsource.py the only modules importing pygit2.
@@ -34,6 +37,7 @@ import pygit2
 import tenacity
 from pygit2.enums import FileMode
 
+from reconciler.adapters.commitsigning import CommitSigner, SigningFailed
 from reconciler.adapters.gitsource import (
     GIT_FAILED,
     ORIGIN,
@@ -203,6 +207,7 @@ def commit_report(
     message: str,
     bot: BotIdentity = BotIdentity(),
     max_attempts: int = 6,
+    signer: CommitSigner | None = None,
 ) -> ReportOutcome:
     """Queue this report, then push every queued report in order (see the module docstring)."""
     refused = check_report_paths(settings.path, list(files)) or check_branch(repo, settings.branch)
@@ -221,10 +226,10 @@ def commit_report(
         # Nowhere to keep it: say so loudly rather than pretend it is queued.
         failure = GitFailure(GIT_FAILED, f"cannot write the report outbox: {exc}", repo.remote.url)
         return ReportOutcome(status="failed", failure=failure)
-    return flush_outbox(repo, max_attempts=max_attempts)
+    return flush_outbox(repo, max_attempts=max_attempts, signer=signer)
 
 
-def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6) -> ReportOutcome:
+def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6, signer: CommitSigner | None = None) -> ReportOutcome:
     """Push queued reports in order; stop at the first that cannot be pushed now (kept for later)."""
     outbox = Outbox.for_repo(repo)
     pushed: list[str] = []
@@ -251,7 +256,9 @@ def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6) -> ReportOutcome
             ):
                 with attempt:
                     attempts += 1
-                    commit = _commit_and_push(repo, branch=branch, root=root, files=files, message=message, bot=bot)
+                    commit = _commit_and_push(
+                        repo, branch=branch, root=root, files=files, message=message, bot=bot, signer=signer
+                    )
         except _Offline as exc:
             return ReportOutcome(
                 status="queued",
@@ -275,7 +282,14 @@ def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6) -> ReportOutcome
 
 
 def _commit_and_push(
-    repo: InventoryRepo, *, branch: str, root: str, files: Mapping[str, bytes], message: str, bot: BotIdentity
+    repo: InventoryRepo,
+    *,
+    branch: str,
+    root: str,
+    files: Mapping[str, bytes],
+    message: str,
+    bot: BotIdentity,
+    signer: CommitSigner | None = None,
 ) -> str | None:
     """One attempt: build the report tree on the current tip; commit and push only if it differs."""
     git = repo.repo
@@ -292,7 +306,9 @@ def _commit_and_push(
         return None
     who = pygit2.Signature(bot.name, bot.email)
     parents = [tip.id] if tip is not None else []
-    commit_id = git.create_commit(None, who, who, message, tree_id, parents)
+    commit_id = _create_commit(
+        git, who=who, message=message, tree_id=tree_id, parents=parents, signer=signer, url=repo.remote.url
+    )
     if local:
         current = git.references.get(tip_ref)
         if (current.target if current is not None else None) != (tip.id if tip is not None else None):
@@ -315,6 +331,32 @@ def _commit_and_push(
         raise _Rejected("; ".join(f"{r}: {m}" for r, m in callbacks.rejected.items()))
     git.references.create(tip_ref, commit_id, force=True)
     return str(commit_id)
+
+
+def _create_commit(
+    git: pygit2.Repository,
+    *,
+    who: pygit2.Signature,
+    message: str,
+    tree_id: pygit2.Oid,
+    parents: list[pygit2.Oid],
+    signer: CommitSigner | None,
+    url: str,
+) -> pygit2.Oid:
+    """The report commit object, signed over its buffer when a signer is configured (no ref is moved)."""
+    if signer is None:
+        unsigned: pygit2.Oid = git.create_commit(None, who, who, message, tree_id, parents)
+        return unsigned
+    # pygit2's stub says Oid; the call returns the commit buffer as text (what git signs).
+    parent_args: list[str | pygit2.Oid] = list(parents)
+    content = str(git.create_commit_string(who, who, message, tree_id, parent_args))
+    try:
+        signature = signer.sign(content.encode("utf-8"))
+    except SigningFailed as exc:
+        # Offline, not rejected: the report stays in the outbox and is retried (signed) next cycle.
+        raise _Offline(GitFailure(exc.code, exc.message, url)) from exc
+    signed: pygit2.Oid = git.create_commit_with_signature(content, signature)
+    return signed
 
 
 def _report_tree(

@@ -35,6 +35,8 @@ class GitCycle:
     """The production cycle: Git source → engine → agent-mode publish → report commit."""
 
     def __init__(self, settings: Settings) -> None:
+        from reconciler.adapters.commitsigning import load_signer
+        from reconciler.adapters.gitreports import BotIdentity
         from reconciler.adapters.gitsource import GitAuth, GitRemote
         from reconciler.sourcing import InventorySource
 
@@ -46,6 +48,13 @@ class GitCycle:
             known_hosts=Path(settings.git_known_hosts) if settings.git_known_hosts else None,
         )
         self.settings = settings
+        self.bot = BotIdentity(settings.report_author_name, settings.report_author_email)
+        # Loaded (and proven to sign) before the first cycle: a wrong key stops `migplan run` with MP730.
+        self.signer = (
+            load_signer(settings.report_signing_format, settings.report_signing_key)
+            if settings.report_signing_format
+            else None
+        )
         self.remote = GitRemote(settings.repo, Path(settings.cache_dir), auth)
         self.source = InventorySource(self.remote, ref=settings.branch, root=settings.path)
         self._cluster: Any = None
@@ -86,6 +95,8 @@ class GitCycle:
             dry_run=self.settings.dry_run,
             may_write=ctx.may_write,
             publish_agent_layouts=lambda desired, revision: self._publish_agent_layouts(ctx, desired, revision),
+            bot=self.bot,
+            signer=self.signer,
         )
         src = cycle.source
         for note in cycle.notes:
@@ -154,7 +165,11 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
     except Exception as exc:
         click.echo(f"error MP800: cannot load the Kubernetes configuration: {exc}", err=True)
         sys.exit(2)
-    cycle = GitCycle(settings)
+    try:
+        cycle = GitCycle(settings)
+    except MigplanError as exc:  # e.g. MP730: the report signing key cannot sign
+        click.echo(f"error {exc.code}: {exc.message}", err=True)
+        sys.exit(2)
     if once:
         from reconciler.adapters import kubeclient
 

@@ -139,10 +139,15 @@ CODES: Mapping[str, Rule] = {
     )
 }
 
-# The device plugin's own words (k8s-device-plugin internal/rm/device_map.go, tests/reference/
-# stack-facts.md section 1.4); quoted so that a person who later greps the plugin's log finds us.
+# The device plugin's own words (k8s-device-plugin internal/rm/device_map.go
+# buildDeviceMapFromConfigResources and assertAllMigDevicesAreValid; tests/reference/stack-facts.md
+# section 1.4); quoted so that a person who later greps the plugin's log finds us. Under `single` the
+# plugin checks, in this order: a MIG-enabled GPU without MIG devices, more than one MIG device type,
+# then MIG-enabled and -disabled GPUs together, and stops at the first, so it logs only one of them.
 PLUGIN_MIXED_TYPES = "more than one MIG device type present on node"
 PLUGIN_MIXED_MODES = "all devices on the node must be configured with the same migEnabled value"
+PLUGIN_EMPTY_GPU = "has no MIG devices configured"  # after "device <NVML index> "
+PLUGIN_UNMATCHED = "MIG profile '{profile}' does not match any resource patterns"
 
 _CI_PROFILE = re.compile(r"^(\d+)c\.(\d+)g\.")
 
@@ -195,8 +200,10 @@ def check_gpu(
         out.append(
             diag(
                 "MP309",
-                f"{context}: MIG is enabled but no partitions are listed; the GPU would be unusable "
-                "(the device plugin reports 'has no MIG devices configured'). List partitions or set enabled: false",
+                f"{context}: MIG is enabled but no partitions are listed; the GPU would be unusable (under "
+                f"migStrategy single the device plugin exits with 'device <index> {PLUGIN_EMPTY_GPU}' "
+                "and advertises nothing for the node; under mixed it only warns). List partitions or set enabled: "
+                "false",
                 source,
             )
         )
@@ -209,9 +216,11 @@ def check_gpu(
             out.append(
                 diag(
                     "MP311",
-                    f"{context}: profile {p.profile} is a compute-instance subdivision (C != G); the device plugin "
-                    "advertises only profiles with C == G, so no pod could request it. Use a GPU-instance profile "
-                    f"such as {ci.group(2)}g.* instead",
+                    f"{context}: profile {p.profile} is a compute-instance subdivision (C != G); under migStrategy "
+                    "mixed the device plugin has resources only for profiles with C == G and exits with "
+                    f"'{PLUGIN_UNMATCHED.format(profile=p.profile)}', advertising nothing for the node (under "
+                    "single it would be a plain nvidia.com/gpu). Use a GPU-instance profile such as "
+                    f"{ci.group(2)}g.* instead",
                     p.source,
                 )
             )
@@ -373,11 +382,15 @@ def check_strategy(
         )
     if len(mig_gpus) != len(node.gpus):
         off = next(g for g in node.gpus if not g.mig_enabled)
+        # The plugin reaches the migEnabled check only when every MIG device check passed; otherwise its
+        # log carries the earlier refusal (MP401 / MP309) and this one shows after that is fixed.
+        first_error = "" if len(types) <= 1 else f" (its log shows '{PLUGIN_MIXED_TYPES}' first)"
         out.append(
             diag(
                 "MP402",
                 f"node {node.name} mixes MIG-enabled and MIG-disabled GPUs under migStrategy single; the device "
-                f"plugin refuses that with '{PLUGIN_MIXED_MODES}'. Set migStrategy: mixed in cluster.yaml",
+                f"plugin refuses that with '{PLUGIN_MIXED_MODES}'{first_error}. Set migStrategy: mixed in "
+                "cluster.yaml",
                 gpu_lines.get(off.index) or node.source,
                 node=node.name,
             )

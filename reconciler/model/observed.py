@@ -30,11 +30,19 @@ RESTARTED_AT_ANNOTATION = "kubectl.kubernetes.io/restartedAt"
 MIG_MANAGER_APP_LABEL = ("app", "nvidia-mig-manager")  # the GPU Operator's mig-manager DaemonSet pods
 # stack-facts §1.4: match on this substring, whatever wraps it.
 MIXED_LAYOUT_ERROR = "more than one MIG device type present on node"
-# The device plugin's refusals of a node's layout under `single` (stack-facts §1.4, device_map.go
-# lines 195 and 101); the first is the article's.
+# The device plugin's refusals of a node's layout (k8s-device-plugin internal/rm/device_map.go
+# buildDeviceMapFromConfigResources, checked in this order): under `single` a MIG-enabled GPU without MIG
+# devices (assertAllMigDevicesAreValid), more than one MIG device type (the article's), then MIG-enabled and
+# -disabled GPUs together; under `mixed` a compute-instance profile such as 1c.3g.71gb, for which
+# AddDefaultResourcesToConfig (rm.go) made no resource pattern (buildMigDeviceMap). Whatever wraps them.
+MIXED_MODES_ERROR = "all devices on the node must be configured with the same migEnabled value"
+EMPTY_MIG_GPU_ERROR = "has no MIG devices configured"
+UNMATCHED_PROFILE_ERROR = "does not match any resource patterns"
 LAYOUT_REFUSALS = (
     MIXED_LAYOUT_ERROR,
-    "all devices on the node must be configured with the same migEnabled value",
+    MIXED_MODES_ERROR,
+    EMPTY_MIG_GPU_ERROR,
+    UNMATCHED_PROFILE_ERROR,
 )
 
 

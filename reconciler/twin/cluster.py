@@ -380,6 +380,10 @@ class ClusterTwin:
         dp_pod = helper.render_dp_pod(name) if tw.gpus else None
         adv = None
         if dp_pod is not None:
+            # [assumption] the node's first device-plugin run saw its GPUs MIG-disabled (the operator labels a
+            # new GPU node nvidia.com/mig.config=all-disabled), so the kubelet has nvidia.com/gpu registered and
+            # keeps it at 0 once no plugin serves it (kubelet nodestatus/setters.go MachineInfo).
+            capacity[deviceplugin.GPU_RESOURCE] = "0"
             adv = deviceplugin.evaluate(tw.gpus, helper.dp_strategy(dp_pod, labels))
             if adv.ok:
                 capacity.update({k: str(v) for k, v in adv.resources.items()})

@@ -64,6 +64,7 @@ def test_each_kustomization_lists_every_file_of_its_directory() -> None:
         listed = {r for r in k.get("resources", []) if not r.startswith("..")}
         listed |= {p["path"] for p in k.get("patches", [])}
         listed |= {e for g in k.get("secretGenerator", []) for e in g.get("envs", [])}
+        listed |= {e.rpartition("=")[2] for g in k.get("secretGenerator", []) for e in g.get("files", [])}
         present = {p.name for p in kfile.parent.iterdir() if p.is_file() and p.name != "kustomization.yaml"}
         assert listed == present, f"{kfile}: listed {sorted(listed)} vs present {sorted(present)}"
 
@@ -266,3 +267,25 @@ def test_every_object_is_created_on_the_twin(rendered: list[dict[str, Any]], twi
         f"\ncreated on the twin (after dryRun=All): {sorted(set(created))}; "
         f"not served by the twin: {sorted(set(unserved))}"
     )
+
+
+def test_signed_reports_overlay_mounts_the_key_where_the_settings_read_it(tmp_path: Path) -> None:
+    # The signing key Secret is mounted by the base Deployment (optional: unsigned clusters need no Secret) and the
+    # overlay's settings point at the file the Secret's key becomes.
+    objs = render(DEPLOY / "overlays" / "signed-reports")
+    pod = find(objs, "Deployment", "migplan-controller")["spec"]["template"]["spec"]
+    vol = next(v for v in pod["volumes"] if v["name"] == "report-signing")
+    assert vol["secret"]["secretName"] == "migplan-report-signing" and vol["secret"]["optional"] is True
+    assert vol["secret"]["defaultMode"] == 0o400
+    (c,) = pod["containers"]
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "report-signing")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(find(objs, "ConfigMap", "migplan-config")["data"]["config.yaml"])
+    s = load_settings(env={}, config_file=cfg)
+    assert s.report_signing_format == "ssh" and s.report_author_email == "migplan-bot@example.com"
+    key = Path(s.report_signing_key)
+    assert str(key.parent) == mount["mountPath"]
+    assert key.name in find(objs, "Secret", "migplan-report-signing")["data"]
+    base = find(render(DEPLOY / "base"), "Deployment", "migplan-controller")
+    assert any(v["name"] == "report-signing" for v in base["spec"]["template"]["spec"]["volumes"])
+    assert "openssh-client gnupg" in (DEPLOY / "Dockerfile").read_text()  # ssh-keygen and gpg in the image

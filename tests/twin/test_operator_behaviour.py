@@ -13,8 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler.catalog import GpuModel, load_catalog
 from reconciler.twin.cluster import ClusterTwin
+from reconciler.twin.gpus import TwinGpu
+from reconciler.twin.operator import deviceplugin
 
+CATALOG = load_catalog()
 NS = "gpu-operator"
 DS = "nvidia-device-plugin-daemonset"
 ARTICLE = [
@@ -67,6 +71,11 @@ def make_twin(tmp_path: Path) -> Iterator[Any]:
         t.stop()
 
 
+# A failing plugin registers nothing; the kubelet keeps the nvidia.com/gpu it registered while the node's GPUs were
+# MIG-disabled, at 0 (kubelet nodestatus/setters.go MachineInfo; the twin's node history, ASSUMPTIONS-operator.md).
+KUBELET_KEPT = {"nvidia.com/gpu": "0"}
+
+
 def gpu_resources(twin: ClusterTwin, node: str) -> dict[str, str]:
     alloc = twin.store.get("nodes", node)["status"]["allocatable"]
     return {k: v for k, v in alloc.items() if k.startswith("nvidia.com/")}
@@ -108,7 +117,7 @@ def test_s1_3_single_all_same_type_is_nvidia_com_gpu(make_twin: Any) -> None:
 # ------------------------------------------------------------------ §1.4 the single-strategy errors
 def test_s1_4_single_with_two_mig_types_advertises_nothing_and_logs_the_error(make_twin: Any) -> None:
     twin = make_twin("single", {"n": h200(ARTICLE)})
-    assert gpu_resources(twin, "n") == {}
+    assert gpu_resources(twin, "n") == KUBELET_KEPT
     pod = dp_pod(twin, "n")
     ready = [c for c in pod["status"]["conditions"] if c["type"] == "Ready"]
     assert ready[0]["status"] == "False"
@@ -121,7 +130,7 @@ def test_s1_4_single_with_two_mig_types_advertises_nothing_and_logs_the_error(ma
 
 def test_s1_4_single_with_mig_and_full_gpus_mixed(make_twin: Any) -> None:
     twin = make_twin("single", {"n": [gpu(0, "H200-141GB", [{"profile": "1g.18gb"}]), gpu(1, "H200-141GB", None)]})
-    assert gpu_resources(twin, "n") == {}
+    assert gpu_resources(twin, "n") == KUBELET_KEPT
     log = twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin")
     assert "all devices on the node must be configured with the same migEnabled value" in log
 
@@ -143,7 +152,7 @@ def test_s1_1_unknown_strategy_in_device_plugin_config(make_twin: Any) -> None:
     twin.settle()
     assert (
         twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin").strip()
-        == "unknown MIG strategy: bogus"
+        == "error starting plugins: unable to validate flags: unknown MIG strategy: bogus"
     )
 
 
@@ -415,7 +424,7 @@ def test_scheduler_event_for_a_gpu_request_on_a_mig_node(make_twin: Any) -> None
 
 def test_s1_4_single_mig_enabled_gpu_without_devices(make_twin: Any) -> None:
     twin = make_twin("single", {"n": [gpu(0, "H200-141GB", [])]})
-    assert gpu_resources(twin, "n") == {}
+    assert gpu_resources(twin, "n") == KUBELET_KEPT
     log = twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin")
     assert "at least one device with migEnabled=true was not configured correctly: " in log
     assert "has no MIG devices configured" in log
@@ -584,3 +593,152 @@ def test_clusterpolicy_state_follows_the_device_plugin(make_twin: Any) -> None:
     twin.store.patch("clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"mig": {"strategy": "mixed"}}})
     twin.settle()
     assert twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")["status"]["state"] == "ready"
+
+
+# ------------------------------------------------------------------ device plugin and GFD, read from NVIDIA's source
+# NVIDIA/k8s-device-plugin internal/rm/device_map.go buildDeviceMapFromConfigResources, with the wrappers of
+# cmd/nvidia-device-plugin/main.go, plugin-manager.go, internal/plugin/factory.go, internal/rm/nvml_manager.go and
+# go-nvlib's visitors (pkg/nvlib/device/device.go: the MIG-device prefix is added twice).
+DP_OUTER = (
+    "error starting plugins: error getting plugins: unable to create plugins: failed to construct resource "
+    "managers: error building device map: error building device map from config.resources: "
+)
+VISIT_MIG = (
+    "error visiting devices: error visiting device: error visiting device: error visiting MIG device: "
+    "error visiting MIG device: "
+)
+
+
+def _model(key: str) -> GpuModel:
+    m = CATALOG.get(key)
+    assert m is not None
+    return m
+
+
+def twin_gpus(*cuts: list[str] | None, model: str = "H200-141GB") -> list[TwinGpu]:
+    """GPUs as the twin holds them: None = MIG disabled, else the profiles cut on a MIG-enabled GPU."""
+    out = []
+    for i, cut in enumerate(cuts):
+        g = TwinGpu(node="n", index=i, model=_model(model), mig_enabled=cut is not None)
+        for profile in cut or ():
+            g.add_partition(profile)
+        out.append(g)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("strategy", "cuts", "expected"),
+    [
+        (
+            "single",
+            (["3g.71gb", "1g.18gb"], ["3g.71gb"]),
+            DP_OUTER + "invalid MIG configuration: " + VISIT_MIG + "more than one MIG device type present on node",
+        ),
+        (
+            "single",
+            (["1g.18gb"], []),
+            DP_OUTER + "invalid MIG configuration: at least one device with migEnabled=true was not configured "
+            "correctly: error visiting device: device 1 has no MIG devices configured",
+        ),
+        (
+            "single",
+            (["1g.18gb"], None),
+            DP_OUTER + "all devices on the node must be configured with the same migEnabled value",
+        ),
+        ("bogus", (None,), "error starting plugins: unable to validate flags: unknown MIG strategy: bogus"),
+    ],
+    ids=["two-types", "empty-mig-gpu", "mixed-modes", "unknown-strategy"],
+)
+def test_device_plugin_error_texts_are_the_source_chains(
+    strategy: str, cuts: tuple[list[str] | None, ...], expected: str
+) -> None:
+    assert deviceplugin.evaluate(twin_gpus(*cuts), strategy).error == expected
+
+
+def test_device_plugin_single_checks_mig_devices_before_the_mig_enabled_check() -> None:
+    # device_map.go: assertAllMigDevicesAreValid runs before `requireUniformMIGDevices && !deviceMap.isEmpty()
+    # && !migDeviceMap.isEmpty()`, so a node that also mixes modes reports its MIG-device problem.
+    two_types = deviceplugin.evaluate(twin_gpus(["3g.71gb", "1g.18gb"], None), "single").error or ""
+    assert two_types.endswith("more than one MIG device type present on node")
+    empty = deviceplugin.evaluate(twin_gpus([], None), "single").error or ""
+    assert empty.endswith("device 0 has no MIG devices configured")
+    assert "same migEnabled" not in two_types + empty
+
+
+def test_device_plugin_mixed_refuses_a_compute_instance_profile(make_twin: Any) -> None:
+    # rm.go AddDefaultResourcesToConfig adds patterns only for profiles with C == G; buildMigDeviceMap then fails
+    # on a 1c.3g.71gb MIG device and the plugin exits: nothing is registered for the node.
+    twin = make_twin("mixed", {"n": [gpu(0, "H200-141GB", [{"profile": "3g.71gb", "placement": 4}])]})
+    g = twin.fleet.nodes["n"].gpus[0]
+    with g.lock:
+        (gi,) = g.gpu_instances.values()
+        (ci,) = gi.compute_instances.values()
+        g.destroy_compute_instance(gi, ci.id)
+        g.create_compute_instance(gi, 0)  # a 1-slice compute instance in the 3g GPU instance
+    assert [d.profile for d in g.mig_devices()] == ["1c.3g.71gb"]
+    twin.operator.restart_device_plugin("n")
+    twin.settle()
+    log = twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin").strip()
+    assert log == (
+        DP_OUTER
+        + "error building MIG device map: "
+        + VISIT_MIG
+        + "MIG profile '1c.3g.71gb' does not match any resource patterns"
+    )
+    assert gpu_resources(twin, "n") == {"nvidia.com/gpu": "0", "nvidia.com/mig-3g.71gb": "0"}
+
+
+def test_device_plugin_single_serves_compute_instance_profiles_as_nvidia_com_gpu() -> None:
+    # under single the MIG pattern is `*` (rm.go), so a uniform node of 1c.* devices is served
+    gpus = twin_gpus(["3g.71gb"])
+    (gi,) = gpus[0].gpu_instances.values()
+    (ci,) = gi.compute_instances.values()
+    gpus[0].destroy_compute_instance(gi, ci.id)
+    gpus[0].create_compute_instance(gi, 0)
+    adv = deviceplugin.evaluate(gpus, "single")
+    assert (adv.error, adv.resources) == (None, {"nvidia.com/gpu": 1})
+
+
+def test_device_plugin_registers_nvidia_com_gpu_only_with_a_whole_gpu(make_twin: Any) -> None:
+    # nvml_manager.go NewNVMLResourceManagers skips a resource without devices: on an all-MIG node under mixed the
+    # plugin registers only the MIG resources; the node's nvidia.com/gpu: 0 is the kubelet keeping a name it had.
+    twin = make_twin(
+        "mixed", {"all": h200(ARTICLE), "half": [gpu(0, "H200-141GB", ARTICLE), gpu(1, "H200-141GB", None)]}
+    )
+    log = twin.store.pod_log(NS, dp_pod(twin, "all")["metadata"]["name"], "nvidia-device-plugin")
+    assert "Registered device plugin for 'nvidia.com/mig-3g.71gb' with Kubelet" in log
+    assert "'nvidia.com/gpu'" not in log
+    assert gpu_resources(twin, "all")["nvidia.com/gpu"] == "0"
+    log = twin.store.pod_log(NS, dp_pod(twin, "half")["metadata"]["name"], "nvidia-device-plugin")
+    assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in log
+    assert gpu_resources(twin, "half")["nvidia.com/gpu"] == "1"
+    assert deviceplugin.evaluate(twin_gpus(["7g.141gb"]), "mixed").resources == {"nvidia.com/mig-7g.141gb": 1}
+
+
+def test_device_plugin_without_devices_waits_and_logs_it() -> None:
+    adv = deviceplugin.evaluate(twin_gpus([]), "mixed")
+    assert (adv.ok, adv.resources, adv.warnings) == (True, {}, ("device 0 has no MIG devices configured",))
+
+
+@pytest.mark.parametrize(
+    ("strategy", "cuts", "replicas"),
+    [("mixed", (ARTICLE, ARTICLE), "0"), ("mixed", (ARTICLE, None), "1"), ("none", (ARTICLE, ARTICLE), "0")],
+    ids=["mixed-all-mig", "mixed-with-a-full-gpu", "none-all-mig"],
+)
+def test_gfd_gpu_replicas_is_0_for_mig_gpus(
+    make_twin: Any, strategy: str, cuts: tuple[list[dict[str, Any]] | None, ...], replicas: str
+) -> None:
+    # internal/lm/mig-strategy.go newGPULabelers: MIG-enabled GPUs get NewGPUResourceLabelerWithoutSharing
+    # (resource.go getReplicas → 0); a full GPU of the same name overrides it with the configured 1.
+    twin = make_twin(strategy, {"n": [gpu(i, "H200-141GB", c) for i, c in enumerate(cuts)]})
+    assert labels(twin, "n")["nvidia.com/gpu.replicas"] == replicas
+
+
+def test_gfd_single_product_replaces_the_plus_of_me_by_a_dot(make_twin: Any) -> None:
+    # nvml-mig-device.go GetName replaces `+` by `.`; resource.go sanitise keeps `.`; the MIG labeler has the config,
+    # so replicas is back to 1.
+    twin = make_twin("single", {"a": [gpu(0, "A100-40GB", [{"profile": "1g.5gb+me"}])]})
+    lab = labels(twin, "a")
+    assert lab["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.me"
+    assert (lab["nvidia.com/gpu.count"], lab["nvidia.com/gpu.replicas"]) == ("1", "1")
+    assert gpu_resources(twin, "a") == {"nvidia.com/gpu": "1"}

@@ -184,6 +184,23 @@ def test_single_strategy_message_quotes_the_device_plugin() -> None:
     assert "migStrategy: mixed" in d.message
 
 
+def test_refusals_are_quoted_as_the_device_plugin_words_them() -> None:
+    # k8s-device-plugin device_map.go: under mixed a C != G profile matches no resource pattern (buildMigDeviceMap);
+    # under single a MIG-enabled GPU without devices fails assertAllMigDevicesAreValid; the MIG-device checks run
+    # before the same-migEnabled check, so a node with both problems logs the type error.
+    (ci,) = validate_inventory(inv(gpu(H200, ["{profile: 1c.3g.71gb}"]))).errors
+    assert "'MIG profile '1c.3g.71gb' does not match any resource patterns'" in ci.message
+    (empty,) = validate_inventory(inv(gpu(H100, []))).errors
+    assert "'device <index> has no MIG devices configured'" in empty.message
+    both = inv(gpu(H100, ["{profile: 3g.40gb}", "{profile: 4g.40gb}"]) + gpu(H100, [], index=1, enabled=False))
+    modes = next(
+        d
+        for d in validate_inventory(both | {"cluster.yaml": CLUSTER.format(s="single").encode()}).errors
+        if d.code == "MP402"
+    )
+    assert "(its log shows 'more than one MIG device type present on node' first)" in modes.message
+
+
 def test_diagnostics_point_at_the_partition_line() -> None:
     files = inv(gpu(H100, ["{profile: 3g.40gb, placement: 0}", "{profile: 3g.40gb, placement: 3}"]))
     (d,) = validate_inventory(files).errors

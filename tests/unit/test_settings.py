@@ -88,3 +88,26 @@ def test_bad_config_files(tmp_path: Path) -> None:
     unknown.write_text("intervalSecs: 3\n")
     with pytest.raises(MigplanError, match="interval_secs: unknown setting"):
         load_settings(env={}, config_file=unknown)
+
+
+def test_report_signing_settings(tmp_path: Path) -> None:
+    assert load_settings(env={}).report_signing_format == ""  # unsigned unless configured
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("reportSigningFormat: openpgp\nreportSigningKey: /etc/migplan/signing/key\nreportAuthorEmail: b@x\n")
+    s = load_settings(env={}, config_file=cfg)
+    assert (s.report_signing_format, s.report_signing_key, s.report_author_email) == (
+        "openpgp",
+        "/etc/migplan/signing/key",
+        "b@x",
+    )
+    s = load_settings(env={"MIGPLAN_REPORT_SIGNING_FORMAT": "ssh", "MIGPLAN_REPORT_SIGNING_KEY": "/k"})
+    assert (s.report_signing_format, s.report_signing_key) == ("ssh", "/k")
+    for env, needle in (
+        ({"MIGPLAN_REPORT_SIGNING_FORMAT": "x509", "MIGPLAN_REPORT_SIGNING_KEY": "/k"}, "expected ssh or openpgp"),
+        ({"MIGPLAN_REPORT_SIGNING_FORMAT": "ssh"}, "go together"),
+        ({"MIGPLAN_REPORT_SIGNING_KEY": "/k"}, "go together"),
+        ({"MIGPLAN_REPORT_SIGNING_KEYFILE": "/k"}, "unknown setting"),
+    ):
+        with pytest.raises(MigplanError) as err:
+            load_settings(env=env)
+        assert err.value.code == "MP800" and needle in err.value.message, err.value.message

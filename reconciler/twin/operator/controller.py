@@ -14,8 +14,9 @@ the queue is empty and no write is in flight. Components and their sources (test
 * device plugin (§1.3/1.4): evaluates the node's GPUs once, when its pod starts (like the real plugin), with
   the strategy of its env or, without `MIG_STRATEGY`, of its config file (`flags.migStrategy`, entry chosen by
   node label `nvidia.com/device-plugin.config` or `DEFAULT_CONFIG`) — env wins (§1.2). It advertises into node
-  capacity/allocatable; resources once advertised and no longer are kept at 0 (the kubelet keeps registered
-  resource names). On error: pod Running but not Ready (CrashLoopBackOff) and the error in its log.
+  capacity/allocatable; it registers a resource only where it has a device for it, and resources once
+  advertised and no longer are kept at 0 (kubelet nodestatus/setters.go MachineInfo keeps registered names).
+  On error: pod Running but not Ready (CrashLoopBackOff) and the error in its log.
 * GFD (§2, §1.5): labels recomputed from the GPUs whenever the node is reconciled (GFD relabels
   periodically), unless paused.
 * config-manager sidecar (§1.6): a change of node label `nvidia.com/device-plugin.config` makes the plugin re-read
@@ -992,8 +993,10 @@ class GpuOperator:
     def _dp_log(adv: Advertised) -> str:
         if not adv.ok:
             return f"{adv.error}\n"
-        lines = [f"device {w}" for w in adv.warnings]
+        lines = list(adv.warnings)
         lines += [f"Registered device plugin for '{r}' with Kubelet" for r in sorted(adv.resources)]
+        if not adv.resources:
+            lines.append(deviceplugin.NO_DEVICES)  # main.go startPlugins: no plugin had a device to serve
         return "\n".join(lines) + "\n"
 
     def _node_status(self, node: dict[str, Any]) -> None:

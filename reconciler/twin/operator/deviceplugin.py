@@ -1,21 +1,23 @@
-"""What NVIDIA's k8s-device-plugin advertises for a node's GPUs under a MIG strategy (stack-facts.md §1).
+"""What NVIDIA's k8s-device-plugin advertises for a node's GPUs under a MIG strategy. Pure.
 
-Pure: takes the node's TwinGpus (read only) and a strategy string, returns the resources, the devices behind
-each resource (for the twin's kubelet to allocate) or the error the real plugin exits with.
+Takes the node's TwinGpus (read only) and a strategy string, returns the resources, the devices behind each
+resource (for the twin's kubelet to allocate) or the error the real plugin exits with. Followed from the
+source (NVIDIA/k8s-device-plugin@1b826ac, ASSUMPTIONS-operator.md "Device plugin"):
 
-* none: every GPU, MIG-enabled or not, is one `nvidia.com/gpu` (§1.3, buildGPUDeviceMap skips MIG GPUs only
-  when the strategy is not none).
-* single: every MIG device is `nvidia.com/gpu`; all MIG devices must be of one type and MIG-enabled and
-  MIG-disabled GPUs must not be mixed, else the plugin fails with the texts of §1.4. A node with no MIG-enabled
-  GPU advertises its full GPUs.
-* mixed: `nvidia.com/mig-<profile>` with `+` → `.` per MIG device, full GPUs stay `nvidia.com/gpu` — which is
-  always registered, so an all-MIG node shows `nvidia.com/gpu: 0` (§1.3, NVIDIA's OpenShift doc example);
-  a MIG-enabled GPU without MIG devices is only a warning (§1.4 line 174).
-* anything else: `unknown MIG strategy: <s>` at startup (§1.1).
-
-The full error chain is stack-facts' reconstruction [inference there, too]: the outer wrappers of main.go,
-plugin-manager.go, factory.go and nvml_manager.go around device_map.go's error, with go-nvlib's visitor
-prefixes where the check runs inside VisitMigDevices.
+* `internal/rm/device_map.go` `buildDeviceMapFromConfigResources`, in its order: `buildGPUDeviceMap` (whole
+  GPUs; MIG-enabled GPUs skipped unless the strategy is none), `buildMigDeviceMap` (MIG devices matched to
+  the resource patterns), `assertAllMigDevicesAreValid` (a MIG-enabled GPU without MIG devices: error under
+  single, warning under mixed; then under single one device type), and only then the same-migEnabled check.
+* `internal/rm/rm.go` `AddDefaultResourcesToConfig`: single → pattern `*` named `gpu`; mixed → one pattern per
+  GPU-instance profile with C == G (`nvidia.com/mig-<profile>`, `+` → `.`), so a compute-instance profile
+  such as `1c.3g.71gb` matches no pattern and the plugin exits.
+* `internal/rm/nvml_manager.go` `NewNVMLResourceManagers`: a resource with no device gets no plugin, so
+  `nvidia.com/gpu` is registered only where there is a whole GPU (or, under single, a MIG device). The `0`
+  a node shows for it after MIG is enabled is the kubelet's (the twin's node status keeps it).
+* Error chains: the wrappers of `main.go` `start`/`startPlugins`, `plugin-manager.go` `GetPlugins`,
+  `internal/plugin/factory.go` `New`, `nvml_manager.go` and `device_map.go`, with go-nvlib's visitor
+  prefixes (`pkg/nvlib/device/device.go` `devicelib.VisitDevices`, `devicelib.VisitMigDevices`,
+  `device.VisitMigDevices`: the MIG-device prefix is added twice).
 """
 
 from __future__ import annotations
@@ -30,14 +32,26 @@ __all__ = ["Advertised", "Unit", "evaluate", "resource_for_profile"]
 GPU_RESOURCE = "nvidia.com/gpu"
 STRATEGIES = ("none", "single", "mixed")
 
-# device_map.go and its wrappers (stack-facts §1.4)
+# main.go start → startPlugins → GetPlugins → plugin.New → NewNVMLResourceManagers → deviceMapBuilder.build
 _OUTER = (
     "error starting plugins: error getting plugins: unable to create plugins: failed to construct resource "
     "managers: error building device map: error building device map from config.resources: "
 )
-_VISIT = "error visiting devices: error visiting device: error visiting device: error visiting MIG device: "
+# main.go start → startPlugins → validateFlags
+_FLAGS = "error starting plugins: unable to validate flags: "
+# devicelib.VisitMigDevices → devicelib.VisitDevices → device.VisitMigDevices → the closure: what a check
+# run inside VisitMigDevices is wrapped in.
+_VISIT_MIG = (
+    "error visiting devices: error visiting device: error visiting device: error visiting MIG device: "
+    "error visiting MIG device: "
+)
+# devicelib.VisitDevices alone (assertAllMigDevicesAreValid's first pass)
+_VISIT_GPU = "error visiting device: "
+_INVALID = "invalid MIG configuration: "
+_NOT_CONFIGURED = "at least one device with migEnabled=true was not configured correctly: "
 MORE_THAN_ONE_TYPE = "more than one MIG device type present on node"
 SAME_MIG_ENABLED = "all devices on the node must be configured with the same migEnabled value"
+NO_DEVICES = "No devices found. Waiting indefinitely."
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +66,7 @@ class Unit:
 @dataclass(frozen=True, slots=True)
 class Advertised:
     strategy: str
-    resources: dict[str, int] = field(default_factory=dict)
+    resources: dict[str, int] = field(default_factory=dict)  # only resources the plugin registers (count > 0)
     units: dict[str, tuple[Unit, ...]] = field(default_factory=dict)
     error: str | None = None  # the plugin's fatal error (pod not ready, nothing advertised)
     warnings: tuple[str, ...] = ()
@@ -66,58 +80,61 @@ def resource_for_profile(profile: str) -> str:
     return "nvidia.com/mig-" + profile.replace("+", ".")
 
 
+def is_compute_instance_profile(profile: str) -> bool:
+    """`1c.3g.71gb` (C != G): go-nvlib's MigProfileInfo.String() prints the `<C>c.` part only then."""
+    head = profile.split(".", 1)[0]
+    return head.endswith("c")
+
+
 def _fail(strategy: str, message: str) -> Advertised:
     return Advertised(strategy=strategy, error=message)
 
 
+def _registered(strategy: str, by_res: dict[str, list[Unit]], warnings: list[str]) -> Advertised:
+    """NewNVMLResourceManagers: a resource manager (and so a registered plugin) only per non-empty entry."""
+    kept = {k: tuple(v) for k, v in by_res.items() if v}
+    return Advertised(strategy, {k: len(v) for k, v in kept.items()}, kept, warnings=tuple(warnings))
+
+
 def evaluate(gpus: Sequence[TwinGpu], strategy: str) -> Advertised:
     if strategy not in STRATEGIES:
-        return _fail(strategy, f"unknown MIG strategy: {strategy}")
-    whole = tuple(Unit(g.index) for g in gpus if strategy == "none" or not g.mig_current)
+        return _fail(strategy, _FLAGS + f"unknown MIG strategy: {strategy}")
+    # buildGPUDeviceMap: `if migEnabled && *b.migStrategy != spec.MigStrategyNone { return nil }`
+    whole = [Unit(g.index) for g in gpus if strategy == "none" or not g.mig_current]
     if strategy == "none":
-        return Advertised(strategy, {GPU_RESOURCE: len(whole)}, {GPU_RESOURCE: whole})
-    mig_gpus = [g for g in gpus if g.mig_current]
+        return _registered(strategy, {GPU_RESOURCE: whole}, [])
+    # buildMigDeviceMap: every MIG device must match a pattern (single: `*`; mixed: C == G profiles only)
+    mig: dict[str, list[Unit]] = {}
+    for g in gpus:
+        for d in g.mig_devices():
+            if strategy == "mixed" and is_compute_instance_profile(d.profile):
+                return _fail(
+                    strategy,
+                    _OUTER
+                    + "error building MIG device map: "
+                    + _VISIT_MIG
+                    + f"MIG profile '{d.profile}' does not match any resource patterns",
+                )
+            name = GPU_RESOURCE if strategy == "single" else resource_for_profile(d.profile)
+            mig.setdefault(name, []).append(Unit(g.index, d.gi_id, d.ci_id))
+    # assertAllMigDevicesAreValid, first pass (VisitDevices)
+    warnings: list[str] = []
+    for g in gpus:
+        if g.mig_current and not g.mig_devices():
+            text = f"device {g.index} has no MIG devices configured"
+            if strategy == "single":
+                return _fail(strategy, _OUTER + _INVALID + _NOT_CONFIGURED + _VISIT_GPU + text)
+            warnings.append(text)  # klog.Warningf under mixed
     if strategy == "single":
-        if not mig_gpus:
-            return Advertised(strategy, {GPU_RESOURCE: len(whole)}, {GPU_RESOURCE: whole})
-        if whole:
+        # second pass (VisitMigDevices): every MIG device's attributes equal the first's. The twin compares
+        # the profile on the GPU's model, which fixes the attributes (slices, memory, engines).
+        kinds = {(g.model.key, d.profile) for g in gpus for d in g.mig_devices()}
+        if len(kinds) > 1:
+            return _fail(strategy, _OUTER + _INVALID + _VISIT_MIG + MORE_THAN_ONE_TYPE)
+        # `requireUniformMIGDevices && !deviceMap.isEmpty() && !migDeviceMap.isEmpty()`, after the MIG checks
+        if whole and mig:
             return _fail(strategy, _OUTER + SAME_MIG_ENABLED)
-        units: list[Unit] = []
-        kinds: set[str] = set()
-        for g in mig_gpus:
-            devices = g.mig_devices()
-            if not devices:
-                return _fail(
-                    strategy,
-                    _OUTER + "invalid MIG configuration: error visiting devices: error visiting device: "
-                    "at least one device with migEnabled=true was not configured correctly: "
-                    f"device {g.index} has no MIG devices configured",
-                )
-            for d in devices:
-                kinds.add(d.profile)
-                if len(kinds) > 1:
-                    return _fail(strategy, _OUTER + "invalid MIG configuration: " + _VISIT + MORE_THAN_ONE_TYPE)
-                units.append(Unit(g.index, d.gi_id, d.ci_id))
-        return Advertised(strategy, {GPU_RESOURCE: len(units)}, {GPU_RESOURCE: tuple(units)})
-    # mixed
-    by_res: dict[str, list[Unit]] = {GPU_RESOURCE: list(whole)}
-    warnings = []
-    for g in mig_gpus:
-        devices = g.mig_devices()
-        if not devices:
-            warnings.append(f"device {g.index} has no MIG devices configured")
-        for d in devices:
-            if "c." in d.profile.split("g.", 1)[0]:  # a C != G compute-instance sub-division (1c.3g.40gb)
-                return _fail(
-                    strategy,
-                    _OUTER.replace("error building device map from config.resources: ", "")
-                    + f"error building MIG device map: MIG profile '{d.profile}' does not match any resource "
-                    "patterns",
-                )
-            by_res.setdefault(resource_for_profile(d.profile), []).append(Unit(g.index, d.gi_id, d.ci_id))
-    return Advertised(
-        strategy,
-        {k: len(v) for k, v in by_res.items()},
-        {k: tuple(v) for k, v in by_res.items()},
-        warnings=tuple(warnings),
-    )
+        return _registered(strategy, {GPU_RESOURCE: whole + mig.get(GPU_RESOURCE, [])}, warnings)
+    by_res: dict[str, list[Unit]] = {GPU_RESOURCE: whole}
+    by_res.update(mig)  # deviceMap.merge(migDeviceMap)
+    return _registered(strategy, by_res, warnings)

@@ -1,4 +1,5 @@
-"""GPU Feature Discovery labels for a twin node (stack-facts.md §1.5 and §2). Pure.
+"""GPU Feature Discovery labels for a twin node (stack-facts.md §1.5 and §2; NVIDIA/k8s-device-plugin@1b826ac
+`internal/lm/mig-strategy.go` and `internal/lm/resource.go`, where GFD now lives). Pure.
 
 Produced: `nvidia.com/gpu.count`, `gpu.product` (the catalog's GFD product string, i.e. the sanitised NVML
 name), `gpu.memory`, `gpu.replicas`, `gpu.sharing-strategy`, `mig.capable`, `mig.strategy` (single/mixed only),
@@ -12,6 +13,7 @@ approximate where it has no figure.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from reconciler.twin.gpus import TwinGpu
@@ -27,8 +29,18 @@ def is_gfd_label(key: str) -> bool:
     return key.startswith(OWNED_PREFIXES) and not key.startswith(_NOT_GFD)
 
 
+def sanitise(part: str) -> str:
+    """internal/lm/resource.go `sanitise`: drop every character but `[A-Za-z0-9-_. ]`, join the words with `-`."""
+    return "-".join(re.sub(r"[^A-Za-z0-9\-_. ]", "", part).split())
+
+
+def mig_device_name(profile: str) -> str:
+    """internal/resource/nvml-mig-device.go `GetName`: the MIG profile with `+` replaced by `.`."""
+    return profile.replace("+", ".")
+
+
 def _product(gpu: TwinGpu) -> str:
-    return gpu.model.gfd_products[0] if gpu.model.gfd_products else gpu.name.replace(" ", "-")
+    return gpu.model.gfd_products[0] if gpu.model.gfd_products else sanitise(gpu.name)
 
 
 def _full_memory(gpu: TwinGpu) -> int:
@@ -47,11 +59,15 @@ def gfd_labels(gpus: Sequence[TwinGpu], strategy: str) -> dict[str, str]:
         return {}
     first = gpus[0]
     product = _product(first)
+    # mig-strategy.go newGPULabelers: MIG-enabled GPUs are labelled without sharing (replicas 0,
+    # NewGPUResourceLabelerWithoutSharing → resourceLabeler.getReplicas); a full GPU of the same name
+    # overrides that with the configured replicas (1 without time-slicing). Under every strategy.
+    all_mig = all(g.mig_current for g in gpus)
     labels = {
         "nvidia.com/gpu.count": str(len(gpus)),
         "nvidia.com/gpu.product": product,
         "nvidia.com/gpu.memory": str(_full_memory(first)),
-        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.replicas": "0" if all_mig else "1",
         "nvidia.com/gpu.sharing-strategy": "none",
         "nvidia.com/mig.capable": "true" if any(g.profiles for g in gpus) else "false",
     }
@@ -82,9 +98,13 @@ def gfd_labels(gpus: Sequence[TwinGpu], strategy: str) -> dict[str, str]:
             return labels
         (kind,) = kinds
         gi, ci = _slices(first, kind)
+        # NewMIGResourceLabeler: baseLabeler(count, model, "MIG", GetName()) — the product joins the sanitised
+        # parts with `-`, GetName has replaced `+` by `.` (1g.18gb+me → NVIDIA-H200-MIG-1g.18gb.me); the MIG
+        # labeler has the config, so replicas is 1 again.
         labels.update(
             {
-                "nvidia.com/gpu.product": f"{product}-MIG-{kind}",
+                "nvidia.com/gpu.product": f"{product}-MIG-{sanitise(mig_device_name(kind))}",
+                "nvidia.com/gpu.replicas": "1",
                 "nvidia.com/gpu.count": str(len(devices)),
                 "nvidia.com/gpu.memory": str(_mig_memory(first, kind)),
                 "nvidia.com/gpu.slices.gi": str(gi),
@@ -99,7 +119,7 @@ def gfd_labels(gpus: Sequence[TwinGpu], strategy: str) -> dict[str, str]:
             counts[d.profile] = counts.get(d.profile, 0) + 1
             owner.setdefault(d.profile, g)
     for profile, n in sorted(counts.items()):
-        name = profile.replace("+", ".")
+        name = mig_device_name(profile)
         gi, ci = _slices(owner[profile], profile)
         prefix = f"nvidia.com/mig-{name}"
         labels.update(
@@ -108,7 +128,7 @@ def gfd_labels(gpus: Sequence[TwinGpu], strategy: str) -> dict[str, str]:
                 f"{prefix}.memory": str(_mig_memory(owner[profile], profile)),
                 f"{prefix}.slices.gi": str(gi),
                 f"{prefix}.slices.ci": str(ci),
-                f"{prefix}.product": f"{product}-MIG-{name}",
+                f"{prefix}.product": f"{product}-MIG-{sanitise(name)}",
                 f"{prefix}.replicas": "1",
                 f"{prefix}.sharing-strategy": "none",
             }
