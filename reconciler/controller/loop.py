@@ -223,6 +223,10 @@ class Controller:
         self.metrics.nodes_in_flight.set(outcome.nodes_in_flight)
         if outcome.report_status:
             self.metrics.record_report(outcome.report_status, outcome.report_pending)
+        for kind, n in signals.applied_by_kind(outcome.applied).items():
+            self.metrics.applied_changes.labels(kind).inc(n)
+        if outcome.plan is not None:
+            self.metrics.held_changes.set(len(outcome.plan.skipped))
         report = outcome.report
         if report is None:
             return

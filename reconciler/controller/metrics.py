@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from reconciler.model.plans import Kind
+
 __all__ = ["CONTENT_TYPE_LATEST", "REPORT_RESULTS", "ControllerMetrics"]
 
 # ReportOutcome.status values (reconciler.adapters.gitreports), exported as zeros from the start.
@@ -91,10 +93,23 @@ class ControllerMetrics:
             "Reports waiting in the outbox to be pushed to the reports branch.",
             registry=r,
         )
+        self.applied_changes = Counter(
+            "migplan_applied_changes_total",
+            "Writes applied to the cluster, by kind of change (reconciler.model.plans.Kind).",
+            ["kind"],
+            registry=r,
+        )
+        self.held_changes = Gauge(
+            "migplan_changes_held",
+            "Changes of the last cycle's plan held back (disruption guard, maxUnavailableNodes, ordering).",
+            registry=r,
+        )
         for result in ("success", "drift", "failed", "skipped"):
             self.cycles.labels(result)  # export zeros so rate() works from the first scrape
         for result in REPORT_RESULTS:
             self.report_pushes.labels(result)
+        for kind in Kind:
+            self.applied_changes.labels(kind.value)
 
     def set_findings(self, counts: Mapping[str, int]) -> None:
         self.findings.clear()

@@ -197,6 +197,15 @@ def applied_writes(applied: Iterable[Change]) -> int:
     return sum(1 for c in applied if c.action is not Action.UNCHANGED)
 
 
+def applied_by_kind(applied: Iterable[Change]) -> dict[str, int]:
+    """Writes made, by kind of change (unchanged ones are not writes)."""
+    counts: dict[str, int] = {}
+    for c in applied:
+        if c.action is not Action.UNCHANGED:
+            counts[c.kind.value] = counts.get(c.kind.value, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def node_finding_rows(report: DriftReport) -> tuple[tuple[str, str, str, int], ...]:
     """(node or "" for cluster-wide, code, severity, count), sorted."""
     counts: dict[tuple[str, str, str], int] = {}
