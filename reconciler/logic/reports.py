@@ -13,8 +13,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from urllib.parse import quote
+
 from tabulate import tabulate
 
+from reconciler.logic import slicesvg
 from reconciler.logic.drift import FINDING_CODES
 from reconciler.model.drift import DriftReport, Finding, GpuSliceMap, NodeReport, NodeStatus
 
@@ -26,7 +29,32 @@ def render_reports(report: DriftReport, *, source: Mapping[str, Any] | None = No
     """Both report files. `source` is the Git source's state (SourceResult.to_json(): revision,
     latest, stale, refused{...}, source_error{...}, signature{...}); when given, drift.yaml carries
     it as `source:` and README.md says which revision is applied and why a newer one is not."""
-    return {DRIFT_FILE: render_drift_yaml(report, source=source), README_FILE: render_readme(report, source=source)}
+    files = {DRIFT_FILE: render_drift_yaml(report, source=source), README_FILE: render_readme(report, source=source)}
+    files.update(render_slice_maps(report))
+    return files
+
+
+def render_slice_maps(report: DriftReport) -> dict[str, bytes]:
+    """`maps/<node>-gpu<i>.svg` for every GPU of every planned node, linked from README.md."""
+    caption = f"planned cut at {report.revision}"
+    out: dict[str, bytes] = {}
+    for node in sorted(report.slice_maps):
+        out.update(slicesvg.node_maps(node, report.slice_maps[node], caption=caption))
+    return out
+
+
+def _map_links(node: str, gpus: tuple[GpuSliceMap, ...]) -> list[str]:
+    """Relative image links to the node's SVG maps (GitHub and GitLab render those, not inline <svg>)."""
+    links = [
+        f"![{_md_alt(f'{node} GPU {g.index} slice map')}]({quote(slicesvg.gpu_map_name(node, g.index))})"
+        for g in gpus
+    ]
+    return ["", "Slice maps (the planned cut; holders inferred from pod requests):", "", *links]
+
+
+def _md_alt(text: str) -> str:
+    """Image alt text: the characters that would end or nest the link escaped."""
+    return re.sub(r"([\\\[\]()*_`<>!])", r"\\\1", text)
 
 
 def _legend(codes: set[str]) -> str:
@@ -252,4 +280,5 @@ def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = Non
             for g in gpus:
                 out.extend(slice_map_text(g))
             out.append("```")
+            out += _map_links(n.name, gpus)
     return ("\n".join(out).rstrip() + "\n").encode("utf-8")
