@@ -12,7 +12,6 @@ import json
 import re
 from collections.abc import Mapping
 from typing import Any
-
 from urllib.parse import quote
 
 from tabulate import tabulate
@@ -46,8 +45,7 @@ def render_slice_maps(report: DriftReport) -> dict[str, bytes]:
 def _map_links(node: str, gpus: tuple[GpuSliceMap, ...]) -> list[str]:
     """Relative image links to the node's SVG maps (GitHub and GitLab render those, not inline <svg>)."""
     links = [
-        f"![{_md_alt(f'{node} GPU {g.index} slice map')}]({quote(slicesvg.gpu_map_name(node, g.index))})"
-        for g in gpus
+        f"![{_md_alt(f'{node} GPU {g.index} slice map')}]({quote(slicesvg.gpu_map_name(node, g.index))})" for g in gpus
     ]
     return ["", "Slice maps (the planned cut; holders inferred from pod requests):", "", *links]
 

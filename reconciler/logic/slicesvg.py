@@ -42,7 +42,7 @@ _WIDTH = 720
 _BAR_Y = 78
 _BAR_H = 84
 _ROW_GAP = 14
-_FONT = "font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\""
+_FONT = 'font-family="DejaVu Sans, Verdana, Arial, sans-serif"'
 _CHAR_W = 7.2  # average advance of the 12px font, to shorten labels that would overflow their box
 
 HELD = ("#2f5f9e", "#ffffff", "#1d3f6e")  # fill, text, stroke

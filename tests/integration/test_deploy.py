@@ -1,8 +1,8 @@
 """deploy/: every manifest parses, the kustomizations list every file, kubectl renders them, the objects
 are consistent with each other and with the code (settings keys, CLI flags, probe paths, ports), and every
 object is created on the API server twin — with a server-side dry run first — where the twin serves its
-kind (ServiceMonitor and PrometheusRule through their CRDs); kinds the twin does not serve are checked to be refused with 404,
-so this test notices the day they are served.
+kind (ServiceMonitor and PrometheusRule through their CRDs); kinds the twin does not serve are checked to be
+refused with 404, so this test notices the day they are served.
 """
 
 from __future__ import annotations
@@ -167,6 +167,7 @@ def test_dockerfile_builds_from_files_that_exist() -> None:
 
 # --- on the API server twin -----------------------------------------------------------------------
 
+
 # Minimal CRDs of the Prometheus Operator's ServiceMonitor and PrometheusRule (the real ones are served by
 # its chart; the rules themselves are checked by promtool in tests/integration/test_monitoring.py).
 def monitoring_crd(kind: str) -> dict[str, Any]:
@@ -194,6 +195,7 @@ def monitoring_crd(kind: str) -> dict[str, Any]:
             ],
         },
     }
+
 
 PLURALS = {
     "Namespace": "namespaces",

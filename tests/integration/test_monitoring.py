@@ -233,7 +233,7 @@ def test_dashboard_is_importable_as_is() -> None:
     assert len(ids) == len(set(ids))
     for p in doc["panels"]:
         grid = p["gridPos"]
-        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24 and grid["h"] > 0, p["title"]
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24 and grid["h"] > 0, p["title"]
         if p["type"] != "row":
             assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]
             assert p["targets"] and all(t["datasource"] == p["datasource"] for t in p["targets"]), p["title"]

@@ -85,7 +85,7 @@ def test_every_string_is_escaped() -> None:
     root = parse(svg)  # well-formed despite the markup in every field
     assert b"<script>" not in svg and b"onload=x>" not in svg and b"\x01" not in svg
     assert (root.findtext(f"{SVG}title") or "").endswith("</title><svg onload=x>")
-    assert "owner <script>alert(1)</script>; held by ns/a\"b&c" in partition_titles(root)[0]
+    assert 'owner <script>alert(1)</script>; held by ns/a"b&c' in partition_titles(root)[0]
 
 
 def test_deterministic_whatever_the_partition_order() -> None:
