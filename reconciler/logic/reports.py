@@ -33,11 +33,24 @@ def render_reports(report: DriftReport, *, source: Mapping[str, Any] | None = No
     return files
 
 
+# Pictures for every node of a cluster up to this size; beyond it only for the nodes not in sync (those a
+# person opens): 5,000 nodes x 8 GPUs would be 40,000 files (~250 MB) rewritten into every report.
+MAP_EVERY_NODE_UP_TO = 100
+
+
+def mapped_nodes(report: DriftReport) -> frozenset[str]:
+    """The planned nodes whose GPUs get an SVG map (see MAP_EVERY_NODE_UP_TO)."""
+    planned = set(report.slice_maps)
+    if len(planned) <= MAP_EVERY_NODE_UP_TO:
+        return frozenset(planned)
+    return frozenset(n.name for n in report.nodes if n.name in planned and n.status is not NodeStatus.IN_SYNC)
+
+
 def render_slice_maps(report: DriftReport) -> dict[str, bytes]:
-    """`maps/<node>-gpu<i>.svg` for every GPU of every planned node, linked from README.md."""
+    """`maps/<node>-gpu<i>.svg` for every GPU of the mapped nodes, linked from README.md."""
     caption = f"planned cut at {report.revision}"
     out: dict[str, bytes] = {}
-    for node in sorted(report.slice_maps):
+    for node in sorted(mapped_nodes(report)):
         out.update(slicesvg.node_maps(node, report.slice_maps[node], caption=caption))
     return out
 
@@ -256,6 +269,13 @@ def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = Non
     rows = [[n.name, n.status.value, n.mig_config or "", len(n.findings)] for n in report.nodes]
     out.append(_md_table(["node", "status", "mig.config", "findings"], rows))
     maps: Mapping[str, tuple[GpuSliceMap, ...]] = report.slice_maps
+    pictured = mapped_nodes(report)
+    if len(pictured) < len(maps):
+        out += [
+            "",
+            f"Slice-map pictures (maps/*.svg) are drawn for the nodes not in sync: the cluster has more than "
+            f"{MAP_EVERY_NODE_UP_TO} planned nodes.",
+        ]
     for n in report.nodes:
         out += ["", f"### {n.name}: {n.status.value}", ""]
         if n.findings:
@@ -278,5 +298,6 @@ def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = Non
             for g in gpus:
                 out.extend(slice_map_text(g))
             out.append("```")
-            out += _map_links(n.name, gpus)
+            if n.name in pictured:
+                out += _map_links(n.name, gpus)
     return ("\n".join(out).rstrip() + "\n").encode("utf-8")

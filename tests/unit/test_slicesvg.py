@@ -114,3 +114,56 @@ def test_report_writes_maps_next_to_the_readme_and_links_them() -> None:
     assert readme.index("GPU 0  H200-141GB  MIG") < readme.index("![gpu-h200-01 GPU 0")  # beside the text map
     for _alt, name in links:
         parse(files[name])
+
+
+def test_at_fleet_scale_only_nodes_not_in_sync_get_pictures() -> None:
+    n = reports.MAP_EVERY_NODE_UP_TO + 1
+    names = [f"gpu-{i:03d}" for i in range(n)]
+    report = DriftReport(
+        cluster="c",
+        revision=Revision(ref="main", sha="a" * 40),
+        strategy="mixed",
+        nodes=tuple(NodeReport(x, NodeStatus.DRIFTED if x == "gpu-007" else NodeStatus.IN_SYNC) for x in names),
+        slice_maps={x: (H200,) for x in names},
+    )
+    files = reports.render_reports(report)
+    assert sorted(k for k in files if k.startswith("maps/")) == ["maps/gpu-007-gpu0.svg"]
+    readme = files["README.md"].decode()
+    assert re.findall(r"\]\((maps/[^)]+)\)", readme) == ["maps/gpu-007-gpu0.svg"]
+    assert "drawn for the nodes not in sync" in readme
+    small = dataclasses.replace(report, nodes=report.nodes[:3], slice_maps={x: (H200,) for x in names[:3]})
+    assert len([k for k in reports.render_reports(small) if k.startswith("maps/")]) == 3
+
+
+def test_metric_rows_per_node_finding_and_per_owner() -> None:
+    from reconciler.controller import signals
+    from reconciler.model.drift import Finding, FindingSeverity
+
+    report = DriftReport(
+        cluster="c",
+        revision=Revision(ref="main", sha="a" * 40),
+        strategy="mixed",
+        nodes=(
+            NodeReport(
+                "gpu-h200-01",
+                NodeStatus.ERROR,
+                findings=(
+                    Finding("MP507", "failed", FindingSeverity.ERROR, node="gpu-h200-01"),
+                    Finding("MP501", "a", node="gpu-h200-01"),
+                    Finding("MP501", "b", node="gpu-h200-01"),
+                ),
+            ),
+        ),
+        cluster_findings=(Finding("MP502", "strategy"),),
+        slice_maps={"gpu-h200-01": (H200, WHOLE)},
+    )
+    assert signals.node_finding_rows(report) == (
+        ("", "MP502", "warning", 1),
+        ("gpu-h200-01", "MP501", "warning", 2),
+        ("gpu-h200-01", "MP507", "error", 1),
+    )
+    assert signals.owner_rows(report) == (
+        ("", "1g.18gb", 1, 0),
+        ("embeddings", "2g.35gb", 1, 0),
+        ("vllm-llama-70b", "3g.71gb", 1, 1),
+    )
