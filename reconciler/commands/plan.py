@@ -179,6 +179,38 @@ def _disruptions(
     return disrupted_pods(diff, desired, observed)
 
 
+def write_plan_maps(directory: Path, old: LoadedRevision, new: LoadedRevision, diff: RevisionDiff) -> str:
+    """Write before/after SVG maps of the changed GPUs into `directory`; the Markdown section linking them
+    (by `directory` as given, so a relative directory gives relative links)."""
+    from urllib.parse import quote
+
+    from reconciler.logic.drift import slice_maps
+    from reconciler.logic.slicesvg import plan_maps
+
+    def maps(loaded: LoadedRevision) -> dict[str, Any]:
+        desired = loaded.validation.desired
+        return {} if desired is None else {n: slice_maps(plan, None) for n, plan in desired.nodes.items()}
+
+    changed = {(c.node, c.gpu) for c in diff.changes} | {(n.node, n.gpu) for n in diff.notes}
+    if not changed:
+        return ""
+    rendered = plan_maps(
+        maps(old), maps(new), changed, before_caption=f"before: {old.revision}", after_caption=f"after: {new.revision}"
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    out = ["", "#### Slice maps of the changed GPUs", ""]
+    for node, gpu, before, after, files in rendered:
+        for name, data in files.items():
+            (directory / name).write_bytes(data)
+        pictures = [
+            f"![{side} {node} GPU {gpu}]({quote((directory / name).as_posix())})" if name else f"({side}: none)"
+            for side, name in (("before", before), ("after", after))
+        ]
+        out.append(f"`{node}` GPU {gpu}: {pictures[0]} → {pictures[1]}")
+        out.append("")
+    return "\n".join(out)
+
+
 @click.command("plan")
 @click.option("--repo", "repo", required=True, help="Repository: local path, https://, ssh:// or git:// URL.")
 @click.option("--from", "from_rev", required=True, help="Base revision (branch, tag or commit), e.g. main.")
@@ -188,6 +220,12 @@ def _disruptions(
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Also list the pods disrupted.")
 @click.option("--context", default=None, help="kubeconfig context (with --kubeconfig).")
+@click.option(
+    "--maps-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Write before/after SVG slice maps of every changed GPU here, linked from the Markdown by this path.",
+)
 def command(
     repo: str,
     from_rev: str,
@@ -197,6 +235,7 @@ def command(
     cache_dir: Path | None,
     kubeconfig: str | None,
     context: str | None,
+    maps_dir: Path | None = None,
 ) -> None:
     """Show what merging --to into --from would do to the MIG partitions."""
     remote = gitopts.remote(repo, cache_dir)
@@ -218,8 +257,15 @@ def command(
         except MigplanError as exc:
             click.echo(f"migplan plan: cannot observe the cluster: {exc.code}: {exc.message}", err=True)
             sys.exit(2)
+    maps_md = ""
+    if maps_dir is not None and diff is not None:
+        try:
+            maps_md = write_plan_maps(maps_dir, old, new, diff)
+        except OSError as exc:
+            click.echo(f"migplan plan: cannot write the slice maps to {maps_dir}: {exc}", err=True)
+            sys.exit(2)
     if output == "json":
         sys.stdout.buffer.write(render_json(old, new, diff, disrupts) + b"\n")
     else:
-        click.echo(render_markdown(old, new, diff, disrupts), nl=False)
+        click.echo(render_markdown(old, new, diff, disrupts) + maps_md, nl=False)
     sys.exit(0 if new.validation.valid else 1)

@@ -121,6 +121,8 @@ class GitCycle:
             nodes_in_flight=in_flight,
             cluster_policy=src.desired.cluster.gpu_operator.cluster_policy,
             message="; ".join(cycle.notes),
+            report_status=cycle.report.status if cycle.report is not None else "",
+            report_pending=cycle.report.pending if cycle.report is not None else 0,
         )
 
 

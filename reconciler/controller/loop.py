@@ -56,6 +56,8 @@ class CycleOutcome:
     nodes_in_flight: int = 0
     cluster_policy: str = "cluster-policy"
     message: str = ""
+    report_status: str = ""  # ReportOutcome.status when a report was handed to Git this cycle
+    report_pending: int = 0  # reports left in the outbox after this cycle
 
 
 CycleFn = Callable[[CycleContext], CycleOutcome]
@@ -219,11 +221,19 @@ class Controller:
         if outcome.revision:
             self.metrics.revision.info({"revision": outcome.revision})
         self.metrics.nodes_in_flight.set(outcome.nodes_in_flight)
+        if outcome.report_status:
+            self.metrics.record_report(outcome.report_status, outcome.report_pending)
+        for kind, n in signals.applied_by_kind(outcome.applied).items():
+            self.metrics.applied_changes.labels(kind).inc(n)
+        if outcome.plan is not None:
+            self.metrics.held_changes.set(len(outcome.plan.skipped))
         report = outcome.report
         if report is None:
             return
         self.metrics.set_findings(signals.finding_counts(report))
         self.metrics.set_partitions(signals.occupancy_rows(report))
+        self.metrics.set_node_findings(signals.node_finding_rows(report))
+        self.metrics.set_owner_partitions(signals.owner_rows(report))
         # One log line per finding when it appears (not every cycle while it lasts), naming revision,
         # node and code so a log pipeline can follow a drift without parsing messages.
         current = {(f.node or "", f.code, f.message) for f in report.findings}
@@ -262,6 +272,8 @@ class Controller:
             t.start()
             self._threads.append(t)
         # Without election the first cycle runs now; with it, on becoming leader (_started_leading).
+        if self.elector is None:
+            self.metrics.is_leader.set(1)  # the only writer: a "no leader" alert must stay quiet
         self.scheduler.start(run_now=self.elector is None)
         log.info("controller started", extra={"settings": self.settings.redacted(), "port": self.http.port})
 

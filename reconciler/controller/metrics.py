@@ -10,7 +10,12 @@ from collections.abc import Iterable, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-__all__ = ["CONTENT_TYPE_LATEST", "ControllerMetrics"]
+from reconciler.model.plans import Kind
+
+__all__ = ["CONTENT_TYPE_LATEST", "REPORT_RESULTS", "ControllerMetrics"]
+
+# ReportOutcome.status values (reconciler.adapters.gitreports), exported as zeros from the start.
+REPORT_RESULTS = ("committed", "unchanged", "queued", "refused", "failed")
 
 
 class ControllerMetrics:
@@ -48,7 +53,11 @@ class ControllerMetrics:
             "Unix time of the last successful cycle.",
             registry=r,
         )
-        self.is_leader = Gauge("migplan_leader", "1 when this replica holds the leader Lease.", registry=r)
+        self.is_leader = Gauge(
+            "migplan_leader",
+            "1 when this replica may write: it holds the leader Lease, or runs without leader election.",
+            registry=r,
+        )
         self.consecutive_failures = Gauge(
             "migplan_consecutive_failures", "Failed cycles in a row (drives the backoff).", registry=r
         )
@@ -58,8 +67,49 @@ class ControllerMetrics:
             ["provider", "outcome"],
             registry=r,
         )
+        # Per node (empty for a cluster-wide finding), code and severity: what the alerts name a node
+        # by (apply failed or stuck, drift persisting); migplan_drift_findings stays the cluster total.
+        self.node_findings = Gauge(
+            "migplan_findings",
+            "Drift findings of the last cycle by node (empty: cluster-wide), code and severity.",
+            ["node", "code", "severity"],
+            registry=r,
+        )
+        self.owner_partitions = Gauge(
+            "migplan_owner_partitions",
+            "MIG partitions per inventory owner (empty: unowned) and profile, by state (total, used, free); "
+            "used is inferred from the pods' requests, matched to their owner's partitions first.",
+            ["owner", "profile", "state"],
+            registry=r,
+        )
+        self.report_pushes = Counter(
+            "migplan_report_pushes_total",
+            "Report commits by outcome (committed, unchanged, queued, refused, failed).",
+            ["result"],
+            registry=r,
+        )
+        self.report_outbox = Gauge(
+            "migplan_report_outbox_pending",
+            "Reports waiting in the outbox to be pushed to the reports branch.",
+            registry=r,
+        )
+        self.applied_changes = Counter(
+            "migplan_applied_changes_total",
+            "Writes applied to the cluster, by kind of change (reconciler.model.plans.Kind).",
+            ["kind"],
+            registry=r,
+        )
+        self.held_changes = Gauge(
+            "migplan_changes_held",
+            "Changes of the last cycle's plan held back (disruption guard, maxUnavailableNodes, ordering).",
+            registry=r,
+        )
         for result in ("success", "drift", "failed", "skipped"):
             self.cycles.labels(result)  # export zeros so rate() works from the first scrape
+        for result in REPORT_RESULTS:
+            self.report_pushes.labels(result)
+        for kind in Kind:
+            self.applied_changes.labels(kind.value)
 
     def set_findings(self, counts: Mapping[str, int]) -> None:
         self.findings.clear()
@@ -73,6 +123,26 @@ class ControllerMetrics:
             self.partitions.labels(node, profile, "total").set(total)
             self.partitions.labels(node, profile, "used").set(used)
             self.partitions.labels(node, profile, "free").set(max(0, total - used))
+
+    def set_node_findings(self, rows: Iterable[tuple[str, str, str, int]]) -> None:
+        """rows: (node or "", code, severity, count)."""
+        self.node_findings.clear()
+        for node, code, severity, n in rows:
+            self.node_findings.labels(node, code, severity).set(n)
+
+    def set_owner_partitions(self, rows: Iterable[tuple[str, str, int, int]]) -> None:
+        """rows: (owner or "", profile, total, used), summed over the cluster."""
+        self.owner_partitions.clear()
+        for owner, profile, total, used in rows:
+            self.owner_partitions.labels(owner, profile, "total").set(total)
+            self.owner_partitions.labels(owner, profile, "used").set(used)
+            self.owner_partitions.labels(owner, profile, "free").set(max(0, total - used))
+
+    def record_report(self, result: str, pending: int) -> None:
+        self.report_pushes.labels(result).inc()
+        if result in ("committed", "unchanged", "queued"):
+            # Only these went through the outbox and counted it; refused/failed never reached it.
+            self.report_outbox.set(pending)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

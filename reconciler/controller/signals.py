@@ -195,3 +195,34 @@ def finding_counts(report: DriftReport) -> dict[str, int]:
 
 def applied_writes(applied: Iterable[Change]) -> int:
     return sum(1 for c in applied if c.action is not Action.UNCHANGED)
+
+
+def applied_by_kind(applied: Iterable[Change]) -> dict[str, int]:
+    """Writes made, by kind of change (unchanged ones are not writes)."""
+    counts: dict[str, int] = {}
+    for c in applied:
+        if c.action is not Action.UNCHANGED:
+            counts[c.kind.value] = counts.get(c.kind.value, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def node_finding_rows(report: DriftReport) -> tuple[tuple[str, str, str, int], ...]:
+    """(node or "" for cluster-wide, code, severity, count), sorted."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for f in report.findings:
+        key = (f.node or "", f.code, f.severity.value)
+        counts[key] = counts.get(key, 0) + 1
+    return tuple((*key, n) for key, n in sorted(counts.items()))
+
+
+def owner_rows(report: DriftReport) -> tuple[tuple[str, str, int, int], ...]:
+    """(owner or "" for unowned, profile, total, used) over every planned MIG partition of the cluster;
+    a partition is used when occupancy assigned a holding pod to it (inferred from pod requests)."""
+    sums: dict[tuple[str, str], list[int]] = {}
+    for gpus in report.slice_maps.values():
+        for gpu in gpus:
+            for p in gpu.partitions:
+                row = sums.setdefault((p.owner or "", p.profile), [0, 0])
+                row[0] += 1
+                row[1] += 1 if p.holder else 0
+    return tuple((owner, profile, total, used) for (owner, profile), (total, used) in sorted(sums.items()))

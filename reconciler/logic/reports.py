@@ -12,10 +12,12 @@ import json
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from tabulate import tabulate
 
 from reconciler.logic import markdown as md
+from reconciler.logic import slicesvg
 from reconciler.logic.drift import FINDING_CODES
 from reconciler.model.drift import DriftReport, Finding, GpuSliceMap, NodeReport, NodeStatus
 
@@ -27,7 +29,39 @@ def render_reports(report: DriftReport, *, source: Mapping[str, Any] | None = No
     """Both report files. `source` is the Git source's state (SourceResult.to_json(): revision,
     latest, stale, refused{...}, source_error{...}, signature{...}); when given, drift.yaml carries
     it as `source:` and README.md says which revision is applied and why a newer one is not."""
-    return {DRIFT_FILE: render_drift_yaml(report, source=source), README_FILE: render_readme(report, source=source)}
+    files = {DRIFT_FILE: render_drift_yaml(report, source=source), README_FILE: render_readme(report, source=source)}
+    files.update(render_slice_maps(report))
+    return files
+
+
+# Pictures for every node of a cluster up to this size; beyond it only for the nodes not in sync (those a
+# person opens): 5,000 nodes x 8 GPUs would be 40,000 files (~250 MB) rewritten into every report.
+MAP_EVERY_NODE_UP_TO = 100
+
+
+def mapped_nodes(report: DriftReport) -> frozenset[str]:
+    """The planned nodes whose GPUs get an SVG map (see MAP_EVERY_NODE_UP_TO)."""
+    planned = set(report.slice_maps)
+    if len(planned) <= MAP_EVERY_NODE_UP_TO:
+        return frozenset(planned)
+    return frozenset(n.name for n in report.nodes if n.name in planned and n.status is not NodeStatus.IN_SYNC)
+
+
+def render_slice_maps(report: DriftReport) -> dict[str, bytes]:
+    """`maps/<node>-gpu<i>.svg` for every GPU of the mapped nodes, linked from README.md."""
+    caption = f"planned cut at {report.revision}"
+    out: dict[str, bytes] = {}
+    for node in sorted(mapped_nodes(report)):
+        out.update(slicesvg.node_maps(node, report.slice_maps[node], caption=caption))
+    return out
+
+
+def _map_links(node: str, gpus: tuple[GpuSliceMap, ...]) -> list[str]:
+    """Relative image links to the node's SVG maps (GitHub and GitLab render those, not inline <svg>)."""
+    links = [
+        f"![{md.text(f'{node} GPU {g.index} slice map')}]({quote(slicesvg.gpu_map_name(node, g.index))})" for g in gpus
+    ]
+    return ["", "Slice maps (the planned cut; holders inferred from pod requests):", "", *links]
 
 
 def _legend(codes: set[str]) -> str:
@@ -229,6 +263,13 @@ def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = Non
     rows = [[n.name, n.status.value, n.mig_config or "", len(n.findings)] for n in report.nodes]
     out.append(md.table(["node", "status", "mig.config", "findings"], rows))
     maps: Mapping[str, tuple[GpuSliceMap, ...]] = report.slice_maps
+    pictured = mapped_nodes(report)
+    if len(pictured) < len(maps):
+        out += [
+            "",
+            f"Slice-map pictures (maps/*.svg) are drawn for the nodes not in sync: the cluster has more than "
+            f"{MAP_EVERY_NODE_UP_TO} planned nodes.",
+        ]
     for n in report.nodes:
         out += ["", f"### {md.text(n.name)}: {n.status.value}", ""]
         if n.findings:
@@ -248,4 +289,6 @@ def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = Non
         gpus = maps.get(n.name, ())
         if gpus:
             out.extend(md.fence([line for g in gpus for line in slice_map_text(g)]))
+            if n.name in pictured:
+                out += _map_links(n.name, gpus)
     return ("\n".join(out).rstrip() + "\n").encode("utf-8")

@@ -142,6 +142,12 @@ def test_metrics_health_and_signals(running: Running) -> None:
     assert 'migplan_partitions{node="gpu-h200-01",profile="1g.18gb",state="total"} 4.0' in page
     assert "migplan_reconcile_duration_seconds_count" in page and "migplan_last_success_timestamp_seconds" in page
     assert "migplan_leader 1.0" in page
+    # What the alerting rules (deploy/prometheus/migplan-rules.yaml) read: partitions per owner (two
+    # 3g.71gb on gpu-h200-01 belong to vllm-llama-70b), report pushes and the outbox.
+    assert 'migplan_owner_partitions{owner="vllm-llama-70b",profile="3g.71gb",state="total"} 2.0' in page
+    pushes = r.controller.metrics.registry.get_sample_value("migplan_report_pushes_total", {"result": "committed"})
+    assert (pushes or 0) >= 1
+    assert "migplan_report_outbox_pending 0.0" in page
     assert get(r, "/healthz")[0] == 200
     assert get(r, "/readyz") == (200, "leader\n")
     api = core(r)

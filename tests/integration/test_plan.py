@@ -191,3 +191,37 @@ def test_plan_with_unreachable_cluster_exits_2(repo: tuple[Path, str, str], tmp_
         "--kubeconfig", str(tmp_path / "missing-kubeconfig"),
     )  # fmt: skip
     assert code == 2 and "cannot observe the cluster" in out
+
+
+def test_plan_attaches_before_and_after_maps_of_the_changed_gpus(
+    repo: tuple[Path, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+    import xml.etree.ElementTree as ET
+
+    work, base, head = repo
+    monkeypatch.chdir(tmp_path)
+    code, out = _plan(
+        "--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/a", "--maps-dir", "plan-maps"
+    )
+    assert code == 0, out
+    links = re.findall(r"!\[(before|after) (gpu-\d) GPU 0\]\(([^)]+)\)", out)
+    # gpu-0 (new owner) and gpu-1 (moved): both sides; gpu-2 removed: before only; gpu-3 added: after only
+    assert links == [
+        ("before", "gpu-0", "plan-maps/gpu-0-gpu0-before.svg"),
+        ("after", "gpu-0", "plan-maps/gpu-0-gpu0-after.svg"),
+        ("before", "gpu-1", "plan-maps/gpu-1-gpu0-before.svg"),
+        ("after", "gpu-1", "plan-maps/gpu-1-gpu0-after.svg"),
+        ("before", "gpu-2", "plan-maps/gpu-2-gpu0-before.svg"),
+        ("after", "gpu-3", "plan-maps/gpu-3-gpu0-after.svg"),
+    ]
+    assert "`gpu-2` GPU 0: ![before gpu-2 GPU 0](plan-maps/gpu-2-gpu0-before.svg) → (after: none)" in out
+    assert sorted(p.name for p in (tmp_path / "plan-maps").iterdir()) == sorted(Path(x[2]).name for x in links)
+    svg = "{http://www.w3.org/2000/svg}"
+    after = ET.parse(tmp_path / "plan-maps/gpu-0-gpu0-after.svg").getroot()
+    assert (after.findtext(f"{svg}title") or "").endswith(f"after: feature@sha1:{head}")
+    titles = [t.text or "" for g in after.iter(f"{svg}g") for t in g.findall(f"{svg}title")]
+    assert any(t.startswith("3g.71gb: memory slices 4-7 of 8; owner llama-405b") for t in titles)
+    before = ET.parse(tmp_path / "plan-maps/gpu-0-gpu0-before.svg").getroot()
+    assert (before.findtext(f"{svg}title") or "").endswith(f"before: main@sha1:{base}")
+    assert not any("held" in t or "free" in t for t in titles)  # no occupancy claimed between revisions

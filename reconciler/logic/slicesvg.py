@@ -1,0 +1,235 @@
+"""A GPU's MIG cut as a picture: one SVG per GPU, for the report pages and for `migplan plan`.
+
+Pure: a GpuSliceMap in, SVG bytes out; deterministic (integer geometry, partitions in placement order, no
+clock, no random ids), so an unchanged cut is byte-identical and makes no report commit.
+
+Why files and not inline <svg>: GitHub and GitLab strip <svg> from Markdown but render an SVG file that
+the Markdown links as an image (`![…](maps/<node>-gpu<i>.svg)`), so the report writer commits these next
+to README.md. Such an image is shown without scripts or external fetches: everything is inline here, with
+an opaque white background so it stays readable on a dark theme.
+
+What it shows, and says it shows: the planned cut (the inventory), each partition over the memory slices
+it takes (profile, owner, holder), free vs held, and the slices left unallocated. Holders are what the
+occupancy infers today from the pods' requests (matched to their owner's partitions first); the cut the
+GPU really has (the node observer) is not read yet, and the picture says so rather than pretend.
+
+Accessible: role="img" with a <title> and <desc> for the whole map, and a <title> per partition (a
+tooltip in browsers, the text a screen reader announces).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from reconciler.model.drift import GpuSliceMap, SlicePartition
+
+__all__ = [
+    "MAPS_DIR",
+    "gpu_map_name",
+    "gpu_svg",
+    "map_file_name",
+    "node_maps",
+    "partition_title",
+    "plan_maps",
+    "xml",
+]
+
+MAPS_DIR = "maps"  # under reports.path
+
+_MARGIN = 16
+_WIDTH = 720
+_BAR_Y = 78
+_BAR_H = 84
+_ROW_GAP = 14
+_FONT = 'font-family="DejaVu Sans, Verdana, Arial, sans-serif"'
+_CHAR_W = 7.2  # average advance of the 12px font, to shorten labels that would overflow their box
+
+HELD = ("#2f5f9e", "#ffffff", "#1d3f6e")  # fill, text, stroke
+FREE = ("#dcefd5", "#1b3a12", "#4f8a3c")
+PLANNED = ("#e6e9f2", "#1f2a44", "#5b6b8f")  # occupancy not shown (migplan plan's before/after)
+UNALLOCATED = "#eeeeee"
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
+
+
+def xml(text: object) -> str:
+    """Text or attribute value safe in XML 1.0: markup escaped, characters XML forbids dropped."""
+    s = _CONTROL.sub("", str(text))
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def map_file_name(node: str, index: int, suffix: str = "") -> str:
+    """`<node>-gpu<i>[-suffix].svg` (node names are validated DNS names: safe as file names)."""
+    return f"{node}-gpu{index}{'-' + suffix if suffix else ''}.svg"
+
+
+def gpu_map_name(node: str, index: int) -> str:
+    """`maps/<node>-gpu<i>.svg`, relative to reports.path."""
+    return f"{MAPS_DIR}/{map_file_name(node, index)}"
+
+
+def _fit(text: str, width: float) -> str:
+    room = max(int((width - 10) / _CHAR_W), 1)
+    return text if len(text) <= room else text[: max(room - 1, 1)] + "…"
+
+
+def partition_title(p: SlicePartition, memory_slices: int, *, occupancy: bool = True) -> str:
+    if p.start is None:
+        where = f"{p.size} memory slice(s), placement chosen by the driver"
+    else:
+        last = p.start + p.size - 1
+        where = f"memory slices {p.start}-{last} of {memory_slices}" if p.size > 1 else f"memory slice {p.start}"
+    owner = f"owner {p.owner}" if p.owner else "no owner"
+    if not occupancy:
+        return f"{p.profile}: {where}; {owner}"
+    held = f"held by {p.holder} (inferred from pod requests)" if p.holder else "free"
+    return f"{p.profile}: {where}; {owner}; {held}"
+
+
+def _partition(
+    p: SlicePartition,
+    x: int,
+    y: int,
+    w: int,
+    h: int,
+    memory_slices: int,
+    dashed: bool,
+    title: str | None = None,
+    occupancy: bool = True,
+) -> list[str]:
+    fill, ink, stroke = (HELD if p.holder else FREE) if occupancy else PLANNED
+    dash = ' stroke-dasharray="6 4"' if dashed else ""
+    holder = p.holder or "free"
+    if len(holder) * _CHAR_W > w - 10 and "/" in holder:
+        holder = holder.split("/", 1)[1]  # the pod's name says more than its namespace (both in the title)
+    lines = [(p.profile, "bold", 13), (p.owner or "unowned", "normal", 12)]
+    if occupancy:
+        lines.append((holder, "normal", 12))
+    out = [
+        f"<g><title>{xml(title or partition_title(p, memory_slices, occupancy=occupancy))}</title>",
+        f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6" fill="{fill}" stroke="{stroke}" '
+        f'stroke-width="2"{dash}/>',
+    ]
+    for i, (text, weight, size) in enumerate(lines):
+        out.append(
+            f'<text x="{x + w // 2}" y="{y + 24 + i * 20}" text-anchor="middle" font-size="{size}" '
+            f'font-weight="{weight}" fill="{ink}" {_FONT}>{xml(_fit(text, w))}</text>'
+        )
+    out.append("</g>")
+    return out
+
+
+def _legend(y: int, occupancy: bool) -> list[str]:
+    items = [(HELD[0], HELD[2], "held by a pod"), (FREE[0], FREE[2], "free")] if occupancy else []
+    if not occupancy:
+        items.append((PLANNED[0], PLANNED[2], "planned partition"))
+    items.append((UNALLOCATED, "#bbbbbb", "unallocated"))
+    out, x = [], _MARGIN
+    for fill, stroke, label in items:
+        out.append(f'<rect x="{x}" y="{y}" width="14" height="14" fill="{fill}" stroke="{stroke}"/>')
+        out.append(f'<text x="{x + 20}" y="{y + 12}" font-size="12" fill="#333333" {_FONT}>{xml(label)}</text>')
+        x += 20 + int(len(label) * _CHAR_W) + 24
+    return out
+
+
+def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupancy: bool = True) -> bytes:
+    """One GPU's cut. `caption` says which cut it is ("planned cut", "before: main@…", "after: …");
+    without `occupancy` (a plan between two revisions) partitions are drawn as planned, not free/held."""
+    slices = max(gpu.memory_slices, 1)
+    cell = (_WIDTH - 2 * _MARGIN) // slices
+    width = 2 * _MARGIN + cell * slices
+    placed = sorted((p for p in gpu.partitions if p.start is not None), key=lambda p: (p.start or 0, p.profile))
+    unplaced = [p for p in gpu.partitions if p.start is None]
+    rows = 1 + (1 if unplaced else 0)
+    legend_y = _BAR_Y + rows * (_BAR_H + _ROW_GAP) + 4
+    height = legend_y + 58
+    name = f"node {node}, GPU {gpu.index} ({gpu.model})"
+    held = sum(1 for p in gpu.partitions if p.holder)
+    if not gpu.mig_enabled:
+        summary = "MIG disabled: the whole GPU is one device"
+    elif occupancy:
+        summary = f"{len(gpu.partitions)} MIG partition(s), {held} held, {len(gpu.partitions) - held} free"
+    else:
+        summary = f"{len(gpu.partitions)} MIG partition(s)"
+    if occupancy:
+        note = "Holders: inferred from pod requests today. Observed cut on the GPU: not read yet."
+    else:
+        note = "The cut as the inventory plans it; which pods hold partitions is not shown."
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-labelledby="map-title map-desc">',
+        f'<title id="map-title">{xml(f"MIG slice map of {name}: {caption}")}</title>',
+        f'<desc id="map-desc">{xml(f"{summary}. {note}")}</desc>',
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+        f'<text x="{_MARGIN}" y="26" font-size="16" font-weight="bold" fill="#111111" {_FONT}>{xml(name)}</text>',
+        f'<text x="{_MARGIN}" y="46" font-size="12" fill="#444444" {_FONT}>{xml(f"{caption} · {summary}")}</text>',
+    ]
+    # the ruler: one cell per memory slice, numbered as NVML counts placements
+    for i in range(slices):
+        x = _MARGIN + i * cell
+        out.append(
+            f'<text x="{x + cell // 2}" y="{_BAR_Y - 8}" text-anchor="middle" font-size="11" fill="#666666" '
+            f"{_FONT}>{i}</text>"
+        )
+        out.append(
+            f'<rect x="{x + 1}" y="{_BAR_Y}" width="{cell - 2}" height="{_BAR_H}" fill="{UNALLOCATED}" '
+            f'stroke="#cccccc"><title>memory slice {i}: unallocated</title></rect>'
+        )
+    if not gpu.mig_enabled:
+        whole = SlicePartition(profile="whole GPU", start=0, size=slices, owner="MIG disabled", holder=None)
+        title = f"GPU {gpu.index}: MIG disabled, the whole GPU is one device (nvidia.com/gpu)"
+        out += _partition(
+            whole, _MARGIN + 2, _BAR_Y + 2, cell * slices - 4, _BAR_H - 4, slices, False, title, occupancy
+        )
+    for p in placed:
+        start = min(p.start or 0, slices - 1)
+        size = max(min(p.size, slices - start), 1)
+        x = _MARGIN + start * cell + 2
+        out += _partition(p, x, _BAR_Y + 2, size * cell - 4, _BAR_H - 4, slices, False, None, occupancy)
+    if unplaced:
+        y = _BAR_Y + _BAR_H + _ROW_GAP
+        out.append(
+            f'<text x="{width - _MARGIN}" y="{y - 3}" text-anchor="end" font-size="11" fill="#666666" '
+            f"{_FONT}>placement chosen by the driver (dashed)</text>"
+        )
+        x = _MARGIN
+        for p in unplaced:
+            w = max(p.size, 1) * cell
+            out += _partition(p, x + 2, y + 2, w - 4, _BAR_H - 4, slices, True, None, occupancy)
+            x += w
+    out += _legend(legend_y, occupancy)
+    out.append(f'<text x="{_MARGIN}" y="{legend_y + 36}" font-size="11" fill="#555555" {_FONT}>{xml(note)}</text>')
+    out.append("</svg>")
+    return ("\n".join(out) + "\n").encode("utf-8")
+
+
+def node_maps(node: str, gpus: Iterable[GpuSliceMap], *, caption: str = "planned cut") -> dict[str, bytes]:
+    """File name (under reports.path) -> SVG, for every GPU of a node."""
+    return {gpu_map_name(node, g.index): gpu_svg(g, node=node, caption=caption) for g in gpus}
+
+
+def plan_maps(
+    before: Mapping[str, tuple[GpuSliceMap, ...]],
+    after: Mapping[str, tuple[GpuSliceMap, ...]],
+    gpus: Iterable[tuple[str, int]],
+    *,
+    before_caption: str,
+    after_caption: str,
+) -> list[tuple[str, int, str | None, str | None, dict[str, bytes]]]:
+    """Before/after maps of the GPUs a plan changes: (node, gpu, before file, after file, files), one per
+    GPU in order; a file is None where the GPU is not in that revision (a node added or removed)."""
+    out = []
+    for node, index in sorted(set(gpus)):
+        files: dict[str, bytes] = {}
+        names: list[str | None] = []
+        for side, maps, caption in (("before", before, before_caption), ("after", after, after_caption)):
+            gpu = next((g for g in maps.get(node, ()) if g.index == index), None)
+            if gpu is None:
+                names.append(None)
+                continue
+            name = map_file_name(node, index, side)
+            files[name] = gpu_svg(gpu, node=node, caption=caption, occupancy=False)
+            names.append(name)
+        out.append((node, index, names[0], names[1], files))
+    return out
