@@ -1,4 +1,4 @@
-"""`migplan validate [ROOT] [-o text|json]`: check an inventory root before it is merged.
+"""`migplan validate [ROOT] [-o text|json|github|codequality|sarif]`: check an inventory root before it is merged.
 
     migplan validate [ROOT]                          a directory (default: the embedded example)
     migplan validate --repo R --rev REV [--path P]   a Git revision (URL or local repository), read from
@@ -10,12 +10,17 @@ partitions written without `placement:`, then a summary line. JSON output (DESIG
 `{"valid", "errors": [{"code", "message", "file", "line", ...}], "warnings": [...]}` plus
 `placements` (solver choices) and `notes` (derived placement tables) for scripts that want them.
 
+`-o github|codequality|sarif` print the same diagnostics as annotations CI systems show on the
+changed line (reconciler/logic/ciannotations.py); their paths are relative to the repository (`--path`
+in front) or, for a directory, to the working directory, which is where CI resolves them.
+
 Getting the files is one call (`load_files`), so another source (a Git revision) can be added
 without touching the rest.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,9 +29,10 @@ from typing import Any
 import click
 import orjson
 
-from reconciler import resources
+from reconciler import __version__, resources
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
 from reconciler.catalog import Catalog, load_catalog
+from reconciler.logic import ciannotations
 from reconciler.logic.validation import ValidationResult, solver_choices, validate_inventory
 from reconciler.model.inventory import DesiredState
 from reconciler.model.revisions import WORKDIR, Revision
@@ -143,6 +149,29 @@ def render_text(result: ValidationResult, *, root: str, catalog: Catalog) -> str
     return "\n".join(lines) + "\n"
 
 
+ANNOTATIONS = ("github", "codequality", "sarif")
+
+
+def path_prefix(root: Path | None, repo_path: str | None) -> str:
+    """How CI names the inventory root: its path in the repository, or relative to the working directory."""
+    if repo_path is not None:
+        return repo_path.strip("/")
+    where = root if root is not None else resources.inventory_dir()
+    return Path(os.path.relpath(where.resolve(), Path.cwd())).as_posix()
+
+
+def render_annotations(result: ValidationResult, *, output: str, prefix: str) -> bytes:
+    diags = result.diagnostics
+    if output == "github":
+        return ciannotations.github_commands(diags, prefix=prefix).encode("utf-8")
+    doc: Any
+    if output == "codequality":
+        doc = ciannotations.codequality(diags, prefix=prefix)
+    else:
+        doc = ciannotations.sarif(diags, prefix=prefix, version=__version__)
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+
+
 @click.command("validate")
 @click.argument("root", required=False, type=click.Path(path_type=Path, file_okay=False))
 @click.option("--repo", default=None, help="Validate a Git revision of this repository (URL or local path).")
@@ -150,7 +179,12 @@ def render_text(result: ValidationResult, *, root: str, catalog: Catalog) -> str
 @click.option("--path", "path", default="", help="Inventory root inside the repository (with --repo).")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
 @click.option(
-    "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json", *ANNOTATIONS]),
+    default="text",
+    show_default=True,
+    help="Output format (github, codequality, sarif: CI annotations).",
 )
 def command(
     root: Path | None, repo: str | None, rev: str | None, path: str, cache_dir: Path | None, output: str
@@ -176,6 +210,10 @@ def command(
     result = validate_inventory(files, catalog=catalog, revision=revision, blob_ids=blob_ids)
     if output == "json":
         sys.stdout.buffer.write(render_json(result, root=label, catalog=catalog))
+        sys.stdout.flush()
+    elif output in ANNOTATIONS:
+        prefix = path_prefix(root, path if repo is not None else None)
+        sys.stdout.buffer.write(render_annotations(result, output=output, prefix=prefix))
         sys.stdout.flush()
     else:
         click.echo(render_text(result, root=label, catalog=catalog), nl=False)

@@ -65,6 +65,22 @@ def test_invalid_head_names_file_and_line(served: tuple[str, str, str, Path]) ->
     assert "nodes/gpu-h200-01.yaml:18: error MP307" in proc.stdout
 
 
+def test_annotations_name_the_file_relative_to_the_repository(served: tuple[str, str, str, Path]) -> None:
+    url, _good, _bad, cache = served
+    args = ("--repo", url, "--rev", "main", "--path", "clusters/par1", "--cache-dir", str(cache))
+    proc = _validate(*args, "-o", "github")
+    assert proc.returncode == 1
+    assert "::error file=clusters/par1/nodes/gpu-h200-01.yaml,line=18,title=MP307::" in proc.stdout
+    sarif = json.loads(_validate(*args, "-o", "sarif").stdout)
+    located = {
+        (loc["artifactLocation"]["uri"], loc["region"]["startLine"])
+        for r in sarif["runs"][0]["results"]
+        if r["ruleId"] == "MP307"
+        for loc in [r["locations"][0]["physicalLocation"]]
+    }
+    assert ("clusters/par1/nodes/gpu-h200-01.yaml", 18) in located
+
+
 def test_unknown_revision_and_missing_root_are_io_errors(served: tuple[str, str, str, Path]) -> None:
     url, _good, _bad, cache = served
     proc = _validate("--repo", url, "--rev", "nope", "--cache-dir", str(cache))
