@@ -14,6 +14,9 @@ Order and why:
 5. The report goes to the reports branch through the outbox, so a push race or a remote outage
    delays it but never drops it. With dry_run, or once this replica may no longer write (lost
    Lease, shutting down), nothing is committed.
+All five hold the cache directory's lock (adapters/cachelock.py): two processes sharing a cache
+directory run their cycles one after the other, or the second gives up cleanly (CacheLocked, MP830)
+before it has read or written anything.
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler.adapters.cachelock import cache_lock
+from reconciler.adapters.deadline import cycle_deadline
 from reconciler.adapters.gitreports import BotIdentity, ReportOutcome, commit_report, report_message
 from reconciler.adapters.gitsource import GitFailure, InventoryRepo
 from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, ClusterPort, CycleResult, reconcile_once
 from reconciler.logic.reports import render_reports
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import ApplyMode, DesiredState
+from reconciler.settings import DEFAULT_LOCK_TIMEOUT
 from reconciler.sourcing import InventorySource, SourceResult
 
 DEFAULT_BOT = BotIdentity()
@@ -92,6 +98,33 @@ def run_gitops_cycle(
     publish_agent_layouts: AgentPublisher | None = None,
     bot: BotIdentity = DEFAULT_BOT,
     now: datetime | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    deadline: float | None = None,
+) -> GitopsCycle:
+    """One cycle (see the module docstring); raises CacheLocked / CacheUnusable (MP830 / MP831)
+    when the cache directory cannot be had, before anything is read or written. `deadline`
+    (seconds) starts once the lock is held: waiting for another run is not this cycle's time."""
+    with cache_lock(source.remote.cache_dir, timeout=lock_timeout), cycle_deadline(deadline):
+        return _locked_cycle(
+            source=source,
+            cluster=cluster,
+            dry_run=dry_run,
+            may_write=may_write,
+            publish_agent_layouts=publish_agent_layouts,
+            bot=bot,
+            now=now,
+        )
+
+
+def _locked_cycle(
+    *,
+    source: InventorySource,
+    cluster: ClusterPort,
+    dry_run: bool,
+    may_write: Callable[[], bool],
+    publish_agent_layouts: AgentPublisher | None,
+    bot: BotIdentity,
+    now: datetime | None,
 ) -> GitopsCycle:
     src = source.cycle()
     notes = _source_notes(src)

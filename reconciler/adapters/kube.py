@@ -27,7 +27,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from reconciler.adapters import kubeobserve
+from reconciler.adapters import deadline, kubeobserve
 from reconciler.model.errors import MigplanError, Transient
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
@@ -53,7 +53,7 @@ CP_GROUP, CP_VERSION, CP_PLURAL = "nvidia.com", "v1", "clusterpolicies"
 DEFAULT_PAGE_SIZE = 500
 LOG_TAIL_LINES = 200
 MAX_LOG_READS = 100  # device-plugin pod logs read per cycle at most
-REQUEST_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
+REQUEST_TIMEOUT = (5.0, 30.0)  # connect, read (seconds): the default of every request we send
 
 
 class ApiRequestFailed(MigplanError):
@@ -64,6 +64,75 @@ class ApiRequestFailed(MigplanError):
 
 class NotFound(ApiRequestFailed):
     code = "MP551"
+
+
+class TimeoutApiClient(client.ApiClient):
+    """An ApiClient whose every request has a timeout, cut to what is left of the cycle's deadline.
+
+    The official client waits forever when no `_request_timeout` is given, and urllib3 retries a
+    timed-out GET three more times on its own: against a server that accepts connections and never
+    answers, one LIST would take four read timeouts before our own retries even start. So urllib3's
+    retries are switched off (`with_retries` is the one retry loop, and it stops at the deadline),
+    every request gets REQUEST_TIMEOUT unless it asks for less, and none outlives the deadline
+    (adapters/deadline.py).
+    """
+
+    def __init__(self, configuration: client.Configuration | None = None, **kwargs: Any) -> None:
+        configuration = configuration if configuration is not None else client.Configuration.get_default_copy()
+        if configuration.retries is None:
+            configuration.retries = False
+        super().__init__(configuration, **kwargs)
+        self.request_timeout: tuple[float, float] = REQUEST_TIMEOUT
+
+    def call_api(
+        self,
+        method: str,
+        url: str,
+        header_params: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        connect, read = _timeouts(_request_timeout, self.request_timeout)
+        what = f"{method} {url.split('?', 1)[0]}"
+        timeout = (deadline.clamp(connect, what), deadline.clamp(read, what))
+        return super().call_api(method, url, header_params, body, post_params, _request_timeout=timeout)
+
+
+def _timeouts(asked: Any, default: tuple[float, float]) -> tuple[float, float]:
+    """(connect, read) from what a caller passed as `_request_timeout` (None, a number or a pair)."""
+    if isinstance(asked, int | float) and asked > 0:
+        return float(asked), float(asked)
+    if isinstance(asked, tuple) and len(asked) == 2:
+        return float(asked[0] or default[0]), float(asked[1] or default[1])
+    return default
+
+
+def load_kube_config(path: str | None, *, context: str | None = None) -> client.Configuration:
+    """A client Configuration from a kubeconfig file (None: $KUBECONFIG or ~/.kube/config).
+
+    Every way a kubeconfig can be broken — missing, unreadable, not YAML, binary, a list where a
+    mapping belongs, a context that is not there, a certificate that does not parse — is one
+    MigplanError MP556 naming the file; the official loader raises whatever its parser hit.
+    """
+    cfg = client.Configuration()
+    where = path or "(default kubeconfig)"
+    try:
+        config.load_kube_config(config_file=path, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    except config.ConfigException as exc:
+        raise MigplanError(f"kubeconfig {where}: {_first_line(exc)}", code="MP556") from exc
+    except OSError as exc:
+        raise MigplanError(f"kubeconfig {where}: cannot read: {exc.strerror or exc}", code="MP556") from exc
+    except Exception as exc:  # yaml, unicode, type and key errors from the loader's parsing
+        raise MigplanError(
+            f"kubeconfig {where}: not a valid kubeconfig ({type(exc).__name__}: {_first_line(exc)})", code="MP556"
+        ) from exc
+    return cfg
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _transient_status(status: int) -> bool:
@@ -152,17 +221,17 @@ class KubeCluster:
         page_size: int = DEFAULT_PAGE_SIZE,
         request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
     ) -> KubeCluster:
-        with translate_api_errors("load kubeconfig"):
-            try:
-                api_client = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
-            except config.ConfigException as exc:
-                raise MigplanError(f"kubeconfig {path}: {exc}", code="MP556") from exc
+        api_client = TimeoutApiClient(load_kube_config(path, context=context))
         return cls(api_client, page_size=page_size, request_timeout=request_timeout)
 
     @classmethod
     def in_cluster(cls, *, page_size: int = DEFAULT_PAGE_SIZE) -> KubeCluster:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        return cls(client.ApiClient(), page_size=page_size)
+        cfg = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except config.ConfigException as exc:
+            raise MigplanError(f"in-cluster configuration: {_first_line(exc)}", code="MP556") from exc
+        return cls(TimeoutApiClient(cfg), page_size=page_size)
 
     def close(self) -> None:
         self.api_client.close()  # type: ignore[no-untyped-call]
