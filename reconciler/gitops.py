@@ -29,7 +29,14 @@ from typing import Any
 from reconciler.adapters.cachelock import cache_lock
 from reconciler.adapters.deadline import cycle_deadline
 from reconciler.adapters.gitreports import BotIdentity, ReportOutcome, commit_report, report_message
-from reconciler.adapters.gitsource import GitFailure, InventoryRepo
+from reconciler.adapters.gitsource import (
+    AUTH_REFUSED,
+    HOST_KEY_REFUSED,
+    REVISION_NOT_FOUND,
+    UNREACHABLE,
+    GitFailure,
+    InventoryRepo,
+)
 from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, ClusterPort, CycleResult, reconcile_once
 from reconciler.logic.reports import render_reports
 from reconciler.model.errors import MigplanError
@@ -38,6 +45,9 @@ from reconciler.settings import DEFAULT_LOCK_TIMEOUT
 from reconciler.sourcing import InventorySource, SourceResult
 
 DEFAULT_BOT = BotIdentity()
+# Source errors that describe the remote (down, refusing us, the branch gone): the cycle carries on
+# with the cached revision and says "not in sync" (1). Any other source error is an error (2).
+REMOTE_STATES = frozenset({UNREACHABLE, AUTH_REFUSED, HOST_KEY_REFUSED, REVISION_NOT_FOUND})
 
 # Publishes the desired layouts for node agents; returns notes (problems worth reporting).
 AgentPublisher = Callable[[DesiredState, str], list[str]]
@@ -56,6 +66,10 @@ class GitopsCycle:
     @property
     def exit_code(self) -> int:
         if self.result is None or self.errors:
+            return EXIT_ERROR
+        if self.source.source_error is not None and self.source.source_error.code not in REMOTE_STATES:
+            # A damaged cache, a state file that cannot be written, a request cut by the deadline: an
+            # I/O error a person must look at (2), even though the cycle carried on with the cache.
             return EXIT_ERROR
         if self.source.refused is not None or self.source.source_error is not None:
             # Acting on an older revision is not "in sync" with what the team merged.
@@ -162,6 +176,9 @@ def _locked_cycle(
     )
     if outcome.status in ("queued", "refused", "failed") and outcome.failure is not None:
         notes.append(f"report {outcome.status}: {outcome.failure.code}: {outcome.failure.message}")
+    if outcome.status == "failed" and outcome.failure is not None:
+        # Not even queued (the outbox cannot be written): the report is lost, which is an I/O error.
+        errors.append(f"report: {outcome.failure.code}: {outcome.failure.message}")
     return GitopsCycle(
         source=src, result=result, report_files=files, report=outcome, notes=tuple(notes), errors=tuple(errors)
     )

@@ -224,7 +224,9 @@ def load_settings(
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-            raise _error(where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+            # One line: a reader error (binary file) words itself over two, naming "<byte string>".
+            problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc).splitlines()[0]
+            raise _error(where, f"not valid YAML: {problem}") from exc
         if doc is None:
             doc = {}
         if not isinstance(doc, dict):

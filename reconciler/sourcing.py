@@ -201,6 +201,8 @@ class InventorySource:
             state = json.loads(self.state_file.read_text())
         except (OSError, ValueError):
             return
+        if not isinstance(state, dict):
+            return  # a damaged state file is no last known good; the remote's head is validated afresh
         sha = str(state.get("sha", ""))
         if not sha or not repo.has_commit(sha):
             return
