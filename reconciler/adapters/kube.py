@@ -34,10 +34,6 @@ from reconciler.model.observed import (
     FIELD_MANAGER,
     LAYOUT_REFUSALS,
     ConfigMapState,
-    DevicePluginPod,
-    MigConfigState,
-    ObservedNode,
-    ObservedPod,
     ObservedState,
 )
 from reconciler.model.plans import Action, Change, Kind
@@ -268,10 +264,7 @@ class KubeCluster:
         return None
 
     def observe(self, ops: GpuOperatorSettings) -> ObservedState:
-        nodes: dict[str, ObservedNode] = {}
-        for obj in self._pages("list nodes", self.core.list_node):
-            n = kubeobserve.node_from_json(obj)
-            nodes[n.name] = n
+        nodes = list(self._pages("list nodes", self.core.list_node))
         cp_obj = self._one(
             f"list clusterpolicies {ops.cluster_policy}",
             self.custom.list_cluster_custom_object,
@@ -280,51 +273,28 @@ class KubeCluster:
             version=CP_VERSION,
             plural=CP_PLURAL,
         )
-        cp = kubeobserve.cluster_policy_from_json(cp_obj) if cp_obj else None
         ds_obj = self._one(
             f"list daemonsets {ops.namespace}/{ops.device_plugin_daemonset}",
             self.apps.list_namespaced_daemon_set,
             ops.device_plugin_daemonset,
             namespace=ops.namespace,
         )
-        pods: list[ObservedPod] = []
-        dp_pods: list[DevicePluginPod] = []
-        failed = {n.name for n in nodes.values() if n.mig_config_state == MigConfigState.FAILED}
-        log_reads = 0  # device-plugin logs read this cycle (capped: a cluster-wide refusal is one story)
-        mig_manager_errors: dict[str, str] = {}
-        for obj in self._pages("list pods", self.core.list_pod_for_all_namespaces):
-            if failed and kubeobserve.is_mig_manager_pod(obj, namespace=ops.namespace):
-                node_name = (obj.get("spec") or {}).get("nodeName")
-                if node_name in failed:
-                    reason = self._mig_manager_reason(obj)
-                    if reason:
-                        mig_manager_errors[node_name] = reason
-                continue
-            if ds_obj is not None and kubeobserve.owned_by_daemonset(
-                obj, namespace=ops.namespace, name=ops.device_plugin_daemonset
-            ):
-                ready = kubeobserve.pod_ready(obj)
-                read = not ready and log_reads < self.max_log_reads
-                log_reads += read
-                line = self._quote_log(obj) if read else None
-                dp_pods.append(kubeobserve.device_plugin_pod_from_json(obj, line, log_read=ready or read))
-                continue
-            pod = kubeobserve.gpu_pod_from_json(obj)
-            if pod is not None:
-                pods.append(pod)
-        ds = kubeobserve.device_plugin_from_json(ds_obj, tuple(dp_pods)) if ds_obj else None
-        mig_cm = self._config_map(ops.namespace, ops.mig_config_map)
-        dp_cm = None
-        if cp is not None and cp.device_plugin_config_name:
-            dp_cm = self._config_map(ops.namespace, cp.device_plugin_config_name)
-        return ObservedState(
+        pods = self._pages("list pods", self.core.list_pod_for_all_namespaces)
+        return kubeobserve.observed_state(
+            ops,
             nodes=nodes,
-            pods=tuple(pods),
-            cluster_policy=cp,
-            device_plugin=ds,
-            mig_config_map=mig_cm,
-            device_plugin_config_map=dp_cm,
-            mig_manager_errors=mig_manager_errors,
+            pods=pods,
+            cluster_policy=cp_obj,
+            daemonset=ds_obj,
+            config_map=lambda name: self._one(
+                f"list configmaps {ops.namespace}/{name}",
+                self.core.list_namespaced_config_map,
+                name,
+                namespace=ops.namespace,
+            ),
+            device_plugin_log=self._quote_log,
+            mig_manager_log=self._mig_manager_reason,
+            max_log_reads=self.max_log_reads,
         )
 
     def _config_map(self, namespace: str, name: str) -> ConfigMapState | None:
