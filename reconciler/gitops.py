@@ -14,6 +14,9 @@ Order and why:
 5. The report goes to the reports branch through the outbox, so a push race or a remote outage
    delays it but never drops it. With dry_run, or once this replica may no longer write (lost
    Lease, shutting down), nothing is committed.
+All five hold the cache directory's lock (adapters/cachelock.py): two processes sharing a cache
+directory run their cycles one after the other, or the second gives up cleanly (CacheLocked, MP830)
+before it has read or written anything.
 """
 
 from __future__ import annotations
@@ -23,16 +26,29 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler.adapters.cachelock import cache_lock
 from reconciler.adapters.commitsigning import CommitSigner
+from reconciler.adapters.deadline import cycle_deadline
 from reconciler.adapters.gitreports import BotIdentity, ReportOutcome, commit_report, report_message
-from reconciler.adapters.gitsource import GitFailure, InventoryRepo
+from reconciler.adapters.gitsource import (
+    AUTH_REFUSED,
+    HOST_KEY_REFUSED,
+    REVISION_NOT_FOUND,
+    UNREACHABLE,
+    GitFailure,
+    InventoryRepo,
+)
 from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, ClusterPort, CycleResult, reconcile_once
 from reconciler.logic.reports import render_reports
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import ApplyMode, DesiredState
+from reconciler.settings import DEFAULT_LOCK_TIMEOUT
 from reconciler.sourcing import InventorySource, SourceResult
 
 DEFAULT_BOT = BotIdentity()
+# Source errors that describe the remote (down, refusing us, the branch gone): the cycle carries on
+# with the cached revision and says "not in sync" (1). Any other source error is an error (2).
+REMOTE_STATES = frozenset({UNREACHABLE, AUTH_REFUSED, HOST_KEY_REFUSED, REVISION_NOT_FOUND})
 
 # Publishes the desired layouts for node agents; returns notes (problems worth reporting).
 AgentPublisher = Callable[[DesiredState, str], list[str]]
@@ -51,6 +67,10 @@ class GitopsCycle:
     @property
     def exit_code(self) -> int:
         if self.result is None or self.errors:
+            return EXIT_ERROR
+        if self.source.source_error is not None and self.source.source_error.code not in REMOTE_STATES:
+            # A damaged cache, a state file that cannot be written, a request cut by the deadline: an
+            # I/O error a person must look at (2), even though the cycle carried on with the cache.
             return EXIT_ERROR
         if self.source.refused is not None or self.source.source_error is not None:
             # Acting on an older revision is not "in sync" with what the team merged.
@@ -94,6 +114,35 @@ def run_gitops_cycle(
     bot: BotIdentity = DEFAULT_BOT,
     signer: CommitSigner | None = None,
     now: datetime | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    deadline: float | None = None,
+) -> GitopsCycle:
+    """One cycle (see the module docstring); raises CacheLocked / CacheUnusable (MP830 / MP831)
+    when the cache directory cannot be had, before anything is read or written. `deadline`
+    (seconds) starts once the lock is held: waiting for another run is not this cycle's time."""
+    with cache_lock(source.remote.cache_dir, timeout=lock_timeout), cycle_deadline(deadline):
+        return _locked_cycle(
+            source=source,
+            cluster=cluster,
+            dry_run=dry_run,
+            may_write=may_write,
+            publish_agent_layouts=publish_agent_layouts,
+            bot=bot,
+            signer=signer,
+            now=now,
+        )
+
+
+def _locked_cycle(
+    *,
+    source: InventorySource,
+    cluster: ClusterPort,
+    dry_run: bool,
+    may_write: Callable[[], bool],
+    publish_agent_layouts: AgentPublisher | None,
+    bot: BotIdentity,
+    signer: CommitSigner | None,
+    now: datetime | None,
 ) -> GitopsCycle:
     src = source.cycle()
     notes = _source_notes(src)
@@ -132,6 +181,9 @@ def run_gitops_cycle(
     )
     if outcome.status in ("queued", "refused", "failed") and outcome.failure is not None:
         notes.append(f"report {outcome.status}: {outcome.failure.code}: {outcome.failure.message}")
+    if outcome.status == "failed" and outcome.failure is not None:
+        # Not even queued (the outbox cannot be written): the report is lost, which is an I/O error.
+        errors.append(f"report: {outcome.failure.code}: {outcome.failure.message}")
     return GitopsCycle(
         source=src, result=result, report_files=files, report=outcome, notes=tuple(notes), errors=tuple(errors)
     )

@@ -29,6 +29,8 @@ from reconciler.model.errors import MigplanError
 ENV_PREFIX = "MIGPLAN_"
 FIELD_MANAGER = "migplan"
 CODE = "MP800"  # settings errors
+DEFAULT_CYCLE_DEADLINE = 30.0  # seconds; well under the default interval (60 s)
+DEFAULT_LOCK_TIMEOUT = 60.0  # seconds to wait for another process's cycle on the same cache directory
 
 
 class Secret:
@@ -93,6 +95,11 @@ class Settings:
     backoff_base_seconds: float = 10.0
     backoff_max_seconds: float = 300.0
     shutdown_grace_seconds: float = 20.0
+    # Overall limit of one cycle (Git fetch, every API request, the report push): a server that
+    # accepts connections and never answers ends the cycle with MP811 instead of stalling the loop.
+    cycle_deadline_seconds: float = DEFAULT_CYCLE_DEADLINE
+    # How long a cycle waits for another process's cycle on the same cache_dir (MP830 after that).
+    cache_lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT
     dry_run: bool = False
     # leader election (coordination.k8s.io/v1 Lease)
     leader_election: bool = True
@@ -105,11 +112,15 @@ class Settings:
     listen: str = "0.0.0.0:8080"
     webhook_secret: Secret = field(default_factory=lambda: Secret(""))
     webhook_max_body_bytes: int = 5 * 1024 * 1024
+    http_read_timeout_seconds: float = 10.0  # per connection: a slow or half-sent request is dropped
+    http_max_connections: int = 64  # concurrent connections served; more are answered 503 at once
     # logs
     log_format: LogFormat = LogFormat.TEXT
     log_level: str = "INFO"
     # the node agent
     node_name: str = ""
+    # show the traceback of an internal error (MP899) instead of one line; MIGPLAN_DEBUG=1
+    debug: bool = False
 
     def redacted(self) -> dict[str, Any]:
         """Every setting as plain values for the startup log, secrets shown only as set/unset."""
@@ -219,7 +230,9 @@ def load_settings(
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-            raise _error(where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+            # One line: a reader error (binary file) words itself over two, naming "<byte string>".
+            problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc).splitlines()[0]
+            raise _error(where, f"not valid YAML: {problem}") from exc
         if doc is None:
             doc = {}
         if not isinstance(doc, dict):
@@ -262,6 +275,12 @@ def _validate(s: Settings) -> None:
             "needs retry_period_seconds < renew_deadline_seconds < lease_duration_seconds "
             "(a leader must give up before another replica may take over)",
         )
+    if s.cycle_deadline_seconds <= 0:
+        raise _error("cycle_deadline_seconds", "must be greater than 0")
+    if s.http_read_timeout_seconds <= 0:
+        raise _error("http_read_timeout_seconds", "must be greater than 0")
+    if s.http_max_connections < 1:
+        raise _error("http_max_connections", "must be at least 1")
     if s.backoff_base_seconds > s.backoff_max_seconds:
         raise _error("backoff_base_seconds", "must not exceed backoff_max_seconds")
     try:

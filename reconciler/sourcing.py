@@ -24,6 +24,7 @@ Orchestration over the Git and signature adapters and the pure validation; I/O: 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
@@ -61,6 +62,8 @@ def node_removal_refusal(applied: DesiredState, candidate: DesiredState) -> str 
         f"set spec.apply.confirmNodeRemoval: {len(removed)} in cluster.yaml to confirm"
     )
 
+
+STATE_DAMAGED = "MP722"  # the last known good state file cannot be read or is damaged: ignored
 
 Validator = Callable[..., ValidationResult]
 
@@ -189,6 +192,7 @@ class InventorySource:
         self._restored = False
         self._reported_once = False
         self._same_content_sha: str | None = None  # a newer commit already found to change nothing
+        self._restore_problem: GitFailure | None = None  # the state file was damaged (said once)
 
     # -- persistence ------------------------------------------------------------------------------
     @property
@@ -220,7 +224,13 @@ class InventorySource:
         self._restored = True
         try:
             state = json.loads(self.state_file.read_text())
-        except (OSError, ValueError):
+        except FileNotFoundError:
+            return  # the very first cycle
+        except (OSError, ValueError) as exc:
+            self._restore_problem = self._damaged(str(getattr(exc, "strerror", None) or exc))
+            return
+        if not isinstance(state, dict) or not isinstance(state.get("sha", ""), str):
+            self._restore_problem = self._damaged("not a state document")
             return
         sha = str(state.get("sha", ""))
         if not sha or not repo.has_commit(sha):
@@ -234,8 +244,20 @@ class InventorySource:
             snap = self._without_reports(repo, snap, result.desired)
             self._applied = _Applied(snap, result.desired, result.warnings, None)
 
+    def _damaged(self, why: str) -> GitFailure:
+        # Said once, as this cycle's source error (exit 2); the remote's head is then validated afresh
+        # like on a first run, and the next successful save replaces the damaged file.
+        return GitFailure(STATE_DAMAGED, f"last known good state file {self.state_file} is damaged ({why}); ignored")
+
     # -- the cycle --------------------------------------------------------------------------------
     def cycle(self) -> SourceResult:
+        result = self._cycle()
+        problem, self._restore_problem = self._restore_problem, None
+        if problem is not None and result.source_error is None:
+            result = dataclasses.replace(result, source_error=problem)
+        return result
+
+    def _cycle(self) -> SourceResult:
         repo = self._repo
         if repo is None:
             opened = InventoryRepo.open(self.remote)

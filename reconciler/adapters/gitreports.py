@@ -272,7 +272,7 @@ def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6, signer: CommitSi
             return ReportOutcome(
                 status="queued", pushed=tuple(pushed), pending=len(outbox.entries()), failure=failure, attempts=attempts
             )
-        path.unlink()
+        path.unlink(missing_ok=True)  # (the cache lock keeps other processes out; never crash on it)
         if commit is None:
             last_status, last_commit = "unchanged", None
         else:

@@ -31,6 +31,7 @@ from typing import Any, cast
 import pygit2
 from pygit2.enums import CredentialType, FetchPrune, ObjectType
 
+from reconciler.adapters import deadline
 from reconciler.model.inventory import InventoryFiles
 from reconciler.model.revisions import Revision
 
@@ -77,7 +78,11 @@ class GitRemote:
     url: str  # https://…, http://…, ssh://…, git://…, or a local repository path
     cache_dir: Path
     auth: GitAuth = field(default_factory=GitAuth)
-    timeout_ms: int = 10_000  # connect timeout: a dead remote must not stall a cycle
+    # Connect timeout, and twice that for each read from the server (libgit2's server timeout: git's
+    # upload-pack sends a keep-alive every 5 s while it works, so only a stalled server hits it). A
+    # remote that accepts connections and never answers must not stall a cycle; both are cut further
+    # to what is left of the cycle's deadline.
+    timeout_ms: int = 10_000
     # Extra CA certificates (PEM) trusted for HTTPS, e.g. a company CA. libgit2 adds them to its
     # process-wide trust store (it cannot scope them to one remote); one remote per process is the norm.
     ca_file: Path | None = None
@@ -185,12 +190,18 @@ class _HostKeyRefused(Exception):
     pass
 
 
+class _DeadlinePassed(Exception):
+    pass
+
+
 def classify(exc: BaseException, url: str) -> GitFailure:
     """Map a pygit2/libgit2 failure to an error value with a stable code."""
     if isinstance(exc, _AuthRefused):
         return GitFailure(AUTH_REFUSED, str(exc), url)
     if isinstance(exc, _HostKeyRefused):
         return GitFailure(HOST_KEY_REFUSED, str(exc), url)
+    if isinstance(exc, _DeadlinePassed):
+        return GitFailure(deadline.CODE, str(exc), url)
     text = str(exc)
     low = text.lower()
     if any(s in low for s in ("hostkey", "host key", "known_hosts", "known hosts", "certificate")):
@@ -214,6 +225,9 @@ def classify(exc: BaseException, url: str) -> GitFailure:
         "failed to read",
         "failed to write",
         "unexpected http status code: 5",
+        # OpenSSL's words for a read that timed out (libgit2's server timeout on an https:// remote)
+        "resource temporarily unavailable",
+        "syscall failure",
     )
     if any(s in low for s in unreachable):
         return GitFailure(UNREACHABLE, f"the remote cannot be reached: {text}", url)
@@ -255,8 +269,15 @@ class InventoryRepo:
     @contextmanager
     def network(self) -> Iterator[_Callbacks]:
         """Callbacks for one remote operation, with timeouts and (for SSH) our known_hosts in effect."""
-        pygit2.settings.server_connect_timeout = self.remote.timeout_ms
-        pygit2.settings.server_timeout = self.remote.timeout_ms * 3
+        connect_ms, read_ms = self.remote.timeout_ms, self.remote.timeout_ms * 2
+        left = deadline.remaining()
+        if left is not None:
+            if left <= 0:
+                raise _DeadlinePassed("the cycle ran past its deadline; Git request not sent")
+            connect_ms, read_ms = min(connect_ms, int(left * 1000) + 1), min(read_ms, int(left * 1000) + 1)
+        # libgit2 settings are process-wide; every operation sets its own before it starts.
+        pygit2.settings.server_connect_timeout = connect_ms
+        pygit2.settings.server_timeout = read_ms
         callbacks = _Callbacks(self.remote)
         if self.remote.ca_file is not None and self.remote.url.startswith("https://"):
             _trust_ca(self.remote.ca_file)
@@ -295,7 +316,7 @@ class InventoryRepo:
         try:
             with self.network() as callbacks:
                 self.repo.remotes[ORIGIN].fetch(callbacks=callbacks, prune=FetchPrune.PRUNE)
-        except (pygit2.GitError, _AuthRefused, _HostKeyRefused, OSError) as exc:
+        except (pygit2.GitError, _AuthRefused, _HostKeyRefused, _DeadlinePassed, OSError) as exc:
             return classify(exc, self.remote.url)
         return None
 

@@ -27,17 +27,13 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from reconciler.adapters import kubeobserve
+from reconciler.adapters import deadline, kubeobserve
 from reconciler.model.errors import MigplanError, Transient
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     FIELD_MANAGER,
     LAYOUT_REFUSALS,
     ConfigMapState,
-    DevicePluginPod,
-    MigConfigState,
-    ObservedNode,
-    ObservedPod,
     ObservedState,
 )
 from reconciler.model.plans import Action, Change, Kind
@@ -53,7 +49,7 @@ CP_GROUP, CP_VERSION, CP_PLURAL = "nvidia.com", "v1", "clusterpolicies"
 DEFAULT_PAGE_SIZE = 500
 LOG_TAIL_LINES = 200
 MAX_LOG_READS = 100  # device-plugin pod logs read per cycle at most
-REQUEST_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
+REQUEST_TIMEOUT = (5.0, 30.0)  # connect, read (seconds): the default of every request we send
 
 
 class ApiRequestFailed(MigplanError):
@@ -64,6 +60,75 @@ class ApiRequestFailed(MigplanError):
 
 class NotFound(ApiRequestFailed):
     code = "MP551"
+
+
+class TimeoutApiClient(client.ApiClient):
+    """An ApiClient whose every request has a timeout, cut to what is left of the cycle's deadline.
+
+    The official client waits forever when no `_request_timeout` is given, and urllib3 retries a
+    timed-out GET three more times on its own: against a server that accepts connections and never
+    answers, one LIST would take four read timeouts before our own retries even start. So urllib3's
+    retries are switched off (`with_retries` is the one retry loop, and it stops at the deadline),
+    every request gets REQUEST_TIMEOUT unless it asks for less, and none outlives the deadline
+    (adapters/deadline.py).
+    """
+
+    def __init__(self, configuration: client.Configuration | None = None, **kwargs: Any) -> None:
+        configuration = configuration if configuration is not None else client.Configuration.get_default_copy()
+        if configuration.retries is None:
+            configuration.retries = False
+        super().__init__(configuration, **kwargs)
+        self.request_timeout: tuple[float, float] = REQUEST_TIMEOUT
+
+    def call_api(
+        self,
+        method: str,
+        url: str,
+        header_params: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        connect, read = _timeouts(_request_timeout, self.request_timeout)
+        what = f"{method} {url.split('?', 1)[0]}"
+        timeout = (deadline.clamp(connect, what), deadline.clamp(read, what))
+        return super().call_api(method, url, header_params, body, post_params, _request_timeout=timeout)
+
+
+def _timeouts(asked: Any, default: tuple[float, float]) -> tuple[float, float]:
+    """(connect, read) from what a caller passed as `_request_timeout` (None, a number or a pair)."""
+    if isinstance(asked, int | float) and asked > 0:
+        return float(asked), float(asked)
+    if isinstance(asked, tuple) and len(asked) == 2:
+        return float(asked[0] or default[0]), float(asked[1] or default[1])
+    return default
+
+
+def load_kube_config(path: str | None, *, context: str | None = None) -> client.Configuration:
+    """A client Configuration from a kubeconfig file (None: $KUBECONFIG or ~/.kube/config).
+
+    Every way a kubeconfig can be broken — missing, unreadable, not YAML, binary, a list where a
+    mapping belongs, a context that is not there, a certificate that does not parse — is one
+    MigplanError MP556 naming the file; the official loader raises whatever its parser hit.
+    """
+    cfg = client.Configuration()
+    where = path or "(default kubeconfig)"
+    try:
+        config.load_kube_config(config_file=path, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    except config.ConfigException as exc:
+        raise MigplanError(f"kubeconfig {where}: {_first_line(exc)}", code="MP556") from exc
+    except OSError as exc:
+        raise MigplanError(f"kubeconfig {where}: cannot read: {exc.strerror or exc}", code="MP556") from exc
+    except Exception as exc:  # yaml, unicode, type and key errors from the loader's parsing
+        raise MigplanError(
+            f"kubeconfig {where}: not a valid kubeconfig ({type(exc).__name__}: {_first_line(exc)})", code="MP556"
+        ) from exc
+    return cfg
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _transient_status(status: int) -> bool:
@@ -152,17 +217,17 @@ class KubeCluster:
         page_size: int = DEFAULT_PAGE_SIZE,
         request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
     ) -> KubeCluster:
-        with translate_api_errors("load kubeconfig"):
-            try:
-                api_client = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
-            except config.ConfigException as exc:
-                raise MigplanError(f"kubeconfig {path}: {exc}", code="MP556") from exc
+        api_client = TimeoutApiClient(load_kube_config(path, context=context))
         return cls(api_client, page_size=page_size, request_timeout=request_timeout)
 
     @classmethod
     def in_cluster(cls, *, page_size: int = DEFAULT_PAGE_SIZE) -> KubeCluster:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        return cls(client.ApiClient(), page_size=page_size)
+        cfg = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except config.ConfigException as exc:
+            raise MigplanError(f"in-cluster configuration: {_first_line(exc)}", code="MP556") from exc
+        return cls(TimeoutApiClient(cfg), page_size=page_size)
 
     def close(self) -> None:
         self.api_client.close()  # type: ignore[no-untyped-call]
@@ -199,10 +264,7 @@ class KubeCluster:
         return None
 
     def observe(self, ops: GpuOperatorSettings) -> ObservedState:
-        nodes: dict[str, ObservedNode] = {}
-        for obj in self._pages("list nodes", self.core.list_node):
-            n = kubeobserve.node_from_json(obj)
-            nodes[n.name] = n
+        nodes = list(self._pages("list nodes", self.core.list_node))
         cp_obj = self._one(
             f"list clusterpolicies {ops.cluster_policy}",
             self.custom.list_cluster_custom_object,
@@ -211,51 +273,28 @@ class KubeCluster:
             version=CP_VERSION,
             plural=CP_PLURAL,
         )
-        cp = kubeobserve.cluster_policy_from_json(cp_obj) if cp_obj else None
         ds_obj = self._one(
             f"list daemonsets {ops.namespace}/{ops.device_plugin_daemonset}",
             self.apps.list_namespaced_daemon_set,
             ops.device_plugin_daemonset,
             namespace=ops.namespace,
         )
-        pods: list[ObservedPod] = []
-        dp_pods: list[DevicePluginPod] = []
-        failed = {n.name for n in nodes.values() if n.mig_config_state == MigConfigState.FAILED}
-        log_reads = 0  # device-plugin logs read this cycle (capped: a cluster-wide refusal is one story)
-        mig_manager_errors: dict[str, str] = {}
-        for obj in self._pages("list pods", self.core.list_pod_for_all_namespaces):
-            if failed and kubeobserve.is_mig_manager_pod(obj, namespace=ops.namespace):
-                node_name = (obj.get("spec") or {}).get("nodeName")
-                if node_name in failed:
-                    reason = self._mig_manager_reason(obj)
-                    if reason:
-                        mig_manager_errors[node_name] = reason
-                continue
-            if ds_obj is not None and kubeobserve.owned_by_daemonset(
-                obj, namespace=ops.namespace, name=ops.device_plugin_daemonset
-            ):
-                ready = kubeobserve.pod_ready(obj)
-                read = not ready and log_reads < self.max_log_reads
-                log_reads += read
-                line = self._quote_log(obj) if read else None
-                dp_pods.append(kubeobserve.device_plugin_pod_from_json(obj, line, log_read=ready or read))
-                continue
-            pod = kubeobserve.gpu_pod_from_json(obj)
-            if pod is not None:
-                pods.append(pod)
-        ds = kubeobserve.device_plugin_from_json(ds_obj, tuple(dp_pods)) if ds_obj else None
-        mig_cm = self._config_map(ops.namespace, ops.mig_config_map)
-        dp_cm = None
-        if cp is not None and cp.device_plugin_config_name:
-            dp_cm = self._config_map(ops.namespace, cp.device_plugin_config_name)
-        return ObservedState(
+        pods = self._pages("list pods", self.core.list_pod_for_all_namespaces)
+        return kubeobserve.observed_state(
+            ops,
             nodes=nodes,
-            pods=tuple(pods),
-            cluster_policy=cp,
-            device_plugin=ds,
-            mig_config_map=mig_cm,
-            device_plugin_config_map=dp_cm,
-            mig_manager_errors=mig_manager_errors,
+            pods=pods,
+            cluster_policy=cp_obj,
+            daemonset=ds_obj,
+            config_map=lambda name: self._one(
+                f"list configmaps {ops.namespace}/{name}",
+                self.core.list_namespaced_config_map,
+                name,
+                namespace=ops.namespace,
+            ),
+            device_plugin_log=self._quote_log,
+            mig_manager_log=self._mig_manager_reason,
+            max_log_reads=self.max_log_reads,
         )
 
     def _config_map(self, namespace: str, name: str) -> ConfigMapState | None:

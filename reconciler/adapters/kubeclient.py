@@ -11,21 +11,28 @@ from typing import Any
 
 from kubernetes import client, config
 
-from reconciler.adapters.kube import translate_api_errors
+from reconciler.adapters.kube import TimeoutApiClient, load_kube_config, translate_api_errors
+from reconciler.model.errors import MigplanError
 
 
 def kube_configuration(kubeconfig: str | None) -> Any:
-    """A client Configuration from a kubeconfig file, or in-cluster when none is given."""
-    cfg = client.Configuration()
+    """A client Configuration from a kubeconfig file, or in-cluster when none is given.
+
+    A broken kubeconfig or a missing in-cluster service account is a MigplanError MP556.
+    """
     if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
-    else:
+        return load_kube_config(kubeconfig)
+    cfg = client.Configuration()
+    try:
         config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    except config.ConfigException as exc:
+        raise MigplanError(f"in-cluster configuration: {exc}", code="MP556") from exc
     return cfg
 
 
 def api_client(configuration: Any) -> Any:
-    return client.ApiClient(configuration)
+    """An ApiClient whose every request has a timeout (and respects the cycle deadline)."""
+    return TimeoutApiClient(configuration)
 
 
 def core_v1(api: Any) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.adapters.kube import TimeoutApiClient
 from reconciler.model.errors import LeaseConflict, MigplanError, Transient
 
 TRIGGER_ANNOTATION = "migplan.io/trigger"
@@ -188,7 +189,7 @@ class KubeLease:
             raise _translate(exc, f"patch lease {self.namespace}/{self.name}") from exc
 
 
-class FencedApiClient(client.ApiClient):
+class FencedApiClient(TimeoutApiClient):
     """An ApiClient that sends a write only while `may_write()` is true (checked per request)."""
 
     def __init__(self, configuration: client.Configuration, may_write: Callable[[], bool]) -> None:

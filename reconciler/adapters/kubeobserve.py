@@ -8,9 +8,10 @@ list floor. Only GPU-relevant fields are kept.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CORDONED_ANNOTATION,
     GPU_COUNT_LABEL,
@@ -27,6 +28,7 @@ from reconciler.model.observed import (
     MigConfigState,
     ObservedNode,
     ObservedPod,
+    ObservedState,
     OwnerRef,
     is_gpu_resource,
 )
@@ -234,3 +236,67 @@ def mig_manager_error(text: str) -> str | None:
         if "rror" in ln and "nvidia.com/mig.config.state" not in ln:
             return ln
     return None
+
+
+Json = Mapping[str, Any]
+
+
+def observed_state(
+    ops: GpuOperatorSettings,
+    *,
+    nodes: Iterable[Json],
+    pods: Iterable[Json],
+    cluster_policy: Json | None,
+    daemonset: Json | None,
+    config_map: Callable[[str], Json | None],
+    device_plugin_log: Callable[[Json], str | None],
+    mig_manager_log: Callable[[Json], str | None],
+    max_log_reads: int,
+) -> ObservedState:
+    """The observed state from the listed objects. What needs another request is a callback:
+    `config_map(name)` (migplan's mig-parted ConfigMap, and the device-plugin config the
+    ClusterPolicy names), the log line of a device-plugin pod that is not Ready (at most
+    `max_log_reads` of them), and the error line of the mig-manager pod of a node whose state is
+    `failed`."""
+    observed_nodes: dict[str, ObservedNode] = {}
+    for obj in nodes:
+        n = node_from_json(obj)
+        observed_nodes[n.name] = n
+    cp = cluster_policy_from_json(cluster_policy) if cluster_policy else None
+    gpu_pods: list[ObservedPod] = []
+    dp_pods: list[DevicePluginPod] = []
+    failed = {n.name for n in observed_nodes.values() if n.mig_config_state == MigConfigState.FAILED}
+    log_reads = 0  # device-plugin logs read this cycle (capped: a cluster-wide refusal is one story)
+    mig_manager_errors: dict[str, str] = {}
+    for obj in pods:
+        if failed and is_mig_manager_pod(obj, namespace=ops.namespace):
+            node_name = (obj.get("spec") or {}).get("nodeName")
+            if node_name in failed:
+                reason = mig_manager_log(obj)
+                if reason:
+                    mig_manager_errors[node_name] = reason
+            continue
+        if daemonset is not None and owned_by_daemonset(obj, namespace=ops.namespace, name=ops.device_plugin_daemonset):
+            ready = pod_ready(obj)
+            read = not ready and log_reads < max_log_reads
+            log_reads += read
+            line = device_plugin_log(obj) if read else None
+            dp_pods.append(device_plugin_pod_from_json(obj, line, log_read=ready or read))
+            continue
+        pod = gpu_pod_from_json(obj)
+        if pod is not None:
+            gpu_pods.append(pod)
+    ds = device_plugin_from_json(daemonset, tuple(dp_pods)) if daemonset else None
+    mig_cm = config_map(ops.mig_config_map)
+    dp_cm = None
+    if cp is not None and cp.device_plugin_config_name:
+        dp_cm = config_map(cp.device_plugin_config_name)
+    return ObservedState(
+        nodes=observed_nodes,
+        pods=tuple(gpu_pods),
+        cluster_policy=cp,
+        device_plugin=ds,
+        mig_config_map=config_map_from_json(mig_cm) if mig_cm else None,
+        device_plugin_config_map=config_map_from_json(dp_cm) if dp_cm else None,
+        mig_manager_errors=mig_manager_errors,
+    )

@@ -55,8 +55,8 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
         sys.exit(2)
     try:
         api = kubeclient.core_v1(kubeclient.api_client(kubeclient.kube_configuration(settings.kubeconfig)))
-    except Exception as exc:
-        click.echo(f"error MP800: cannot load the Kubernetes configuration: {exc}", err=True)
+    except MigplanError as exc:
+        click.echo(f"error {exc.code}: cannot load the Kubernetes configuration: {exc.message}", err=True)
         sys.exit(2)
     node_state = KubeNodeState(api)
     last: list[Any] = []

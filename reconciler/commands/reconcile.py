@@ -29,6 +29,7 @@ from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import DesiredState
 from reconciler.model.plans import Action
+from reconciler.settings import DEFAULT_CYCLE_DEADLINE, DEFAULT_LOCK_TIMEOUT
 
 MAX_NODE_ROWS = 50  # text output lists per-node occupancy up to this many nodes, then totals per profile
 
@@ -139,7 +140,16 @@ def _emit_json(doc: dict[str, Any]) -> None:
 
 
 def _from_repo(
-    *, repo: str, branch: str, path: str, cache_dir: Path | None, cluster: Any, dry_run: bool, output: str
+    *,
+    repo: str,
+    branch: str,
+    path: str,
+    cache_dir: Path | None,
+    cluster: Any,
+    dry_run: bool,
+    output: str,
+    lock_timeout: float,
+    deadline: float,
 ) -> int:
     """One GitOps cycle (reconciler.gitops): the inventory from Git, the report committed back."""
     from reconciler.commands import gitopts
@@ -147,7 +157,13 @@ def _from_repo(
     from reconciler.sourcing import InventorySource
 
     source = InventorySource(gitopts.remote(repo, cache_dir), ref=branch, root=path)
-    cycle = run_gitops_cycle(source=source, cluster=cluster, dry_run=dry_run)
+    try:
+        cycle = run_gitops_cycle(
+            source=source, cluster=cluster, dry_run=dry_run, lock_timeout=lock_timeout, deadline=deadline
+        )
+    except MigplanError as exc:  # the cache directory is locked by another run, or unusable
+        click.echo(f"error {exc.code}: {exc.message}", err=True)
+        return EXIT_ERROR
     if output == "json":
         _emit_json(cycle.to_json())
         return cycle.exit_code
@@ -192,6 +208,20 @@ def _from_repo(
     "--cache-dir", type=click.Path(file_okay=False, path_type=Path), help="Git cache (default ~/.cache/migplan)."
 )
 @click.option("--dry-run", is_flag=True, help="Plan and validate every write server-side (dryRun=All); write nothing.")
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_CYCLE_DEADLINE,
+    show_default=True,
+    help="Seconds the cycle may take at most: no request outlives it (a server that never answers: exit 2).",
+)
+@click.option(
+    "--lock-timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_LOCK_TIMEOUT,
+    show_default=True,
+    help="Seconds to wait for another run holding the same --cache-dir (then exit 2, nothing done).",
+)
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def command(
     once: bool,
@@ -203,9 +233,13 @@ def command(
     root: str,
     cache_dir: Path | None,
     dry_run: bool,
+    deadline: float,
+    lock_timeout: float,
     output: str,
 ) -> None:
     """Observe the cluster, report drift and occupancy, and apply the inventory through the GPU Operator."""
+    from reconciler.adapters.deadline import cycle_deadline
+
     if repo is not None:
         cluster = _connect(kubeconfig, context)
         try:
@@ -217,6 +251,8 @@ def command(
                 cluster=cluster,
                 dry_run=dry_run,
                 output=output,
+                lock_timeout=lock_timeout,
+                deadline=deadline,
             )
         finally:
             cluster.close()
@@ -231,7 +267,8 @@ def command(
         return
     cluster = _connect(kubeconfig, context)
     try:
-        result = reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run)
+        with cycle_deadline(deadline):
+            result = reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run)
     finally:
         cluster.close()
     if output == "json":

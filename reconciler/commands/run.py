@@ -89,15 +89,19 @@ class GitCycle:
     def __call__(self, ctx: CycleContext) -> CycleOutcome:
         from reconciler.gitops import run_gitops_cycle
 
-        cycle = run_gitops_cycle(
-            source=self.source,
-            cluster=self._kube(ctx.api_client),
-            dry_run=self.settings.dry_run,
-            may_write=ctx.may_write,
-            publish_agent_layouts=lambda desired, revision: self._publish_agent_layouts(ctx, desired, revision),
-            bot=self.bot,
-            signer=self.signer,
-        )
+        try:
+            cycle = run_gitops_cycle(
+                source=self.source,
+                cluster=self._kube(ctx.api_client),
+                dry_run=self.settings.dry_run,
+                may_write=ctx.may_write,
+                publish_agent_layouts=lambda desired, revision: self._publish_agent_layouts(ctx, desired, revision),
+                lock_timeout=self.settings.cache_lock_timeout_seconds,
+                bot=self.bot,
+                signer=self.signer,
+            )
+        except MigplanError as exc:  # the cache directory is held by another process, or unusable
+            return CycleOutcome("failed", errors=(f"{exc.code}: {exc.message}",), message=exc.message)
         src = cycle.source
         for note in cycle.notes:
             log.warning(note, extra={"revision": str(src.latest or "")})
@@ -139,6 +143,9 @@ def _flags(**given: Any) -> dict[str, Any]:
 @click.option("--namespace", help="Namespace of the leader Lease.")
 @click.option("--interval", "interval_seconds", type=float, help="Seconds between cycles.")
 @click.option("--jitter", "jitter_seconds", type=float, help="Random delay added to each interval, in seconds.")
+@click.option(
+    "--cycle-deadline", "cycle_deadline_seconds", type=float, help="Seconds one cycle may take at most (default 30)."
+)
 @click.option("--listen", help="HOST:PORT of /metrics, /healthz, /readyz and /webhook.")
 @click.option("--identity", help="This replica's name in the Lease (default: POD_NAME or the hostname).")
 @click.option("--leader-election/--no-leader-election", default=None, help="Elect a leader through a Lease.")
@@ -164,8 +171,8 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
         sys.exit(2)
     try:
         kube = kube_configuration(settings.kubeconfig)
-    except Exception as exc:
-        click.echo(f"error MP800: cannot load the Kubernetes configuration: {exc}", err=True)
+    except MigplanError as exc:
+        click.echo(f"error {exc.code}: cannot load the Kubernetes configuration: {exc.message}", err=True)
         sys.exit(2)
     try:
         cycle = GitCycle(settings)
@@ -173,10 +180,11 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
         click.echo(f"error {exc.code}: {exc.message}", err=True)
         sys.exit(2)
     if once:
-        from reconciler.adapters import kubeclient
+        from reconciler.adapters import deadline, kubeclient
 
         ctx = CycleContext("once", kubeclient.api_client(kube), lambda: not settings.dry_run, settings)
-        outcome = cycle(ctx)
+        with deadline.cycle_deadline(settings.cycle_deadline_seconds):
+            outcome = cycle(ctx)
         click.echo(f"{outcome.result}: {outcome.revision} {outcome.message}".rstrip())
         for e in outcome.errors:
             click.echo(f"error: {e}", err=True)

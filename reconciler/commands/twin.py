@@ -12,6 +12,7 @@ drift case, unreadable inventory). Side effects: a listening socket and the kube
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from pathlib import Path
 from types import FrameType
@@ -78,6 +79,12 @@ def command(
     """Serve a cluster twin (Kubernetes API, GPU Operator, NVML) built from an inventory until interrupted."""
     from reconciler.twin.cluster import ClusterTwin  # imported late: `migplan --help` stays fast
 
+    try:
+        # Written when the twin starts; a path that cannot hold a file is an error before anything runs.
+        kubeconfig_out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        click.echo(f"error: cannot write the kubeconfig {kubeconfig_out}: {exc.strerror or exc}", err=True)
+        sys.exit(2)
     try:
         twin = ClusterTwin.from_inventory(
             inventory,

@@ -6,13 +6,19 @@ readiness are callables supplied by the loop, so this module knows nothing of le
 - /readyz: the replica can do its job (API reachable, settings loaded); a standby replica is ready —
   it serves webhooks and forwards them to the leader, and a rollout must not wait for it to lead.
 Webhook bodies are capped (413 above the limit) and verified by `webhook.verify` before anything else.
+A client that is slow or stops half-way cannot hold a thread: each connection has a read timeout (and
+the body must arrive whole within it), and at most `max_connections` are served at once — one more is
+answered 503 and closed at once, before a thread is spent on it. A connection that fails is logged at
+debug level, never as a traceback on stderr.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,6 +29,65 @@ from reconciler.controller.metrics import CONTENT_TYPE_LATEST, ControllerMetrics
 log = logging.getLogger("migplan.http")
 
 Check = Callable[[], tuple[bool, str]]
+
+_BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A ThreadingHTTPServer with a cap on concurrent connections and quiet connection errors."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: Any, *, max_connections: int) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _refuse(self, request: socket.socket) -> None:
+        try:
+            request.settimeout(1.0)
+            request.sendall(_BUSY)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("http connection from %s failed", client_address, exc_info=True)
+
+
+class _BodyTimeout(Exception):
+    pass
+
+
+def _read_body(rfile: Any, length: int, *, seconds: float) -> bytes:
+    """Exactly `length` bytes, all of them within `seconds` (a trickling client does not get more)."""
+    ends = time.monotonic() + seconds
+    chunks: list[bytes] = []
+    left = length
+    while left > 0:
+        if time.monotonic() > ends:
+            raise _BodyTimeout
+        chunk = rfile.read1(min(left, 65536))
+        if not chunk:
+            raise _BodyTimeout  # the client closed half-way
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 class ControllerHttp:
@@ -38,10 +103,13 @@ class ControllerHttp:
         secret: Callable[[], str],
         branch: str,
         max_body: int = 5 * 1024 * 1024,
+        read_timeout: float = 10.0,
+        max_connections: int = 64,
     ) -> None:
         class Handler(BaseHTTPRequestHandler):
             server_version = "migplan"
             sys_version = ""
+            timeout = read_timeout  # socket timeout of every read (StreamRequestHandler.setup)
 
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug("http %s", format % args)
@@ -79,7 +147,12 @@ class ControllerHttp:
                     self._send(413, b"payload too large\n")
                     self.close_connection = True
                     return
-                body = self.rfile.read(length)
+                try:
+                    body = _read_body(self.rfile, length, seconds=read_timeout)
+                except (_BodyTimeout, TimeoutError):
+                    metrics.webhooks.labels("unknown", "rejected").inc()
+                    self.close_connection = True  # half-sent: nothing to answer, nothing verified
+                    return
                 verdict = webhook.verify(dict(self.headers.items()), body, secret=secret(), branch=branch)
                 metrics.webhooks.labels(verdict.provider, verdict.outcome).inc()
                 log.info("webhook %s", verdict.reason, extra={"provider": verdict.provider, "status": verdict.status})
@@ -88,8 +161,7 @@ class ControllerHttp:
                 reply = {"status": verdict.outcome, "reason": verdict.reason}
                 self._send(verdict.status, json.dumps(reply).encode(), "application/json")
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self._server = _BoundedServer((host, port), Handler, max_connections=max_connections)
         self._thread = threading.Thread(target=self._server.serve_forever, name="migplan-http", daemon=True)
 
     @property

@@ -7,6 +7,9 @@ tests. What the shell guarantees:
   SIGHUP and on a verified webhook; a replica that does not lead skips cycles;
 - every write the cycle makes goes through `api_client`, a FencedApiClient whose `may_write` is
   `is_leader() and not stopping`: losing the Lease, or SIGTERM, stops writes at the next request;
+- a cycle, with its Events and node marks, runs under `cycle_deadline_seconds`: no request of it
+  outlives that deadline (adapters/deadline.py), so a server that never answers fails the cycle
+  (MP811) instead of stalling the loop;
 - a failed cycle (exception, or an outcome with result "failed") counts towards the backoff;
 - after each cycle: metrics, Events and node marks (on change only), one structured log line with
   revision, result and finding codes.
@@ -21,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.adapters import kubeclient
+from reconciler.adapters import deadline, kubeclient
 from reconciler.adapters.kubeevents import KubeSignals
 from reconciler.adapters.kubelease import FencedApiClient, KubeLease
 from reconciler.controller import signals
@@ -126,6 +129,8 @@ class Controller:
             secret=lambda: settings.webhook_secret.reveal(),
             branch=settings.branch,
             max_body=settings.webhook_max_body_bytes,
+            read_timeout=settings.http_read_timeout_seconds,
+            max_connections=settings.http_max_connections,
         )
         self.cycles_run = 0
         self._logged_findings: set[tuple[str, str, str]] = set()
@@ -178,6 +183,10 @@ class Controller:
     # --- one cycle ----------------------------------------------------------------------------------------
 
     def _run_cycle(self, trigger: str) -> None:
+        with deadline.cycle_deadline(self.settings.cycle_deadline_seconds):
+            self._run_cycle_in_time(trigger)
+
+    def _run_cycle_in_time(self, trigger: str) -> None:
         if not self.may_write():
             self.metrics.cycles.labels("skipped").inc()
             return
