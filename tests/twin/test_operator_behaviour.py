@@ -328,8 +328,18 @@ def test_s3_3_failed_when_a_pod_holds_a_partition_and_stays_failed(make_twin: An
     # The reason is where an operator reads it: the mig-manager pod's log (NVIDIA's OpenShift doc lines, §3.3).
     (mm,) = twin.store.list("pods", NS, label_selector="app=nvidia-mig-manager")
     log = twin.store.pod_log(NS, mm["metadata"]["name"])
-    assert "Error clearing MigConfig: error destroying Compute instance for profile '(" in log
+    # mig-parted's chain (pkg/mig/config/config.go SetMigConfig → ClearMigConfig, capitalized per ordering),
+    # its fatal line, then mig-manager's own line (reconfigure.go Run, main.go "Error: %s").
+    assert (
+        "Error clearing MigConfig: error walking gpu instances for '0': error walking compute instances for '"
+    ) in log
+    assert "error destroying Compute instance for profile '(" in log
     assert "In use by another client" in log
+    assert (
+        "Error applying MIG configuration with hooks: error setting MIGConfig: "
+        "error attempting multiple config orderings: all orderings failed\n"
+        "Error: failed to apply MIG configuration: exit status 1\n"
+    ) in log
     assert log.rstrip().endswith("Changing the 'nvidia.com/mig.config.state' node label to 'failed'")
     # The held instance survives (clearing stops at the first IN_USE, like mig-parted's ClearMigConfig;
     # the free instances destroyed before it are gone, as with the real, non-transactional NVML calls).
@@ -451,13 +461,24 @@ def test_s3_3_false_deploy_labels_stay_false_and_client_only_if_present(make_twi
     assert final["nvidia.com/mig.config.state"] == "success"
 
 
-def test_s3_3_empty_label_value_is_ignored(make_twin: Any) -> None:
+def test_s3_3_empty_label_value_is_treated_as_absent_by_the_operator(make_twin: Any) -> None:
+    # gpu-operator state_manager.go hasMIGConfigLabel: "" is no label; nodelabeling_controller.go then sets
+    # spec.migManager.config.default (all-disabled) on the MIG-capable node, and mig-manager applies it.
     twin = make_twin("mixed", {"n": h200(ARTICLE)})
-    before = [g.geometry() for g in twin.gpus("n")]
     set_config(twin, "n", "")
     lab = labels(twin, "n")
-    assert lab["nvidia.com/mig.config"] == "" and lab["nvidia.com/mig.config.state"] == "success"
-    assert [g.geometry() for g in twin.gpus("n")] == before
+    assert lab["nvidia.com/mig.config"] == "all-disabled" and lab["nvidia.com/mig.config.state"] == "success"
+    assert [g.mig_current for g in twin.gpus("n")] == [False, False]
+
+
+def test_s3_3_no_default_label_without_a_mig_manager_config_object(make_twin: Any) -> None:
+    # The CRD default sits on spec.migManager.config.default: without the config object there is none.
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    twin.store.patch("clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"migManager": {"config": None}}})
+    twin.settle()
+    twin.store.patch("nodes", "n", {"metadata": {"labels": {"nvidia.com/mig.config": None}}})
+    twin.settle()
+    assert "nvidia.com/mig.config" not in labels(twin, "n")
 
 
 def test_s3_3_mode_change_disables_mig(make_twin: Any) -> None:
@@ -495,7 +516,10 @@ def test_s5_1_invalid_mig_parted_config_fails(make_twin: Any) -> None:
     before = [g.geometry() for g in twin.gpus("n")]
     set_config(twin, "n", "x")
     assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
-    assert "Error: unknown version: v2" in twin.operator.mig_manager_log["n"]
+    assert (
+        "Error parsing config file: unmarshal error: error unmarshaling JSON: while decoding JSON: unknown version: v2"
+    ) in twin.operator.mig_manager_log["n"]
+    assert "Error: failed to validate MIG configuration: exit status 1" in twin.operator.mig_manager_log["n"]
     assert [g.geometry() for g in twin.gpus("n")] == before  # nothing applied from invalid input
 
 
