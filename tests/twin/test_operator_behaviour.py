@@ -608,3 +608,41 @@ def test_clusterpolicy_state_follows_the_device_plugin(make_twin: Any) -> None:
     twin.store.patch("clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"mig": {"strategy": "mixed"}}})
     twin.settle()
     assert twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")["status"]["state"] == "ready"
+
+
+def test_s3_3_set_state_restores_all_five_deploy_labels_even_when_a_run_fails_early(make_twin: Any) -> None:
+    # reconfigure.go setState: maybeSetTrue of the values read at the start of the run, for device-plugin, GFD,
+    # dcgm-exporter, dcgm and nvsm ("false" stays, anything else, even absent, becomes "true"); client only when
+    # it had a value. A config name that is not in the file fails at validateMigConfig, before any pause.
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    twin.store.patch(
+        "nodes",
+        "n",
+        {"metadata": {"labels": {"nvidia.com/gpu.deploy.nvsm": None, "nvidia.com/gpu.deploy.dcgm": "false"}}},
+    )
+    twin.settle()
+    set_config(twin, "n", "no-such-config")
+    lab = labels(twin, "n")
+    assert lab["nvidia.com/mig.config.state"] == "failed"
+    assert lab["nvidia.com/gpu.deploy.nvsm"] == "true"
+    assert lab["nvidia.com/gpu.deploy.dcgm"] == "false"
+    assert lab["nvidia.com/gpu.deploy.device-plugin"] == "true"
+    assert "nvidia.com/gpu.deploy.client" not in lab
+    log = twin.operator.mig_manager_log["n"]
+    assert "Error selecting MIG config: selected mig-config not present: no-such-config" in log
+
+
+def test_s3_3_same_value_after_an_empty_one_is_a_new_run(make_twin: Any) -> None:
+    # main.go SyncableMigConfig: Set("") wakes nobody, but the next non-empty value differs from "" and is run
+    # again, even when it equals the value before (Get only compares with the last value read).
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    twin.store.patch(
+        "clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"migManager": {"config": {"default": ""}}}}
+    )
+    twin.settle()
+    value = labels(twin, "n")["nvidia.com/mig.config"]
+    runs = len([ln for ln in twin.operator.mig_manager_log.get("n", []) if ln.startswith("Changing")])
+    set_config(twin, "n", "")
+    set_config(twin, "n", value)
+    after = [ln for ln in twin.operator.mig_manager_log.get("n", []) if ln.startswith("Changing")]
+    assert len(after) == runs + 1 and after[-1].endswith("'success'")
