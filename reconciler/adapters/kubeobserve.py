@@ -209,6 +209,7 @@ def config_map_from_json(obj: Mapping[str, Any]) -> ConfigMapState:
         data=obj.get("data") or {},
         labels=meta.get("labels") or {},
         resource_version=meta.get("resourceVersion", ""),
+        annotations=meta.get("annotations") or {},
     )
 
 
