@@ -211,6 +211,7 @@ def config_map_from_json(obj: Mapping[str, Any]) -> ConfigMapState:
         data=obj.get("data") or {},
         labels=meta.get("labels") or {},
         resource_version=meta.get("resourceVersion", ""),
+        annotations=meta.get("annotations") or {},
     )
 
 
@@ -232,10 +233,17 @@ def is_mig_manager_pod(obj: Mapping[str, Any], *, namespace: str) -> bool:
 def mig_manager_error(text: str) -> str | None:
     """The last error line of a mig-manager log, skipping its own 'Changing ... to failed' line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        if "rror" in ln and "nvidia.com/mig.config.state" not in ln:
-            return ln
-    return None
+    errors = [ln for ln in lines if "rror" in ln and "nvidia.com/mig.config.state" not in ln]
+    # mig-manager's own last line only says which nvidia-mig-parted step failed ("Error: failed to apply MIG
+    # configuration: exit status 1", reconfigure.go Run); the reason is in the line mig-parted printed before it,
+    # and the most telling of those is the first-cause line (e.g. "... In use by another client").
+    causes = [ln for ln in errors if not ln.rstrip().split(":")[-1].strip().startswith("exit status")]
+    telling = [ln for ln in causes if "In use" in ln or "not present" in ln or "unmarshal" in ln]
+    if telling:
+        return telling[-1]
+    if causes:
+        return causes[-1]
+    return errors[-1] if errors else None
 
 
 Json = Mapping[str, Any]

@@ -205,8 +205,9 @@ def _parse_entry(name: str, raw: object) -> ConfigEntry:
     if not isinstance(enabled, bool):
         raise MigPartedFormatError(f"invalid format for 'mig-enabled': {enabled!r}")
     mig_devices_raw = raw.get("mig-devices")
-    if enabled and "mig-devices" not in raw:
-        raise MigPartedFormatError("missing required field 'mig-devices'")
+    if enabled and mig_devices_raw is None:
+        # api/spec/v1/spec.go: absent, or null (JSON null decodes to a nil map), is refused alike.
+        raise MigPartedFormatError("missing required field 'mig-devices' when 'mig-enabled' is true")
     mig_devices: dict[str, int] = {}
     if mig_devices_raw not in (None, {}):
         if not enabled:
@@ -214,12 +215,14 @@ def _parse_entry(name: str, raw: object) -> ConfigEntry:
         if not isinstance(mig_devices_raw, dict):
             raise MigPartedFormatError(f"invalid format for 'mig-devices': {mig_devices_raw!r}")
         for profile, count in mig_devices_raw.items():
-            bad = not isinstance(profile, str) or not _PROFILE_RE.fullmatch(profile)
-            if bad or ("+" in profile and "-" in profile):
+            if not isinstance(profile, str) or not _valid_profile(profile):
                 raise MigPartedFormatError(f"invalid MIG profile: {profile!r}")
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:
                 raise MigPartedFormatError(f"invalid count for {profile}: {count!r}")
             mig_devices[profile] = count
+        if not any(mig_devices.values()):
+            # pkg/types/mig_config.go AssertValidFormat
+            raise MigPartedFormatError("all counts for all MigProfiles are 0")
     filt = raw.get("device-filter")
     filters: tuple[str, ...]
     if filt is None:
@@ -231,6 +234,19 @@ def _parse_entry(name: str, raw: object) -> ConfigEntry:
     else:
         raise MigPartedFormatError(f"invalid format for 'device-filter': {filt!r}")
     return ConfigEntry(devices=devices, mig_enabled=enabled, mig_devices=mig_devices, device_filter=filters)
+
+
+def _valid_profile(profile: str) -> bool:
+    """go-nvlib parseMigProfile's format rules: [<c>c.]<g>g.<gb>gb, then +attrs or -attrs (not both), each
+    attribute unique, starting with a letter, alphanumeric or dots, not ending with a dot."""
+    if not _PROFILE_RE.fullmatch(profile) or ("+" in profile and "-" in profile):
+        return False
+    for sign in "+-":
+        if sign in profile:
+            attrs = profile.split(sign, 1)[1].split(",")
+            if len(set(attrs)) != len(attrs) or any(a.endswith(".") for a in attrs):
+                return False
+    return True
 
 
 def layouts_of(entries: Sequence[ConfigEntry], gpu_indexes: Sequence[int]) -> Mapping[int, GpuLayout] | None:

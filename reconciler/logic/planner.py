@@ -43,6 +43,7 @@ from reconciler.logic import drift, migparted
 from reconciler.logic.occupancy import expected_resources
 from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
+    CONFIGS_ADDED_AT_ANNOTATION,
     CORDONED_ANNOTATION,
     GPU_RESOURCE,
     MANAGED_BY_LABEL,
@@ -86,7 +87,7 @@ def plan(
     agent = desired.cluster.apply.mode is ApplyMode.AGENT
     changes: list[Change] = []
     if not agent:  # the node agent applies layouts itself: no mig-parted ConfigMap, no mig-manager
-        changes.append(_config_map_change(desired, observed, rendered, aliases))
+        changes.append(_config_map_change(desired, observed, rendered, aliases, stamp=stamp))
     changes.extend(_cluster_policy_changes(desired, observed, nodes_settled=nodes_settled, stamp=stamp))
     changes.extend(node_changes)
     cleanup = None if agent else _config_map_cleanup(desired, observed, rendered, node_changes, aliases)
@@ -103,6 +104,8 @@ def _config_map_change(
     observed: ObservedState,
     rendered: migparted.MigPartedConfig,
     aliases: frozenset[str] = frozenset(),
+    *,
+    stamp: str = "",
 ) -> Change:
     ops = desired.cluster.gpu_operator
     subject = f"configmap/{ops.namespace}/{ops.mig_config_map}"
@@ -113,7 +116,12 @@ def _config_map_change(
         body = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {"name": ops.mig_config_map, "namespace": ops.namespace, "labels": labels},
+            "metadata": {
+                "name": ops.mig_config_map,
+                "namespace": ops.namespace,
+                "labels": labels,
+                "annotations": {CONFIGS_ADDED_AT_ANNOTATION: stamp},
+            },
             "data": after,
         }
         return Change(subject, Action.CREATE, Kind.MIG_CONFIG_MAP, None, after, "render the inventory", patch=body)
@@ -121,8 +129,61 @@ def _config_map_change(
         return Change(subject, Action.UNCHANGED, Kind.MIG_CONFIG_MAP)
     before = {migparted.CONFIG_KEY: cm.data.get(migparted.CONFIG_KEY)}
     # The observed resourceVersion makes a concurrent edit a 409 instead of a silent overwrite.
-    patch = {"metadata": {"labels": labels, "resourceVersion": cm.resource_version}, "data": after}
+    metadata: dict[str, Any] = {"labels": labels, "resourceVersion": cm.resource_version}
+    if _adds_configs(cm.data.get(migparted.CONFIG_KEY), after[migparted.CONFIG_KEY]):
+        # Nodes are relabelled to the new configs only once this content reached mig-manager (_propagation_hold).
+        metadata["annotations"] = {CONFIGS_ADDED_AT_ANNOTATION: stamp}
+    patch = {"metadata": metadata, "data": after}
     return Change(subject, Action.CONFIGURE, Kind.MIG_CONFIG_MAP, before, after, "render the inventory", patch=patch)
+
+
+def _adds_configs(before: str | None, after: str) -> bool:
+    """The new ConfigMap text holds a config name the old one lacked, or holds one with other entries."""
+    try:
+        old = migparted.parse_strict(before) if before else {}
+    except migparted.MigPartedFormatError:
+        return True
+    new = migparted.parse_strict(after)
+    return any(old.get(name) != entries for name, entries in new.items())
+
+
+def _propagation_hold(
+    desired: DesiredState, observed: ObservedState, config: str, previous: Mapping[str, Any] | None, now: datetime
+) -> str | None:
+    """Why a relabel to `config` must wait for mig-manager to see the config, or None when it may go now.
+
+    mig-manager reads the config from the ConfigMap mounted in its pod (`-f`, mig-parted
+    cmd/nvidia-mig-manager/main.go), a file the kubelet refreshes on its periodic pod sync from a cached copy
+    (up to sync period + cache TTL, kubernetes.io "Mounted ConfigMaps are updated automatically";
+    pkg/kubelet/configmap/configmap_manager.go). A label naming a config the file does not hold yet fails
+    (`selected mig-config not present`) and, since mig-manager acts once per label value, stays failed. So the
+    label only names a config the observed ConfigMap already holds, and only once that content is
+    configPropagationSeconds old (annotation written with it; a ConfigMap without it is taken as old)."""
+    seconds = desired.cluster.apply.config_propagation_seconds
+    if previous is None or config not in previous:
+        if seconds == 0:
+            return None  # the user accepts the race: the write earlier in this plan is deemed visible
+        return f"waiting: {config} is written to the ConfigMap this cycle; mig-manager reads its mounted copy"
+    cm = observed.mig_config_map
+    added = _parse_stamp((cm.annotations if cm is not None else {}).get(CONFIGS_ADDED_AT_ANNOTATION))
+    if added is None:
+        return None
+    left = timedelta(seconds=seconds) - (now - added)
+    if left <= timedelta(0):
+        return None
+    return (
+        f"waiting: the ConfigMap reaches mig-manager's mounted file within configPropagationSeconds={seconds} "
+        f"({int(left.total_seconds()) + 1}s left)"
+    )
+
+
+def _parse_stamp(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def desired_config_text(
@@ -445,6 +506,7 @@ def _node_changes(
         wanted.append((name, desired.nodes[name], node, config))
     for name, plan_, node, config in wanted:
         subject = f"node/{name}"
+        hold = _propagation_hold(desired, observed, config, previous, now)
         reapply = config.endswith(migparted.ALIAS_SUFFIX) and node.mig_config == rendered.node_configs[name]
         # What the GPUs really hold is unknown when they differ from the config they carry.
         suspect = _geometry_suspect(plan_, node, desired, plugin_ready, strategy_ok)
@@ -460,6 +522,9 @@ def _node_changes(
             # used other names): mig-manager's assert passes and it sets success without pausing
             # anything (stack-facts §3.3 step 2), so the relabel is not a disruption and does not
             # count against maxUnavailableNodes.
+            if hold is not None:
+                changes.append(_held(subject, node.mig_config, config, hold))
+                continue
             changes.append(
                 Change(
                     subject,
@@ -493,6 +558,9 @@ def _node_changes(
                     blocked_by=blockers,
                 )
             )
+            continue
+        if hold is not None:
+            changes.append(_held(subject, node.mig_config, config, hold))
             continue
         if in_flight >= budget:
             changes.append(

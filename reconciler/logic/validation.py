@@ -371,6 +371,7 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
             max_unavailable_nodes=a.get("maxUnavailableNodes", 1),
             allow_disruption=a.get("allowDisruption", False),
             confirm_node_removal=a.get("confirmNodeRemoval", 0),
+            config_propagation_seconds=a.get("configPropagationSeconds", 0),
         ),
         gpu_operator=GpuOperatorSettings(
             namespace=g.get("namespace", dg.namespace),

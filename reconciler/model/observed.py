@@ -20,6 +20,8 @@ GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 REQUESTED_AT_ANNOTATION = "migplan.io/mig-config-requested-at"  # RFC 3339, set with the label
+# On the mig-parted ConfigMap: when migplan last wrote it with a config that was not in it before (RFC 3339).
+CONFIGS_ADDED_AT_ANNOTATION = "migplan.io/configs-added-at"
 CORDONED_ANNOTATION = "migplan.io/cordoned"  # "true" while migplan holds the node cordoned
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "migplan"
@@ -218,6 +220,7 @@ class ConfigMapState:
     data: Mapping[str, str]
     labels: Mapping[str, str] = field(default_factory=dict)
     resource_version: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def managed_by_migplan(self) -> bool:

@@ -24,7 +24,7 @@ import contextlib
 import gc
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -78,8 +78,13 @@ class ClusterTwin:
         token: str | None = None,
         tls: bool = True,
         mig_mode_change_needs_reboot: bool = False,
+        config_propagation_seconds: float = 0.0,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.fleet = fleet
+        # How long the kubelet takes to project a ConfigMap change into mig-manager's volume (0: at once).
+        self.config_propagation_seconds = config_propagation_seconds
+        self._clock = clock
         for node in fleet.nodes.values():  # CSP VMs: a MIG mode change takes a reboot (mig-manager WITH_REBOOT)
             for gpu in node.gpus:
                 gpu.reset_needs_reboot = mig_mode_change_needs_reboot
@@ -141,7 +146,12 @@ class ClusterTwin:
         )
         self._api = api
         # One operator object populates the store (same renderers as at run time) and then runs.
-        operator = GpuOperator(api.store, self.fleet)
+        operator = GpuOperator(
+            api.store,
+            self.fleet,
+            config_propagation_seconds=self.config_propagation_seconds,
+            **({"clock": self._clock} if self._clock is not None else {}),
+        )
         # Tens of thousands of long-lived dicts: the cyclic GC would rescan them over and over while we build.
         gc_was_enabled = gc.isenabled()
         gc.disable()

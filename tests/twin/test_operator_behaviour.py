@@ -337,8 +337,18 @@ def test_s3_3_failed_when_a_pod_holds_a_partition_and_stays_failed(make_twin: An
     # The reason is where an operator reads it: the mig-manager pod's log (NVIDIA's OpenShift doc lines, §3.3).
     (mm,) = twin.store.list("pods", NS, label_selector="app=nvidia-mig-manager")
     log = twin.store.pod_log(NS, mm["metadata"]["name"])
-    assert "Error clearing MigConfig: error destroying Compute instance for profile '(" in log
+    # mig-parted's chain (pkg/mig/config/config.go SetMigConfig → ClearMigConfig, capitalized per ordering),
+    # its fatal line, then mig-manager's own line (reconfigure.go Run, main.go "Error: %s").
+    assert (
+        "Error clearing MigConfig: error walking gpu instances for '0': error walking compute instances for '"
+    ) in log
+    assert "error destroying Compute instance for profile '(" in log
     assert "In use by another client" in log
+    assert (
+        "Error applying MIG configuration with hooks: error setting MIGConfig: "
+        "error attempting multiple config orderings: all orderings failed\n"
+        "Error: failed to apply MIG configuration: exit status 1\n"
+    ) in log
     assert log.rstrip().endswith("Changing the 'nvidia.com/mig.config.state' node label to 'failed'")
     # The held instance survives (clearing stops at the first IN_USE, like mig-parted's ClearMigConfig;
     # the free instances destroyed before it are gone, as with the real, non-transactional NVML calls).
@@ -460,13 +470,24 @@ def test_s3_3_false_deploy_labels_stay_false_and_client_only_if_present(make_twi
     assert final["nvidia.com/mig.config.state"] == "success"
 
 
-def test_s3_3_empty_label_value_is_ignored(make_twin: Any) -> None:
+def test_s3_3_empty_label_value_is_treated_as_absent_by_the_operator(make_twin: Any) -> None:
+    # gpu-operator state_manager.go hasMIGConfigLabel: "" is no label; nodelabeling_controller.go then sets
+    # spec.migManager.config.default (all-disabled) on the MIG-capable node, and mig-manager applies it.
     twin = make_twin("mixed", {"n": h200(ARTICLE)})
-    before = [g.geometry() for g in twin.gpus("n")]
     set_config(twin, "n", "")
     lab = labels(twin, "n")
-    assert lab["nvidia.com/mig.config"] == "" and lab["nvidia.com/mig.config.state"] == "success"
-    assert [g.geometry() for g in twin.gpus("n")] == before
+    assert lab["nvidia.com/mig.config"] == "all-disabled" and lab["nvidia.com/mig.config.state"] == "success"
+    assert [g.mig_current for g in twin.gpus("n")] == [False, False]
+
+
+def test_s3_3_no_default_label_without_a_mig_manager_config_object(make_twin: Any) -> None:
+    # The CRD default sits on spec.migManager.config.default: without the config object there is none.
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    twin.store.patch("clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"migManager": {"config": None}}})
+    twin.settle()
+    twin.store.patch("nodes", "n", {"metadata": {"labels": {"nvidia.com/mig.config": None}}})
+    twin.settle()
+    assert "nvidia.com/mig.config" not in labels(twin, "n")
 
 
 def test_s3_3_mode_change_disables_mig(make_twin: Any) -> None:
@@ -504,7 +525,10 @@ def test_s5_1_invalid_mig_parted_config_fails(make_twin: Any) -> None:
     before = [g.geometry() for g in twin.gpus("n")]
     set_config(twin, "n", "x")
     assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
-    assert "Error: unknown version: v2" in twin.operator.mig_manager_log["n"]
+    assert (
+        "Error parsing config file: unmarshal error: error unmarshaling JSON: while decoding JSON: unknown version: v2"
+    ) in twin.operator.mig_manager_log["n"]
+    assert "Error: failed to validate MIG configuration: exit status 1" in twin.operator.mig_manager_log["n"]
     assert [g.geometry() for g in twin.gpus("n")] == before  # nothing applied from invalid input
 
 
@@ -742,3 +766,41 @@ def test_gfd_single_product_replaces_the_plus_of_me_by_a_dot(make_twin: Any) -> 
     assert lab["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.me"
     assert (lab["nvidia.com/gpu.count"], lab["nvidia.com/gpu.replicas"]) == ("1", "1")
     assert gpu_resources(twin, "a") == {"nvidia.com/gpu": "1"}
+
+
+def test_s3_3_set_state_restores_all_five_deploy_labels_even_when_a_run_fails_early(make_twin: Any) -> None:
+    # reconfigure.go setState: maybeSetTrue of the values read at the start of the run, for device-plugin, GFD,
+    # dcgm-exporter, dcgm and nvsm ("false" stays, anything else, even absent, becomes "true"); client only when
+    # it had a value. A config name that is not in the file fails at validateMigConfig, before any pause.
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    twin.store.patch(
+        "nodes",
+        "n",
+        {"metadata": {"labels": {"nvidia.com/gpu.deploy.nvsm": None, "nvidia.com/gpu.deploy.dcgm": "false"}}},
+    )
+    twin.settle()
+    set_config(twin, "n", "no-such-config")
+    lab = labels(twin, "n")
+    assert lab["nvidia.com/mig.config.state"] == "failed"
+    assert lab["nvidia.com/gpu.deploy.nvsm"] == "true"
+    assert lab["nvidia.com/gpu.deploy.dcgm"] == "false"
+    assert lab["nvidia.com/gpu.deploy.device-plugin"] == "true"
+    assert "nvidia.com/gpu.deploy.client" not in lab
+    log = twin.operator.mig_manager_log["n"]
+    assert "Error selecting MIG config: selected mig-config not present: no-such-config" in log
+
+
+def test_s3_3_same_value_after_an_empty_one_is_a_new_run(make_twin: Any) -> None:
+    # main.go SyncableMigConfig: Set("") wakes nobody, but the next non-empty value differs from "" and is run
+    # again, even when it equals the value before (Get only compares with the last value read).
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    twin.store.patch(
+        "clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"migManager": {"config": {"default": ""}}}}
+    )
+    twin.settle()
+    value = labels(twin, "n")["nvidia.com/mig.config"]
+    runs = len([ln for ln in twin.operator.mig_manager_log.get("n", []) if ln.startswith("Changing")])
+    set_config(twin, "n", "")
+    set_config(twin, "n", value)
+    after = [ln for ln in twin.operator.mig_manager_log.get("n", []) if ln.startswith("Changing")]
+    assert len(after) == runs + 1 and after[-1].endswith("'success'")

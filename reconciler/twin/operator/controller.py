@@ -74,6 +74,7 @@ DEPLOY_LABELS = (
     "nvidia.com/gpu.deploy.nvsm",
     "nvidia.com/gpu.deploy.client",
 )
+CLIENT_LABEL = "nvidia.com/gpu.deploy.client"
 DP_SELECTOR = "nvidia.com/gpu.deploy.device-plugin"
 MM_DS = "nvidia-mig-manager"  # stack-facts §3.1
 MM_SELECTOR = "nvidia.com/gpu.deploy.mig-manager"
@@ -253,15 +254,29 @@ class _Pod:
 @dataclass(slots=True)
 class _MigRun:
     value: str
-    paused: list[str] = field(default_factory=list)
+    captured: dict[str, str] = field(default_factory=dict)  # deploy labels when the run started
 
 
 class GpuOperator:
     """All GPU Operator controllers of one twin cluster; thread-safe; start() / settle() / stop()."""
 
-    def __init__(self, store: Any, fleet: Fleet) -> None:
+    def __init__(
+        self,
+        store: Any,
+        fleet: Fleet,
+        *,
+        config_propagation_seconds: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self.fleet = fleet
+        # kubelet: a ConfigMap volume is refreshed on the pod's periodic sync (syncFrequency, 1m by default) from
+        # its ConfigMap manager's cache (Watch, or a TTL cache of 1m), so mig-manager's mounted config.yaml lags
+        # the API object by up to "sync period + cache propagation delay" (kubernetes.io, "Mounted ConfigMaps are
+        # updated automatically"). The twin projects the newest version at least this old.
+        self.config_propagation_seconds = config_propagation_seconds
+        self.clock = clock
+        self._cm_versions: dict[str, list[tuple[float, str | None]]] = {}
         s = fleet.settings
         self.ns = s.namespace
         self.cp_name = s.cluster_policy
@@ -310,6 +325,8 @@ class GpuOperator:
             self._mm_ds = None
         for cm in st.list("configmaps", self.ns):
             self._configmaps[cm["metadata"]["name"]] = cm
+            # Already projected into every pod when the twin starts.
+            self._cm_versions[cm["metadata"]["name"]] = [(float("-inf"), (cm.get("data") or {}).get("config.yaml"))]
         for n in st.list("nodes"):
             self._remember_node(n)
             self._mm_done[n["metadata"]["name"]] = (n["metadata"].get("labels") or {}).get(MIG_CONFIG, "")
@@ -484,6 +501,11 @@ class GpuOperator:
                     self._configmaps.pop(name, None)
                 else:
                     self._configmaps[name] = obj
+                text = None if event_type == "DELETED" else (obj.get("data") or {}).get("config.yaml")
+                versions = self._cm_versions.setdefault(name, [])
+                if not versions or versions[-1][1] != text:
+                    versions.append((self.clock(), text))
+                    del versions[:-16]  # older versions are long projected
                 # Only the device-plugin/GFD config is read continuously (by GFD); mig-manager reads its
                 # ConfigMap when a run starts and the device plugin when its pod starts.
                 dp_cfg = (((self._cp or {}).get("spec") or {}).get("devicePlugin") or {}).get("config") or {}
@@ -656,45 +678,48 @@ class GpuOperator:
 
     # ---------------------------------------------------------------- mig-manager
     def _mig_manager(self, node: dict[str, Any], tw: TwinNode, labels: dict[str, str]) -> bool:
+        """One mig-manager run per new label value (mig-parted pkg/mig/reconfigure/reconfigure.go Run)."""
         name = node["metadata"]["name"]
         value = labels.get(MIG_CONFIG, "")
         run = self._mm_run.get(name)
         if run is None:
             if not value:
+                # main.go SyncableMigConfig.Set: an empty (or absent) value wakes nobody; a later non-empty
+                # value is a change again, even the one before it (Get only compares with the last value read).
+                if self._mm_done.get(name):
+                    self._mm_done[name] = ""
                 return self._default_mig_config(name, tw, labels)
             if self._mm_done.get(name) == value:
                 return False
-            entries, err = self._mig_config(tw, value)
-            if err is not None:
-                return self._mig_finish(name, value, [], labels, err)
-            assert entries is not None
+            # getCurrentNodeLabels: the deploy labels as they are now are what setState restores from.
+            captured = {k: labels.get(k, "") for k in DEPLOY_LABELS}
+            entries, lines = self._mig_config(name, tw, value)
+            if lines or entries is None:
+                return self._mig_finish(name, value, captured, labels, lines)
             if migparted.assert_applied(entries, tw.gpus):
-                return self._mig_finish(name, value, [], labels, None)
-            # 5./6.: pending, then pause the operator-managed GPU clients.
+                return self._mig_finish(name, value, captured, labels, [])
+            # shutdownKubernetesGPUClients: pending, then every GPU client label maybeSetPaused.
             patch: dict[str, str | None] = {MIG_CONFIG_STATE: "pending"}
-            paused = []
             for key in DEPLOY_LABELS:
-                cur = labels.get(key)
-                if cur == "false" or (key.endswith(".client") and cur is None):
-                    continue
-                patch[key] = PAUSED
-                paused.append(key)
-            self._mm_run[name] = _MigRun(value, paused)
+                if key == CLIENT_LABEL and not captured[key]:
+                    continue  # gpu.deploy.client is only touched when it has a value
+                patch[key] = "false" if captured[key] == "false" else PAUSED
+            self._mm_run[name] = _MigRun(value, captured)
             self._log_mm(name, f"Updating to MIG config: {value}")
             self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'pending'")
             self._patch_labels(name, patch)
             return True
-        # 7.: wait for the device-plugin pod to leave the node (the DaemonSet step below removes it).
+        # waitForPodsToBeDeleted: wait for the device-plugin pod to leave the node (the DaemonSet step removes it).
         if name in self._dp_pods:
             return False
-        entries, err = self._mig_config(tw, value or run.value)
-        if err is None:
+        entries, lines = self._mig_config(name, tw, value or run.value)
+        if not lines:
             assert entries is not None
             try:
                 migparted.apply(entries, tw.gpus)
             except migparted.ModeChangeNotEffective as exc:
                 if not self._with_reboot():
-                    err = str(exc)  # 9. → 10.: without WITH_REBOOT the apply then fails
+                    lines = self._mig_parted_failed(exc, "apply")  # 9. → 10.: without WITH_REBOOT the apply fails
                 else:
                     # 9.: state `rebooting`, the node reboots; after it the pending mode is current and mig-manager
                     # (restarted) applies the config again.
@@ -704,24 +729,47 @@ class GpuOperator:
                         gpu.reboot()
                     try:
                         migparted.apply(entries, tw.gpus)
-                    except migparted.MigPartedError as again:
-                        err = f"MIG mode change did not take effect after rebooting: {again}"
+                    except migparted.MigPartedError:
+                        lines = [
+                            "Error: failed to check if a MIG mode change is required: "
+                            "MIG mode change did not take effect after rebooting"
+                        ]
             except migparted.MigPartedError as exc:
-                err = str(exc)
+                lines = self._mig_parted_failed(exc, "apply")
         del self._mm_run[name]
-        return self._mig_finish(name, value or run.value, run.paused, labels, err)
+        return self._mig_finish(name, value or run.value, run.captured, labels, lines)
 
-    def _mig_finish(self, name: str, value: str, paused: list[str], labels: dict[str, str], err: str | None) -> bool:
+    @staticmethod
+    def _mig_parted_failed(exc: migparted.MigPartedError, step: str) -> list[str]:
+        """What a failed nvidia-mig-parted run leaves in mig-manager's log: the errors mig-parted logged, its
+        fatal line (main.go: log.Fatal(util.Capitalize(err))), then mig-manager's own line for the step
+        (reconfigure.go Run: "failed to validate/apply MIG configuration: exit status 1", main.go "Error: %s")."""
+        what = {"validate": "failed to validate MIG configuration", "apply": "failed to apply MIG configuration"}
+        return [*exc.details, migparted.capitalize(str(exc)), f"Error: {what[step]}: exit status 1"]
+
+    def _mig_finish(
+        self,
+        name: str,
+        value: str,
+        captured: Mapping[str, str],
+        labels: dict[str, str],
+        lines: list[str] | None,
+    ) -> bool:
+        """reconfigure.go setState: re-enable every GPU client label (maybeSetTrue of the value read when the run
+        started: "false" stays, anything else becomes "true"; gpu.deploy.client only if it had a value), then
+        write the final state. Also on failure, and also when nothing was paused."""
         self._mm_done[name] = value
-        state = "success" if err is None else "failed"
-        if err is None:
-            self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'success'")
-        if err is not None:
-            # mig-manager logs failures at error level; the twin's line reads "Error ..." like the documented one.
-            self._log_mm(name, err if err.startswith("Error") else f"Error: {err}")
-            self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'failed'")
-        # setState re-enables the paused deploy labels before writing the final state, even on failure.
-        patch: dict[str, str | None] = {k: "true" for k in paused}
+        state = "failed" if lines else "success"
+        for line in lines or []:
+            self._log_mm(name, line)
+        self._log_mm(name, f"Changing the 'nvidia.com/mig.config.state' node label to '{state}'")
+        patch: dict[str, str | None] = {}
+        for key in DEPLOY_LABELS:
+            if key == CLIENT_LABEL and not captured.get(key):
+                continue
+            want = "false" if captured.get(key) == "false" else "true"
+            if labels.get(key) != want:
+                patch[key] = want
         if labels.get(MIG_CONFIG_STATE) != state:
             patch[MIG_CONFIG_STATE] = state
         if not patch:
@@ -735,34 +783,55 @@ class GpuOperator:
         return any(e.get("name") == "WITH_REBOOT" and str(e.get("value", "")).lower() == "true" for e in env)
 
     def _default_mig_config(self, name: str, tw: TwinNode, labels: dict[str, str]) -> bool:
-        """§3.1: no nvidia.com/mig.config on a MIG-capable node → the operator sets all-disabled."""
+        """gpu-operator controllers/nodelabeling_controller.go: a MIG-capable node (state_manager.go
+        hasMIGCapableGPU: label nvidia.com/mig.capable=true) whose nvidia.com/mig.config is absent OR empty
+        (hasMIGConfigLabel) gets spec.migManager.config.default when that is all-disabled. The default comes
+        from spec.migManager.config: without a config object there is no default (the CRD default sits on
+        config.default only)."""
         mm = ((self._cp or {}).get("spec") or {}).get("migManager") or {}
         if self._cp is None or mm.get("enabled", True) is False or not tw.gpus:
             return False
-        if (mm.get("config") or {}).get("default", "all-disabled") != "all-disabled":
+        if labels.get("nvidia.com/mig.capable") != "true":
             return False
-        if MIG_CONFIG in labels:
-            return False  # present but empty: ignored by mig-manager
+        config = mm.get("config")
+        if not isinstance(config, dict) or config.get("default", "all-disabled") != "all-disabled":
+            return False
         self._patch_labels(name, {MIG_CONFIG: "all-disabled"})
         return True
 
-    def _mig_config(self, tw: TwinNode, value: str) -> tuple[tuple[migparted.ConfigEntry, ...] | None, str | None]:
+    def _mig_config(
+        self, node: str, tw: TwinNode, value: str
+    ) -> tuple[tuple[migparted.ConfigEntry, ...] | None, list[str]]:
+        """validateMigConfig (`nvidia-mig-parted assert --valid-config -f <mounted file> -c <value>`): the entries
+        of the selected config, or the log lines of the failure. The file is the ConfigMap as the kubelet has
+        projected it into the mig-manager pod (see mounted_config_text), not the API object."""
         mm = ((self._cp or {}).get("spec") or {}).get("migManager") or {}
         cm_name = (mm.get("config") or {}).get("name") or ""
         try:
             if not cm_name:
                 configs = migparted.generated_configs(tw.gpus)
             else:
-                cm = self._configmaps.get(cm_name)
-                if cm is None:
-                    return None, f'configmaps "{cm_name}" not found'
-                text = (cm.get("data") or {}).get("config.yaml")
+                text = self.mounted_config_text(cm_name)
                 if text is None:
-                    return None, f"configmap {cm_name} has no key config.yaml"
+                    if cm_name not in self._configmaps:
+                        return None, [f'Error: configmaps "{cm_name}" not found']
+                    return None, [f"Error: configmap {cm_name} has no key config.yaml"]
                 configs = migparted.parse(text)
-            return migparted.select(configs, value), None
+            return migparted.select(configs, value), []
         except migparted.MigPartedError as exc:
-            return None, str(exc)
+            return None, self._mig_parted_failed(exc, "validate")
+
+    def mounted_config_text(self, cm_name: str) -> str | None:
+        """config.yaml as the kubelet has projected ConfigMap `cm_name` into the mig-manager pod: the newest
+        version written at least config_propagation_seconds ago (the oldest one known if none is that old yet;
+        None when the ConfigMap or its key is missing in that version)."""
+        with self._cv:
+            versions = list(self._cm_versions.get(cm_name, ()))
+        if not versions:
+            return None
+        cutoff = self.clock() - self.config_propagation_seconds
+        seen = [text for t, text in versions if t <= cutoff]
+        return seen[-1] if seen else versions[0][1]
 
     def _log_mm(self, node: str, line: str) -> None:
         lines = self.mig_manager_log.setdefault(node, [])

@@ -1,4 +1,4 @@
-"""mig-parted v1 configs, parsed and applied to twin GPUs the way nvidia-mig-parted does (stack-facts.md §5).
+"""mig-parted v1 configs, parsed, generated and applied to twin GPUs the way nvidia-mig-parted does (stack-facts.md §5).
 
 `parse(text)` follows the v1 schema (`api/spec/v1/spec.go`): `version: v1` required ("unknown version: %v",
 "unable to parse with missing 'version' field"), `mig-configs` with at least one entry, each a non-empty list
@@ -15,6 +15,7 @@ Pure except for `apply`, which mutates the GPUs it is given.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,6 @@ from reconciler.twin.gpus import TwinGpu
 
 __all__ = ["ConfigEntry", "MigPartedError", "ModeChangeNotEffective", "apply", "assert_applied", "parse", "select"]
 
-_ENTRY_FIELDS = {"device-filter", "devices", "mig-enabled", "mig-devices"}
 # How nvidia-smi / mig-parted render the NVML codes the twin raises (stack-facts §6).
 NVML_TEXT = {
     pynvml.NVML_ERROR_IN_USE: "In use by another client",
@@ -37,7 +37,11 @@ NVML_TEXT = {
 
 
 class MigPartedError(Exception):
-    pass
+    """A failed mig-parted command: str() is its final error; `details` the error lines it logged before."""
+
+    def __init__(self, message: str, *, details: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 class ModeChangeNotEffective(MigPartedError):
@@ -60,65 +64,306 @@ class ConfigEntry:
         return True
 
 
+# --- parsing, as `nvidia-mig-parted assert --valid-config` does it ------------------------------------
+# cmd/nvidia-mig-parted/assert/assert.go ParseConfigFile: sigs.k8s.io/yaml.Unmarshal (YAML → JSON through
+# go.yaml.in/yaml/v2, then encoding/json into api/spec/v1 Spec, whose UnmarshalJSON methods do the checks).
+# Each error carries the whole chain mig-parted prints: assertWrapper's "error parsing config file: ",
+# ParseConfigFile's "unmarshal error: ", sigs.k8s.io/yaml's "error unmarshaling JSON: while decoding JSON: "
+# (or "error converting YAML to JSON: " for YAML syntax), then Go's json or mig-parted's own text.
+_PARSE = "error parsing config file: unmarshal error: "
+_JSON = _PARSE + "error unmarshaling JSON: while decoding JSON: "
+_YAML = _PARSE + "error converting YAML to JSON: "
+_RAW_MAP = "map[string]json.RawMessage"  # what Spec/MigConfigSpec.UnmarshalJSON decode into first
+
+
+class _GoYamlV2Loader(yaml.SafeLoader):
+    """PyYAML's YAML 1.1 resolver plus go-yaml v2's extra booleans (resolve.go: y/Y/n/N)."""
+
+
+_GoYamlV2Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN"))
+
+
+def _construct_bool(loader: yaml.SafeLoader, node: yaml.Node) -> bool:
+    value = str(loader.construct_scalar(node))  # type: ignore[arg-type]
+    return value.lower() in ("yes", "true", "on", "y")
+
+
+def _construct_timestamp(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    # go-yaml v2 leaves timestamps as strings when decoding into interface{}; JSON has no dates anyway.
+    return str(loader.construct_scalar(node))  # type: ignore[arg-type]
+
+
+_GoYamlV2Loader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+_GoYamlV2Loader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
+
+
+def _json_key(key: Any) -> str:
+    """sigs.k8s.io/yaml convertToJSONableObject: non-string keys become strings."""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    return str(key)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {_json_key(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _kind(v: Any) -> str:
+    """The JSON kind encoding/json names in an UnmarshalTypeError."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def _type_error(v: Any, go_type: str) -> str:
+    return f"json: cannot unmarshal {_kind(v)} into Go value of type {go_type}"
+
+
+def _go_int(v: Any) -> tuple[int, str | None]:
+    """json into int: null leaves 0; an integral float is fine (JSON has one number type); else the error."""
+    if v is None:
+        return 0, None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return 0, _type_error(v, "int")
+    if isinstance(v, float) and not v.is_integer():
+        return 0, f"json: cannot unmarshal number {v!r} into Go value of type int"
+    return int(v), None
+
+
+def _go_string(v: Any) -> tuple[str, str | None]:
+    if v is None:
+        return "", None
+    if isinstance(v, str):
+        return v, None
+    return "", _type_error(v, "string")
+
+
+def _go_list(v: Any, elem: str) -> tuple[list[Any], str | None]:
+    """json into []int / []string: null is an empty slice; the first element error is returned."""
+    if v is None:
+        return [], None
+    if not isinstance(v, list):
+        return [], _type_error(v, f"[]{elem}")
+    out: list[Any] = []
+    for x in v:
+        got, err = _go_int(x) if elem == "int" else _go_string(x)
+        if err is not None:
+            return [], err
+        out.append(got)
+    return out, None
+
+
+def profile_format_error(profile: str) -> str | None:
+    """go-nvlib pkg/nvlib/device/mig_profile.go parseMigProfile (what AssertValidMigProfileFormat runs)."""
+    if profile == "":
+        return "profile is the empty string"
+    split = profile.split("+", 1)
+    negsplit = profile.split("-", 1)
+    if len(split) == 2 and len(negsplit) == 2:
+        return f"profile '{profile}' contains both '+/-' attributes"
+    if len(split) == 1:
+        split = negsplit
+    err = _profile_fields_error(split[0])
+    if err is not None:
+        return f"cannot parse fields of '{profile}': {err}"
+    if len(split) == 2:
+        err = _profile_attributes_error(split[1])
+        if err is not None:
+            return f"cannot parse attributes of '{profile}': {err}"
+    return None
+
+
+def _profile_field_error(s: str, field: str) -> str | None:
+    if s.strip() != s:
+        return f"leading or trailing spaces on '%d{field}'"
+    if not s.endswith(field):
+        return f"missing '{field}' from '%d{field}'"
+    if re.fullmatch(r"[+-]?[0-9]+", s[: -len(field)]) is None:  # strconv.Atoi
+        return f"malformed number in '%d{field}'"
+    return None
+
+
+def _profile_fields_error(s: str) -> str | None:
+    parts = s.split(".", 2)
+    names = {3: ("c", "g", "gb"), 2: ("g", "gb")}.get(len(parts))
+    if names is None:
+        return "parsed wrong number of fields, expected 2 or 3"
+    for part, name in zip(parts, names, strict=True):
+        err = _profile_field_error(part, name)
+        if err is not None:
+            return err
+    return None
+
+
+def _profile_attributes_error(s: str) -> str | None:
+    seen: set[str] = set()
+    for a in s.split(","):
+        if a in seen:
+            return "non unique attribute in list"
+        if a == "":
+            return "empty attribute in list"
+        if a.strip() != a:
+            return "leading or trailing spaces in attribute"
+        if a[0].isdigit():
+            return "attribute begins with a number"
+        if a[0] == "." or a[-1] == ".":
+            return "attribute begins/ends with a dot"
+        if re.fullmatch(r"[A-Za-z0-9.]+", a) is None:
+            return "non alpha-numeric character or digit in attribute"
+        seen.add(a)
+    return None
+
+
+def _mig_devices(v: Any) -> tuple[dict[str, int] | None, str | None]:
+    """json into types.MigConfig, then MigConfig.AssertValidFormat (pkg/types/mig_config.go)."""
+    if v is None:
+        return None, None  # json null into a map: nil
+    if not isinstance(v, dict):
+        return None, _type_error(v, "types.MigConfig")
+    counts: dict[str, int] = {}
+    for k, x in v.items():
+        n, err = _go_int(x)
+        if err is not None:
+            return None, err
+        counts[k] = n
+    # Go walks the map in random order; the twin checks keys in sorted order (exact for one fault per file).
+    for k in sorted(counts):
+        err = profile_format_error(k)
+        if err is not None:
+            return None, f"error validating values in 'mig-devices' field: invalid format for '{k}': {err}"
+        if counts[k] < 0:
+            # sic: mig-parted prints the count, and the (nil) error of the format check before it
+            return None, f"error validating values in 'mig-devices' field: invalid count for '{counts[k]}': <nil>"
+    if counts and not any(n > 0 for n in counts.values()):
+        return None, "error validating values in 'mig-devices' field: all counts for all MigProfiles are 0"
+    return counts, None
+
+
 def _entry(raw: Any) -> ConfigEntry:
+    """api/spec/v1/spec.go MigConfigSpec.UnmarshalJSON."""
+    if raw is None:
+        raw = {}  # json null into map[string]json.RawMessage: a nil map, no error
     if not isinstance(raw, dict):
-        raise MigPartedError("unable to parse config entry: not a mapping")
-    for key in raw:
-        if key not in _ENTRY_FIELDS:
-            raise MigPartedError(f"unexpected field: {key}")
-    if "devices" not in raw:
-        raise MigPartedError("missing required field 'devices'")
-    if "mig-enabled" not in raw:
-        raise MigPartedError("missing required field 'mig-enabled'")
-    dev = raw["devices"]
-    if dev == "all":
-        devices = None
-    elif isinstance(dev, list) and all(isinstance(i, int) for i in dev):
-        devices = tuple(dev)
-    else:
-        raise MigPartedError(f"invalid format for 'devices' field: {dev}")
-    filt = raw.get("device-filter") or ()
-    filters = (filt,) if isinstance(filt, str) else tuple(str(f) for f in filt)
-    enabled = bool(raw["mig-enabled"])
-    mig_devices = raw.get("mig-devices") or {}
+        raise MigPartedError(_JSON + _type_error(raw, _RAW_MAP))
+    for key in ("devices", "mig-enabled"):
+        if key not in raw:
+            raise MigPartedError(_JSON + f"missing required field: {key}")
+    devices: tuple[int, ...] | None = None
+    filters: tuple[str, ...] = ()
+    enabled = False
+    mig_devices: dict[str, int] | None = None
+    for key in sorted(raw):  # Go: random map order
+        v = raw[key]
+        if key == "device-filter":
+            filters = _device_filter(v)
+        elif key == "devices":
+            devices = _devices(v)
+        elif key == "mig-enabled":
+            if v is not None and not isinstance(v, bool):
+                raise MigPartedError(_JSON + _type_error(v, "bool"))
+            enabled = bool(v)
+        elif key == "mig-devices":
+            mig_devices, err = _mig_devices(v)
+            if err is not None:
+                raise MigPartedError(_JSON + err)
+        else:
+            raise MigPartedError(_JSON + f"unexpected field: {key}")
+    if enabled and mig_devices is None:
+        raise MigPartedError(_JSON + "missing required field 'mig-devices' when 'mig-enabled' is true")
     if not enabled and mig_devices:
-        raise MigPartedError("MIG devices included when 'mig-enabled' is false")
-    if enabled and "mig-devices" not in raw:
-        raise MigPartedError("missing required field 'mig-devices'")
-    counts = {str(k): int(v) for k, v in mig_devices.items()}
-    if any(v < 0 for v in counts.values()):
-        raise MigPartedError("invalid count: must be >= 0")
-    return ConfigEntry(filters, devices, enabled, counts)
+        raise MigPartedError(_JSON + "MIG devices included when 'mig-enabled' is false")
+    return ConfigEntry(filters, devices, enabled, dict(mig_devices or {}))
+
+
+def _device_filter(v: Any) -> tuple[str, ...]:
+    text, err1 = _go_string(v)
+    if err1 is None:
+        return (text,) if text else ()
+    many, err2 = _go_list(v, "string")
+    if err2 is None:
+        return tuple(many)
+    raise MigPartedError(_JSON + f"({err1}, {err2})")
+
+
+def _devices(v: Any) -> tuple[int, ...] | None:
+    text, err1 = _go_string(v)
+    if err1 is None:
+        if text != "all":
+            raise MigPartedError(_JSON + f"invalid string input for 'devices': {text}")
+        return None
+    idx, err2 = _go_list(v, "int")
+    if err2 is None:
+        return tuple(idx)
+    raise MigPartedError(_JSON + f"({err1}, {err2})")
 
 
 def parse(text: str) -> dict[str, tuple[ConfigEntry, ...]]:
+    """The configs of a mig-parted config file; MigPartedError with mig-parted's text when it would refuse it.
+
+    An empty (or null) document parses to no configs, as in mig-parted: the failure then comes from selecting
+    a config ("selected mig-config not present")."""
     try:
-        doc = yaml.safe_load(text)
+        doc = _jsonable(yaml.load(text, Loader=_GoYamlV2Loader))
     except yaml.YAMLError as exc:
-        raise MigPartedError(f"error parsing config file: {exc}") from exc
+        # go-yaml words syntax errors "yaml: line N: <problem>"; the problem text is PyYAML's [approximate].
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise MigPartedError(f"{_YAML}yaml: {line}{problem}") from exc
+    if doc is None:
+        return {}
     if not isinstance(doc, dict):
-        raise MigPartedError("error parsing config file: not a mapping")
-    if "version" not in doc:
-        raise MigPartedError("unable to parse with missing 'version' field")
-    if doc["version"] != "v1":
-        raise MigPartedError(f"unknown version: {doc['version']}")
-    for key in doc:
-        if key not in ("version", "mig-configs"):
-            raise MigPartedError(f"unexpected field: {key}")
-    configs = doc.get("mig-configs") or {}
-    if not configs:
-        raise MigPartedError("at least one entry in 'mig-configs' required")
-    out = {}
-    for name, entries in configs.items():
-        if not entries:
-            raise MigPartedError(f"config '{name}' has no entries")
-        out[str(name)] = tuple(_entry(e) for e in entries)
+        raise MigPartedError(_JSON + _type_error(doc, _RAW_MAP))
+    # api/spec/v1/spec.go Spec.UnmarshalJSON
+    if "version" not in doc and doc:
+        raise MigPartedError(_JSON + "unable to parse with missing 'version' field")
+    version, err = _go_string(doc.get("version"))
+    if err is not None:
+        raise MigPartedError(_JSON + err)
+    if version != "v1":
+        raise MigPartedError(_JSON + f"unknown version: {version}")
+    out: dict[str, tuple[ConfigEntry, ...]] = {}
+    for key in sorted(k for k in doc if k != "version"):
+        if key != "mig-configs":
+            raise MigPartedError(_JSON + f"unexpected field: {key}")
+        out = _mig_configs(doc[key])
+    return out
+
+
+def _mig_configs(configs: Any) -> dict[str, tuple[ConfigEntry, ...]]:
+    if configs is not None and not isinstance(configs, dict):
+        raise MigPartedError(_JSON + _type_error(configs, "map[string]v1.MigConfigSpecSlice"))
+    out: dict[str, tuple[ConfigEntry, ...]] = {}
+    # json.Marshal sorts object keys, so encoding/json decodes the configs in name order; every entry is
+    # decoded before the emptiness checks run.
+    for name, entries in sorted((configs or {}).items()):
+        if entries is not None and not isinstance(entries, list):
+            raise MigPartedError(_JSON + _type_error(entries, "v1.MigConfigSpecSlice"))
+        out[name] = tuple(_entry(e) for e in entries or [])
+    if not out:
+        raise MigPartedError(_JSON + "at least one entry in 'mig-configs' is required")
+    for name, entries_ in out.items():
+        if not entries_:
+            raise MigPartedError(_JSON + f"at least one entry in '{name}' is required")
     return out
 
 
 def select(configs: Mapping[str, tuple[ConfigEntry, ...]], name: str) -> tuple[ConfigEntry, ...]:
+    """assert.go GetSelectedMigConfig (mig-manager always passes -c <label value>)."""
     if name not in configs:
-        raise MigPartedError(f"selected mig-config not present: {name}")
+        raise MigPartedError(f"error selecting MIG config: selected mig-config not present: {name}")
     return configs[name]
 
 
@@ -133,17 +378,32 @@ def _wanted(entry: ConfigEntry) -> dict[str, int]:
     return {k: v for k, v in entry.mig_devices.items() if v > 0}
 
 
+def _equals(current: Mapping[str, int], desired: Mapping[str, int]) -> bool:
+    """pkg/types/mig_config.go MigConfig.Equals: same number of keys, every current profile present (count > 0)
+    in the desired map with the same count. A desired profile listed with count 0 makes the maps' lengths
+    differ, so such a config never asserts as applied (mig-manager re-applies it on every new label value)."""
+    if len(current) != len(desired):
+        return False
+    return all(desired.get(k, 0) > 0 and desired[k] == v for k, v in current.items())
+
+
 def assert_applied(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> bool:
+    """cmd/nvidia-mig-parted/assert/config.go AssertMigConfig: every GPU must be matched, a GPU with MIG off
+    matches a mig-enabled: false entry, otherwise its devices must Equal the entry's (placement ignored; an
+    empty MIG-enabled GPU also matches a mig-enabled: false entry, as GetMigConfig returns an empty map)."""
     matched = 0
     for gpu in gpus:
         e = _match(entries, gpu)
         if e is None:
             continue
+        if not e.mig_enabled and not gpu.mig_current:
+            matched += 1
+            continue
+        if not gpu.mig_current:
+            return False  # GetMigConfig: "error asserting MIG enabled"
+        if not _equals(gpu.geometry(), e.mig_devices):
+            return False
         matched += 1
-        if gpu.mig_current != e.mig_enabled:
-            return False
-        if e.mig_enabled and gpu.geometry() != _wanted(e):
-            return False
     return matched == len(gpus)  # "not all GPUs match the specified config"
 
 
@@ -161,7 +421,7 @@ def apply(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> None:
     try:
         for gpu, e in todo:  # apply --mode-only
             if gpu.mig_current != e.mig_enabled or gpu.mig_pending != e.mig_enabled:
-                _clear(gpu)
+                _clear_or_raise(gpu, "error clearing existing MIG configurations: ")
                 gpu.set_mig_mode(e.mig_enabled)
         pending = [gpu for gpu, _ in todo if gpu.mig_current != gpu.mig_pending]
         stuck = [gpu.index for gpu in pending if not gpu.reset()]
@@ -169,72 +429,158 @@ def apply(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> None:
             raise ModeChangeNotEffective(f"GPUs {stuck}: MIG mode change is pending, a GPU reset did not apply it")
         for gpu, e in todo:
             if e.mig_enabled:
-                _clear(gpu)
-                _create(gpu, _wanted(e))
+                _set_mig_config(gpu, _wanted(e))
     except pynvml.NVMLError as exc:
         text = NVML_TEXT.get(exc.value, str(exc))
-        raise MigPartedError(f"error applying MIG configuration: {text}") from exc
+        raise MigPartedError(_APPLY + f"error setting MIG mode: {text}") from exc
+
+
+_APPLY = "error applying MIG configuration with hooks: "
+
+
+def capitalize(text: str) -> str:
+    """cmd/nvidia-mig-parted/util Capitalize: how mig-parted prints its fatal error and per-ordering errors."""
+    return text[:1].upper() + text[1:]
 
 
 def _clear(gpu: TwinGpu) -> None:
-    """ClearMigConfig: destroy every CI, then its GI; the first failure ends it (NVIDIA's OpenShift doc log:
-    "Error clearing MigConfig: error destroying Compute instance for profile '(0, 0)': In use by another client";
-    the pair is read as (GI profile enum, CI profile enum) [inference])."""
-    for gi in list(gpu.gpu_instances.values()):
-        for ci_id, ci in list(gi.compute_instances.items()):
+    """pkg/mig/config/config.go ClearMigConfig: destroy every CI, then its GI, walking GIs by profile; the first
+    failure ends it (NVML is not transactional: what was destroyed before stays destroyed). Raises the text of
+    the error chain, e.g. "error walking gpu instances for '0': error walking compute instances for '9': error
+    destroying Compute instance for profile '(2, 0)': In use by another client" (CI profile id, CI engine
+    profile id; go-nvml prints an nvml.Return as nvmlErrorString)."""
+    for gi in sorted(gpu.gpu_instances.values(), key=lambda g: (g.profile.enum, g.id)):
+        for ci_id, ci in sorted(gi.compute_instances.items()):
             try:
                 gpu.destroy_compute_instance(gi, ci_id)
             except pynvml.NVMLError as exc:
                 text = NVML_TEXT.get(exc.value, str(exc))
                 raise MigPartedError(
-                    f"Error clearing MigConfig: error destroying Compute instance for profile "
-                    f"'({gi.profile.enum}, {ci.profile_enum})': {text}"
+                    f"error walking gpu instances for '{gpu.index}': error walking compute instances for "
+                    f"'{gi.profile.enum}': error destroying Compute instance for profile '({ci.profile_enum}, 0)': "
+                    f"{text}"
                 ) from exc
         try:
             gpu.destroy_gpu_instance(gi.id)
         except pynvml.NVMLError as exc:
             text = NVML_TEXT.get(exc.value, str(exc))
             raise MigPartedError(
-                f"Error clearing MigConfig: error destroying GPU instance for profile '{gi.profile.enum}': {text}"
+                f"error walking gpu instances for '{gpu.index}': error destroying GPU instance for profile "
+                f"'{gi.profile.enum}': {text}"
             ) from exc
 
 
-def _create(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
+def _clear_or_raise(gpu: TwinGpu, prefix: str) -> None:
+    try:
+        _clear(gpu)
+    except MigPartedError as exc:
+        raise MigPartedError(_APPLY + prefix + str(exc)) from exc
+
+
+def _set_mig_config(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
+    """config.go SetMigConfig under apply/config.go ApplyMigConfig ("error setting MIGConfig: ..."): for each
+    ordering of the profiles (iteratePermutationsUntilSuccess), clear the GPU ("error clearing MigConfig: ...")
+    and create the devices; every failed ordering is logged (capitalized), and when all fail the error is
+    "error attempting multiple config orderings: all orderings failed". The per-ordering lines travel in
+    MigPartedError.details, the way they reach mig-manager's log before mig-parted's fatal line."""
     profiles = [p for p, n in sorted(wanted.items()) for _ in range(n)]
     for p in profiles:
         if gpu.profile_by_name(p) is None:
-            raise MigPartedError(f"unable to find MIG profile '{p}' on GPU {gpu.index}")
+            raise MigPartedError(
+                _APPLY + "error setting MIGConfig: error attempting multiple config orderings: all orderings failed",
+                details=(capitalize(f'MIG profile "{p}" not found on this GPU'),),
+            )
+    details: list[str] = []
     tried: set[tuple[str, ...]] = set()
-    last: Exception | None = None
     for order in itertools.permutations(profiles):
         if order in tried:
             continue
         tried.add(order)
         try:
+            _clear(gpu)
+        except MigPartedError as exc:
+            details.append(capitalize(f"error clearing MigConfig: {exc}"))
+            continue
+        try:
             for p in order:
                 gpu.add_partition(p)
             return
         except pynvml.NVMLError as exc:
-            last = exc
+            text = NVML_TEXT.get(exc.value, str(exc))
+            details.append(capitalize(f"error creating GPU instance for '{p}': {text}"))
             gpu.clear()
         if len(tried) > 5040:  # 7! orderings at most matter; keep the twin bounded
             break
-    text = NVML_TEXT.get(last.value, str(last)) if isinstance(last, pynvml.NVMLError) else "no orderings"
-    raise MigPartedError(f"error attempting multiple config orderings: {text}")
+    raise MigPartedError(
+        _APPLY + "error setting MIGConfig: error attempting multiple config orderings: all orderings failed",
+        details=tuple(details[-3:]),  # the twin keeps the last few per-ordering lines, not thousands
+    )
+
+
+# pkg/mig/builder/balanced.go balancedFormula: total slices (the largest base profile's G) -> {G: count}.
+_BALANCED_FORMULA = {7: {1: 2, 2: 1, 3: 1}, 4: {1: 2, 2: 1}}
+
+
+def _device_id(gpu: TwinGpu) -> str:
+    """types.DeviceID.String() of the GPU's PCI id: 0x<device><vendor>, upper-case hex."""
+    return f"0x{gpu.pci_device_id:08X}"
 
 
 def generated_configs(gpus: Sequence[TwinGpu]) -> dict[str, tuple[ConfigEntry, ...]]:
-    """v26.3+ with no spec.migManager.config.name: configs generated from hardware (stack-facts §3.2):
-    all-disabled, all-enabled and one all-<profile> (max instances) per profile. `all-balanced` is generated by
-    the real builder too, but its counts are not derivable from the references, so the twin leaves it out."""
+    """No spec.migManager.config.name: mig-manager generates the configs from the hardware
+    (cmd/nvidia-mig-manager/main.go setupMigConfig → pkg/mig/builder/builder.go buildMigConfigSpec, profiles
+    from pkg/mig/discovery: GPU-instance profiles, CI sub-profiles skipped, max count = instance count).
+
+    * all-disabled, all-enabled;
+    * all-balanced (balanced.go): per device type, the base profiles (no +me/-x attribute) of 1, 2 and 3
+      slices, for each G the one with the highest max count, counted by balancedFormula for the device's
+      largest base profile (7 or 4 slices); a device type missing one is skipped; no config if none fits;
+    * all-<profile with + as .> per profile: one entry per distinct max count.
+    Entries carry a device-filter only when the node has more than one device type."""
+    per_device: dict[str, dict[str, int]] = {}  # device id -> profile name -> max count
+    for g in gpus:
+        if not g.profiles:
+            continue  # not MIG-capable: skipped by discovery
+        per_device.setdefault(_device_id(g), {p.name: p.max_instances for p in g.profiles.values()})
+    many = len(per_device) > 1
+
+    def filt(ids: list[str]) -> tuple[str, ...]:
+        return tuple(sorted(ids)) if many else ()
+
     out: dict[str, tuple[ConfigEntry, ...]] = {
         "all-disabled": (ConfigEntry((), None, False, {}),),
         "all-enabled": (ConfigEntry((), None, True, {}),),
     }
-    seen: dict[str, dict[str, Any]] = {}
-    for g in gpus:
-        for p in g.profiles.values():
-            seen.setdefault(p.name.replace("+", "."), {"profile": p.name, "n": p.max_instances})
-    for name, v in sorted(seen.items()):
-        out[f"all-{name}"] = (ConfigEntry((), None, True, {v["profile"]: v["n"]}),)
+    balanced = []
+    for dev in sorted(per_device):
+        counts = _balanced(per_device[dev])
+        if counts is not None:
+            balanced.append(ConfigEntry(filt([dev]), None, True, counts))
+    if balanced:
+        out["all-balanced"] = tuple(balanced)
+    names = sorted({name for profiles in per_device.values() for name in profiles})
+    for name in names:
+        by_count: dict[int, list[str]] = {}
+        for dev, profiles in per_device.items():
+            if name in profiles:
+                by_count.setdefault(profiles[name], []).append(dev)
+        out[f"all-{name.replace('+', '.')}"] = tuple(
+            ConfigEntry(filt(devs), None, True, {name: n}) for n, devs in sorted(by_count.items())
+        )
     return out
+
+
+def _balanced(profiles: Mapping[str, int]) -> dict[str, int] | None:
+    base = {n: c for n, c in profiles.items() if "+" not in n and "-" not in n}
+    slots = max((int(n.split("g.", 1)[0].split(".")[-1]) for n in base), default=0)
+    formula = _BALANCED_FORMULA.get(slots)
+    if formula is None:
+        return None
+    chosen: dict[int, tuple[str, int]] = {}
+    for n, c in sorted(base.items()):
+        g = int(n.split("g.", 1)[0].split(".")[-1])
+        if 1 <= g <= 3 and (g not in chosen or c > chosen[g][1]):
+            chosen[g] = (n, c)
+    if any(g not in chosen for g in formula):
+        return None
+    return {chosen[g][0]: count for g, count in formula.items()}
