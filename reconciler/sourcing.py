@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import signatures
-from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot, normalize_root, redact_url
+from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot, normalize_root
 from reconciler.logic.validation import ParseCache, ValidationResult, validate_inventory
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState, VerifyMode, VerifySettings
+from reconciler.model.redaction import redact, redact_value
 from reconciler.model.revisions import Revision
 
 INVALID_REVISION = "MP720"  # the newer revision does not validate: not applied
@@ -97,7 +98,9 @@ class SourceResult:
         if self.signature is not None:
             out["signature"] = {"status": self.signature.status.value, "format": self.signature.format,
                                 "signer": self.signature.signer}  # fmt: skip
-        return out
+        # Reasons and diagnostics quote what Git and the files said; none may carry a URL's secret.
+        cleaned: dict[str, Any] = redact_value(out)
+        return cleaned
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +190,7 @@ class InventorySource:
             self.state_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.state_file.with_suffix(".tmp")
             tmp.write_text(
-                json.dumps({"url": redact_url(self.remote.url), "ref": rev.ref, "sha": rev.sha, "root": self.root})
+                json.dumps({"url": redact(self.remote.url), "ref": rev.ref, "sha": rev.sha, "root": self.root})
             )
             tmp.replace(self.state_file)  # atomic: a crash leaves the old state or the new one
         except OSError as exc:

@@ -303,7 +303,7 @@ def _commit_and_push(
     git.references.create(outgoing, commit_id, force=True)
     try:
         with repo.network() as callbacks:
-            git.remotes[ORIGIN].push([f"{outgoing}:refs/heads/{branch}"], callbacks=callbacks)
+            repo.origin().push([f"{outgoing}:refs/heads/{branch}"], callbacks=callbacks)
     except pygit2.GitError as exc:
         low = str(exc).lower()
         if any(s in low for s in ("non-fast", "fastforward", "fast-forward", "not present locally", "fetch first")):
