@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconciler.adapters.gitreports import BotIdentity, ReportOutcome, commit_report, report_message
+from reconciler.adapters.gitreports import BotIdentity, InventoryTarget, ReportOutcome, commit_report, report_message
 from reconciler.adapters.gitsource import GitFailure, InventoryRepo
 from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, ClusterPort, CycleResult, reconcile_once
 from reconciler.logic.reports import render_reports
@@ -126,6 +126,7 @@ def run_gitops_cycle(
         files=files,
         message=report_message(src.revision, counts),
         bot=bot,
+        inventory=InventoryTarget(branch=source.ref.removeprefix("refs/heads/"), root=source.root),
     )
     if outcome.status in ("queued", "refused", "failed") and outcome.failure is not None:
         notes.append(f"report {outcome.status}: {outcome.failure.code}: {outcome.failure.message}")

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import signatures
-from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot, normalize_root
+from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot
+from reconciler.logic.reporttarget import normalize_root
 from reconciler.logic.validation import ParseCache, ValidationResult, validate_inventory
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState, VerifyMode, VerifySettings
@@ -134,7 +135,14 @@ def load_revision(
     snap = repo.read(revision, root)
     if isinstance(snap, GitFailure):
         return snap
-    result = validate(snap.files, revision=revision, cache=cache, blob_ids=snap.blob_ids)
+    result = validate(
+        snap.files,
+        revision=revision,
+        cache=cache,
+        blob_ids=snap.blob_ids,
+        followed_branch=repo.branch_named(rev),  # report commits stay off it (MP412)
+        root=normalize_root(root),
+    )
     return LoadedRevision(snap, result)
 
 
@@ -211,7 +219,9 @@ class InventorySource:
         snap = repo.read(revision, self.root, exclude=None)
         if isinstance(snap, GitFailure):
             return
-        result = self._validate(snap.files, revision=revision, cache=self.cache, blob_ids=snap.blob_ids)
+        result = self._validate(
+            snap.files, revision=revision, cache=self.cache, blob_ids=snap.blob_ids, **self._where()
+        )
         if result.desired is not None:
             snap = self._without_reports(repo, snap, result.desired)
             self._applied = _Applied(snap, result.desired, result.warnings, None)
@@ -255,7 +265,7 @@ class InventorySource:
             check = self._check_signature(repo, latest, anchors)
             if check is not None and not check.trusted:
                 return self._refuse(self._signature_refusal(latest, check), fetch_error)
-        result = self._validate(snap.files, revision=latest, cache=self.cache, blob_ids=snap.blob_ids)
+        result = self._validate(snap.files, revision=latest, cache=self.cache, blob_ids=snap.blob_ids, **self._where())
         if anchors is None:
             first_use = self._verify_settings(result) or VerifySettings()
             check = self._check_signature(repo, latest, first_use)
@@ -278,6 +288,10 @@ class InventorySource:
         return self._carry_on(latest, source_error=fetch_error or saved, changed=True)
 
     # -- helpers ----------------------------------------------------------------------------------
+    def _where(self) -> dict[str, Any]:
+        """Where this inventory lives, for the rule that keeps report commits off it (MP412)."""
+        return {"followed_branch": self.ref.removeprefix("refs/heads/"), "root": self.root}
+
     def _verify_settings(self, candidate: ValidationResult | None) -> VerifySettings | None:
         """The trust anchors: the operator's, else the last known good's, else (first revision only,
         given its validation) the candidate's own; None while they can only come from the candidate."""

@@ -31,6 +31,7 @@ from typing import Any, cast
 import pygit2
 from pygit2.enums import CredentialType, FetchPrune, ObjectType
 
+from reconciler.logic.reporttarget import normalize_root
 from reconciler.model.redaction import redact
 from reconciler.model.revisions import Revision
 
@@ -121,12 +122,6 @@ class Snapshot:
 def _is_scp_like(url: str) -> bool:
     # user@host:path (git's scp-like SSH syntax), but not C:\ paths or plain relative paths
     return re.match(r"^[\w.-]+@[\w.-]+:", url) is not None
-
-
-def normalize_root(root: str) -> str:
-    """'./inv/' -> 'inv', '' or '.' -> '' (the repository's top level)."""
-    parts = [p for p in root.replace("\\", "/").split("/") if p not in ("", ".")]
-    return "/".join(parts)
 
 
 class _Callbacks(pygit2.RemoteCallbacks):
@@ -342,6 +337,19 @@ class InventoryRepo:
             ref = self.repo.references.get(f"refs/remotes/{ORIGIN}/HEAD")
             return None if ref is None else str(ref.resolve().shorthand).removeprefix(f"{ORIGIN}/")
         except pygit2.GitError:
+            return None
+
+    def branch_named(self, rev: str) -> str | None:
+        """The branch `rev` names (HEAD: the remote's default branch), or None for a tag or a commit."""
+        if rev == "HEAD":
+            return self.head_branch()
+        if rev.startswith("refs/") and not rev.startswith("refs/heads/"):
+            return None
+        name = rev.removeprefix("refs/heads/")
+        where = f"refs/heads/{name}" if self.remote.is_local else f"refs/remotes/{ORIGIN}/{name}"
+        try:
+            return name if self.repo.references.get(where) is not None else None
+        except (pygit2.GitError, ValueError):
             return None
 
     def commit_info(self, sha: str) -> tuple[str, str, str]:

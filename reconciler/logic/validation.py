@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.catalog import Catalog, GpuModel, load_catalog
-from reconciler.logic import rules, schemas, yamldocs
+from reconciler.logic import reporttarget, rules, schemas, yamldocs
 from reconciler.logic.rules import GpuCheck, diag
 from reconciler.logic.yamldocs import YamlDoc
 from reconciler.model.diagnostics import Diagnostic
@@ -178,8 +178,14 @@ def validate_inventory(
     cache: ParseCache | None = None,
     blob_ids: Mapping[str, str] | None = None,
     catalog: Catalog | None = None,
+    followed_branch: str | None = None,
+    root: str = "",
 ) -> ValidationResult:
-    """Validate one inventory root. Never raises for bad input: it all ends up in diagnostics."""
+    """Validate one inventory root. Never raises for bad input: it all ends up in diagnostics.
+
+    `followed_branch` and `root` say where this inventory lives (the branch a controller follows,
+    the root inside the repository) for the rule that keeps report commits off the inventory
+    (MP412); an unknown branch (None) is treated as the reports branch, the safe assumption."""
     # Validation allocates hundreds of thousands of small acyclic objects (partitions, GPU plans):
     # the cycle collector would walk the growing heap again and again for nothing to free.
     # Paused for the run, restored after it, whatever happens.
@@ -187,7 +193,14 @@ def validate_inventory(
     if paused:
         gc.disable()
     try:
-        return _validate(files, revision=revision, cache=cache, blob_ids=blob_ids, catalog=catalog)
+        return _validate(
+            files,
+            revision=revision,
+            cache=cache,
+            blob_ids=blob_ids,
+            catalog=catalog,
+            where=(followed_branch, root),
+        )
     finally:
         if paused:
             gc.enable()
@@ -200,6 +213,7 @@ def _validate(
     cache: ParseCache | None,
     blob_ids: Mapping[str, str] | None,
     catalog: Catalog | None,
+    where: tuple[str | None, str],
 ) -> ValidationResult:
     catalog = catalog if catalog is not None else load_catalog()
     cache = cache if cache is not None else ParseCache()
@@ -227,10 +241,19 @@ def _validate(
 
     desired, cross = _stage2(entries, catalog=catalog, cache=cache, revision=revision)
     diagnostics.extend(cross)
+    if desired is not None:
+        diagnostics.extend(_report_target(desired.cluster, followed_branch=where[0], root=where[1]))
     ordered = tuple(sorted(_dedupe(diagnostics), key=_sort_key))
     if any(d.is_error for d in ordered):
         return ValidationResult(None, ordered)
     return ValidationResult(desired, ordered)
+
+
+def _report_target(cluster: ClusterSpec, *, followed_branch: str | None, root: str) -> list[Diagnostic]:
+    problem = reporttarget.report_target_problem(cluster.reports, followed_branch=followed_branch, root=root)
+    if problem is None:
+        return []
+    return [diag(reporttarget.CODE, problem, cluster.reports.source or SourceRef(CLUSTER_FILE))]
 
 
 def _content_id(data: bytes) -> str:
@@ -332,7 +355,11 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
             device_plugin_daemonset=g.get("devicePluginDaemonSet", dg.device_plugin_daemonset),
             mig_config_map=g.get("migConfigMap", dg.mig_config_map),
         ),
-        reports=ReportSettings(branch=r.get("branch", dr.branch), path=r.get("path", dr.path)),
+        reports=ReportSettings(
+            branch=r.get("branch", dr.branch),
+            path=r.get("path", dr.path),
+            source=_src(doc, file, "spec", "reports", "path") if "path" in r else None,
+        ),
         verify=VerifySettings(
             mode=VerifyMode(ver.get("mode", VerifyMode.NONE.value)),
             allowed_signers=tuple(ver.get("allowedSigners", ())),
