@@ -291,6 +291,11 @@ class InventoryRepo:
                 origin = self.origin()
                 refspecs = None if origin.name else _FETCH_REFSPECS  # an in-memory remote has none configured
                 origin.fetch(refspecs=refspecs, callbacks=callbacks, prune=FetchPrune.PRUNE)
+            if origin.name is None:
+                # libgit2 writes the URL it fetched from into FETCH_HEAD (unused here): not its secret
+                fetch_head = Path(self.repo.path) / "FETCH_HEAD"
+                if fetch_head.is_file():
+                    fetch_head.write_text(redact(fetch_head.read_text(errors="replace")))
         except (pygit2.GitError, _AuthRefused, _HostKeyRefused, OSError) as exc:
             return classify(exc, self.remote.url)
         return None

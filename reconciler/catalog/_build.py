@@ -138,9 +138,7 @@ def build(ref: dict[str, Any]) -> dict[str, Any]:
                     "profile_id": pid if isinstance(pid, int) else None,
                     "memory_gib": p.get("lgip_memory_gib"),
                     "placements": (
-                        {"starts": list(placements["starts"]), "size": int(placements["size"])}
-                        if placements
-                        else None
+                        {"starts": list(placements["starts"]), "size": int(placements["size"])} if placements else None
                     ),
                     "placement_source": source,
                 }

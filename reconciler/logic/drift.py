@@ -333,8 +333,10 @@ def _pending_gpu_findings(desired: DesiredState, observed: ObservedState) -> Ite
         elif target is None and not gpu_somewhere:
             per_node.setdefault(None, []).append(pod.key)
     for node, pods in sorted(per_node.items(), key=lambda kv: kv[0] or ""):
-        where = f"node {node} advertises nvidia.com/gpu: 0 (all its GPUs use MIG)" if node else (
-            "no node of the plan advertises whole GPUs"
+        where = (
+            f"node {node} advertises nvidia.com/gpu: 0 (all its GPUs use MIG)"
+            if node
+            else ("no node of the plan advertises whole GPUs")
         )
         yield finding(
             "MP506",

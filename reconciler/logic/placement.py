@@ -91,9 +91,7 @@ def solve(model: GpuModel, requests: Sequence[Request]) -> tuple[Placement, ...]
     return tuple(p for p in chosen if p is not None)
 
 
-def is_valid_arrangement(
-    model: GpuModel, requests: Sequence[Request], placements: Sequence[Placement]
-) -> bool:
+def is_valid_arrangement(model: GpuModel, requests: Sequence[Request], placements: Sequence[Placement]) -> bool:
     """True when `placements` is an arrangement the hardware accepts for `requests`."""
     if len(placements) != len(requests):
         return False
