@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import re
 import sys
 import threading
 import traceback
@@ -50,11 +49,9 @@ def _debugging() -> bool:
 
 
 def _redact(text: str) -> str:
-    try:
-        from reconciler.adapters.gitsource import redact_url
-    except Exception:  # pragma: no cover - pygit2 itself may be what is broken
-        return re.sub(r"(\w+://)[^/@\s]*@", r"\1***@", text)
-    return redact_url(text)
+    from reconciler.model.redaction import redact  # pure: importable even when pygit2 is what is broken
+
+    return redact(text)
 
 
 def internal_error(exc: BaseException) -> NoReturn:

@@ -29,7 +29,7 @@ from typing import Any
 from reconciler.adapters.cachelock import cache_lock
 from reconciler.adapters.commitsigning import CommitSigner
 from reconciler.adapters.deadline import cycle_deadline
-from reconciler.adapters.gitreports import BotIdentity, ReportOutcome, commit_report, report_message
+from reconciler.adapters.gitreports import BotIdentity, InventoryTarget, ReportOutcome, commit_report, report_message
 from reconciler.adapters.gitsource import (
     AUTH_REFUSED,
     HOST_KEY_REFUSED,
@@ -178,6 +178,7 @@ def _locked_cycle(
         message=report_message(src.revision, counts),
         bot=bot,
         signer=signer,
+        inventory=InventoryTarget(branch=source.ref.removeprefix("refs/heads/"), root=source.root),
     )
     if outcome.status in ("queued", "refused", "failed") and outcome.failure is not None:
         notes.append(f"report {outcome.status}: {outcome.failure.code}: {outcome.failure.message}")

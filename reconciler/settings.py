@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from reconciler.model.errors import MigplanError
+from reconciler.model.redaction import redact
 
 ENV_PREFIX = "MIGPLAN_"
 FIELD_MANAGER = "migplan"
@@ -131,6 +132,8 @@ class Settings:
                 out[f.name] = "***" if value else ""
             elif isinstance(value, enum.Enum):
                 out[f.name] = value.value
+            elif isinstance(value, str):
+                out[f.name] = redact(value)  # e.g. a token written into the repository URL
             else:
                 out[f.name] = value
         return out

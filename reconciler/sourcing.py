@@ -33,10 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import signatures
-from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot, normalize_root, redact_url
+from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot
+from reconciler.logic.reporttarget import normalize_root
 from reconciler.logic.validation import ParseCache, ValidationResult, validate_inventory
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState, InventoryFiles, VerifyMode, VerifySettings
+from reconciler.model.redaction import redact, redact_value
 from reconciler.model.revisions import Revision
 
 INVALID_REVISION = "MP720"  # the newer revision does not validate: not applied
@@ -121,7 +123,9 @@ class SourceResult:
         if self.signature is not None:
             out["signature"] = {"status": self.signature.status.value, "format": self.signature.format,
                                 "signer": self.signature.signer}  # fmt: skip
-        return out
+        # Reasons and diagnostics quote what Git and the files said; none may carry a URL's secret.
+        cleaned: dict[str, Any] = redact_value(out)
+        return cleaned
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +159,14 @@ def load_revision(
     snap = repo.read(revision, root)
     if isinstance(snap, GitFailure):
         return snap
-    result = validate(snap.files, revision=revision, cache=cache, blob_ids=snap.blob_ids)
+    result = validate(
+        snap.files,
+        revision=revision,
+        cache=cache,
+        blob_ids=snap.blob_ids,
+        followed_branch=repo.branch_named(rev),  # report commits stay off it (MP412)
+        root=normalize_root(root),
+    )
     return LoadedRevision(snap, result)
 
 
@@ -212,7 +223,7 @@ class InventorySource:
             self.state_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.state_file.with_suffix(".tmp")
             tmp.write_text(
-                json.dumps({"url": redact_url(self.remote.url), "ref": rev.ref, "sha": rev.sha, "root": self.root})
+                json.dumps({"url": redact(self.remote.url), "ref": rev.ref, "sha": rev.sha, "root": self.root})
             )
             tmp.replace(self.state_file)  # atomic: a crash leaves the old state or the new one
         except OSError as exc:
@@ -239,7 +250,9 @@ class InventorySource:
         snap = repo.read(revision, self.root, exclude=None)
         if isinstance(snap, GitFailure):
             return
-        result = self._validate(snap.files, revision=revision, cache=self.cache, blob_ids=snap.blob_ids)
+        result = self._validate(
+            snap.files, revision=revision, cache=self.cache, blob_ids=snap.blob_ids, **self._where()
+        )
         if result.desired is not None:
             snap = self._without_reports(repo, snap, result.desired)
             self._applied = _Applied(snap, result.desired, result.warnings, None)
@@ -295,7 +308,7 @@ class InventorySource:
             check = self._check_signature(repo, latest, anchors)
             if check is not None and not check.trusted:
                 return self._refuse(self._signature_refusal(latest, check), fetch_error)
-        result = self._validate(snap.files, revision=latest, cache=self.cache, blob_ids=snap.blob_ids)
+        result = self._validate(snap.files, revision=latest, cache=self.cache, blob_ids=snap.blob_ids, **self._where())
         if anchors is None:
             first_use = self._verify_settings(result) or VerifySettings()
             check = self._check_signature(repo, latest, first_use)
@@ -320,6 +333,10 @@ class InventorySource:
         return self._carry_on(latest, source_error=fetch_error or saved, changed=True)
 
     # -- helpers ----------------------------------------------------------------------------------
+    def _where(self) -> dict[str, Any]:
+        """Where this inventory lives, for the rule that keeps report commits off it (MP412)."""
+        return {"followed_branch": self.ref.removeprefix("refs/heads/"), "root": self.root}
+
     def _verify_settings(self, candidate: ValidationResult | None) -> VerifySettings | None:
         """The trust anchors: the operator's, else the last known good's, else (first revision only,
         given its validation) the candidate's own; None while they can only come from the candidate."""

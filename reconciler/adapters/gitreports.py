@@ -8,6 +8,15 @@ Contract of `commit_report(repo, settings=, files=, message=, bot=)`:
   tree id, so nothing time-varying may be in the files — the caller's job);
 - file names and `settings.path` are checked first: absolute paths, `..`, backslashes, NUL, empty
   components and `.git` are refused with an error value and nothing is written;
+- the bot never rewrites the inventory: with `inventory` (the branch the controller follows and its
+  root) the same rule as `migplan validate`'s MP412 refuses a `reports.path` that is, contains or
+  lies in the inventory (cluster.yaml, nodes/, layouts/) on that branch — an unknown branch counts
+  as the same one. The new tree is the tip's tree with only the subtree at `reports.path` replaced
+  (every other entry kept by id); a path component that is a file, symlink or submodule at the tip
+  is refused, and the commit's diff is checked to touch nothing outside `reports.path` before it is
+  pushed;
+- no secret reaches Git: report files and the message are redacted (reconciler.model.redaction)
+  before they are queued, and again when an outbox entry is read (entries queued by older versions);
 - a push rejected because someone else pushed first is resolved by fetching, re-creating the commit
   on the new tip and retrying with exponential backoff (tenacity);
 - every report goes through an outbox in the cache directory first (one JSON file per report,
@@ -31,7 +40,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pygit2
 import tenacity
@@ -47,8 +56,12 @@ from reconciler.adapters.gitsource import (
     InventoryRepo,
     classify,
 )
+from reconciler.logic import reporttarget
 from reconciler.model.inventory import ReportSettings
+from reconciler.model.redaction import redact, redact_bytes
 from reconciler.model.revisions import Revision
+
+INVENTORY_OVERLAP = reporttarget.CODE  # MP412: the same rule and code as `migplan validate`
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@+-]+$")
 
@@ -59,6 +72,15 @@ class BotIdentity:
 
     name: str = "migplan"
     email: str = "migplan@localhost"
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryTarget:
+    """Where the inventory the controller follows lives: report commits must never touch it.
+    `branch` None means unknown (treated as the reports branch, the safe assumption)."""
+
+    branch: str | None = None
+    root: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +167,14 @@ class _Rejected(Exception):
     """Someone else moved the branch first: fetch, re-create, retry."""
 
 
+class _Refused(Exception):
+    """The commit would touch something outside reports.path: never pushed, never retried."""
+
+    def __init__(self, failure: GitFailure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
 class _Offline(Exception):
     def __init__(self, failure: GitFailure) -> None:
         super().__init__(str(failure))
@@ -199,6 +229,12 @@ class Outbox:
         return data
 
 
+def check_inventory_target(settings: ReportSettings, inventory: InventoryTarget) -> GitFailure | None:
+    """Refuse report settings that would make a commit touch the inventory (MP412, as validate)."""
+    problem = reporttarget.report_target_problem(settings, followed_branch=inventory.branch, root=inventory.root)
+    return None if problem is None else GitFailure(INVENTORY_OVERLAP, f"refusing to commit reports: {problem}")
+
+
 def commit_report(
     repo: InventoryRepo,
     *,
@@ -208,17 +244,24 @@ def commit_report(
     bot: BotIdentity = BotIdentity(),
     max_attempts: int = 6,
     signer: CommitSigner | None = None,
+    inventory: InventoryTarget = InventoryTarget(),
 ) -> ReportOutcome:
     """Queue this report, then push every queued report in order (see the module docstring)."""
-    refused = check_report_paths(settings.path, list(files)) or check_branch(repo, settings.branch)
+    refused = (
+        check_report_paths(settings.path, list(files))
+        or check_inventory_target(settings, inventory)
+        or check_branch(repo, settings.branch)
+    )
     if refused is not None:
         return ReportOutcome(status="refused", failure=refused)
+    # Redacted before it is stored: an entry queued during an outage is pushed later, into history.
     entry = {
         "branch": settings.branch,
         "path": settings.path,
-        "message": message,
+        "message": redact(message),
         "author": [bot.name, bot.email],
-        "files": {name: base64.b64encode(data).decode("ascii") for name, data in sorted(files.items())},
+        "files": {name: base64.b64encode(redact_bytes(data)).decode("ascii") for name, data in sorted(files.items())},
+        "inventory": {"branch": inventory.branch, "root": inventory.root},
     }
     try:
         Outbox.for_repo(repo).put(entry)
@@ -235,17 +278,26 @@ def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6, signer: CommitSi
     pushed: list[str] = []
     attempts = 0
     last_status, last_commit = "unchanged", None
+    refused: GitFailure | None = None
     for path in outbox.entries():
         try:
             entry = Outbox.load(path)
-            files = {str(name): base64.b64decode(data) for name, data in entry["files"].items()}
-            branch, root, message = str(entry["branch"]), str(entry["path"]), str(entry["message"])
+            # Scrubbed again on read: entries queued before redaction existed must not carry a
+            # secret into history either.
+            files = {str(name): redact_bytes(base64.b64decode(data)) for name, data in entry["files"].items()}
+            branch, root, message = str(entry["branch"]), str(entry["path"]), redact(str(entry["message"]))
             bot = BotIdentity(*(str(x) for x in entry["author"]))
+            inventory = _entry_inventory(entry)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             outbox.set_aside(path, "unreadable")  # never block the queue on one damaged file
             continue
-        if check_report_paths(root, list(files)) or check_branch(repo, branch):
-            outbox.set_aside(path, "refused")  # an edited outbox file: never written to Git
+        refused = (
+            check_report_paths(root, list(files))
+            or check_inventory_target(ReportSettings(branch=branch, path=root), inventory)
+            or check_branch(repo, branch)
+        )
+        if refused is not None:
+            outbox.set_aside(path, "refused")  # an edited (or older, unsafe) entry: never written to Git
             continue
         try:
             for attempt in tenacity.Retrying(
@@ -257,8 +309,19 @@ def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6, signer: CommitSi
                 with attempt:
                     attempts += 1
                     commit = _commit_and_push(
-                        repo, branch=branch, root=root, files=files, message=message, bot=bot, signer=signer
+                        repo,
+                        branch=branch,
+                        root=root,
+                        files=files,
+                        message=message,
+                        bot=bot,
+                        signer=signer,
+                        inventory=inventory,
                     )
+        except _Refused as exc:
+            refused = exc.failure
+            outbox.set_aside(path, "refused")  # the branch tip makes it unsafe: kept for a person to see
+            continue
         except _Offline as exc:
             return ReportOutcome(
                 status="queued",
@@ -273,12 +336,24 @@ def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6, signer: CommitSi
                 status="queued", pushed=tuple(pushed), pending=len(outbox.entries()), failure=failure, attempts=attempts
             )
         path.unlink(missing_ok=True)  # (the cache lock keeps other processes out; never crash on it)
+        refused = None
         if commit is None:
             last_status, last_commit = "unchanged", None
         else:
             pushed.append(commit)
             last_status, last_commit = "committed", commit
+    if refused is not None:  # the newest report was refused: say so, with why
+        return ReportOutcome(status="refused", pushed=tuple(pushed), failure=refused, attempts=attempts)
     return ReportOutcome(status=last_status, commit=last_commit, pushed=tuple(pushed), pending=0, attempts=attempts)
+
+
+def _entry_inventory(entry: Mapping[str, Any]) -> InventoryTarget:
+    """The inventory an entry was queued for; entries from older versions did not record it."""
+    raw = entry.get("inventory")
+    if not isinstance(raw, Mapping):
+        return InventoryTarget()  # unknown: checked as if the reports branch were the followed one
+    branch = raw.get("branch")
+    return InventoryTarget(branch=None if branch is None else str(branch), root=str(raw.get("root") or ""))
 
 
 def _commit_and_push(
@@ -290,6 +365,7 @@ def _commit_and_push(
     message: str,
     bot: BotIdentity,
     signer: CommitSigner | None = None,
+    inventory: InventoryTarget,
 ) -> str | None:
     """One attempt: build the report tree on the current tip; commit and push only if it differs."""
     git = repo.repo
@@ -304,6 +380,7 @@ def _commit_and_push(
     tree_id = _report_tree(git, tip, root=root, files=files)
     if tip is not None and tip.tree_id == tree_id:
         return None
+    _check_commit_diff(git, tip, tree_id, root=root, same_branch=_same_branch(inventory, branch), inventory=inventory)
     who = pygit2.Signature(bot.name, bot.email)
     parents = [tip.id] if tip is not None else []
     commit_id = _create_commit(
@@ -319,7 +396,7 @@ def _commit_and_push(
     git.references.create(outgoing, commit_id, force=True)
     try:
         with repo.network() as callbacks:
-            git.remotes[ORIGIN].push([f"{outgoing}:refs/heads/{branch}"], callbacks=callbacks)
+            repo.origin().push([f"{outgoing}:refs/heads/{branch}"], callbacks=callbacks)
     except pygit2.GitError as exc:
         low = str(exc).lower()
         if any(s in low for s in ("non-fast", "fastforward", "fast-forward", "not present locally", "fetch first")):
@@ -362,14 +439,110 @@ def _create_commit(
 def _report_tree(
     git: pygit2.Repository, tip: pygit2.Commit | None, *, root: str, files: Mapping[str, bytes]
 ) -> pygit2.Oid:
-    """The tip's tree with `root/` replaced by exactly the report files."""
-    index = pygit2.Index()
-    if tip is not None:
-        index.read_tree(tip.tree)
-    prefix = root.rstrip("/") + "/"
-    for entry in [e for e in index if e.path.startswith(prefix) or e.path == root]:
-        index.remove(entry.path)
+    """The tip's tree with only the subtree at `root` replaced by exactly the report files.
+
+    Built with tree builders from the tip's trees, so every entry outside `root` keeps its id, mode
+    and name byte for byte (an index would normalise modes and drop what it cannot represent)."""
+    leaf = _files_tree(git, files) if files else None
+    tree = tip.tree if tip is not None else None
+    new = _replace(git, tree, root.split("/"), leaf, walked="")
+    if new is None:
+        empty: pygit2.Oid = git.TreeBuilder().write()
+        return empty
+    return new
+
+
+def _files_tree(git: pygit2.Repository, files: Mapping[str, bytes]) -> pygit2.Oid:
+    nested: dict[str, Any] = {}
     for name, data in sorted(files.items()):
-        index.add(pygit2.IndexEntry(prefix + name, git.create_blob(data), FileMode.BLOB))
-    tree_id: pygit2.Oid = index.write_tree(git)
-    return tree_id
+        *dirs, base = name.split("/")
+        node = nested
+        for d in dirs:
+            child = node.setdefault(d, {})
+            if not isinstance(child, dict):
+                raise _Refused(GitFailure(UNSAFE_PATH, f"refusing report files: {name!r} is under a file"))
+            node = child
+        if isinstance(node.get(base), dict):
+            raise _Refused(GitFailure(UNSAFE_PATH, f"refusing report files: {name!r} is also a directory"))
+        node[base] = data
+    return _write_nested(git, nested)
+
+
+def _write_nested(git: pygit2.Repository, nested: Mapping[str, Any]) -> pygit2.Oid:
+    builder = git.TreeBuilder()
+    for name, value in sorted(nested.items()):
+        if isinstance(value, dict):
+            builder.insert(name, _write_nested(git, value), FileMode.TREE)
+        else:
+            builder.insert(name, git.create_blob(value), FileMode.BLOB)
+    oid: pygit2.Oid = builder.write()
+    return oid
+
+
+_KINDS = {FileMode.LINK: "symlink", FileMode.COMMIT: "submodule"}
+
+
+def _replace(
+    git: pygit2.Repository, tree: pygit2.Tree | None, parts: list[str], leaf: pygit2.Oid | None, *, walked: str
+) -> pygit2.Oid | None:
+    """`tree` with the entry at `parts` set to `leaf` (removed when None); None when it ends up empty."""
+    head, rest = parts[0], parts[1:]
+    here = walked + head
+    existing = tree[head] if tree is not None and head in tree else None
+    if existing is not None and existing.filemode != FileMode.TREE:
+        # A file, symlink (e.g. `reports -> nodes`) or submodule where the reports directory goes:
+        # replacing it would delete something outside the reports, and following it could land anywhere.
+        kind = _KINDS.get(existing.filemode, "file")
+        raise _Refused(
+            GitFailure(
+                UNSAFE_PATH,
+                f"refusing to commit reports under {here!r}: it is a {kind} on the reports branch, not a directory",
+            )
+        )
+    builder = git.TreeBuilder(tree) if tree is not None else git.TreeBuilder()
+    if rest:
+        sub = cast(pygit2.Tree, git[existing.id]) if existing is not None else None
+        child = _replace(git, sub, rest, leaf, walked=here + "/")
+    else:
+        child = leaf
+    if child is None:
+        if existing is not None:
+            builder.remove(head)
+    else:
+        builder.insert(head, child, FileMode.TREE)
+    if len(builder) == 0:
+        return None
+    oid: pygit2.Oid = builder.write()
+    return oid
+
+
+def _same_branch(inventory: InventoryTarget, branch: str) -> bool:
+    return inventory.branch is None or reporttarget.same_branch(inventory.branch, branch)
+
+
+def _check_commit_diff(
+    git: pygit2.Repository,
+    tip: pygit2.Commit | None,
+    tree_id: pygit2.Oid,
+    *,
+    root: str,
+    same_branch: bool,
+    inventory: InventoryTarget,
+) -> None:
+    """The last word before a push: every path the commit adds, changes or deletes is under `root`,
+    and (on the followed branch) none is an inventory file. Raises _Refused otherwise."""
+    new = cast(pygit2.Tree, git[tree_id])
+    diff = tip.tree.diff_to_tree(new) if tip is not None else new.diff_to_tree(swap=True)
+    prefix = root + "/"
+    for delta in diff.deltas:
+        for changed in {delta.old_file.path, delta.new_file.path}:
+            outside = changed != root and not changed.startswith(prefix)
+            touches = same_branch and reporttarget.inventory_overlap(changed, inventory.root) is not None
+            if outside or touches:
+                raise _Refused(
+                    GitFailure(
+                        INVENTORY_OVERLAP if touches else UNSAFE_PATH,
+                        f"refusing a report commit that would change {changed!r} "
+                        f"({'an inventory file' if touches else 'outside reports.path ' + repr(root)})",
+                    )
+                )

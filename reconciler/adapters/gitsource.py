@@ -32,7 +32,9 @@ import pygit2
 from pygit2.enums import CredentialType, FetchPrune, ObjectType
 
 from reconciler.adapters import deadline
+from reconciler.logic.reporttarget import normalize_root
 from reconciler.model.inventory import InventoryFiles
+from reconciler.model.redaction import redact
 from reconciler.model.revisions import Revision
 
 # Stable error codes of the Git adapters (documented in INTERFACES.md and the README).
@@ -106,8 +108,8 @@ class GitFailure:
 
     def __post_init__(self) -> None:
         # A password or token written into a URL must never reach a log, a report or a status.
-        object.__setattr__(self, "url", redact_url(self.url))
-        object.__setattr__(self, "message", redact_url(self.message))
+        object.__setattr__(self, "url", redact(self.url))
+        object.__setattr__(self, "message", redact(self.message))
 
     def __str__(self) -> str:
         where = f" ({self.url})" if self.url else ""
@@ -125,23 +127,9 @@ class Snapshot:
     tree_id: str  # the root's tree id (before `exclude`): equal tree ids mean identical content
 
 
-_USERINFO_SECRET = re.compile(r"(\w+://[^/@:\s]*):[^/@\s]*@")
-
-
-def redact_url(text: str) -> str:
-    """'https://user:secret@host/x' -> 'https://user:***@host/x' (anywhere in a text)."""
-    return _USERINFO_SECRET.sub(r"\1:***@", text)
-
-
 def _is_scp_like(url: str) -> bool:
     # user@host:path (git's scp-like SSH syntax), but not C:\ paths or plain relative paths
     return re.match(r"^[\w.-]+@[\w.-]+:", url) is not None
-
-
-def normalize_root(root: str) -> str:
-    """'./inv/' -> 'inv', '' or '.' -> '' (the repository's top level)."""
-    parts = [p for p in root.replace("\\", "/").split("/") if p not in ("", ".")]
-    return "/".join(parts)
 
 
 class _Callbacks(pygit2.RemoteCallbacks):
@@ -256,16 +244,25 @@ class InventoryRepo:
             else:
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 repo = pygit2.init_repository(str(cache), bare=True)
-                repo.remotes.create(ORIGIN, remote.url, _FETCH_REFSPECS[0])
+                repo.remotes.create(ORIGIN, redact(remote.url), _FETCH_REFSPECS[0])
                 repo.remotes.add_fetch(ORIGIN, _FETCH_REFSPECS[1])
-            if repo.remotes[ORIGIN].url != remote.url:
-                repo.remotes.set_url(ORIGIN, remote.url)
-                repo.remotes.set_push_url(ORIGIN, remote.url)
+            # The cache's config on disk names the remote without its credentials (a password or
+            # token in the URL stays in this process); network operations use `origin()` instead.
+            if repo.remotes[ORIGIN].url != redact(remote.url):
+                repo.remotes.set_url(ORIGIN, redact(remote.url))
+                repo.remotes.set_push_url(ORIGIN, redact(remote.url))
         except (pygit2.GitError, OSError) as exc:
             return GitFailure(GIT_FAILED, f"cannot open the cache repository {cache}: {exc}", remote.url)
         return cls(remote, repo)
 
     # -- network --------------------------------------------------------------------------------
+    def origin(self) -> pygit2.Remote:
+        """The remote to fetch from and push to: `origin` as configured, or, when the URL carries a
+        credential (kept out of the cache's config), an in-memory remote with the real URL."""
+        if redact(self.remote.url) == self.remote.url:
+            return self.repo.remotes[ORIGIN]
+        return self.repo.remotes.create_anonymous(self.remote.url)
+
     @contextmanager
     def network(self) -> Iterator[_Callbacks]:
         """Callbacks for one remote operation, with timeouts and (for SSH) our known_hosts in effect."""
@@ -315,7 +312,14 @@ class InventoryRepo:
             return None
         try:
             with self.network() as callbacks:
-                self.repo.remotes[ORIGIN].fetch(callbacks=callbacks, prune=FetchPrune.PRUNE)
+                origin = self.origin()
+                refspecs = None if origin.name else _FETCH_REFSPECS  # an in-memory remote has none configured
+                origin.fetch(refspecs=refspecs, callbacks=callbacks, prune=FetchPrune.PRUNE)
+            if origin.name is None:
+                # libgit2 writes the URL it fetched from into FETCH_HEAD (unused here): not its secret
+                fetch_head = Path(self.repo.path) / "FETCH_HEAD"
+                if fetch_head.is_file():
+                    fetch_head.write_text(redact(fetch_head.read_text(errors="replace")))
         except (pygit2.GitError, _AuthRefused, _HostKeyRefused, _DeadlinePassed, OSError) as exc:
             return classify(exc, self.remote.url)
         return None
@@ -362,6 +366,19 @@ class InventoryRepo:
             ref = self.repo.references.get(f"refs/remotes/{ORIGIN}/HEAD")
             return None if ref is None else str(ref.resolve().shorthand).removeprefix(f"{ORIGIN}/")
         except pygit2.GitError:
+            return None
+
+    def branch_named(self, rev: str) -> str | None:
+        """The branch `rev` names (HEAD: the remote's default branch), or None for a tag or a commit."""
+        if rev == "HEAD":
+            return self.head_branch()
+        if rev.startswith("refs/") and not rev.startswith("refs/heads/"):
+            return None
+        name = rev.removeprefix("refs/heads/")
+        where = f"refs/heads/{name}" if self.remote.is_local else f"refs/remotes/{ORIGIN}/{name}"
+        try:
+            return name if self.repo.references.get(where) is not None else None
+        except (pygit2.GitError, ValueError):
             return None
 
     def commit_info(self, sha: str) -> tuple[str, str, str]:
@@ -495,5 +512,7 @@ def _relative_exclude(root: str, exclude: str | None) -> str | None:
 def cache_path(remote: GitRemote) -> Path:
     """Where the bare cache of a remote lives: one directory per URL under cache_dir/repos/."""
     digest = hashlib.sha256(remote.url.encode()).hexdigest()[:16]
-    tail = re.sub(r"[^\w.-]+", "-", remote.url.rsplit("/", 1)[-1] or "repo")[:40]
+    # the last path segment names the directory; a query string (which may hold a token) never does
+    path = re.split(r"[?#]", remote.url, maxsplit=1)[0]
+    tail = re.sub(r"[^\w.-]+", "-", path.rstrip("/").rsplit("/", 1)[-1] or "repo")[:40]
     return remote.cache_dir / "repos" / f"{tail}-{digest}.git"

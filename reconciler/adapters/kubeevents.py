@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.controller.signals import EventIntent, MarkState, NodeMark
 from reconciler.model.errors import MigplanError, Transient
+from reconciler.model.redaction import redact
 
 log = logging.getLogger("migplan.events")
 
@@ -57,7 +58,7 @@ def event_body(intent: EventIntent, *, now: datetime, instance: str) -> dict[str
             "name": intent.regarding.name,
         },
         "reason": intent.reason.value,
-        "message": intent.message,
+        "message": redact(intent.message),  # Events are readable cluster-wide: never a URL's secret
         "type": "Warning" if intent.warning else "Normal",
         "source": {"component": COMPONENT, "host": instance},
         "reportingComponent": COMPONENT,
@@ -94,7 +95,8 @@ class KubeSignals:
     def mark(self, marks: Iterable[NodeMark]) -> int:
         written = 0
         for m in marks:
-            patch = {"metadata": {"annotations": {STATE_ANNOTATION: m.state.value, REASON_ANNOTATION: m.reason}}}
+            reason = redact(m.reason)
+            patch = {"metadata": {"annotations": {STATE_ANNOTATION: m.state.value, REASON_ANNOTATION: reason}}}
             try:
                 self._api.patch_node(m.node, patch, field_manager="migplan", _content_type=_MERGE)
                 written += 1

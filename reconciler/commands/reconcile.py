@@ -29,6 +29,7 @@ from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import DesiredState
 from reconciler.model.plans import Action
+from reconciler.model.redaction import redact, redact_value
 from reconciler.settings import DEFAULT_CYCLE_DEADLINE, DEFAULT_LOCK_TIMEOUT
 
 MAX_NODE_ROWS = 50  # text output lists per-node occupancy up to this many nodes, then totals per profile
@@ -136,7 +137,8 @@ def _connect(kubeconfig: Path | None, context: str | None) -> Any:
 
 
 def _emit_json(doc: dict[str, Any]) -> None:
-    sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    # Messages quote Git and the API server; a credential inside a URL never reaches a script.
+    sys.stdout.buffer.write(orjson.dumps(redact_value(doc), option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def _from_repo(
@@ -168,19 +170,21 @@ def _from_repo(
         _emit_json(cycle.to_json())
         return cycle.exit_code
     src = cycle.source
-    lines = [f"Source: {repo} {branch}{'/' + path if path else ''}: applying {src.revision or 'nothing'}"]
+    lines = [f"Source: {redact(repo)} {branch}{'/' + path if path else ''}: applying {src.revision or 'nothing'}"]
     if src.refused is not None:
         lines.append(f"  {src.refused.revision} is NOT applied: {src.refused.code} {src.refused.reason}")
         lines.extend(f"    {d}" for d in src.refused.diagnostics if d.is_error)
     if src.source_error is not None:
         lines.append(f"  source error: {src.source_error}")
-    click.echo("\n".join(lines))
     if cycle.result is not None:
-        click.echo(render_text(cycle.result))
+        lines.append(render_text(cycle.result))
     if cycle.report is not None:
-        click.echo(f"Report: {cycle.report.status}" + (f" ({cycle.report.commit})" if cycle.report.commit else ""))
+        lines.append(f"Report: {cycle.report.status}" + (f" ({cycle.report.commit})" if cycle.report.commit else ""))
     elif cycle.report_failure is not None:
-        click.echo(f"Report not committed: {cycle.report_failure}")
+        lines.append(f"Report not committed: {cycle.report_failure}")
+    lines.extend(f"note: {n}" for n in cycle.notes)
+    lines.extend(f"error: {e}" for e in cycle.errors)
+    click.echo(redact("\n".join(lines)))
     return cycle.exit_code
 
 

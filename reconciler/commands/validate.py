@@ -33,6 +33,7 @@ from reconciler import __version__, resources
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
 from reconciler.catalog import Catalog, load_catalog
 from reconciler.logic import ciannotations
+from reconciler.logic.reporttarget import normalize_root
 from reconciler.logic.validation import ValidationResult, solver_choices, validate_inventory
 from reconciler.model.inventory import DesiredState
 from reconciler.model.revisions import WORKDIR, Revision
@@ -48,8 +49,9 @@ def load_files(root: Path | None) -> tuple[str, Mapping[str, bytes]]:
 
 def load_revision_files(
     repo: str, rev: str, *, path: str, cache_dir: Path | None
-) -> tuple[str, Mapping[str, bytes], Mapping[str, str], Revision]:
-    """The inventory root `path` at `rev` of `repo`: (label, files, blob ids, revision). Raises GitLoadError."""
+) -> tuple[str, Mapping[str, bytes], Mapping[str, str], Revision, str | None]:
+    """The inventory root `path` at `rev` of `repo`: (label, files, blob ids, revision, the branch
+    `rev` names or None). Raises GitLoadError."""
     from reconciler.adapters.gitsource import GitFailure, InventoryRepo
     from reconciler.commands import gitopts
 
@@ -66,7 +68,7 @@ def load_revision_files(
     if isinstance(snap, GitFailure):
         raise GitLoadError(str(snap))
     label = f"{revision}" + (f":{path}" if path else "")
-    return label, snap.files, snap.blob_ids, revision
+    return label, snap.files, snap.blob_ids, revision, opened.branch_named(rev)
 
 
 class GitLoadError(Exception):
@@ -198,16 +200,21 @@ def command(
         raise click.UsageError("--rev and --path need --repo")
     revision: Revision = WORKDIR
     blob_ids: Mapping[str, str] | None = None
+    branch: str | None = None  # unknown for a directory: MP412 then assumes the reports branch is followed
     try:
         if repo is not None:
-            label, files, blob_ids, revision = load_revision_files(repo, rev or "HEAD", path=path, cache_dir=cache_dir)
+            label, files, blob_ids, revision, branch = load_revision_files(
+                repo, rev or "HEAD", path=path, cache_dir=cache_dir
+            )
         else:
             label, files = load_files(root)
     except (InventoryReadError, FileNotFoundError, GitLoadError) as exc:
         click.echo(f"migplan validate: {exc}", err=True)
         sys.exit(2)
     catalog = load_catalog()
-    result = validate_inventory(files, catalog=catalog, revision=revision, blob_ids=blob_ids)
+    result = validate_inventory(
+        files, catalog=catalog, revision=revision, blob_ids=blob_ids, followed_branch=branch, root=normalize_root(path)
+    )
     if output == "json":
         sys.stdout.buffer.write(render_json(result, root=label, catalog=catalog))
         sys.stdout.flush()

@@ -2,7 +2,9 @@
 
 JSON lines carry the standard fields (time, level, logger, message) plus every `extra=` field a call
 site gives — the controller passes `revision`, `node`, `code` (finding code), `trigger` — so a log
-pipeline can filter on them. Secrets never reach a log line: Settings hold them as `Secret`.
+pipeline can filter on them. Secrets never reach a log line: Settings hold them as `Secret`, and
+every formatted line (text or JSON, exception text included) goes through the one redaction
+(reconciler.model.redaction), so a credential inside a URL is masked whoever logged it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from reconciler.model.redaction import redact
 from reconciler.settings import LogFormat
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
@@ -33,7 +36,7 @@ class JsonFormatter(logging.Formatter):
                 doc[key] = value
         if record.exc_info:
             doc["exception"] = self.formatException(record.exc_info)
-        return orjson.dumps(doc, default=str).decode()
+        return redact(orjson.dumps(doc, default=str).decode())
 
 
 class TextFormatter(logging.Formatter):
@@ -43,7 +46,7 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         base = super().format(record)
         extras = [f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")]
-        return f"{base} {' '.join(extras)}" if extras else base
+        return redact(f"{base} {' '.join(extras)}" if extras else base)
 
 
 def setup_logging(fmt: LogFormat, level: str = "INFO", stream: Any = None) -> logging.Handler:

@@ -34,6 +34,7 @@ from reconciler.controller.metrics import ControllerMetrics
 from reconciler.model.drift import DriftReport
 from reconciler.model.errors import MigplanError
 from reconciler.model.plans import Change, Plan
+from reconciler.model.redaction import redact
 from reconciler.scheduling import CycleRunner, Scheduler, install_signal_handlers
 from reconciler.settings import Settings
 
@@ -228,7 +229,7 @@ class Controller:
 
     def _publish(self, outcome: CycleOutcome) -> None:
         if outcome.revision:
-            self.metrics.revision.info({"revision": outcome.revision})
+            self.metrics.revision.info({"revision": redact(outcome.revision)})
         self.metrics.nodes_in_flight.set(outcome.nodes_in_flight)
         if outcome.report_status:
             self.metrics.record_report(outcome.report_status, outcome.report_pending)

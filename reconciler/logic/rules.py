@@ -58,6 +58,7 @@ list; the README and `migplan validate` output refer to it.
 | MP409 | error   | cluster.yaml missing |
 | MP410 | warning | unexpected YAML file in the inventory root (ignored) |
 | MP411 | error   | invalid inventory path (path-like or nested node/layout file name) |
+| MP412 | error   | reports.path would make report commits touch the inventory, or escape the repository |
 | MP420 | error   | part of the inventory cannot be read (permission, symlink, FIFO, odd name, nesting) |
 """
 
@@ -135,6 +136,7 @@ CODES: Mapping[str, Rule] = {
         Rule("MP409", E, "cluster.yaml missing"),
         Rule("MP410", W, "unexpected YAML file"),
         Rule("MP411", E, "invalid inventory path"),
+        Rule("MP412", E, "report commits would touch the inventory"),
         Rule("MP420", E, "part of the inventory cannot be read"),
     )
 }

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.catalog import Catalog, GpuModel, load_catalog
-from reconciler.logic import rules, schemas, yamldocs
+from reconciler.logic import reporttarget, rules, schemas, yamldocs
 from reconciler.logic.rules import GpuCheck, diag
 from reconciler.logic.yamldocs import YamlDoc
 from reconciler.model.diagnostics import Diagnostic
@@ -191,12 +191,18 @@ def validate_inventory(
     blob_ids: Mapping[str, str] | None = None,
     catalog: Catalog | None = None,
     unreadable: Mapping[str, str] | None = None,
+    followed_branch: str | None = None,
+    root: str = "",
 ) -> ValidationResult:
     """Validate one inventory root. Never raises for bad input: it all ends up in diagnostics.
 
     `unreadable` (path -> why) lists what the loader could not read; by default it is taken from
     `files` when that is an InventoryFiles. Each entry that concerns the inventory is an error (MP420):
-    an inventory with a part that cannot be read is refused, never taken as smaller than it is."""
+    an inventory with a part that cannot be read is refused, never taken as smaller than it is.
+
+    `followed_branch` and `root` say where this inventory lives (the branch a controller follows,
+    the root inside the repository) for the rule that keeps report commits off the inventory
+    (MP412); an unknown branch (None) is treated as the reports branch, the safe assumption."""
     if unreadable is None:
         unreadable = files.unreadable if isinstance(files, InventoryFiles) else {}
     # Validation allocates hundreds of thousands of small acyclic objects (partitions, GPU plans):
@@ -206,7 +212,14 @@ def validate_inventory(
     if paused:
         gc.disable()
     try:
-        result = _validate(files, revision=revision, cache=cache, blob_ids=blob_ids, catalog=catalog)
+        result = _validate(
+            files,
+            revision=revision,
+            cache=cache,
+            blob_ids=blob_ids,
+            catalog=catalog,
+            where=(followed_branch, root),
+        )
     finally:
         if paused:
             gc.enable()
@@ -245,6 +258,7 @@ def _validate(
     cache: ParseCache | None,
     blob_ids: Mapping[str, str] | None,
     catalog: Catalog | None,
+    where: tuple[str | None, str],
 ) -> ValidationResult:
     catalog = catalog if catalog is not None else load_catalog()
     cache = cache if cache is not None else ParseCache()
@@ -272,10 +286,19 @@ def _validate(
 
     desired, cross = _stage2(entries, catalog=catalog, cache=cache, revision=revision)
     diagnostics.extend(cross)
+    if desired is not None:
+        diagnostics.extend(_report_target(desired.cluster, followed_branch=where[0], root=where[1]))
     ordered = tuple(sorted(_dedupe(diagnostics), key=_sort_key))
     if any(d.is_error for d in ordered):
         return ValidationResult(None, ordered)
     return ValidationResult(desired, ordered)
+
+
+def _report_target(cluster: ClusterSpec, *, followed_branch: str | None, root: str) -> list[Diagnostic]:
+    problem = reporttarget.report_target_problem(cluster.reports, followed_branch=followed_branch, root=root)
+    if problem is None:
+        return []
+    return [diag(reporttarget.CODE, problem, cluster.reports.source or SourceRef(CLUSTER_FILE))]
 
 
 def _content_id(data: bytes) -> str:
@@ -379,7 +402,11 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
             device_plugin_daemonset=g.get("devicePluginDaemonSet", dg.device_plugin_daemonset),
             mig_config_map=g.get("migConfigMap", dg.mig_config_map),
         ),
-        reports=ReportSettings(branch=r.get("branch", dr.branch), path=r.get("path", dr.path)),
+        reports=ReportSettings(
+            branch=r.get("branch", dr.branch),
+            path=r.get("path", dr.path),
+            source=_src(doc, file, "spec", "reports", "path") if "path" in r else None,
+        ),
         verify=VerifySettings(
             mode=VerifyMode(ver.get("mode", VerifyMode.NONE.value)),
             allowed_signers=tuple(ver.get("allowedSigners", ())),

@@ -142,6 +142,7 @@ class GpuOperatorSettings:
 class ReportSettings:
     branch: str = "migplan-reports"
     path: str = "reports"
+    source: SourceRef | None = field(default=None, compare=False)  # where reports.path is written
 
 
 @dataclass(frozen=True, slots=True)
