@@ -116,9 +116,7 @@ def mig_parted(old: Mapping[int, GpuLayout], new: Mapping[int, GpuLayout]) -> No
     if not changed:
         return NodeDisruption()  # isConfigAlreadyApplied: success without pausing anything
     # A GPU on one side only is unknown: count it as a mode flip (the worst case).
-    flips = frozenset(
-        i for i in indexes if i not in old or i not in new or old[i].mig_enabled != new[i].mig_enabled
-    )
+    flips = frozenset(i for i in indexes if i not in old or i not in new or old[i].mig_enabled != new[i].mig_enabled)
     if flips:
         # ApplyMigMode: ClearMigConfig on every GPU whose mode is not Disabled, then one reset of all GPUs.
         cleared = frozenset(i for i in indexes if (old.get(i) is None or old[i].mig_enabled))
@@ -136,3 +134,20 @@ def lost_resources(old: Mapping[int, GpuLayout], disruption: NodeDisruption) -> 
         if layout is not None:
             out |= layout.resources()
     return frozenset(out)
+
+
+def advertised(layouts: Mapping[int, GpuLayout], strategy: str) -> dict[str, int]:
+    """What the device plugin advertises for these GPU layouts under a strategy (none | single | mixed),
+    as reconciler/logic/occupancy.py's expected_resources does for a plan."""
+    if strategy == "none":
+        return {"nvidia.com/gpu": len(layouts)}
+    whole = sum(1 for g in layouts.values() if not g.mig_enabled)
+    if strategy == "single":
+        return {"nvidia.com/gpu": whole + sum(n for g in layouts.values() if g.mig_enabled for _, n in g.devices)}
+    out = {"nvidia.com/gpu": whole}
+    for g in layouts.values():
+        if g.mig_enabled:
+            for profile, n in g.devices:
+                r = "nvidia.com/mig-" + profile.replace("+", ".")
+                out[r] = out.get(r, 0) + n
+    return out

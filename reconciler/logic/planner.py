@@ -351,9 +351,9 @@ def _in_flight(node: ObservedNode, config: str) -> bool:
 
 def node_disruption(
     node: ObservedNode, plan_: NodePlan, previous: Mapping[str, tuple[migparted.ConfigEntry, ...]] | None
-) -> tuple[disruption.NodeDisruption, frozenset[str]] | None:
-    """What mig-manager destroys when the node moves from the config its label names to its plan, and the
-    resources that loses; None = unknown (assume everything).
+) -> tuple[disruption.NodeDisruption, frozenset[str], Mapping[int, migparted.GpuLayout]] | None:
+    """What mig-manager destroys when the node moves from the config its label names to its plan, the
+    resources that loses, and the previous per-GPU layout; None = unknown (assume everything).
 
     The mig-parted model (reconciler/logic/disruption.py, from mig-parted's ApplyMigMode / ApplyMigConfig):
     a re-cut replaces every partition of that GPU; a MIG mode change on any GPU clears every MIG GPU of
@@ -367,7 +367,7 @@ def node_disruption(
     if old is None:
         return None
     what = disruption.mig_parted(old, dict(migparted.node_layout(plan_)))
-    return what, disruption.lost_resources(old, what)
+    return what, disruption.lost_resources(old, what), old
 
 
 def destroyed_resources(
@@ -419,6 +419,22 @@ def _geometry_suspect(
     if not strategy_ok or _converged(plan_, node, desired.cluster.mig_strategy):
         return False
     return plugin_ready.get(node.name, False)
+
+
+def _previous_suspect(
+    node: ObservedNode,
+    old: Mapping[int, migparted.GpuLayout],
+    desired: DesiredState,
+    plugin_ready: Mapping[str, bool],
+    strategy_ok: bool,
+) -> bool:
+    """The node's Ready device plugin, under the right strategy, advertises other counts than the config
+    its label names: its GPUs were changed behind mig-manager's back, so that config says nothing."""
+    if not strategy_ok or not plugin_ready.get(node.name, False):
+        return False
+    want = disruption.advertised(old, desired.cluster.mig_strategy.value)
+    have = {k: v for k, v in node.advertised_resources.items() if is_gpu_resource(k)}
+    return any(want.get(k, 0) != have.get(k, 0) for k in set(want) | set(have))
 
 
 def _converged(plan_: NodePlan, node: ObservedNode, strategy: MigStrategy) -> bool:
@@ -516,9 +532,12 @@ def _node_changes(
         subject = f"node/{name}"
         hold = _propagation_hold(desired, observed, config, previous, now)
         reapply = config.endswith(migparted.ALIAS_SUFFIX) and node.mig_config == rendered.node_configs[name]
-        # What the GPUs really hold is unknown when they differ from the config they carry.
-        suspect = _geometry_suspect(plan_, node, desired, plugin_ready, strategy_ok)
-        found = None if (reapply or suspect) else node_disruption(node, plan_, previous)
+        # What the GPUs really hold is unknown when they differ from the config they carry: for a node
+        # relabelled to another config, when it advertises other counts than that config gives.
+        found = None if reapply else node_disruption(node, plan_, previous)
+        suspect = found is not None and _previous_suspect(node, found[2], desired, plugin_ready, strategy_ok)
+        if suspect:
+            found = None
         destroyed = None if found is None else found[1]
         # Said in the change's reason: what mig-manager really does to the node (whole GPUs, resets,
         # GPU clients stopped), not only the partitions that differ.

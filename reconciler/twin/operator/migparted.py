@@ -6,9 +6,10 @@ of `{device-filter?, devices: all|[i], mig-enabled, mig-devices}`; unknown field
 `assert_applied` is `nvidia-mig-parted assert` (mode + profile→count equality per matched GPU, placement
 ignored; "not all GPUs match the specified config"). `apply` is `nvidia-mig-parted apply`: when any matched
 GPU's MIG mode differs, clear every MIG GPU and set the modes (one reset of all GPUs when a change is pending);
-then per MIG GPU whose counts differ, clear all its GIs/CIs and create the devices with `CreateGpuInstance` (no placement) in permutations of the profile order
-until one succeeds ("error attempting multiple config orderings"). A pod holding a MIG device makes the clear
-fail with NVML_ERROR_IN_USE, which nvidia-smi renders "In use by another client".
+then per MIG GPU whose counts differ, clear all its GIs/CIs and create the devices with `CreateGpuInstance`
+(no placement) in permutations of the profile order until one succeeds ("error attempting multiple config
+orderings"). A pod holding a MIG device makes the clear fail with NVML_ERROR_IN_USE, which nvidia-smi renders
+"In use by another client".
 Pure except for `apply`, which mutates the GPUs it is given.
 """
 
