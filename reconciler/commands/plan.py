@@ -8,7 +8,11 @@ merge request as is; `-o json` is for scripts.
 
 Exit codes: 0 the target revision is valid (a plan is shown), 1 the target revision is invalid,
 2 usage or I/O error (unknown revision, remote unreachable, root missing, cluster unreachable).
-With `--kubeconfig`, each destroyed or moved partition also names the pods holding it now (matched
+What a change destroys follows the target's apply mode (reconciler/logic/disruption.py), and the output
+says which model applies (`disruption.model` in JSON): under `gpu-operator` the mig-parted model (a GPU
+whose counts change loses every partition, a MIG mode change on one GPU clears every MIG GPU of the
+node, mig-manager stops the node's GPU clients), under `agent` only the partitions destroyed or moved.
+With `--kubeconfig`, each disrupted partition and GPU also names the pods holding it now (matched
 to partitions by owner as the drift report's occupancy does, over the base revision's plan).
 Credentials for a remote come from MIGPLAN_GIT_USERNAME, MIGPLAN_GIT_PASSWORD (password or token),
 MIGPLAN_GIT_SSH_KEY and MIGPLAN_GIT_KNOWN_HOSTS, as for the controller.
@@ -26,11 +30,13 @@ from tabulate import tabulate
 
 from reconciler.adapters.gitsource import GitFailure
 from reconciler.commands import gitopts
+from reconciler.logic import disruption
 from reconciler.logic import markdown as md
-from reconciler.logic.revdiff import ChangeKind, PartitionChange, RevisionDiff, diff_states, disrupted_pods
+from reconciler.logic.revdiff import ChangeKind, Disruptions, PartitionChange, RevisionDiff, diff_states, disruptions
 from reconciler.logic.validation import ParseCache
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.errors import MigplanError
+from reconciler.model.observed import ObservedState
 from reconciler.sourcing import LoadedRevision, load_revision
 
 _VERBS = {
@@ -77,11 +83,30 @@ def _cells(row: list[Any]) -> list[Any]:
     return [c if isinstance(c, int) else md.text(c) for c in row]
 
 
+def _disruption_lines(d: Disruptions) -> list[str]:
+    out = ["", f"Disruption model: **{d.model.value}** — {disruption.describe_model(d.model)}."]
+    if d.gpus:
+        rows = [
+            [g.node, g.gpu, g.reason, (", ".join(g.pods) or "—") if d.observed else "(no cluster asked)"]
+            for g in d.gpus
+        ]
+        out += ["", "GPUs whose partitions are all destroyed and created again:", ""]
+        out.append(tabulate(rows, headers=["Node", "GPU", "Why", "Pods disrupted"], tablefmt="github"))
+    if d.clients_paused:
+        out += ["", "GPU clients stopped while mig-manager applies: " + ", ".join(md.code(n) for n in d.clients_paused)]
+    for node, gpu in d.not_applied:
+        out.append(
+            f"- {md.code(node)} GPU {gpu}: placement-only change; mig-parted's config has no placements, so mig-manager"
+            " leaves this GPU as it is"
+        )
+    return out
+
+
 def render_markdown(
     old: LoadedRevision,
     new: LoadedRevision,
     diff: RevisionDiff | None,
-    disrupts: dict[int, tuple[str, ...]] | None = None,
+    disrupts: Disruptions | None = None,
 ) -> str:
     out = [f"### migplan plan: {md.code(old.revision)} → {md.code(new.revision)}", ""]
     target = new.validation
@@ -104,18 +129,20 @@ def render_markdown(
             out.append(f"- node {md.code(name)} removed: its partitions are no longer managed")
         for gn in diff.notes:
             out.append(f"- {md.code(gn.node)} GPU {gn.gpu}: {md.text(gn.message)}")
+        if disrupts is not None:
+            out += _disruption_lines(disrupts)
         if diff.changes:
             rows = [_cells([c.node, c.gpu, _VERBS[c.kind], c.profile, _placement(c), _owner(c)]) for c in diff.changes]
             headers = ["Node", "GPU", "Change", "Profile", "Placement (start:size)", "Owner"]
-            if disrupts is not None:
+            if disrupts is not None and disrupts.observed:
                 headers.append("Pods disrupted")
                 for i, row in enumerate(rows):
-                    row.append(md.text(", ".join(disrupts.get(i, ())) or "—"))
-                held = len({p for pods in disrupts.values() for p in pods})
+                    row.append(md.text(", ".join(disrupts.by_change.get(i, ())) or "—"))
+                held = len(disrupts.pods)
                 out += [
                     "",
                     f"Pods disrupted by this change: **{held}**"
-                    + (" (they hold a partition that is destroyed or moved)" if held else ""),
+                    + (" (they hold a partition that is destroyed)" if held else ""),
                 ]
             out += ["", tabulate(rows, headers=headers, tablefmt="github")]
         elif diff.empty:
@@ -127,7 +154,7 @@ def render_json(
     old: LoadedRevision,
     new: LoadedRevision,
     diff: RevisionDiff | None,
-    disrupts: dict[int, tuple[str, ...]] | None = None,
+    disrupts: Disruptions | None = None,
 ) -> bytes:
     def place(p: Any) -> dict[str, int] | None:
         return None if p is None else {"start": p.start, "size": p.size}
@@ -153,19 +180,31 @@ def render_json(
                 "owner_before": c.owner_before,
                 "owner_after": c.owner_after,
             }
-            | ({"disrupts": list(disrupts.get(i, ()))} if disrupts is not None else {})
+            | ({"disrupts": list(disrupts.by_change.get(i, ()))} if disrupts is not None and disrupts.observed else {})
             for i, c in enumerate(diff.changes)
         ]
         doc["notes"] = [{"node": n.node, "gpu": n.gpu, "message": n.message} for n in diff.notes]
         doc["nodes_added"] = list(diff.nodes_added)
         doc["nodes_removed"] = list(diff.nodes_removed)
         doc["cluster"] = list(diff.cluster_notes)
+    if disrupts is not None:
+        doc["disruption"] = {
+            "model": disrupts.model.value,
+            "description": disruption.describe_model(disrupts.model),
+            "gpus": [
+                {"node": g.node, "gpu": g.gpu, "reason": g.reason}
+                | ({"disrupts": list(g.pods)} if disrupts.observed else {})
+                for g in disrupts.gpus
+            ],
+            "clients_paused": list(disrupts.clients_paused),
+            "not_applied": [{"node": n, "gpu": g} for n, g in disrupts.not_applied],
+        }
+        if disrupts.observed:
+            doc["disruption"]["pods"] = sorted(disrupts.pods)
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
 
 
-def _disruptions(
-    kubeconfig: str, context: str | None, diff: RevisionDiff, base: LoadedRevision
-) -> dict[int, tuple[str, ...]]:
+def _observe(kubeconfig: str, context: str | None, base: LoadedRevision) -> ObservedState:
     # Imported here: the Kubernetes client is only paid for when a cluster is asked about.
     from reconciler.adapters.kube import KubeCluster
 
@@ -173,10 +212,9 @@ def _disruptions(
     assert desired is not None
     cluster = KubeCluster.from_kubeconfig(kubeconfig, context=context)
     try:
-        observed = cluster.observe(desired.cluster.gpu_operator)
+        return cluster.observe(desired.cluster.gpu_operator)
     finally:
         cluster.close()
-    return disrupted_pods(diff, desired, observed)
 
 
 def write_plan_maps(directory: Path, old: LoadedRevision, new: LoadedRevision, diff: RevisionDiff) -> str:
@@ -251,12 +289,15 @@ def command(
     if old.validation.desired is not None and new.validation.desired is not None:
         diff = diff_states(old.validation.desired, new.validation.desired)
     disrupts = None
-    if kubeconfig is not None and diff is not None and old.validation.desired is not None:
-        try:
-            disrupts = _disruptions(kubeconfig, context, diff, old)
-        except MigplanError as exc:
-            click.echo(f"migplan plan: cannot observe the cluster: {exc.code}: {exc.message}", err=True)
-            sys.exit(2)
+    if diff is not None and old.validation.desired is not None and new.validation.desired is not None:
+        observed = None
+        if kubeconfig is not None:
+            try:
+                observed = _observe(kubeconfig, context, old)
+            except MigplanError as exc:
+                click.echo(f"migplan plan: cannot observe the cluster: {exc.code}: {exc.message}", err=True)
+                sys.exit(2)
+        disrupts = disruptions(diff, old.validation.desired, new.validation.desired, observed)
     maps_md = ""
     if maps_dir is not None and diff is not None:
         try:

@@ -18,7 +18,9 @@ real run would write. Order (stack-facts §1.6 last bullet, §3):
 4. per node, by name: cordon (only with allowDisruption and pods in the way), the
    `nvidia.com/mig.config` label, and uncordon once mig-manager reports success. At most
    `maxUnavailableNodes` nodes are in flight; nodes whose change would destroy partitions running
-   pods hold are skipped and name those pods (the disruption guard). Two special cases:
+   pods hold are skipped and name those pods (the disruption guard). What a change destroys is what
+   mig-parted really does (reconciler/logic/disruption.py): the whole GPU for a re-cut, every MIG GPU of
+   the node (and a reset of all its GPUs) when any GPU's MIG mode changes. Two special cases:
    - relabel only: the node's current config has the same geometry under another name (adopting
      a cluster) and nothing suggests the GPUs differ: mig-manager's assert passes and nothing is
      paused (stack-facts §3.3 step 2), so it is not a disruption and not counted;
@@ -39,7 +41,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.logic import drift, migparted
+from reconciler.logic import disruption, drift, migparted
 from reconciler.logic.occupancy import expected_resources
 from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
@@ -347,14 +349,16 @@ def _in_flight(node: ObservedNode, config: str) -> bool:
     return state in (MigConfigState.PENDING, MigConfigState.REBOOTING)
 
 
-def destroyed_resources(
+def node_disruption(
     node: ObservedNode, plan_: NodePlan, previous: Mapping[str, tuple[migparted.ConfigEntry, ...]] | None
-) -> frozenset[str] | None:
-    """Resources whose partitions the node's change would destroy; None = unknown (assume all).
+) -> tuple[disruption.NodeDisruption, frozenset[str], Mapping[int, migparted.GpuLayout]] | None:
+    """What mig-manager destroys when the node moves from the config its label names to its plan, the
+    resources that loses, and the previous per-GPU layout; None = unknown (assume everything).
 
-    mig-parted applies per GPU and leaves a GPU alone when it already matches (stack-facts §3.3 step
-    2 and §5.1), so only GPUs whose layout changes lose their partitions. The previous layout is
-    the config the node's current label names, read from the observed ConfigMap.
+    The mig-parted model (reconciler/logic/disruption.py, from mig-parted's ApplyMigMode / ApplyMigConfig):
+    a re-cut replaces every partition of that GPU; a MIG mode change on any GPU clears every MIG GPU of
+    the node and may reset all of them. The previous layout is the config the node's current label
+    names, read from the observed ConfigMap.
     """
     if previous is None or node.mig_config is None or node.mig_config not in previous:
         return None
@@ -362,12 +366,16 @@ def destroyed_resources(
     old = migparted.layouts_of(previous[node.mig_config], indexes)
     if old is None:
         return None
-    new = dict(migparted.node_layout(plan_))
-    lost: set[str] = set()
-    for i in indexes:
-        if old[i] != new[i]:
-            lost |= old[i].resources()
-    return frozenset(lost)
+    what = disruption.mig_parted(old, dict(migparted.node_layout(plan_)))
+    return what, disruption.lost_resources(old, what), old
+
+
+def destroyed_resources(
+    node: ObservedNode, plan_: NodePlan, previous: Mapping[str, tuple[migparted.ConfigEntry, ...]] | None
+) -> frozenset[str] | None:
+    """Resources whose partitions the node's change would destroy; None = unknown (assume all)."""
+    found = node_disruption(node, plan_, previous)
+    return None if found is None else found[1]
 
 
 def blocking_pods(pods: tuple[ObservedPod, ...], destroyed: frozenset[str] | None) -> tuple[str, ...]:
@@ -411,6 +419,22 @@ def _geometry_suspect(
     if not strategy_ok or _converged(plan_, node, desired.cluster.mig_strategy):
         return False
     return plugin_ready.get(node.name, False)
+
+
+def _previous_suspect(
+    node: ObservedNode,
+    old: Mapping[int, migparted.GpuLayout],
+    desired: DesiredState,
+    plugin_ready: Mapping[str, bool],
+    strategy_ok: bool,
+) -> bool:
+    """The node's Ready device plugin, under the right strategy, advertises other counts than the config
+    its label names: its GPUs were changed behind mig-manager's back, so that config says nothing."""
+    if not strategy_ok or not plugin_ready.get(node.name, False):
+        return False
+    want = disruption.advertised(old, desired.cluster.mig_strategy.value)
+    have = {k: v for k, v in node.advertised_resources.items() if is_gpu_resource(k)}
+    return any(want.get(k, 0) != have.get(k, 0) for k in set(want) | set(have))
 
 
 def _converged(plan_: NodePlan, node: ObservedNode, strategy: MigStrategy) -> bool:
@@ -508,9 +532,16 @@ def _node_changes(
         subject = f"node/{name}"
         hold = _propagation_hold(desired, observed, config, previous, now)
         reapply = config.endswith(migparted.ALIAS_SUFFIX) and node.mig_config == rendered.node_configs[name]
-        # What the GPUs really hold is unknown when they differ from the config they carry.
-        suspect = _geometry_suspect(plan_, node, desired, plugin_ready, strategy_ok)
-        destroyed = None if (reapply or suspect) else destroyed_resources(node, plan_, previous)
+        # What the GPUs really hold is unknown when they differ from the config they carry: for a node
+        # relabelled to another config, when it advertises other counts than that config gives.
+        found = None if reapply else node_disruption(node, plan_, previous)
+        suspect = found is not None and _previous_suspect(node, found[2], desired, plugin_ready, strategy_ok)
+        if suspect:
+            found = None
+        destroyed = None if found is None else found[1]
+        # Said in the change's reason: what mig-manager really does to the node (whole GPUs, resets,
+        # GPU clients stopped), not only the partitions that differ.
+        effect = found[0].describe() if found is not None else "unknown previous layout: every GPU of the node"
         if destroyed is None and not (reapply or suspect) and _converged(plan_, node, desired.cluster.mig_strategy):
             # The config the label names is unknown (set by hand, or not in our ConfigMap), but the
             # node advertises exactly its plan: mig-manager's assert will pass and nothing is
@@ -554,7 +585,7 @@ def _node_changes(
                     subject,
                     node.mig_config,
                     config,
-                    "disruption guard: running pods hold partitions this change destroys",
+                    f"disruption guard: running pods hold partitions this change destroys ({effect})",
                     blocked_by=blockers,
                 )
             )
@@ -597,7 +628,7 @@ def _node_changes(
                 {MIG_CONFIG_LABEL: config},
                 "re-apply the node's layout (its GPUs differ from the config mig-manager applied)"
                 if reapply
-                else "apply the node's layout through mig-manager",
+                else f"apply the node's layout through mig-manager: {effect}",
                 patch=_label_patch(config, stamp),
             )
         )

@@ -4,6 +4,12 @@ Pure: `diff_states(before, after) -> RevisionDiff`; no Git, no cluster. This is 
 view of `migplan plan --from A --to B`: per node and GPU, which partitions would be created,
 destroyed, moved to another placement, or handed to another owner.
 
+What a change really destroys depends on what applies it (reconciler/logic/disruption.py): migplan's
+node agent (apply.mode agent) destroys only the partitions listed as destroyed or moved; the GPU
+Operator's mig-manager (apply.mode gpu-operator) replaces every partition of a GPU whose counts change
+and clears every MIG GPU of the node when a GPU's MIG mode changes. `disruptions()` says which, per
+node and GPU, and which pods that takes.
+
 Matching, per GPU (same node name and GPU index): a partition is identified by its profile and
 placement (the start slice the solver or the author fixed). Pairs with the same profile and
 placement are unchanged or have an owner change; left-overs with the same profile and owner are a
@@ -18,9 +24,9 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from reconciler.logic import occupancy
-from reconciler.model.inventory import DesiredState, GpuPlan, MigStrategy, Placement
-from reconciler.model.observed import ObservedPod, ObservedState, is_gpu_resource
+from reconciler.logic import disruption, migparted, occupancy
+from reconciler.model.inventory import DesiredState, GpuPlan, MigStrategy, NodePlan, Placement
+from reconciler.model.observed import GPU_RESOURCE, ObservedPod, ObservedState, is_gpu_resource
 from reconciler.model.revisions import Revision
 
 
@@ -222,3 +228,129 @@ def disrupted_pods(diff: RevisionDiff, base: DesiredState, observed: ObservedSta
 
 def _holds_gpu(pod: ObservedPod) -> bool:
     return any(n > 0 and is_gpu_resource(r) for r, n in pod.requested().items())
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDisruption:
+    """A GPU whose partitions the change destroys under the mig-parted model (all of them), and why."""
+
+    node: str
+    gpu: int
+    reason: str
+    pods: tuple[str, ...] = ()  # pods holding a device of this GPU now (with a cluster to ask)
+
+
+@dataclass(frozen=True, slots=True)
+class Disruptions:
+    """What merging destroys under the disruption model of the target's apply mode."""
+
+    model: disruption.Model
+    by_change: Mapping[int, tuple[str, ...]]  # index into diff.changes -> pods holding that partition
+    gpus: tuple[GpuDisruption, ...] = ()  # mig-parted: every GPU whose partitions are all replaced
+    clients_paused: tuple[str, ...] = ()  # mig-parted: nodes whose GPU clients mig-manager stops
+    # mig-parted: (node, GPU) whose partitions move but whose counts stay: mig-parted leaves them as they are
+    not_applied: tuple[tuple[str, int], ...] = ()
+    observed: bool = False  # pods were looked up in a cluster
+
+    @property
+    def pods(self) -> frozenset[str]:
+        out = {p for pods in self.by_change.values() for p in pods}
+        out |= {p for g in self.gpus for p in g.pods}
+        return frozenset(out)
+
+
+def _layouts(node: NodePlan) -> dict[int, migparted.GpuLayout]:
+    return dict(migparted.node_layout(node))
+
+
+def disruptions(
+    diff: RevisionDiff, base: DesiredState, target: DesiredState, observed: ObservedState | None
+) -> Disruptions:
+    """The pods and GPUs the merge disrupts, by the model of the target's apply mode. Pure.
+
+    nvml (agent): the partitions destroyed or moved, as `disrupted_pods`. mig-parted (gpu-operator,
+    report-only): per node present in both revisions, the GPUs mig-parted rebuilds (the whole GPU when its
+    counts change; every GPU of the node when any GPU's MIG mode changes), the pods on them, and the nodes
+    whose GPU clients mig-manager stops. A move that keeps a GPU's counts is not applied by mig-parted at
+    all (its v1 format has no placements), so it disrupts nobody there.
+    """
+    model = disruption.model_for(target.cluster.apply.mode)
+    if model is disruption.Model.NVML:
+        finer = disrupted_pods(diff, base, observed) if observed is not None else {}
+        return Disruptions(model=model, by_change=finer, observed=observed is not None)
+    pods = observed.pods_by_node() if observed is not None else {}
+    mixed = base.cluster.mig_strategy is MigStrategy.MIXED
+    gpus: list[GpuDisruption] = []
+    paused: list[str] = []
+    by_change: dict[int, tuple[str, ...]] = {}
+    rebuilt: dict[str, frozenset[int]] = {}
+    assignments: dict[str, Mapping[tuple[int, int], str] | None] = {}
+    for name in sorted(set(base.nodes) & set(target.nodes)):
+        old_plan = base.nodes[name]
+        what = disruption.mig_parted(_layouts(old_plan), _layouts(target.nodes[name]))
+        if what.none:
+            continue
+        if what.clients_paused:
+            paused.append(name)
+        rebuilt[name] = what.gpus
+        on_node = pods.get(name, ())
+        assignments[name] = _assignment(old_plan, on_node, observed) if mixed else None
+        holders = _holders_per_gpu(old_plan, on_node, assignments[name])
+        for index in sorted(what.gpus):
+            gpus.append(GpuDisruption(name, index, what.describe(), tuple(sorted(holders.get(index, ())))))
+    for i, change in enumerate(diff.changes):
+        if change.position is None or change.gpu not in rebuilt.get(change.node, frozenset()):
+            continue
+        assignment = assignments[change.node]
+        if assignment is None:  # not mixed: any GPU pod of the node may hold it
+            held = tuple(sorted(p.key for p in pods.get(change.node, ()) if p.holds_devices and _holds_gpu(p)))
+        else:
+            holder = assignment.get((change.gpu, change.position))
+            held = (holder,) if holder else ()
+        if held:
+            by_change[i] = held
+    moved = {(c.node, c.gpu) for c in diff.changes if c.kind is ChangeKind.MOVE}
+    kept = sorted(
+        (n, g) for n, g in moved if n in base.nodes and n in target.nodes and g not in rebuilt.get(n, frozenset())
+    )
+    return Disruptions(
+        model=model,
+        by_change=by_change,
+        gpus=tuple(gpus),
+        clients_paused=tuple(paused),
+        not_applied=tuple(kept),
+        observed=observed is not None,
+    )
+
+
+def _assignment(
+    plan: NodePlan, on_node: tuple[ObservedPod, ...], observed: ObservedState | None
+) -> Mapping[tuple[int, int], str]:
+    """(GPU, partition position) -> pod, as the drift report's occupancy infers it under mixed."""
+    return occupancy.node_occupancy(
+        node=plan.name,
+        plan=plan,
+        strategy=MigStrategy.MIXED,
+        pods=on_node,
+        observed=observed.nodes.get(plan.name) if observed is not None else None,
+    ).assignment
+
+
+def _holders_per_gpu(
+    plan: NodePlan, on_node: tuple[ObservedPod, ...], assignment: Mapping[tuple[int, int], str] | None
+) -> dict[int, set[str]]:
+    """GPU index -> pods holding a device of it (assignment None: not mixed). Under single/none, or for
+    whole GPUs under mixed, nothing says which GPU a pod has, so every candidate pod is named."""
+    holding = [p for p in on_node if p.holds_devices and _holds_gpu(p)]
+    out: dict[int, set[str]] = {}
+    if assignment is None:
+        for g in plan.gpus:
+            out[g.index] = {p.key for p in holding}
+        return out
+    for (gpu, _pos), pod in assignment.items():
+        out.setdefault(gpu, set()).add(pod)
+    whole = {p.key for p in holding if p.requested().get(GPU_RESOURCE, 0) > 0}
+    for g in plan.gpus:
+        if not g.mig_enabled and whole:
+            out.setdefault(g.index, set()).update(whole)
+    return out

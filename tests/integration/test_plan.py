@@ -155,10 +155,9 @@ def _pod(name: str, node: str, resource: str, app: str) -> dict[str, object]:
     }
 
 
-def test_plan_with_kubeconfig_names_the_pods_disrupted(repo: tuple[Path, str, str], tmp_path: Path) -> None:
+def _plan_against_pods(work: Path, tmp_path: Path) -> tuple[int, str, int, str]:
     from reconciler.twin.apiserver import ApiServerTwin
 
-    work, _base, _head = repo
     with ApiServerTwin() as api:
         for node in ("gpu-0", "gpu-1", "gpu-2"):
             api.store.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
@@ -174,14 +173,45 @@ def test_plan_with_kubeconfig_names_the_pods_disrupted(repo: tuple[Path, str, st
         args = ["--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/a"]
         code, out = _plan(*args, "--kubeconfig", str(kubeconfig), "-o", "json")
         code_md, md = _plan(*args, "--kubeconfig", str(kubeconfig))
+    return code, out, code_md, md
+
+
+def test_plan_with_kubeconfig_names_the_pods_disrupted_in_agent_mode(
+    repo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """apply.mode agent: the node agent destroys exactly the partitions destroyed or moved (the finer model)."""
+    work, _base, _head = repo
+    (work / "clusters/a/cluster.yaml").write_text(
+        cluster_yaml().replace("  migStrategy: mixed\n", "  migStrategy: mixed\n  apply: {mode: agent}\n")
+    )
+    git("commit", "-q", "-am", "agent mode", cwd=work)
+    code, out, code_md, md = _plan_against_pods(work, tmp_path)
     assert code == 0, out
     doc = json.loads(out)
+    assert doc["disruption"]["model"] == "nvml" and doc["disruption"]["gpus"] == []
     disrupted = {(c["node"], c["change"], c["profile"]): c["disrupts"] for c in doc["changes"] if c["disrupts"]}
     assert disrupted == {
         ("gpu-1", "move", "2g.35gb"): ["default/emb-1"],
         ("gpu-2", "destroy", "2g.35gb"): ["default/emb-2"],
     }
     assert code_md == 0 and "Pods disrupted by this change: **2**" in md and "default/emb-1" in md
+    assert "Disruption model: **nvml**" in md
+
+
+def test_plan_with_kubeconfig_uses_the_mig_parted_model_in_gpu_operator_mode(
+    repo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """apply.mode gpu-operator: mig-parted applies counts, not placements, so gpu-1's move is not applied and
+    disrupts nobody; gpu-2 leaves the inventory and is not relabelled. The output says which model applies."""
+    work, _base, _head = repo
+    code, out, code_md, md = _plan_against_pods(work, tmp_path)
+    assert code == 0 and code_md == 0, out
+    doc = json.loads(out)
+    assert doc["disruption"]["model"] == "mig-parted"
+    assert doc["disruption"]["not_applied"] == [{"node": "gpu-1", "gpu": 0}]
+    assert doc["disruption"]["pods"] == [] and all(c["disrupts"] == [] for c in doc["changes"])
+    assert "Disruption model: **mig-parted**" in md and "Pods disrupted by this change: **0**" in md
+    assert "`gpu-1` GPU 0: placement-only change" in md
 
 
 def test_plan_with_unreachable_cluster_exits_2(repo: tuple[Path, str, str], tmp_path: Path) -> None:

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from reconciler.logic.revdiff import ChangeKind, diff_states, disrupted_pods
-from reconciler.model.inventory import ClusterSpec, DesiredState, GpuPlan, MigStrategy, NodePlan, Partition, Placement
+from reconciler.logic import disruption
+from reconciler.logic.revdiff import ChangeKind, diff_states, disrupted_pods, disruptions
+from reconciler.model.inventory import (
+    ApplyMode,
+    ApplySettings,
+    ClusterSpec,
+    DesiredState,
+    GpuPlan,
+    MigStrategy,
+    NodePlan,
+    Partition,
+    Placement,
+)
 from reconciler.model.observed import ContainerResources, ObservedNode, ObservedPod, ObservedState
 from reconciler.model.revisions import Revision
 
@@ -100,3 +111,42 @@ def test_disrupted_pods_single_names_every_gpu_pod_on_the_node() -> None:
     observed = _pods(("p1", "nvidia.com/gpu", "x", "Running"), ("p2", "nvidia.com/gpu", "y", "Pending"))
     got = disrupted_pods(diff, _state(one, "a", single), observed)
     assert list(got.values()) == [("default/p1", "default/p2")]
+
+
+def _node_state(gpus: tuple[GpuPlan, ...], sha: str, mode: ApplyMode = ApplyMode.GPU_OPERATOR) -> DesiredState:
+    cluster = replace(CLUSTER, apply=ApplySettings(mode=mode))
+    return DesiredState(cluster=cluster, nodes={"n": NodePlan("n", gpus)}, revision=Revision("main", sha * 40))
+
+
+def test_recut_of_one_partition_disrupts_the_pod_on_another_partition_of_that_gpu_under_mig_parted() -> None:
+    """Merging the two 1g.18gb into a 2g.35gb: mig-parted's SetMigConfig replaces the whole GPU, so the pod on
+    the untouched 3g.71gb is disrupted; the node agent (nvml model) would leave it running."""
+    base = _gpu(
+        "H200-141GB", ("3g.71gb", 4, 4, "a"), ("2g.35gb", 0, 2, "b"), ("1g.18gb", 2, 1, None), ("1g.18gb", 3, 1, None)
+    )
+    recut = _gpu("H200-141GB", ("3g.71gb", 4, 4, "a"), ("2g.35gb", 0, 2, "b"), ("2g.35gb", 2, 2, None))
+    observed = _pods(("a-pod", "nvidia.com/mig-3g.71gb", "a", "Running"))
+    before, after = _node_state((base,), "a"), _node_state((recut,), "b")
+    diff = diff_states(before, after)
+    got = disruptions(diff, before, after, observed)
+    assert got.model is disruption.Model.MIG_PARTED
+    assert [(g.node, g.gpu, g.pods) for g in got.gpus] == [("n", 0, ("default/a-pod",))]
+    assert "re-cuts GPU 0" in got.gpus[0].reason and got.clients_paused == ("n",)
+    assert got.pods == {"default/a-pod"}
+    agent = _node_state((recut,), "b", ApplyMode.AGENT)
+    finer = disruptions(diff, before, agent, observed)
+    assert finer.model is disruption.Model.NVML and finer.pods == frozenset() and finer.gpus == ()
+
+
+def test_mode_flip_on_gpu_1_disrupts_the_pod_on_gpu_0_under_mig_parted() -> None:
+    """ApplyMigMode clears every MIG GPU of the node when one GPU's MIG mode changes."""
+    gpu0 = _gpu("H200-141GB", ("7g.141gb", 0, 8, "a"))
+    gpu1 = replace(_gpu("H200-141GB", ("3g.71gb", 4, 4, None), ("2g.35gb", 0, 2, None)), index=1)
+    off = replace(gpu1, mig_enabled=False, partitions=(), placements=())
+    observed = _pods(("a-pod", "nvidia.com/mig-7g.141gb", "a", "Running"))
+    before, after = _node_state((gpu0, gpu1), "a"), _node_state((gpu0, off), "b")
+    diff = diff_states(before, after)
+    got = disruptions(diff, before, after, observed)
+    assert {g.gpu for g in got.gpus} == {0, 1} and got.pods == {"default/a-pod"}
+    assert "MIG mode changes on GPU 1" in got.gpus[0].reason
+    assert disrupted_pods(diff, before, observed) == {}  # the per-partition view misses it

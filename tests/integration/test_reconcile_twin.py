@@ -275,3 +275,95 @@ def test_cli_from_a_git_repo_commits_the_report(article_twin: ClusterTwin, tmp_p
     assert second.returncode == EXIT_IN_SYNC, second.stdout[-2000:] + second.stderr
     doc = json.loads(second.stdout)
     assert doc["source"]["revision"].startswith("main@sha1:") and doc["cycle"]["converged"] is True
+
+
+def _two_gpu_inventory(root: Path, gpus: list[dict[str, object]], *, allow_disruption: bool = False) -> Path:
+    import yaml
+
+    (root / "nodes").mkdir(parents=True)
+    cluster = {"migStrategy": "mixed", "apply": {"allowDisruption": allow_disruption}}
+    (root / "cluster.yaml").write_text(
+        yaml.safe_dump({"apiVersion": "migplan/v1", "kind": "Cluster", "metadata": {"name": "t"}, "spec": cluster})
+    )
+    node = {"apiVersion": "migplan/v1", "kind": "Node", "metadata": {"name": "n"}, "spec": {"gpus": gpus}}
+    (root / "nodes" / "n.yaml").write_text(yaml.safe_dump(node))
+    return root
+
+
+_GPU0_7G = {
+    "index": 0,
+    "model": "H200-141GB",
+    "mig": {"enabled": True, "partitions": [{"profile": "7g.141gb", "owner": "vllm"}]},
+}
+_GPU1_CUT = {
+    "index": 1,
+    "model": "H200-141GB",
+    "mig": {"enabled": True, "partitions": [{"profile": p} for p in ("3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb")]},
+}
+
+
+def test_mode_flip_on_gpu_1_is_held_while_a_pod_runs_on_gpu_0(tmp_path: Path) -> None:
+    """mig-parted clears every MIG GPU of the node when any GPU's MIG mode changes (ApplyMigMode): the pod on
+    GPU 0's 7g.141gb (a profile GPU 1 never had) blocks turning MIG off on GPU 1."""
+    before = _two_gpu_inventory(tmp_path / "before", [_GPU0_7G, _GPU1_CUT])
+    after = _two_gpu_inventory(
+        tmp_path / "after", [_GPU0_7G, {"index": 1, "model": "H200-141GB", "mig": {"enabled": False}}]
+    )
+    desired = _desired(after)
+    with ClusterTwin.from_inventory(before) as twin:
+        twin.settle()
+        result = _run(twin, desired)
+        (held,) = [c for c in result.plan.changes if c.subject == "node/n"]  # type: ignore[union-attr]
+        assert held.action.value == "skip" and held.blocked_by == ("default/vllm-n-g0-0",)
+        assert "MIG mode changes on GPU 1" in held.reason and "GPU clients stopped" in held.reason
+        finding = next(f for f in result.report.findings if f.code == "MP519")  # type: ignore[union-attr]
+        assert finding.pods == ("default/vllm-n-g0-0",)
+        twin.settle()
+        config = result.plan.node_configs["n"]  # type: ignore[union-attr]
+        assert twin.store.get("nodes", "n")["metadata"]["labels"]["nvidia.com/mig.config"] != config
+        # A per-GPU model (only GPU 1 changes, and nothing holds a GPU-1 profile) would have relabelled the
+        # node; the twin's mig-manager shows what that does: GPU 0's instance is in use, the apply fails.
+        twin.store.patch("nodes", "n", {"metadata": {"labels": {"nvidia.com/mig.config": config}}})
+        twin.settle()
+        assert twin.store.get("nodes", "n")["metadata"]["labels"]["nvidia.com/mig.config.state"] == "failed"
+        assert any("In use by another client" in line for line in twin.operator.mig_manager_log["n"])
+
+
+def test_recut_of_one_partition_is_held_by_a_pod_on_another_partition_of_the_same_gpu(tmp_path: Path) -> None:
+    """SetMigConfig replaces every instance of a GPU it re-cuts: merging GPU 0's two 1g.18gb into a 2g.35gb is
+    held by the pod on GPU 0's 3g.71gb."""
+    gpu0 = {
+        "index": 0,
+        "model": "H200-141GB",
+        "mig": {
+            "enabled": True,
+            "partitions": [
+                {"profile": "3g.71gb", "placement": 4, "owner": "vllm"},
+                {"profile": "2g.35gb", "placement": 0},
+                {"profile": "1g.18gb", "placement": 2},
+                {"profile": "1g.18gb", "placement": 3},
+            ],
+        },
+    }
+    recut = {
+        "index": 0,
+        "model": "H200-141GB",
+        "mig": {
+            "enabled": True,
+            "partitions": [
+                {"profile": "3g.71gb", "placement": 4, "owner": "vllm"},
+                {"profile": "2g.35gb", "placement": 0},
+                {"profile": "2g.35gb", "placement": 2},
+            ],
+        },
+    }
+    gpu1 = {"index": 1, "model": "H200-141GB", "mig": {"enabled": True, "partitions": [{"profile": "7g.141gb"}]}}
+    before = _two_gpu_inventory(tmp_path / "before", [gpu0, gpu1])
+    desired = _desired(_two_gpu_inventory(tmp_path / "after", [recut, gpu1]))
+    with ClusterTwin.from_inventory(before) as twin:
+        twin.settle()
+        result = _run(twin, desired)
+        (held,) = [c for c in result.plan.changes if c.subject == "node/n"]  # type: ignore[union-attr]
+        assert held.action.value == "skip" and len(held.blocked_by) == 1
+        assert held.blocked_by[0].startswith("default/vllm-n-g0-")  # the pod on GPU 0's 3g.71gb
+        assert "re-cuts GPU 0: every partition of it is replaced" in held.reason

@@ -324,6 +324,68 @@ def test_s3_3_already_applied_config_is_success_without_disruption(make_twin: An
     assert dp_pod(twin, "n")["metadata"]["name"] == before
 
 
+def test_s5_mode_flip_on_gpu_1_clears_every_mig_gpu_so_a_pod_on_gpu_0_fails_it(make_twin: Any) -> None:
+    """mig-parted ApplyMigMode (cmd/nvidia-mig-parted/apply/mode.go) calls ClearMigConfig on every GPU whose
+    mode is not Disabled, not only on the GPU whose mode changes: a pod on GPU 0 makes a flip of GPU 1 fail."""
+    twin = make_twin(
+        "mixed",
+        {"n": [gpu(0, "H200-141GB", [{"profile": "7g.141gb", "owner": "vllm"}]), gpu(1, "H200-141GB", ARTICLE)]},
+    )
+    add_config(
+        twin,
+        "gpu1-off",
+        [
+            {"devices": [0], "mig-enabled": True, "mig-devices": {"7g.141gb": 1}},
+            {"devices": [1], "mig-enabled": False},
+        ],
+    )
+    set_config(twin, "n", "gpu1-off")
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
+    assert any("In use by another client" in line for line in twin.operator.mig_manager_log["n"])
+    gpu0, gpu1 = twin.gpus("n")
+    assert gpu0.geometry() == {"7g.141gb": 1}  # the held instance survives the failed clear
+    assert gpu1.mig_current  # the clear of GPU 0 failed before any mode was set
+
+
+def test_s5_mode_flip_clears_and_recreates_every_mig_gpu(make_twin: Any) -> None:
+    """With nothing in use, the flip of GPU 1 re-creates GPU 0's instances too (new MIG device UUIDs)."""
+    twin = make_twin("mixed", {"n": [gpu(0, "H200-141GB", [{"profile": "7g.141gb"}]), gpu(1, "H200-141GB", ARTICLE)]})
+    before = [d.uuid for d in twin.gpus("n")[0].mig_devices()]
+    add_config(
+        twin,
+        "gpu1-off",
+        [
+            {"devices": [0], "mig-enabled": True, "mig-devices": {"7g.141gb": 1}},
+            {"devices": [1], "mig-enabled": False},
+        ],
+    )
+    set_config(twin, "n", "gpu1-off")
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == "success"
+    gpu0, gpu1 = twin.gpus("n")
+    assert gpu0.geometry() == {"7g.141gb": 1} and not gpu1.mig_current
+    after = [d.uuid for d in gpu0.mig_devices()]
+    assert len(after) == 1 and after != before  # destroyed and created again, not left alone
+
+
+def test_s5_recut_of_one_partition_replaces_the_whole_gpu(make_twin: Any) -> None:
+    """SetMigConfig (pkg/mig/config/config.go) clears every instance of the GPU before creating the new set:
+    re-cutting the two 1g.18gb into a 2g.35gb fails while a pod holds the 3g.71gb of the same GPU."""
+    parts = [dict(p) for p in ARTICLE]
+    parts[0]["owner"] = "vllm"
+    twin = make_twin("mixed", {"n": [gpu(0, "H200-141GB", parts), gpu(1, "H200-141GB", ARTICLE)]})
+    add_config(
+        twin,
+        "recut",
+        [
+            {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.71gb": 1, "2g.35gb": 2}},
+            {"devices": [1], "mig-enabled": True, "mig-devices": {"3g.71gb": 1, "2g.35gb": 1, "1g.18gb": 2}},
+        ],
+    )
+    set_config(twin, "n", "recut")
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
+    assert any("In use by another client" in line for line in twin.operator.mig_manager_log["n"])
+
+
 def test_s3_3_failed_when_a_pod_holds_a_partition_and_stays_failed(make_twin: Any) -> None:
     parts = [dict(p) for p in ARTICLE]
     parts[0]["owner"] = "vllm"

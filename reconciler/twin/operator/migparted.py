@@ -4,11 +4,12 @@
 "unable to parse with missing 'version' field"), `mig-configs` with at least one entry, each a non-empty list
 of `{device-filter?, devices: all|[i], mig-enabled, mig-devices}`; unknown fields → "unexpected field: %v".
 `assert_applied` is `nvidia-mig-parted assert` (mode + profile→count equality per matched GPU, placement
-ignored; "not all GPUs match the specified config"). `apply` is `nvidia-mig-parted apply`: per matched GPU,
-skip if already as desired, else set the MIG mode (resetting the GPU when the mode is pending), clear all
-GIs/CIs and create the devices with `CreateGpuInstance` (no placement) in permutations of the profile order
-until one succeeds ("error attempting multiple config orderings"). A pod holding a MIG device makes the clear
-fail with NVML_ERROR_IN_USE, which nvidia-smi renders "In use by another client".
+ignored; "not all GPUs match the specified config"). `apply` is `nvidia-mig-parted apply`: when any matched
+GPU's MIG mode differs, clear every MIG GPU and set the modes (one reset of all GPUs when a change is pending);
+then per MIG GPU whose counts differ, clear all its GIs/CIs and create the devices with `CreateGpuInstance`
+(no placement) in permutations of the profile order until one succeeds ("error attempting multiple config
+orderings"). A pod holding a MIG device makes the clear fail with NVML_ERROR_IN_USE, which nvidia-smi renders
+"In use by another client".
 Pure except for `apply`, which mutates the GPUs it is given.
 """
 
@@ -408,28 +409,35 @@ def assert_applied(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> b
 
 
 def apply(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> None:
-    """nvidia-mig-parted apply: the MIG mode of every matched GPU first (then one reset of the pending ones, as
-    `nvidia-smi -r -i <all>`), then the devices; raises MigPartedError with the text mig-manager would log."""
-    todo = []
-    for gpu in gpus:
-        e = _match(entries, gpu)
-        if e is None:
-            continue
-        if gpu.mig_current == e.mig_enabled and (not e.mig_enabled or gpu.geometry() == _wanted(e)):
-            continue  # "Skipping -- already set to desired value"
-        todo.append((gpu, e))
+    """nvidia-mig-parted apply, as `cmd/nvidia-mig-parted/apply/apply.go` `ApplyMigConfigWithHooks` runs it:
+
+    1. only when `AssertMigMode` fails (some matched GPU's current mode differs), `ApplyMigMode`
+       (apply/mode.go): for EVERY matched GPU, `ClearMigConfig` when its current mode is not Disabled (so a
+       mode flip on one GPU destroys the instances of every MIG GPU of the node), then `SetMigMode`; if any
+       change is pending, `ResetAllGPUs` (util/device.go `nvmlResetAllGPUs`: `nvidia-smi -r -i` with every
+       GPU of the node);
+    2. `ApplyMigConfig` (apply/config.go): per MIG-enabled GPU, skipped when its profile counts equal the
+       config (`current.Equals`), else `SetMigConfig` (pkg/mig/config/config.go), which clears every
+       instance of the GPU and creates the whole set: a re-cut replaces all of the GPU's instances.
+    Raises MigPartedError with the text mig-manager would log."""
+    matched = [(gpu, e) for gpu in gpus if (e := _match(entries, gpu)) is not None]
     try:
-        for gpu, e in todo:  # apply --mode-only
-            if gpu.mig_current != e.mig_enabled or gpu.mig_pending != e.mig_enabled:
-                _clear_or_raise(gpu, "error clearing existing MIG configurations: ")
+        if any(gpu.mig_current != e.mig_enabled for gpu, e in matched):  # AssertMigMode failed
+            for gpu, e in matched:  # ApplyMigMode walks every GPU of the config
+                if gpu.mig_current:  # currentMode != Disabled: ClearMigConfig, whether its mode changes or not
+                    _clear_or_raise(gpu, "error clearing existing MIG configurations: ")
                 gpu.set_mig_mode(e.mig_enabled)
-        pending = [gpu for gpu, _ in todo if gpu.mig_current != gpu.mig_pending]
-        stuck = [gpu.index for gpu in pending if not gpu.reset()]
-        if stuck:
-            raise ModeChangeNotEffective(f"GPUs {stuck}: MIG mode change is pending, a GPU reset did not apply it")
-        for gpu, e in todo:
-            if e.mig_enabled:
-                _set_mig_config(gpu, _wanted(e))
+            if any(gpu.mig_current != gpu.mig_pending for gpu, _ in matched):
+                # ResetAllGPUs resets every GPU of the node, not only the pending ones.
+                stuck = [gpu.index for gpu in gpus if not gpu.reset()]
+                if stuck:
+                    raise ModeChangeNotEffective(
+                        f"GPUs {stuck}: MIG mode change is pending, a GPU reset did not apply it"
+                    )
+        for gpu, e in matched:  # ApplyMigConfig
+            if not e.mig_enabled or _equals(gpu.geometry(), e.mig_devices):
+                continue  # "Skipping MIG config -- MIG disabled" / "Skipping -- already set to desired value"
+            _set_mig_config(gpu, _wanted(e))
     except pynvml.NVMLError as exc:
         text = NVML_TEXT.get(exc.value, str(exc))
         raise MigPartedError(_APPLY + f"error setting MIG mode: {text}") from exc
