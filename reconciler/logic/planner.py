@@ -506,7 +506,7 @@ def _node_changes(
                 in_flight += 1
                 settled = False
             elif node.mig_config_state == MigConfigState.SUCCESS and cordoned:
-                changes.append(_uncordon(name))
+                changes.append(_uncordon(name) if node.unschedulable else _forget_cordon(name))
             elif node.mig_config_state == MigConfigState.FAILED:
                 settled = False
                 # Retry (through the alias: mig-manager only acts on a new value) once no pod holds
@@ -644,6 +644,22 @@ def _node_changes(
 
 def _label_patch(config: str, stamp: str) -> dict[str, Any]:
     return {"metadata": {"labels": {MIG_CONFIG_LABEL: config}, "annotations": {REQUESTED_AT_ANNOTATION: stamp}}}
+
+
+def _forget_cordon(name: str) -> Change:
+    """migplan's cordon was already lifted by someone else: drop only migplan's annotation.
+
+    migplan undoes only what it did. Once a person has uncordoned the node, a later cordon is
+    theirs, so migplan forgets its own at once and never writes spec.unschedulable here."""
+    return Change(
+        f"node/{name}",
+        Action.CONFIGURE,
+        Kind.UNCORDON,
+        {CORDONED_ANNOTATION: "true"},
+        {CORDONED_ANNOTATION: None},
+        "reconfiguration succeeded and the node was already uncordoned by someone else: only forget migplan's cordon",
+        patch={"metadata": {"annotations": {CORDONED_ANNOTATION: None}}},
+    )
 
 
 def _uncordon(name: str) -> Change:

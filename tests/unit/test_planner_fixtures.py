@@ -83,3 +83,14 @@ def test_plan_is_deterministic_and_pure(case: str) -> None:
     _, _, _, _, second, report2 = _run(case)
     assert first == second
     assert report1 == report2
+
+
+def test_migplan_only_lifts_a_cordon_the_node_still_has() -> None:
+    """Issue 10 item 9: once a person uncordoned the node, migplan drops only its annotation and never writes
+    spec.unschedulable (a later cordon is that person's); with the node still cordoned it uncordons it."""
+    for case, spec_written in (("uncordoned-by-someone-else", False), ("uncordon-after-success", True)):
+        _, _, _, _, the_plan, _ = _run(case)
+        (change,) = [c for c in the_plan.changes if c.action is not Action.UNCHANGED]
+        assert change.patch is not None
+        assert change.patch["metadata"]["annotations"] == {"migplan.io/cordoned": None}
+        assert ("spec" in change.patch) is spec_written, case
