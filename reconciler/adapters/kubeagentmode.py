@@ -23,17 +23,18 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.logic import observedcodec
 from reconciler.logic.agentplan import (
     DesiredGpu,
     DesiredNode,
     DesiredPartition,
     MigState,
     ObservedGpu,
-    ObservedInstance,
 )
 from reconciler.model import strict
 from reconciler.model.errors import MigplanError, Transient
 from reconciler.model.inventory import Placement
+from reconciler.model.nodeobservation import NodeObservation
 
 if TYPE_CHECKING:
     from reconciler.agent import NodeStatePort
@@ -149,42 +150,14 @@ def encode_observed(observed: Sequence[ObservedGpu]) -> str:
 
 
 def decode_observed(text: str) -> tuple[ObservedGpu, ...]:
-    """Parse the observed annotation an agent wrote, as strictly as decode_desired."""
+    """The GPUs of an observed annotation (v1 or v2), as strictly as decode_desired."""
+    return decode_observation(text).gpus
+
+
+def decode_observation(text: str) -> NodeObservation:
+    """Parse the observed annotation an agent or observer wrote (reconciler.logic.observedcodec)."""
     try:
-        doc = strict.require_mapping(strict.loads_json(text), "the document")
-        out = []
-        for i, raw in enumerate(strict.require_list(doc.get("gpus"), "gpus", max_len=_MAX_GPU_INDEX + 1)):
-            g = strict.require_mapping(raw, f"gpus[{i}]")
-            mig = strict.require_mapping(g.get("mig"), f"gpus[{i}].mig")
-            instances = []
-            for j, rawi in enumerate(strict.require_list(g.get("instances"), f"gpus[{i}].instances")):
-                inst = strict.require_mapping(rawi, f"gpus[{i}].instances[{j}]")
-                where = f"gpus[{i}].instances[{j}]"
-                uuid = inst.get("uuid")
-                instances.append(
-                    ObservedInstance(
-                        gpu_instance_id=strict.require_int(inst.get("gpuInstanceId"), f"{where}.gpuInstanceId"),
-                        profile=strict.require_str(inst.get("profile"), f"{where}.profile", max_len=64),
-                        placement=_placement(inst, where),
-                        uuid=None if uuid is None else strict.require_str(uuid, f"{where}.uuid"),
-                        processes=tuple(
-                            strict.require_int(p, f"{where}.processes")
-                            for p in strict.require_list(inst.get("processes", []), f"{where}.processes")
-                        ),
-                    )
-                )
-            out.append(
-                ObservedGpu(
-                    index=strict.require_int(g.get("index"), f"gpus[{i}].index", high=_MAX_GPU_INDEX),
-                    uuid=strict.require_str(g.get("uuid"), f"gpus[{i}].uuid"),
-                    name=strict.require_str(g.get("name"), f"gpus[{i}].name"),
-                    mig_capable=strict.require_bool(g.get("migCapable"), f"gpus[{i}].migCapable"),
-                    mig_current=strict.require_bool(mig.get("current"), f"gpus[{i}].mig.current"),
-                    mig_pending=strict.require_bool(mig.get("pending"), f"gpus[{i}].mig.pending"),
-                    instances=tuple(instances),
-                )
-            )
-        return tuple(out)
+        return observedcodec.decode(text)
     except strict.StrictValueError as exc:
         raise MigplanError(f"annotation {OBSERVED} is malformed: {exc}", code="MP911") from exc
 
