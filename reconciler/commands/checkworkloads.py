@@ -40,7 +40,12 @@ ANNOTATIONS = ("github", "codequality", "sarif")
 
 
 class InputError(Exception):
-    """A path cannot be read, or the plan or the report cannot be had: exit 2."""
+    """A path cannot be read, or the plan, the report or the cluster cannot be had: exit 2."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -56,7 +61,7 @@ def _read_file(path: Path, label: str) -> tuple[list[Manifest], list[Diagnostic]
     try:
         st = path.lstat()
     except OSError as exc:
-        raise InputError(f"{label}: {exc.strerror or exc}") from exc
+        raise InputError("MP620", f"{label}: {exc.strerror or exc}") from exc
     if stat.S_ISLNK(st.st_mode):
         st = path.stat()
     if not stat.S_ISREG(st.st_mode):
@@ -96,11 +101,11 @@ def read_inputs(paths: tuple[str, ...]) -> tuple[list[Manifest], list[Diagnostic
         elif path.exists() or path.is_symlink():
             files = iter([path])
         else:
-            raise InputError(f"{p}: no such file or directory")
+            raise InputError("MP620", f"{p}: no such file or directory")
         for f in files:
             count += 1
             if count > MAX_FILES:
-                raise InputError(f"more than {MAX_FILES} manifest files under {p}")
+                raise InputError("MP620", f"more than {MAX_FILES} manifest files under {p}")
             ms, ds = _read_file(f, f.as_posix())
             manifests.extend(ms)
             diags.extend(ds)
@@ -122,15 +127,16 @@ def load_plan(
         else:
             label, files = load_files(inventory)
     except (OSError, GitLoadError, ValueError) as exc:
-        raise InputError(f"the plan cannot be read: {exc}") from exc
+        raise InputError("MP621", f"the plan cannot be read: {exc}") from exc
     result = validate_inventory(
         files, catalog=load_catalog(), revision=revision, blob_ids=blob_ids, root=normalize_root(path)
     )
     if result.desired is None or not result.valid:
         first = "; ".join(str(d) for d in result.errors[:3])
         raise InputError(
+            "MP621",
             f"the plan at {label} is invalid ({len(result.errors)} error(s): {first}); "
-            "run `migplan validate` on it first"
+            "run `migplan validate` on it first",
         )
     return label, result.desired
 
@@ -144,14 +150,14 @@ def free_from_git(repo: str, desired: DesiredState, cache_dir: Path | None) -> t
             repo, reports.branch, path=reports.path, cache_dir=cache_dir
         )
     except GitLoadError as exc:
-        raise InputError(f"the last report cannot be read from branch {reports.branch}: {exc}") from exc
+        raise InputError("MP622", f"the last report cannot be read from branch {reports.branch}: {exc}") from exc
     data = files.get("drift.yaml")
     if data is None:
-        raise InputError(f"branch {reports.branch} has no {reports.path}/drift.yaml")
+        raise InputError("MP622", f"branch {reports.branch} has no {reports.path}/drift.yaml")
     try:
         computed_at, free = workloads.free_from_drift_report(data)
     except workloads.ReportUnreadable as exc:
-        raise InputError(str(exc)) from exc
+        raise InputError("MP622", str(exc)) from exc
     return f"the report committed at {revision} (computed against {computed_at})", free
 
 
@@ -170,7 +176,7 @@ def live_facts(
         finally:
             cluster.close()
     except MigplanError as exc:
-        raise InputError(f"the cluster cannot be read: {exc.code}: {exc.message}") from exc
+        raise InputError("MP623", f"the cluster cannot be read: {exc.code}: {exc.message}") from exc
     by_node = observed.pods_by_node()
     free: dict[str, dict[str, int]] = {}
     for name, plan in desired.nodes.items():
@@ -266,7 +272,7 @@ def command(
             nodes = live_facts(kubeconfig, context, desired, nodes)
             free_source = "the cluster now"
     except InputError as exc:
-        click.echo(f"migplan check-workloads: {exc}", err=True)
+        click.echo(f"migplan check-workloads: error {exc.code}: {exc.message}", err=True)
         sys.exit(2)
     diags, summaries = workloads.check_workloads(manifests, desired=desired, nodes=nodes, free_source=free_source)
     diags = read_diags + diags

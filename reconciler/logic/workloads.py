@@ -63,6 +63,10 @@ CODES: Mapping[str, Rule] = {
         Rule("MP617", W, "a selector on a node label the plan does not know: not judged without --kubeconfig"),
         Rule("MP618", W, "not a Kubernetes object: ignored"),
         Rule("MP619", E, "a workload field migplan counts with is malformed (replicas, parallelism)"),
+        Rule("MP620", E, "a manifest path cannot be read (missing, permission, too many files): exit 2"),
+        Rule("MP621", E, "the plan cannot be read or is invalid: exit 2"),
+        Rule("MP622", E, "the last report cannot be read from the reports branch: exit 2"),
+        Rule("MP623", E, "the cluster cannot be read (--kubeconfig): exit 2"),
     )
 }
 
