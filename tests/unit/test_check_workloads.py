@@ -147,3 +147,12 @@ def test_live_taints_and_labels_are_judged(desired: DesiredState) -> None:
     manifests, _ = read_manifests(tolerating, file="pod.yaml")
     found, _ = workloads.check_workloads(manifests, desired=desired, nodes=live)
     assert found == []
+
+
+def test_a_huge_file_is_refused_before_it_is_parsed() -> None:
+    from reconciler.logic import manifests
+
+    data = b"#" * (manifests.MAX_FILE_BYTES + 1)
+    found, diags = read_manifests(data, file="huge.yaml")
+    assert found == [] and [d.code for d in diags] == ["MP600"]
+    assert "larger than" in diags[0].message
