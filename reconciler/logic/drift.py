@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 import yaml
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import migparted, occupancy
+from reconciler.logic import migparted, occupancy, podrules
 from reconciler.logic.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model.drift import (
     DriftReport,
@@ -73,6 +73,10 @@ FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
     "MP519": (WARNING, "a change is held back: it would destroy partitions that running pods hold"),
     "MP520": (WARNING, "pods hold more partitions of a profile on the node than its plan gives it"),
     "MP521": (INFO, "the node is cordoned by migplan while it is reconfigured"),
+    "MP560": (
+        WARNING,
+        "a pod's container holds more than one device of a MIG profile (CUDA uses one; the others sit idle)",
+    ),
     "MP530": (
         ERROR,
         "a value migplan reads on the node (label, annotation, quantity) is malformed: the node is left alone",
@@ -387,24 +391,19 @@ def _pending_gpu_findings(desired: DesiredState, observed: ObservedState) -> Ite
 
 
 def _invalid_request_findings(observed: ObservedState) -> Iterable[Finding]:
+    """The article's rules on every running GPU pod, judged by the same function as manifests before merge
+    (reconciler.logic.podrules): MP560 for more than one device of a MIG profile in a container, MP512 for
+    the rest."""
     for pod in sorted(observed.pods, key=lambda p: p.key):
         if not pod.active:
             continue
-        problems: list[str] = []
-        for c in pod.containers:
-            for res in sorted(set(c.requests) & set(c.limits)):
-                if is_gpu_resource(res) and c.requests[res] != c.limits[res]:
-                    problems.append(f"container {c.name} requests {c.requests[res]} {res} but limits {c.limits[res]}")
-            migs = sorted(r for r, n in c.effective.items() if is_mig_resource(r) and n > 0)
-            if len(migs) > 1:
-                problems.append(f"container {c.name} asks for {len(migs)} MIG profiles ({', '.join(migs)})")
-        if problems:
-            yield finding(
-                "MP512",
-                f"pod {pod.key}: " + "; ".join(problems),
-                node=pod.node,
-                pods=(pod.key,),
-            )
+        problems = [p for c in pod.containers for p in podrules.container_problems(c)]
+        several = [p.message for p in problems if p.kind is podrules.ProblemKind.COUNT_ABOVE_ONE]
+        others = [p.message for p in problems if p.kind is not podrules.ProblemKind.COUNT_ABOVE_ONE]
+        if several:
+            yield finding("MP560", f"pod {pod.key}: " + "; ".join(several), node=pod.node, pods=(pod.key,))
+        if others:
+            yield finding("MP512", f"pod {pod.key}: " + "; ".join(others), node=pod.node, pods=(pod.key,))
 
 
 def _saturation_findings(

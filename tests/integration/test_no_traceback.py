@@ -29,6 +29,7 @@ from reconciler.cli import cli
 from reconciler.twin.cluster import ClusterTwin
 
 INVENTORY = Path(__file__).parents[2] / "inventory"
+WORKLOADS = Path(__file__).resolve().parents[1] / "corpus-workloads" / "good-article-pod.yaml"
 
 KUBECONFIGS: dict[str, bytes] = {
     "kc-not-yaml": b": : :\n{[\n",
@@ -176,6 +177,10 @@ def _cases() -> dict[str, tuple[str, Case]]:
         )
         cases[f"run-{name}"] = ("run", lambda w, kc=kc: ["run", "--repo", w.url, "--kubeconfig", kc(w)])
         cases[f"agent-{name}"] = ("agent", lambda w, kc=kc: ["agent", "--once", "--node", "n1", "--kubeconfig", kc(w)])
+        cases[f"check-workloads-{name}"] = (
+            "check-workloads",
+            lambda w, kc=kc: ["check-workloads", str(WORKLOADS), "--kubeconfig", kc(w)],
+        )
     cases["reconcile-missing-context"] = (
         "reconcile",
         lambda w: ["reconcile", "--once", "--kubeconfig", str(w.kubeconfig), "--context", "nope",
@@ -230,6 +235,20 @@ def _cases() -> dict[str, tuple[str, Case]]:
     cases["validate-root-missing"] = ("validate", lambda w: ["validate", str(w.tmp / "no-such-inventory")])
     cases["validate-root-is-a-file"] = ("validate", lambda w: ["validate", w.broken("root-file", b"x")])
     cases["validate-repo-not-a-repository"] = ("validate", lambda w: ["validate", "--repo", str(w.tmp / "broken")])
+    cases["check-workloads-path-missing"] = ("check-workloads", lambda w: ["check-workloads", str(w.tmp / "nope.yaml")])
+    cases["check-workloads-plan-empty"] = (
+        "check-workloads",
+        lambda w: ["check-workloads", str(WORKLOADS), "--inventory", str((w.tmp / "empty-dir").resolve())],
+    )
+    cases["check-workloads-repo-not-a-repository"] = (
+        "check-workloads",
+        lambda w: ["check-workloads", str(WORKLOADS), "--repo", str(w.tmp / "broken")],
+    )
+    cases["check-workloads-no-reports-branch"] = (
+        "check-workloads",
+        lambda w: ["check-workloads", str(WORKLOADS), "--repo", w.url, "--reports-from-git",
+                   "--cache-dir", str(w.tmp / "c-cw")],
+    )  # fmt: skip
     for name, data in SETTINGS_FILES.items():
         cases[f"run-{name}"] = (
             "run",

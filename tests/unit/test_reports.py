@@ -51,7 +51,7 @@ def test_drift_yaml_is_the_report_as_data() -> None:
             {"pod": "ml/vllm-1", "count": 1, "owner": "vllm-llama-70b"},
         ],
     }
-    assert {f["code"] for f in doc["clusterFindings"]} == {"MP512", "MP513"}
+    assert {f["code"] for f in doc["clusterFindings"]} == {"MP512", "MP513", "MP560"}
     assert doc["summary"]["Error"] == 1 and doc["inSync"] is False
 
 
