@@ -25,7 +25,6 @@ All errors of all files are reported in one run; DesiredState is returned only w
 from __future__ import annotations
 
 import difflib
-import gc
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -205,24 +204,14 @@ def validate_inventory(
     (MP412); an unknown branch (None) is treated as the reports branch, the safe assumption."""
     if unreadable is None:
         unreadable = files.unreadable if isinstance(files, InventoryFiles) else {}
-    # Validation allocates hundreds of thousands of small acyclic objects (partitions, GPU plans):
-    # the cycle collector would walk the growing heap again and again for nothing to free.
-    # Paused for the run, restored after it, whatever happens.
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        result = _validate(
-            files,
-            revision=revision,
-            cache=cache,
-            blob_ids=blob_ids,
-            catalog=catalog,
-            where=(followed_branch, root),
-        )
-    finally:
-        if paused:
-            gc.enable()
+    result = _validate(
+        files,
+        revision=revision,
+        cache=cache,
+        blob_ids=blob_ids,
+        catalog=catalog,
+        where=(followed_branch, root),
+    )
     problems = unreadable_diagnostics(unreadable)
     if not problems:
         return result
