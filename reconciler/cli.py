@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "agent": "agent",
     "demo": "demo",
     "twin": "twin",
+    "import": "adopt",
 }
 
 

@@ -1,0 +1,616 @@
+"""Adoption: turn what a running cluster shows into inventory files (`migplan import`).
+
+Pure: values read by the kube adapter in (nodes, their pods, the decoded observed layouts, the mig-parted
+configs of the ConfigMap the ClusterPolicy names), file texts out. No I/O, no clock: the same cluster gives
+the same bytes, so an import can be diffed against the last one.
+
+Per GPU the best source wins, and the node file says which one it was:
+1. the layout a migplan observer published in the Node annotation `migplan.io/mig-observed` (decoded by
+   the adapter with its strict decoder): MIG mode, profiles and exact placements, as NVML reports them;
+2. the mig-parted config named by the node's `nvidia.com/mig.config` label, from the ConfigMap the
+   ClusterPolicy points at (device filters resolved against the GPU model GFD names): profile counts per
+   GPU; mig-parted has no placements, so they are left to the solver;
+3. the node's advertised `nvidia.com/mig-*` resources and GFD labels: profile counts per node only; which
+   GPU holds which partition is a first-fit guess, said so in a comment.
+
+A GPU whose model or cut is doubtful is still written, with the problem in a comment above it, so
+`migplan validate` reports it with file and line (an unknown model is MP301, a cut that does not fit
+MP302-MP308). Owners are never guessed into `owner:`: the pods holding partitions (their `app` labels)
+are listed as suggestions in a comment.
+
+IMPORT_CODES is the one table of this family's codes (the README's "Other error codes" names them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import yaml
+
+from reconciler.catalog import Catalog, GpuModel
+from reconciler.logic.agentplan import ObservedGpu
+from reconciler.logic.migparted import ConfigEntry, MigPartedFormatError, parse_strict
+from reconciler.logic.placement import PlacementUnknown, Request, solve
+from reconciler.model.observed import (
+    GPU_COUNT_LABEL,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    MIG_CONFIG_LABEL,
+    MIG_RESOURCE_PREFIX,
+    ObservedNode,
+    ObservedPod,
+)
+
+IMPORT_CODES: Mapping[str, str] = {
+    "MP580": "the cluster cannot be read (unreachable, refused, broken kubeconfig): nothing written",
+    "MP581": "the output directory already holds an inventory: pass --force to replace it or --merge to add nodes",
+    "MP582": "a GPU node has no GFD labels and no observed layout: its GPUs cannot be told, node not imported",
+    "MP583": "a GPU's model is not in the catalog: written as GFD names it, validate reports MP301",
+    "MP584": "the node's mig-parted config cannot be used (ConfigMap or config missing, not parseable, no entry "
+    "for a GPU): the next source is used",
+    "MP585": "a GPU's cut from its source does not fit the model: written as found, validate reports it",
+    "MP586": "a mig-parted file given to --from-mig-parted cannot be read or does not parse",
+    "MP587": "--from-mig-parted: no layout can be made (config name not in the file, model not given and not "
+    "told by a device filter)",
+    "MP588": "the observed-layout annotation is malformed: the next source is used",
+    "MP589": "the output cannot be written (not a directory, permission, a file in the way)",
+}
+
+SOURCE_OBSERVED = "observed"
+SOURCE_CONFIG = "mig-parted"
+SOURCE_RESOURCES = "resources"
+_APP_LABELS = ("app.kubernetes.io/name", "app")
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# A Kubernetes node name (DNS-1123 subdomain), the same rule as schemas/node.schema.json: it becomes a file
+# name, so a name from a hostile API server ("../x", "a/b") never reaches the file system.
+_NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    code: str
+    message: str
+    node: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """What cluster.yaml says, read from the ClusterPolicy and the cluster."""
+
+    name: str
+    strategy: str  # none | single | mixed
+    namespace: str
+    cluster_policy: str
+    device_plugin_daemonset: str
+    mig_config_map: str
+    notes: tuple[str, ...] = ()  # where each value came from, for the comment at the top of cluster.yaml
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """One GPU node as the adapter read it."""
+
+    node: ObservedNode
+    pods: tuple[ObservedPod, ...] = ()
+    observed: tuple[ObservedGpu, ...] | None = None  # decoded `migplan.io/mig-observed`
+    observed_error: str | None = None  # why the annotation could not be decoded
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSource:
+    """The mig-parted configs a node's `nvidia.com/mig.config` label can name."""
+
+    where: str  # "ConfigMap gpu-operator/default-mig-parted-config"
+    configs: Mapping[str, tuple[ConfigEntry, ...]] | None
+    error: str | None = None  # why there are none
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCut:
+    index: int
+    model: str  # catalog key, or the name as the cluster gave it when unknown
+    mig_enabled: bool
+    partitions: tuple[tuple[str, int | None], ...] = ()  # (profile, placement or None)
+    source: str = SOURCE_RESOURCES
+    notes: tuple[str, ...] = ()  # problems, written as comments above the GPU
+
+
+@dataclass(frozen=True, slots=True)
+class NodeImport:
+    name: str
+    gpus: tuple[GpuCut, ...]
+    sources: tuple[str, ...]  # one line per source used, for the node's header comment
+    owners: tuple[str, ...] = ()  # suggestion lines
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    nodes: tuple[NodeImport, ...]
+    problems: tuple[Problem, ...] = field(default_factory=tuple)
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def parse_configs(where: str, text: str | None) -> ConfigSource:
+    """The configs of a ConfigMap's `config.yaml`, read as strictly as mig-parted reads them."""
+    if text is None:
+        return ConfigSource(where, None, f"{where} not found or without key config.yaml")
+    try:
+        return ConfigSource(where, parse_strict(text))
+    except MigPartedFormatError as exc:
+        return ConfigSource(where, None, f"{where}: {exc}")
+
+
+def _physical_count(labels: Mapping[str, str]) -> int | None:
+    """GFD's GPU count when it counts physical GPUs (not under `single` on a MIG node, stack-facts §2)."""
+    count = labels.get(GPU_COUNT_LABEL)
+    if count is None or not (count.isascii() and count.isdigit() and len(count) < 4):
+        return None
+    if "-MIG-" in labels.get(GPU_PRODUCT_LABEL, ""):
+        return None
+    return int(count)
+
+
+def _filter_matches(entry: ConfigEntry, model: GpuModel | None) -> bool:
+    """mig-parted's device filter (`0x<device><vendor>[:<subsystem>]`) against the model's PCI ids."""
+    if not entry.device_filter:
+        return True
+    if model is None:
+        return False
+    ids = {p.lower() for p in model.pci_device_ids}
+    return any(f.split(":", 1)[0].strip().lower() in ids for f in entry.device_filter)
+
+
+def _fit(model: GpuModel, partitions: Sequence[tuple[str, int | None]]) -> str | None:
+    """Why this cut cannot be on this model (None when it fits, or cannot be checked beyond slice counts)."""
+    unknown = sorted({p for p, _ in partitions if model.profile(p) is None})
+    if unknown:
+        return f"{', '.join(unknown)} not offered by {model.key}"
+    counts = Counter(p for p, _ in partitions)
+    for p, n in counts.items():
+        prof = model.profiles[p]
+        if n > prof.max_instances:
+            return f"{n} x {p} but {model.key} allows {prof.max_instances}"
+    compute = sum(model.profiles[p].compute_slices for p, _ in partitions)
+    memory = sum(model.profiles[p].memory_slices for p, _ in partitions)
+    if compute > model.compute_slices or memory > model.memory_slices:
+        have = f"{model.compute_slices} / {model.memory_slices}"
+        return f"{compute} compute / {memory} memory slices, {model.key} has {have}"
+    try:
+        if solve(model, [Request(p, s) for p, s in partitions]) is None:
+            return f"no placement of these partitions exists on {model.key}"
+    except PlacementUnknown:
+        return None
+    return None
+
+
+def _model_of(catalog: Catalog, labels: Mapping[str, str]) -> tuple[GpuModel | None, str | None]:
+    product = labels.get(GPU_PRODUCT_LABEL)
+    if product is None:
+        return None, None
+    return catalog.resolve(product), product
+
+
+# ---------------------------------------------------------------------------------------------- sources
+
+
+def _from_observed(facts: NodeFacts, catalog: Catalog) -> dict[int, GpuCut]:
+    out: dict[int, GpuCut] = {}
+    for g in facts.observed or ():
+        model = catalog.resolve(g.name)
+        notes: list[str] = []
+        key = model.key if model else g.name
+        if model is None:
+            notes.append(f"MP583 NVML names this GPU {g.name!r}, not a model of the catalog")
+        if g.mig_pending != g.mig_current:
+            notes.append(
+                f"MIG mode is {'on' if g.mig_current else 'off'} with {'on' if g.mig_pending else 'off'} pending "
+                "(a GPU reset is due): written as it is now"
+            )
+        parts = tuple(sorted(((i.profile, i.placement.start) for i in g.instances), key=lambda pp: (pp[1], pp[0])))
+        if model is not None and g.mig_current and parts:
+            why = _fit(model, parts)
+            if why:
+                notes.append(f"MP585 the observed cut does not fit the catalog: {why}")
+        out[g.index] = GpuCut(g.index, key, g.mig_current, parts, SOURCE_OBSERVED, tuple(notes))
+    return out
+
+
+def _from_config(
+    facts: NodeFacts, source: ConfigSource, n: int, model: GpuModel | None, product: str | None
+) -> tuple[dict[int, GpuCut], str | None]:
+    name = facts.node.labels.get(MIG_CONFIG_LABEL)
+    if not name:
+        return {}, None
+    if source.configs is None:
+        return {}, f"MP584 config {name!r} named by {MIG_CONFIG_LABEL}: {source.error}"
+    entries = source.configs.get(name)
+    if entries is None:
+        return {}, f"MP584 config {name!r} named by {MIG_CONFIG_LABEL} is not in {source.where}"
+    key = model.key if model else (product or "unknown")
+    out: dict[int, GpuCut] = {}
+    indexes = range(n) if n else sorted({d for e in entries for d in (e.devices or ())})
+    for i in indexes:
+        entry = next((e for e in entries if (e.devices is None or i in e.devices) and _filter_matches(e, model)), None)
+        if entry is None:
+            continue
+        parts = tuple((p, None) for p, c in sorted(entry.mig_devices.items()) for _ in range(c))
+        notes: list[str] = []
+        if model is not None and entry.mig_enabled and parts:
+            why = _fit(model, parts)
+            if why:
+                notes.append(f"MP585 config {name!r} does not fit this GPU: {why}")
+        out[i] = GpuCut(i, key, entry.mig_enabled, parts if entry.mig_enabled else (), SOURCE_CONFIG, tuple(notes))
+    if not out:
+        return {}, f"MP584 config {name!r} in {source.where} has no entry for this node's GPUs"
+    return out, None
+
+
+def _profile_of_resource(resource: str, model: GpuModel) -> str | None:
+    for p in model.profiles.values():
+        if p.resource_name == resource:
+            return p.name
+    return None
+
+
+def _from_resources(
+    facts: NodeFacts, n: int, model: GpuModel | None, product: str | None, missing: Sequence[int]
+) -> tuple[dict[int, GpuCut], list[str]]:
+    """Counts only: partitions of the advertised MIG resources spread over the GPUs not covered yet."""
+    key = model.key if model else (product or "unknown")
+    notes: list[str] = []
+    advertised = facts.node.advertised_resources
+    whole = advertised.get(GPU_RESOURCE, 0)
+    labels = facts.node.labels
+    parts: list[str] = []
+    if "-MIG-" in labels.get(GPU_PRODUCT_LABEL, "") and model is not None:
+        # single: every MIG device is one type, counted by nvidia.com/gpu (stack-facts §2)
+        name = labels[GPU_PRODUCT_LABEL].rsplit("-MIG-", 1)[1]
+        prof = model.profile(name) or next(
+            (p for p in model.profiles.values() if p.name.replace("+", ".") == name), None
+        )
+        if prof is None:
+            notes.append(f"MP585 GFD names the MIG devices {name!r}, not a profile of {key}")
+            return {}, notes
+        parts = [prof.name] * whole
+        whole = 0
+    else:
+        for res, count in sorted(advertised.items()):
+            if not res.startswith(MIG_RESOURCE_PREFIX) or count <= 0:
+                continue
+            prof_name = _profile_of_resource(res, model) if model is not None else None
+            if prof_name is None:
+                notes.append(f"MP585 {res} is not a profile of {key}")
+                continue
+            parts.extend([prof_name] * count)
+    out: dict[int, GpuCut] = {}
+    targets = list(missing)
+    guess = "counts only (advertised resources): which GPU holds which partition is a guess; check with nvidia-smi"
+    mig_gpus = targets[: max(0, len(targets) - whole)] if parts else []
+    bins: dict[int, list[str]] = {i: [] for i in mig_gpus}
+    if model is not None:
+        order = sorted(parts, key=lambda p: (-model.profiles[p].memory_slices, p))
+        for p in order:
+            home = next((i for i in mig_gpus if _fit(model, [(q, None) for q in (*bins[i], p)]) is None), None)
+            if home is None:
+                notes.append(f"MP585 no GPU left for a {p} the node advertises")
+                continue
+            bins[home].append(p)
+    for i in targets:
+        if bins.get(i):
+            out[i] = GpuCut(i, key, True, tuple((p, None) for p in sorted(bins[i])), SOURCE_RESOURCES, (guess,))
+        else:
+            out[i] = GpuCut(i, key, False, (), SOURCE_RESOURCES)
+    return out, notes
+
+
+def _owner_suggestions(pods: Iterable[ObservedPod], model: GpuModel | None) -> tuple[str, ...]:
+    by_profile: dict[str, list[str]] = {}
+    for pod in pods:
+        if not pod.holds_devices:
+            continue
+        app = next((pod.labels[k] for k in _APP_LABELS if pod.labels.get(k)), None)
+        who = f"{app} (pod {pod.key})" if app else f"pod {pod.key} (no app label)"
+        for res, count in sorted(pod.requested().items()):
+            if count <= 0:
+                continue
+            profile = res
+            if res.startswith(MIG_RESOURCE_PREFIX) and model is not None:
+                profile = _profile_of_resource(res, model) or res
+            by_profile.setdefault(profile, []).append(who if count == 1 else f"{who} x{count}")
+    return tuple(f"{p}: {', '.join(sorted(ws))}" for p, ws in sorted(by_profile.items()))
+
+
+def import_node(facts: NodeFacts, source: ConfigSource, catalog: Catalog) -> tuple[NodeImport | None, list[Problem]]:
+    """One node's GPUs from the best source each, or None (MP582) when nothing tells what the GPUs are."""
+    name = facts.node.name
+    labels = facts.node.labels
+    problems: list[Problem] = []
+    if len(name) > 253 or not _NODE_NAME_RE.fullmatch(name):
+        return None, [Problem("MP582", f"node {name[:80]!r} is not a Kubernetes node name: not imported", None)]
+    if facts.observed_error:
+        problems.append(Problem("MP588", f"node {name}: {facts.observed_error}; the next source is used", name))
+    observed = _from_observed(facts, catalog) if facts.observed else {}
+    model, product = _model_of(catalog, labels)
+    if product is None and not observed:
+        problems.append(
+            Problem(
+                "MP582",
+                f"node {name} is a GPU node without GFD labels ({GPU_PRODUCT_LABEL}) and without an observed "
+                "layout: not imported; check that GPU Feature Discovery runs on it",
+                name,
+            )
+        )
+        return None, problems
+    n = _physical_count(labels) or (max(observed) + 1 if observed else 0)
+    cuts = dict(observed)
+    sources: list[str] = []
+    if observed:
+        sources.append(
+            "observed layout (annotation migplan.io/mig-observed): MIG mode, profiles and placements as NVML reports"
+        )
+    config_cuts: dict[int, GpuCut] = {}
+    if not n or any(i not in cuts for i in range(n)):
+        config_cuts, why = _from_config(facts, source, n, model, product)
+        if why:
+            problems.append(Problem(why[:5], f"node {name}: {why[6:]}; the next source is used", name))
+        used = {i: c for i, c in config_cuts.items() if i not in cuts}
+        if used:
+            cuts.update(used)
+            sources.append(
+                f"mig-parted config {labels.get(MIG_CONFIG_LABEL)!r} of {source.where}, named by the node's "
+                f"{MIG_CONFIG_LABEL} label: profile counts per GPU, placements left to the solver"
+            )
+    n = n or (max(cuts) + 1 if cuts else 0)
+    missing = [i for i in range(n) if i not in cuts]
+    if missing:
+        res_cuts, notes = _from_resources(facts, n, model, product, missing)
+        problems.extend(Problem(x[:5], f"node {name}: {x[6:]}", name) for x in notes)
+        cuts.update(res_cuts)
+        sources.append(
+            "advertised resources and GFD labels: profile counts per node only, spread over GPUs "
+            + ", ".join(map(str, missing))
+        )
+    for i, c in list(cuts.items()):
+        if catalog.get(c.model) is None and not any(x.startswith("MP583") for x in c.notes):
+            note = f"MP583 GPU model {c.model!r} ({GPU_PRODUCT_LABEL}) is not in the catalog"
+            cuts[i] = c = GpuCut(c.index, c.model, c.mig_enabled, c.partitions, c.source, (note, *c.notes))
+        problems.extend(Problem(x[:5], f"node {name} GPU {c.index}: {x[6:]}", name) for x in c.notes if x[:2] == "MP")
+    if not cuts:
+        problems.append(Problem("MP582", f"node {name}: no GPU could be told from any source: not imported", name))
+        return None, problems
+    owners = _owner_suggestions(facts.pods, model)
+    return NodeImport(name, tuple(cuts[i] for i in sorted(cuts)), tuple(sources), owners), problems
+
+
+def import_cluster(nodes: Sequence[NodeFacts], source: ConfigSource, catalog: Catalog) -> Imported:
+    out: list[NodeImport] = []
+    problems: list[Problem] = []
+    for facts in sorted(nodes, key=lambda f: f.node.name):
+        node, found = import_node(facts, source, catalog)
+        problems.extend(found)
+        if node is not None:
+            out.append(node)
+    return Imported(tuple(out), tuple(problems))
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+
+def _scalar(text: str) -> str:
+    """A flow-style YAML scalar: plain when both YAML 1.1 and 1.2 read it back as this string (`3g.71gb`,
+    `H200-141GB`), double-quoted otherwise (a value from the cluster can hold anything)."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", text) and not re.fullmatch(r"[0-9._+-]+|[0-9.]+e[0-9+-]*", text):
+        try:
+            plain = yaml.safe_load(text) == text
+        except yaml.YAMLError:
+            plain = False
+        if plain:
+            return text
+    return json.dumps(text)  # a JSON string is a YAML double-quoted scalar
+
+
+def _comment(text: str) -> str:
+    return " ".join(text.split())  # one line, no newline can end the comment early
+
+
+def _partition_line(profile: str, placement: int | None, indent: str) -> str:
+    at = f", placement: {placement}" if placement is not None else ""
+    return f"{indent}- {{profile: {_scalar(profile)}{at}}}"
+
+
+def _cut_key(c: GpuCut) -> tuple[str, bool, tuple[tuple[str, int | None], ...]]:
+    return (c.model, c.mig_enabled, tuple(sorted(c.partitions, key=lambda p: (p[0], -1 if p[1] is None else p[1]))))
+
+
+def layout_name(model: str, partitions: Sequence[tuple[str, int | None]]) -> str:
+    """A readable, valid layout name: `h200-141gb-1x3g71gb-1x2g35gb-2x1g18gb` (+ `-at-<starts>` with placements)."""
+    counts = Counter(p for p, _ in partitions)
+    parts = "-".join(
+        f"{n}x{re.sub(r'[^a-z0-9]', '', p.lower().replace('+', 'p').replace('-', 'n'))}"
+        for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    base = re.sub(r"[^a-z0-9-]+", "-", model.lower()).strip("-")
+    starts = [s for _, s in sorted(partitions, key=lambda p: (p[0], -1 if p[1] is None else p[1])) if s is not None]
+    name = f"{base}-{parts}" + (f"-at-{''.join(map(str, starts))}" if starts else "")
+    if len(name) > 63 or not _NAME_RE.fullmatch(name):
+        digest = hashlib.sha1(repr((model, sorted(partitions, key=str))).encode()).hexdigest()[:10]
+        name = f"{base[:40].strip('-')}-cut-{digest}"
+    return name
+
+
+def render_layout(name: str, model: str, partitions: Sequence[tuple[str, int | None]], why: str) -> str:
+    lines = [
+        "# yaml-language-server: $schema=../../schemas/layout.schema.json",
+        f"# {_comment(why)}",
+        "apiVersion: migplan/v1",
+        "kind: Layout",
+        f"metadata: {{name: {name}}}",
+        "spec:",
+        f"  model: {_scalar(model)}",
+        "  mig:",
+        "    enabled: true",
+        "    partitions:",
+        *(_partition_line(p, s, "      ") for p, s in partitions),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_node(node: NodeImport, layouts: Mapping[tuple[str, bool, tuple[tuple[str, int | None], ...]], str]) -> str:
+    lines = [
+        "# yaml-language-server: $schema=../../schemas/node.schema.json",
+        "# Written by `migplan import` from the running cluster. Source:",
+        *(f"#   - {_comment(s)}" for s in node.sources),
+    ]
+    if node.owners:
+        lines.append(
+            "# Owners suggested from the pods holding partitions (not applied: copy into `owner:` once checked):"
+        )
+        lines.extend(f"#   {_comment(o)}" for o in node.owners)
+    lines += ["apiVersion: migplan/v1", "kind: Node", "metadata:", f"  name: {node.name}", "spec:", "  gpus:"]
+    for c in node.gpus:
+        lines.extend(f"    # {_comment(x)}" for x in c.notes)
+        lines.append(f"    - index: {c.index}")
+        lines.append(f"      model: {_scalar(c.model)}")
+        layout = layouts.get(_cut_key(c))
+        if layout is not None:
+            lines.append(f"      layout: {layout}")
+        elif not c.mig_enabled:
+            lines.append("      mig: {enabled: false}")
+        elif not c.partitions:
+            lines.append("      mig: {enabled: true, partitions: []}")
+        else:
+            lines += ["      mig:", "        enabled: true", "        partitions:"]
+            lines.extend(_partition_line(p, s, "          ") for p, s in c.partitions)
+    return "\n".join(lines) + "\n"
+
+
+def render_cluster(cluster: ClusterFacts) -> str:
+    lines = [
+        "# yaml-language-server: $schema=../schemas/cluster.schema.json",
+        "# Written by `migplan import` from the running cluster.",
+        *(f"# {_comment(n)}" for n in cluster.notes),
+        "apiVersion: migplan/v1",
+        "kind: Cluster",
+        f"metadata: {{name: {cluster.name}}}",
+        "spec:",
+        f"  migStrategy: {cluster.strategy}            # none | single | mixed -- ClusterPolicy spec.mig.strategy",
+        "  apply:",
+        "    mode: gpu-operator          # gpu-operator | agent | report-only",
+        "    maxUnavailableNodes: 1      # nodes reconfigured at once",
+        "    allowDisruption: false      # never destroy a partition a running pod holds unless true",
+        "  gpuOperator:",
+        f"    namespace: {cluster.namespace}",
+        f"    clusterPolicy: {cluster.cluster_policy}",
+        f"    devicePluginDaemonSet: {cluster.device_plugin_daemonset}",
+        f"    migConfigMap: {cluster.mig_config_map}",
+        "  reports: {branch: migplan-reports, path: reports}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_inventory(
+    imported: Imported, cluster: ClusterFacts | None, *, existing_layouts: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The files of an inventory root: cluster.yaml (unless None), layouts/ for every cut two or more GPUs
+    share (MIG-enabled, model known), nodes/<node>.yaml. A layout name already in `existing_layouts` with
+    other content is not overwritten: those GPUs keep their partitions inline."""
+    existing = existing_layouts or {}
+    shared = Counter(_cut_key(c) for n in imported.nodes for c in n.gpus if c.mig_enabled and c.partitions)
+    layouts: dict[tuple[str, bool, tuple[tuple[str, int | None], ...]], str] = {}
+    files: dict[str, str] = {}
+    for key, uses in sorted(shared.items(), key=lambda kv: repr(kv[0])):
+        model, _, parts = key
+        if uses < 2 or any(c.notes for n in imported.nodes for c in n.gpus if _cut_key(c) == key):
+            continue
+        name = layout_name(model, parts)
+        text = render_layout(name, model, parts, f"A cut {uses} GPUs of the cluster share, found by `migplan import`.")
+        path = f"layouts/{name}.yaml"
+        if path in existing and existing[path] != text:
+            continue
+        layouts[key] = name
+        if path not in existing:
+            files[path] = text
+    if cluster is not None:
+        files["cluster.yaml"] = render_cluster(cluster)
+    for node in imported.nodes:
+        files[f"nodes/{node.name}.yaml"] = render_node(node, layouts)
+    return files
+
+
+# ---------------------------------------------------------------------------------------------- from a file
+
+
+class AdoptError(ValueError):
+    """An import that cannot go on (code from IMPORT_CODES)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def layouts_from_mig_parted(
+    text: str, catalog: Catalog, *, config: str | None = None, model: str | None = None
+) -> dict[str, str]:
+    """Layouts from a mig-parted config file: one per named config and device group (entry), for MIG-enabled
+    entries. The model comes from the entry's device filter, else `model`; raises AdoptError (MP586/MP587)."""
+    try:
+        configs = parse_strict(text)
+    except MigPartedFormatError as exc:
+        raise AdoptError("MP586", f"the mig-parted file does not parse: {exc}") from exc
+    if config is not None and config not in configs:
+        raise AdoptError("MP587", f"config {config!r} is not in the file (it has {', '.join(sorted(configs))})")
+    forced = None
+    if model is not None:
+        forced = catalog.resolve(model)
+        if forced is None:
+            raise AdoptError("MP587", f"--model {model!r} is not a model of the catalog ({', '.join(catalog.keys)})")
+    files: dict[str, str] = {}
+    skipped: list[str] = []
+    for name in [config] if config is not None else sorted(configs):
+        for k, entry in enumerate(configs[name]):
+            if not entry.mig_enabled or not entry.mig_devices:
+                continue
+            models = [forced] if forced is not None else _filter_models(entry, catalog)
+            if not models:
+                skipped.append(f"{name}[{k}]")
+                continue
+            for gm in models:
+                parts = tuple((p, None) for p, c in sorted(entry.mig_devices.items()) for _ in range(c))
+                why = _fit(gm, parts)
+                if why:
+                    raise AdoptError("MP587", f"config {name!r} entry {k} does not fit {gm.key}: {why}")
+                lname = _layout_file_name(name, gm, len(models) > 1 or len(configs[name]) > 1)
+                origin = f"From mig-parted config {name!r} (entry {k}) by `migplan import --from-mig-parted`."
+                files[f"layouts/{lname}.yaml"] = render_layout(lname, gm.key, parts, origin)
+    if not files:
+        hint = f" (entries without a device filter: {', '.join(skipped)}; give --model)" if skipped else ""
+        raise AdoptError("MP587", f"no MIG-enabled entry could be turned into a layout{hint}")
+    return files
+
+
+def _filter_models(entry: ConfigEntry, catalog: Catalog) -> list[GpuModel]:
+    out: list[GpuModel] = []
+    for f in entry.device_filter:
+        m = catalog.by_pci_device_id(f.split(":", 1)[0])
+        if m is not None and m not in out:
+            out.append(m)
+    return out
+
+
+def _layout_file_name(config: str, model: GpuModel, qualify: bool) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", config.lower()).strip("-") or "layout"
+    name = f"{base}-{re.sub(r'[^a-z0-9-]+', '-', model.key.lower())}" if qualify else base
+    name = name.strip("-")
+    if len(name) > 63 or not _NAME_RE.fullmatch(name):
+        name = f"{name[:50].strip('-')}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+    return name
