@@ -454,7 +454,7 @@ def render_layout(name: str, model: str, partitions: Sequence[tuple[str, int | N
         f"# {_comment(why)}",
         "apiVersion: migplan/v1",
         "kind: Layout",
-        f"metadata: {{name: {name}}}",
+        f"metadata: {{name: {_scalar(name)}}}",
         "spec:",
         f"  model: {_scalar(model)}",
         "  mig:",
@@ -476,14 +476,14 @@ def render_node(node: NodeImport, layouts: Mapping[tuple[str, bool, tuple[tuple[
             "# Owners suggested from the pods holding partitions (not applied: copy into `owner:` once checked):"
         )
         lines.extend(f"#   {_comment(o)}" for o in node.owners)
-    lines += ["apiVersion: migplan/v1", "kind: Node", "metadata:", f"  name: {node.name}", "spec:", "  gpus:"]
+    lines += ["apiVersion: migplan/v1", "kind: Node", "metadata:", f"  name: {_scalar(node.name)}", "spec:", "  gpus:"]
     for c in node.gpus:
         lines.extend(f"    # {_comment(x)}" for x in c.notes)
         lines.append(f"    - index: {c.index}")
         lines.append(f"      model: {_scalar(c.model)}")
         layout = layouts.get(_cut_key(c))
         if layout is not None:
-            lines.append(f"      layout: {layout}")
+            lines.append(f"      layout: {_scalar(layout)}")
         elif not c.mig_enabled:
             lines.append("      mig: {enabled: false}")
         elif not c.partitions:
@@ -501,18 +501,18 @@ def render_cluster(cluster: ClusterFacts) -> str:
         *(f"# {_comment(n)}" for n in cluster.notes),
         "apiVersion: migplan/v1",
         "kind: Cluster",
-        f"metadata: {{name: {cluster.name}}}",
+        f"metadata: {{name: {_scalar(cluster.name)}}}",
         "spec:",
-        f"  migStrategy: {cluster.strategy}            # none | single | mixed -- ClusterPolicy spec.mig.strategy",
+        f"  migStrategy: {_scalar(cluster.strategy)}            # none | single | mixed -- ClusterPolicy spec.mig.strategy",
         "  apply:",
         "    mode: gpu-operator          # gpu-operator | agent | report-only",
         "    maxUnavailableNodes: 1      # nodes reconfigured at once",
         "    allowDisruption: false      # never destroy a partition a running pod holds unless true",
         "  gpuOperator:",
-        f"    namespace: {cluster.namespace}",
-        f"    clusterPolicy: {cluster.cluster_policy}",
-        f"    devicePluginDaemonSet: {cluster.device_plugin_daemonset}",
-        f"    migConfigMap: {cluster.mig_config_map}",
+        f"    namespace: {_scalar(cluster.namespace)}",
+        f"    clusterPolicy: {_scalar(cluster.cluster_policy)}",
+        f"    devicePluginDaemonSet: {_scalar(cluster.device_plugin_daemonset)}",
+        f"    migConfigMap: {_scalar(cluster.mig_config_map)}",
         "  reports: {branch: migplan-reports, path: reports}",
     ]
     return "\n".join(lines) + "\n"
