@@ -503,7 +503,7 @@ def render_cluster(cluster: ClusterFacts) -> str:
         "kind: Cluster",
         f"metadata: {{name: {_scalar(cluster.name)}}}",
         "spec:",
-        f"  migStrategy: {_scalar(cluster.strategy)}            # none | single | mixed -- ClusterPolicy spec.mig.strategy",
+        f"  migStrategy: {_scalar(cluster.strategy)}  # none | single | mixed -- ClusterPolicy spec.mig.strategy",
         "  apply:",
         "    mode: gpu-operator          # gpu-operator | agent | report-only",
         "    maxUnavailableNodes: 1      # nodes reconfigured at once",
@@ -511,7 +511,7 @@ def render_cluster(cluster: ClusterFacts) -> str:
         "  gpuOperator:",
         f"    namespace: {_scalar(cluster.namespace)}",
         f"    clusterPolicy: {_scalar(cluster.cluster_policy)}",
-        f"    devicePluginDaemonSet: {_scalar(cluster.device_plugin_daemonset)}",
+        "    devicePluginDaemonSet: " + _scalar(cluster.device_plugin_daemonset),
         f"    migConfigMap: {_scalar(cluster.mig_config_map)}",
         "  reports: {branch: migplan-reports, path: reports}",
     ]

@@ -136,7 +136,9 @@ def _random_fleet(seed: int, nodes: int) -> Fleet:
                         parts.append(profile)
             owners = [f"team-{rng.randint(0, 5)}" if rng.random() < 0.4 else None for _ in parts]
             seeds.append(
-                GpuSeed(i, model, bool(parts), tuple(PartitionSeed(p, None, o) for p, o in zip(parts, owners)))
+                GpuSeed(
+                    i, model, bool(parts), tuple(PartitionSeed(p, None, o) for p, o in zip(parts, owners, strict=True))
+                )
             )
         fleet.add_node(f"rand-{seed}-{n:03d}", seeds)
     return fleet

@@ -22,7 +22,7 @@ from reconciler.logic.adopt import (
 from reconciler.logic.agentplan import ObservedGpu, ObservedInstance
 from reconciler.logic.validation import validate_inventory
 from reconciler.model.inventory import Placement
-from reconciler.model.observed import ObservedNode, ObservedPod, ContainerResources
+from reconciler.model.observed import ContainerResources, ObservedNode, ObservedPod
 
 NVIDIA = Path(__file__).parents[1] / "fixtures" / "planning" / "nvidia"
 CATALOG = load_catalog()
