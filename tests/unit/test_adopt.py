@@ -146,3 +146,14 @@ def test_from_mig_parted_turns_nvidia_files_into_layouts_that_validate() -> None
         with pytest.raises(AdoptError) as err:
             layouts_from_mig_parted(bad, CATALOG)
         assert err.value.code == "MP586"
+
+
+def test_every_import_code_used_is_in_the_table_and_in_the_allotted_range() -> None:
+    import re
+
+    from reconciler.logic import adopt
+
+    sources = [Path(adopt.__file__), Path(adopt.__file__).parents[1] / "commands" / "adopt.py"]
+    used = {c for src in sources for c in re.findall(r"\b(MP5\d\d)\b", src.read_text())}
+    assert used == set(adopt.IMPORT_CODES)
+    assert all(re.fullmatch(r"MP58\d", c) for c in adopt.IMPORT_CODES)
