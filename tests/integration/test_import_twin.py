@@ -189,3 +189,39 @@ def test_dry_run_would_only_relabel(tmp_path: Path) -> None:
             if change.kind is Kind.NODE_MIG_CONFIG:
                 assert change.action is Action.CONFIGURE
                 assert set((change.patch or {}).get("metadata", {}).get("labels", {})) <= {"nvidia.com/mig.config"}
+
+
+NVIDIA_DEFAULT = REPO / "tests" / "fixtures" / "planning" / "nvidia" / "assets_state-mig-manager_0400_configmap.yaml"
+
+
+def test_a_node_on_nvidias_default_config(tmp_path: Path) -> None:
+    """A cluster run by hand on NVIDIA's own default-mig-parted-config: the ClusterPolicy points at it and a node
+    carries `nvidia.com/mig.config=all-balanced`; the device filter is resolved against the node's GFD product."""
+    import yaml
+
+    with ClusterTwin.from_inventory(INVENTORY) as twin:
+        twin.settle()
+        api = client.ApiClient(kube_configuration(str(twin.kubeconfig)))
+        core: Any = client.CoreV1Api(api)
+        custom: Any = client.CustomObjectsApi(api)
+        cm = yaml.safe_load(NVIDIA_DEFAULT.read_text())
+        body = {"metadata": {"name": "default-mig-parted-config"}, "data": cm["data"]}
+        core.create_namespaced_config_map("gpu-operator", body)
+        custom.patch_cluster_custom_object(
+            "nvidia.com", "v1", "clusterpolicies", "cluster-policy",
+            {"spec": {"migManager": {"config": {"name": "default-mig-parted-config"}}}},
+        )  # fmt: skip
+        core.patch_node("gpu-h200-02", {"metadata": {"labels": {"nvidia.com/mig.config": "all-balanced"}}})
+        twin.settle()
+        labels = core.read_node("gpu-h200-02").metadata.labels
+        assert labels["nvidia.com/mig.config.state"] == "success"
+        out = tmp_path / "adopted"
+        imported = _migplan("import", "--kubeconfig", str(twin.kubeconfig), "--out", str(out), "--node", "gpu-h200-02")
+        assert imported.returncode == 0, imported.stdout + imported.stderr
+    text = (out / "nodes" / "gpu-h200-02.yaml").read_text()
+    assert "mig-parted config 'all-balanced' of ConfigMap gpu-operator/default-mig-parted-config" in text
+    layout = text.split("layout: ", 1)[1].split()[0]
+    parts = (out / "layouts" / f"{layout}.yaml").read_text()
+    assert parts.count("{profile: 1g.18gb}") == 2 and "{profile: 3g.71gb}" in parts and "{profile: 2g.35gb}" in parts
+    cluster = (out / "cluster.yaml").read_text()
+    assert "migConfigMap: migplan-mig-parted-config" in cluster  # migplan writes its own, never NVIDIA's
