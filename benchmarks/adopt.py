@@ -69,7 +69,18 @@ def measure(nodes: int, page_size: int) -> None:
             out = Path(tmp) / "inventory"
             t1 = time.perf_counter()
             run = subprocess.run(
-                [sys.executable, "-m", "reconciler", "import", "--kubeconfig", kubeconfig, "--out", str(out), "-o", "json"],
+                [
+                    sys.executable,
+                    "-m",
+                    "reconciler",
+                    "import",
+                    "--kubeconfig",
+                    kubeconfig,
+                    "--out",
+                    str(out),
+                    "-o",
+                    "json",
+                ],
                 capture_output=True,
                 text=True,
                 check=False,

@@ -41,7 +41,9 @@ from reconciler.model.observed import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
     MIG_RESOURCE_PREFIX,
+    MigConfigState,
     ObservedNode,
     ObservedPod,
 )
@@ -236,8 +238,13 @@ def _from_config(
     entries = source.configs.get(name)
     if entries is None:
         return {}, f"MP584 config {name!r} named by {MIG_CONFIG_LABEL} is not in {source.where}"
+    state = facts.node.labels.get(MIG_CONFIG_STATE_LABEL)
+    if state != MigConfigState.SUCCESS.value:
+        # The label names the config mig-manager is asked to apply; only `success` says the GPUs have it.
+        return {}, f"MP584 config {name!r} is not applied yet ({MIG_CONFIG_STATE_LABEL}={state or 'absent'})"
     key = model.key if model else (product or "unknown")
     out: dict[int, GpuCut] = {}
+    n = n or _gpus_under_single(facts.node.labels, entries, model)
     indexes = range(n) if n else sorted({d for e in entries for d in (e.devices or ())})
     for i in indexes:
         entry = next((e for e in entries if (e.devices is None or i in e.devices) and _filter_matches(e, model)), None)
@@ -253,6 +260,25 @@ def _from_config(
     if not out:
         return {}, f"MP584 config {name!r} in {source.where} has no entry for this node's GPUs"
     return out, None
+
+
+def _mig_device_count(labels: Mapping[str, str]) -> int | None:
+    """Under `single` on a MIG node GFD's gpu.count is the number of MIG devices (stack-facts §2), else None."""
+    count = labels.get(GPU_COUNT_LABEL)
+    if "-MIG-" not in labels.get(GPU_PRODUCT_LABEL, "") or count is None:
+        return None
+    return int(count) if count.isascii() and count.isdigit() and len(count) < 4 else None
+
+
+def _gpus_under_single(labels: Mapping[str, str], entries: Sequence[ConfigEntry], model: GpuModel | None) -> int:
+    """How many GPUs a `devices: all` config covers on a `single` node: MIG devices / devices per GPU, when the
+    config gives every GPU the same cut and the division is exact; 0 when it cannot be told."""
+    devices = _mig_device_count(labels)
+    matching = [e for e in entries if e.devices is None and _filter_matches(e, model) and e.mig_enabled]
+    if devices is None or not matching:
+        return 0
+    per_gpu = sum(matching[0].mig_devices.values())
+    return devices // per_gpu if per_gpu and devices % per_gpu == 0 else 0
 
 
 def _profile_of_resource(resource: str, model: GpuModel) -> str | None:
@@ -313,6 +339,17 @@ def _from_resources(
     return out, notes
 
 
+def _gpus_from_mig_devices(labels: Mapping[str, str], model: GpuModel | None) -> int:
+    """Under `single` with nothing else to go by: as many GPUs as the MIG devices fill at the profile's maximum
+    per GPU (rounded up). A guess, said so in the node file; 0 when the profile is unknown."""
+    devices = _mig_device_count(labels)
+    if devices is None or model is None:
+        return 0
+    name = labels[GPU_PRODUCT_LABEL].rsplit("-MIG-", 1)[1]
+    prof = model.profile(name) or next((p for p in model.profiles.values() if p.name.replace("+", ".") == name), None)
+    return -(-devices // prof.max_instances) if prof is not None and prof.max_instances else 0
+
+
 def _owner_suggestions(pods: Iterable[ObservedPod], model: GpuModel | None) -> tuple[str, ...]:
     by_profile: dict[str, list[str]] = {}
     for pod in pods:
@@ -370,7 +407,7 @@ def import_node(facts: NodeFacts, source: ConfigSource, catalog: Catalog) -> tup
                 f"mig-parted config {labels.get(MIG_CONFIG_LABEL)!r} of {source.where}, named by the node's "
                 f"{MIG_CONFIG_LABEL} label: profile counts per GPU, placements left to the solver"
             )
-    n = n or (max(cuts) + 1 if cuts else 0)
+    n = n or (max(cuts) + 1 if cuts else 0) or _gpus_from_mig_devices(labels, model)
     missing = [i for i in range(n) if i not in cuts]
     if missing:
         res_cuts, notes = _from_resources(facts, n, model, product, missing)

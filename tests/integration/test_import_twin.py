@@ -225,3 +225,20 @@ def test_a_node_on_nvidias_default_config(tmp_path: Path) -> None:
     assert parts.count("{profile: 1g.18gb}") == 2 and "{profile: 3g.71gb}" in parts and "{profile: 2g.35gb}" in parts
     cluster = (out / "cluster.yaml").read_text()
     assert "migConfigMap: migplan-mig-parted-config" in cluster  # migplan writes its own, never NVIDIA's
+
+
+def test_a_cluster_broken_under_single_is_imported_as_it_is_and_validate_says_why(tmp_path: Path) -> None:
+    """The article's cluster: ClusterPolicy `single` over mixed cuts. The import writes what is there (strategy
+    single, the cuts as configured) and exits 1: the written root is invalid for the reason the device plugin
+    refuses the node (MP401), which `migplan validate` reports with file and line."""
+    with ClusterTwin.from_inventory(INVENTORY, strategy="single", device_plugin_config="old-plugin-config") as twin:
+        twin.settle()
+        out = tmp_path / "adopted"
+        imported = _migplan("import", "--kubeconfig", str(twin.kubeconfig), "--out", str(out))
+    assert imported.returncode == 1, imported.stdout + imported.stderr
+    assert "INVALID" in imported.stdout and "Traceback" not in imported.stderr
+    assert "migStrategy: single" in (out / "cluster.yaml").read_text()
+    validated = _migplan("validate", str(out), "-o", "json")
+    assert validated.returncode == 1
+    codes = {(d["code"], d["file"]) for d in json.loads(validated.stdout)["errors"]}
+    assert ("MP401", "nodes/gpu-h200-01.yaml") in codes

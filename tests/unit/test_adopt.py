@@ -35,7 +35,8 @@ def _default_config() -> ConfigSource:
 
 
 def _node(name: str, labels: dict[str, str], **kw: object) -> NodeFacts:
-    return NodeFacts(ObservedNode(name=name, labels={"nvidia.com/gpu.present": "true", **labels}, **kw))  # type: ignore[arg-type]
+    applied = {"nvidia.com/mig.config.state": "success"} if "nvidia.com/mig.config" in labels else {}
+    return NodeFacts(ObservedNode(name=name, labels={"nvidia.com/gpu.present": "true", **applied, **labels}, **kw))  # type: ignore[arg-type]
 
 
 def _validate(files: dict[str, str]) -> list[tuple[str, str, int | None]]:
@@ -82,7 +83,7 @@ def test_best_source_per_gpu_observed_then_config_then_resources() -> None:
         ObservedNode(
             name="mix",
             labels={"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.count": "3",
-                    "nvidia.com/mig.config": "custom"},
+                    "nvidia.com/mig.config": "custom", "nvidia.com/mig.config.state": "success"},
             allocatable={"nvidia.com/mig-1g.18gb": 7, "nvidia.com/gpu": 0},
         ),
         pods=(pod,),
@@ -157,3 +158,33 @@ def test_every_import_code_used_is_in_the_table_and_in_the_allotted_range() -> N
     used = {c for src in sources for c in re.findall(r"\b(MP5\d\d)\b", src.read_text())}
     assert used == set(adopt.IMPORT_CODES)
     assert all(re.fullmatch(r"MP58\d", c) for c in adopt.IMPORT_CODES)
+
+
+def test_a_config_not_applied_yet_is_not_taken_for_the_cut() -> None:
+    """`nvidia.com/mig.config` names what mig-manager is asked to apply; only state=success says the GPUs have it."""
+    for state in ("pending", "failed", "rebooting", None):
+        labels = {"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.count": "1",
+                  "nvidia.com/mig.config": "all-balanced"}  # fmt: skip
+        if state:
+            labels["nvidia.com/mig.config.state"] = state
+        facts = NodeFacts(ObservedNode(name="n", labels=labels, allocatable={"nvidia.com/mig-7g.141gb": 1}))
+        imported = import_cluster([facts], _default_config(), CATALOG)
+        [node] = imported.nodes
+        assert [g.source for g in node.gpus] == ["resources"], state
+        assert node.gpus[0].partitions == (("7g.141gb", None),)
+        assert any(p.code == "MP584" and "not applied" in p.message for p in imported.problems)
+
+
+def test_single_strategy_gpu_count_is_mig_devices() -> None:
+    """Under `single` GFD's gpu.count counts MIG devices: the GPU count comes from the config's cut or the profile."""
+    labels = {"nvidia.com/gpu.product": "NVIDIA-H200-MIG-1g.18gb", "nvidia.com/gpu.count": "14",
+              "nvidia.com/mig.config": "all-1g.18gb", "nvidia.com/mig.config.state": "success"}  # fmt: skip
+    by_config = import_cluster([NodeFacts(ObservedNode("s", labels))], _default_config(), CATALOG)
+    [node] = by_config.nodes
+    assert [(g.source, len(g.partitions)) for g in node.gpus] == [("mig-parted", 7), ("mig-parted", 7)]
+    no_label = {k: v for k, v in labels.items() if not k.startswith("nvidia.com/mig.config")}
+    facts = NodeFacts(ObservedNode("s", no_label, allocatable={"nvidia.com/gpu": 14}))
+    [guess] = import_cluster([facts], _default_config(), CATALOG).nodes
+    assert [(g.source, len(g.partitions)) for g in guess.gpus] == [("resources", 7), ("resources", 7)]
+    files = render_inventory(import_cluster([facts], _default_config(), CATALOG), CLUSTER)
+    assert "counts only" in files["nodes/s.yaml"] and _validate(files) == []
