@@ -52,9 +52,9 @@ def context_cluster_name(kubeconfig: str | None) -> str | None:
 
 
 def read_cluster(kube: KubeCluster, *, cluster_name: str, only: Collection[str] = ()) -> ClusterRead:
-    nodes_json = list(kube._pages("list nodes", kube.core.list_node))
+    nodes_json = list(kube.list_objects("list nodes", kube.core.list_node))
     policies = sorted(
-        kube._pages(
+        kube.list_objects(
             "list clusterpolicies",
             kube.custom.list_cluster_custom_object,
             group=CP_GROUP,
@@ -64,7 +64,7 @@ def read_cluster(kube: KubeCluster, *, cluster_name: str, only: Collection[str] 
         key=lambda o: str((o.get("metadata") or {}).get("name", "")),
     )
     daemonsets = list(
-        kube._pages(
+        kube.list_objects(
             f"list daemonsets {DEVICE_PLUGIN_DAEMONSET}",
             kube.apps.list_daemon_set_for_all_namespaces,
             field_selector=f"metadata.name={DEVICE_PLUGIN_DAEMONSET}",
@@ -88,7 +88,7 @@ def read_cluster(kube: KubeCluster, *, cluster_name: str, only: Collection[str] 
         if len(policies) > 1:
             notes.append(f"{len(policies)} ClusterPolicies: {cp.name} (the first by name) was read.")
     source_cm = cm_name or DEFAULT_MIG_CONFIG_MAP
-    obj = kube._one(
+    obj = kube.find_one(
         f"list configmaps {namespace}/{source_cm}", kube.core.list_namespaced_config_map, source_cm, namespace=namespace
     )
     data: Mapping[str, Any] = (obj or {}).get("data") or {}
@@ -110,7 +110,7 @@ def read_cluster(kube: KubeCluster, *, cluster_name: str, only: Collection[str] 
     )
     wanted = set(only)
     pods_by_node: dict[str, list[ObservedPod]] = {}
-    for pj in kube._pages("list pods", kube.core.list_pod_for_all_namespaces):
+    for pj in kube.list_objects("list pods", kube.core.list_pod_for_all_namespaces):
         pod = kubeobserve.gpu_pod_from_json(pj)
         if pod is not None and pod.node is not None:
             pods_by_node.setdefault(pod.node, []).append(pod)

@@ -1,6 +1,7 @@
 """`migplan import`: adopt a running cluster (or a hand-written mig-parted file) as an inventory root.
 
-    migplan import --kubeconfig F --out DIR [--cluster-name N] [--node N ...] [--force | --merge] [-o text|json]
+    migplan import --kubeconfig F --out DIR [--cluster-name N] [--node N ...] [--force | --merge] [--deadline S]
+                   [-o text|json]
     migplan import --from-mig-parted FILE --out DIR [--config NAME] [--model M] [--force | --merge]
 
 From a cluster it writes cluster.yaml, nodes/<node>.yaml per GPU node and layouts/ for the cuts several GPUs
@@ -34,6 +35,7 @@ __all__ = ["command"]
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR = 0, 1, 2
 MAX_MIG_PARTED_BYTES = 1 << 20
+DEFAULT_DEADLINE = 300.0  # seconds for the whole cluster read (a 5,000-node twin takes a few)
 _CLUSTER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _INVENTORY_PARTS = ("cluster.yaml", "nodes", "layouts")
 
@@ -117,6 +119,13 @@ def _verdict(all_files: dict[str, str]) -> tuple[bool, int, int]:
 @click.option("--merge", is_flag=True, help="Add the nodes and layouts DIR lacks; touch no existing file.")
 @click.option("--config", "config_name", default=None, help="With --from-mig-parted: only this named config.")
 @click.option("--model", default=None, help="With --from-mig-parted: the GPU model of entries without a device filter.")
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_DEADLINE,
+    show_default=True,
+    help="Seconds the whole cluster read may take (a server that never answers ends it with MP580/MP811).",
+)
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
 def command(
     kubeconfig: str | None,
@@ -128,6 +137,7 @@ def command(
     merge: bool,
     config_name: str | None,
     model: str | None,
+    deadline: float,
     output: str,
 ) -> None:
     """Write an inventory root from a running cluster (or layouts from a mig-parted file)."""
@@ -151,7 +161,16 @@ def command(
         _from_file(mig_parted, out, keep, config_name=config_name, model=model, replace=force, output=output)
     else:
         assert kubeconfig is not None
-        _from_cluster(kubeconfig, out, keep, cluster_name=cluster_name, nodes=nodes, replace=force, output=output)
+        _from_cluster(
+            kubeconfig,
+            out,
+            keep,
+            cluster_name=cluster_name,
+            nodes=nodes,
+            replace=force,
+            output=output,
+            deadline=deadline,
+        )
 
 
 def _from_file(
@@ -205,7 +224,9 @@ def _from_cluster(
     nodes: tuple[str, ...],
     replace: bool,
     output: str,
+    deadline: float,
 ) -> None:
+    from reconciler.adapters.deadline import cycle_deadline
     from reconciler.adapters.kube import KubeCluster
     from reconciler.adapters.kubeimport import read_cluster
 
@@ -213,7 +234,8 @@ def _from_cluster(
     try:
         kube = KubeCluster.from_kubeconfig(kubeconfig)
         try:
-            read = read_cluster(kube, cluster_name=name, only=nodes)
+            with cycle_deadline(deadline):
+                read = read_cluster(kube, cluster_name=name, only=nodes)
         finally:
             kube.close()
     except MigplanError as exc:
