@@ -23,6 +23,7 @@ IMPORT_CODES is the one table of this family's codes (the README's "Other error 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -172,8 +173,25 @@ def _filter_matches(entry: ConfigEntry, model: GpuModel | None) -> bool:
     return any(f.split(":", 1)[0].strip().lower() in ids for f in entry.device_filter)
 
 
-def _fit(model: GpuModel, partitions: Sequence[tuple[str, int | None]]) -> str | None:
-    """Why this cut cannot be on this model (None when it fits, or cannot be checked beyond slice counts)."""
+_FIT_MEMO_LIMIT = 4096
+_FitMemo = dict[tuple[str, tuple[tuple[str, int | None], ...]], str | None]
+
+
+def _fit(model: GpuModel, partitions: Sequence[tuple[str, int | None]], memo: _FitMemo | None = None) -> str | None:
+    """Why this cut cannot be on this model (None when it fits, or cannot be checked beyond slice counts).
+    `memo` (one per import) keeps the verdicts of cuts already seen: a fleet repeats a few cuts many times."""
+    if memo is None:
+        return _fit_now(model, partitions)
+    key = (model.key, tuple(partitions))
+    if key not in memo:
+        verdict = _fit_now(model, partitions)
+        if len(memo) >= _FIT_MEMO_LIMIT:
+            return verdict
+        memo[key] = verdict
+    return memo[key]
+
+
+def _fit_now(model: GpuModel, partitions: Sequence[tuple[str, int | None]]) -> str | None:
     unknown = sorted({p for p, _ in partitions if model.profile(p) is None})
     if unknown:
         return f"{', '.join(unknown)} not offered by {model.key}"
@@ -205,7 +223,7 @@ def _model_of(catalog: Catalog, labels: Mapping[str, str]) -> tuple[GpuModel | N
 # ---------------------------------------------------------------------------------------------- sources
 
 
-def _from_observed(facts: NodeFacts, catalog: Catalog) -> dict[int, GpuCut]:
+def _from_observed(facts: NodeFacts, catalog: Catalog, memo: _FitMemo) -> dict[int, GpuCut]:
     out: dict[int, GpuCut] = {}
     for g in facts.observed or ():
         model = catalog.resolve(g.name)
@@ -220,7 +238,7 @@ def _from_observed(facts: NodeFacts, catalog: Catalog) -> dict[int, GpuCut]:
             )
         parts = tuple(sorted(((i.profile, i.placement.start) for i in g.instances), key=lambda pp: (pp[1], pp[0])))
         if model is not None and g.mig_current and parts:
-            why = _fit(model, parts)
+            why = _fit(model, parts, memo)
             if why:
                 notes.append(f"MP585 the observed cut does not fit the catalog: {why}")
         out[g.index] = GpuCut(g.index, key, g.mig_current, parts, SOURCE_OBSERVED, tuple(notes))
@@ -228,7 +246,7 @@ def _from_observed(facts: NodeFacts, catalog: Catalog) -> dict[int, GpuCut]:
 
 
 def _from_config(
-    facts: NodeFacts, source: ConfigSource, n: int, model: GpuModel | None, product: str | None
+    facts: NodeFacts, source: ConfigSource, n: int, model: GpuModel | None, product: str | None, memo: _FitMemo
 ) -> tuple[dict[int, GpuCut], str | None]:
     name = facts.node.labels.get(MIG_CONFIG_LABEL)
     if not name:
@@ -253,7 +271,7 @@ def _from_config(
         parts = tuple((p, None) for p, c in sorted(entry.mig_devices.items()) for _ in range(c))
         notes: list[str] = []
         if model is not None and entry.mig_enabled and parts:
-            why = _fit(model, parts)
+            why = _fit(model, parts, memo)
             if why:
                 notes.append(f"MP585 config {name!r} does not fit this GPU: {why}")
         out[i] = GpuCut(i, key, entry.mig_enabled, parts if entry.mig_enabled else (), SOURCE_CONFIG, tuple(notes))
@@ -289,7 +307,7 @@ def _profile_of_resource(resource: str, model: GpuModel) -> str | None:
 
 
 def _from_resources(
-    facts: NodeFacts, n: int, model: GpuModel | None, product: str | None, missing: Sequence[int]
+    facts: NodeFacts, n: int, model: GpuModel | None, product: str | None, missing: Sequence[int], memo: _FitMemo
 ) -> tuple[dict[int, GpuCut], list[str]]:
     """Counts only: partitions of the advertised MIG resources spread over the GPUs not covered yet."""
     key = model.key if model else (product or "unknown")
@@ -326,7 +344,7 @@ def _from_resources(
     if model is not None:
         order = sorted(parts, key=lambda p: (-model.profiles[p].memory_slices, p))
         for p in order:
-            home = next((i for i in mig_gpus if _fit(model, [(q, None) for q in (*bins[i], p)]) is None), None)
+            home = next((i for i in mig_gpus if _fit(model, [(q, None) for q in (*bins[i], p)], memo) is None), None)
             if home is None:
                 notes.append(f"MP585 no GPU left for a {p} the node advertises")
                 continue
@@ -367,7 +385,9 @@ def _owner_suggestions(pods: Iterable[ObservedPod], model: GpuModel | None) -> t
     return tuple(f"{p}: {', '.join(sorted(ws))}" for p, ws in sorted(by_profile.items()))
 
 
-def import_node(facts: NodeFacts, source: ConfigSource, catalog: Catalog) -> tuple[NodeImport | None, list[Problem]]:
+def import_node(
+    facts: NodeFacts, source: ConfigSource, catalog: Catalog, memo: _FitMemo | None = None
+) -> tuple[NodeImport | None, list[Problem]]:
     """One node's GPUs from the best source each, or None (MP582) when nothing tells what the GPUs are."""
     name = facts.node.name
     labels = facts.node.labels
@@ -376,7 +396,8 @@ def import_node(facts: NodeFacts, source: ConfigSource, catalog: Catalog) -> tup
         return None, [Problem("MP582", f"node {name[:80]!r} is not a Kubernetes node name: not imported", None)]
     if facts.observed_error:
         problems.append(Problem("MP588", f"node {name}: {facts.observed_error}; the next source is used", name))
-    observed = _from_observed(facts, catalog) if facts.observed else {}
+    memo = {} if memo is None else memo
+    observed = _from_observed(facts, catalog, memo) if facts.observed else {}
     model, product = _model_of(catalog, labels)
     if product is None and not observed:
         problems.append(
@@ -397,7 +418,7 @@ def import_node(facts: NodeFacts, source: ConfigSource, catalog: Catalog) -> tup
         )
     config_cuts: dict[int, GpuCut] = {}
     if not n or any(i not in cuts for i in range(n)):
-        config_cuts, why = _from_config(facts, source, n, model, product)
+        config_cuts, why = _from_config(facts, source, n, model, product, memo)
         if why:
             problems.append(Problem(why[:5], f"node {name}: {why[6:]}; the next source is used", name))
         used = {i: c for i, c in config_cuts.items() if i not in cuts}
@@ -410,7 +431,7 @@ def import_node(facts: NodeFacts, source: ConfigSource, catalog: Catalog) -> tup
     n = n or (max(cuts) + 1 if cuts else 0) or _gpus_from_mig_devices(labels, model)
     missing = [i for i in range(n) if i not in cuts]
     if missing:
-        res_cuts, notes = _from_resources(facts, n, model, product, missing)
+        res_cuts, notes = _from_resources(facts, n, model, product, missing, memo)
         problems.extend(Problem(x[:5], f"node {name}: {x[6:]}", name) for x in notes)
         cuts.update(res_cuts)
         sources.append(
@@ -432,8 +453,9 @@ def import_node(facts: NodeFacts, source: ConfigSource, catalog: Catalog) -> tup
 def import_cluster(nodes: Sequence[NodeFacts], source: ConfigSource, catalog: Catalog) -> Imported:
     out: list[NodeImport] = []
     problems: list[Problem] = []
+    memo: _FitMemo = {}
     for facts in sorted(nodes, key=lambda f: f.node.name):
-        node, found = import_node(facts, source, catalog)
+        node, found = import_node(facts, source, catalog, memo)
         problems.extend(found)
         if node is not None:
             out.append(node)
@@ -443,6 +465,7 @@ def import_cluster(nodes: Sequence[NodeFacts], source: ConfigSource, catalog: Ca
 # ---------------------------------------------------------------------------------------------- writing
 
 
+@functools.lru_cache(maxsize=4096)  # a fleet repeats the same few models and profiles thousands of times
 def _scalar(text: str) -> str:
     """A flow-style YAML scalar: plain when both YAML 1.1 and 1.2 read it back as this string (`3g.71gb`,
     `H200-141GB`), double-quoted otherwise (a value from the cluster can hold anything)."""
