@@ -245,7 +245,9 @@ def _from_cluster(
     facts = [f for f in read.nodes if f.node.name not in already]
     imported = import_cluster(facts, read.configs, catalog)
     layouts = {p: t for p, t in keep.items() if p.startswith("layouts/")}
-    files = render_inventory(imported, None if "cluster.yaml" in keep else read.cluster, existing_layouts=layouts)
+    files = render_inventory(
+        imported, None if "cluster.yaml" in keep else read.cluster, existing_layouts=layouts, catalog=catalog
+    )
     _write(out, files, replace=replace)
     valid, errors, warnings = _verdict({**keep, **files})
     problems = list(imported.problems)

@@ -579,19 +579,32 @@ def render_cluster(cluster: ClusterFacts) -> str:
 
 
 def render_inventory(
-    imported: Imported, cluster: ClusterFacts | None, *, existing_layouts: Mapping[str, str] | None = None
+    imported: Imported,
+    cluster: ClusterFacts | None,
+    *,
+    existing_layouts: Mapping[str, str] | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, str]:
     """The files of an inventory root: cluster.yaml (unless None), layouts/ for every cut two or more GPUs
-    share (MIG-enabled, model known), nodes/<node>.yaml. A layout name already in `existing_layouts` with
-    other content is not overwritten: those GPUs keep their partitions inline."""
+    share (MIG-enabled, no problem noted), nodes/<node>.yaml. With `existing_layouts` (--merge: path -> text
+    of the layouts already there) and `catalog`, a GPU whose cut equals an existing layout refers to it by
+    its name; a generated name already taken by other content is not overwritten (those GPUs stay inline)."""
     existing = existing_layouts or {}
-    shared = Counter(_cut_key(c) for n in imported.nodes for c in n.gpus if c.mig_enabled and c.partitions)
+    reuse = _existing_layout_keys(existing, catalog) if catalog is not None else {}
+    cut_keys = [(_cut_key(c), bool(c.notes)) for n in imported.nodes for c in n.gpus if c.mig_enabled and c.partitions]
+    shared = Counter(k for k, _ in cut_keys)
+    doubtful = {k for k, noted in cut_keys if noted}
     layouts: dict[tuple[str, bool, tuple[tuple[str, int | None], ...]], str] = {}
     files: dict[str, str] = {}
     for key, uses in sorted(shared.items(), key=lambda kv: repr(kv[0])):
-        model, _, parts = key
-        if uses < 2 or any(c.notes for n in imported.nodes for c in n.gpus if _cut_key(c) == key):
+        if key in doubtful:
             continue
+        if key in reuse:
+            layouts[key] = reuse[key]
+            continue
+        if uses < 2:
+            continue
+        model, _, parts = key
         name = layout_name(model, parts)
         text = render_layout(name, model, parts, f"A cut {uses} GPUs of the cluster share, found by `migplan import`.")
         path = f"layouts/{name}.yaml"
@@ -605,6 +618,32 @@ def render_inventory(
     for node in imported.nodes:
         files[f"nodes/{node.name}.yaml"] = render_node(node, layouts)
     return files
+
+
+def _existing_layout_keys(
+    existing: Mapping[str, str], catalog: Catalog
+) -> dict[tuple[str, bool, tuple[tuple[str, int | None], ...]], str]:
+    """Cut key -> name of each existing layout that pins a known model (what cannot be read is ignored: it is
+    the user's file, and `migplan validate` reports it)."""
+    out: dict[tuple[str, bool, tuple[tuple[str, int | None], ...]], str] = {}
+    for path, text in sorted(existing.items()):
+        if not path.startswith("layouts/"):
+            continue
+        try:
+            doc = yaml.safe_load(text)
+            spec, name = doc["spec"], doc["metadata"]["name"]
+            model = catalog.resolve(str(spec["model"]))
+            mig = spec["mig"]
+            parts = [(str(x["profile"]), x.get("placement")) for x in mig["partitions"]]
+        except (yaml.YAMLError, KeyError, TypeError, AttributeError):
+            continue
+        if model is None or mig.get("enabled") is not True or not parts or not isinstance(name, str):
+            continue
+        if any(s is not None and (not isinstance(s, int) or isinstance(s, bool)) for _, s in parts):
+            continue
+        cut = GpuCut(0, model.key, True, tuple(parts))
+        out.setdefault(_cut_key(cut), name)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- from a file

@@ -242,3 +242,25 @@ def test_a_cluster_broken_under_single_is_imported_as_it_is_and_validate_says_wh
     assert validated.returncode == 1
     codes = {(d["code"], d["file"]) for d in json.loads(validated.stdout)["errors"]}
     assert ("MP401", "nodes/gpu-h200-01.yaml") in codes
+
+
+def test_merge_into_the_teams_inventory_reuses_its_layouts(tmp_path: Path) -> None:
+    """A node the team's inventory lacks is added by --merge, referring to the team's own layout when its cut is one."""
+    import shutil
+
+    root = tmp_path / "team"
+    shutil.copytree(INVENTORY, root)
+    (root / "nodes" / "gpu-h200-02.yaml").unlink()
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with ClusterTwin.from_inventory(INVENTORY) as twin:
+        twin.settle()
+        merged = _migplan("import", "--kubeconfig", str(twin.kubeconfig), "--out", str(root), "--merge")
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert "kept 3 node file(s)" in merged.stdout
+    added = (root / "nodes" / "gpu-h200-02.yaml").read_text()
+    assert added.count("layout: h200-balanced") == 2
+    assert {p: p.read_bytes() for p in before} == before  # nothing the team wrote was touched
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.yaml") if p not in before) == [
+        "nodes/gpu-h200-02.yaml"
+    ]
+    assert _migplan("validate", str(root)).returncode == 0
