@@ -27,7 +27,8 @@ import click
 
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
 from reconciler.catalog import load_catalog
-from reconciler.logic.adopt import AdoptError, Imported, import_cluster, layouts_from_mig_parted, render_inventory
+from reconciler.logic.adopt import Imported, import_cluster
+from reconciler.logic.adoptfiles import AdoptError, layouts_from_mig_parted, render_inventory
 from reconciler.logic.validation import validate_inventory
 from reconciler.model.errors import MigplanError
 
