@@ -264,3 +264,19 @@ def test_merge_into_the_teams_inventory_reuses_its_layouts(tmp_path: Path) -> No
         "nodes/gpu-h200-02.yaml"
     ]
     assert _migplan("validate", str(root)).returncode == 0
+
+
+def test_from_mig_parted_through_the_command(tmp_path: Path) -> None:
+    """A team's hand-written mig-parted file (here mig-parted's own default) becomes layouts/ under --out."""
+    src = REPO / "tests" / "fixtures" / "planning" / "nvidia" / "deployments_systemd_config-default.yaml"
+    out = tmp_path / "inv"
+    made = _migplan(
+        "import", "--from-mig-parted", str(src), "--config", "all-balanced", "--out", str(out), "-o", "json"
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    written = json.loads(made.stdout)["written"]
+    assert "layouts/all-balanced-h200-141gb.yaml" in written and all(p.startswith("layouts/") for p in written)
+    again = _migplan("import", "--from-mig-parted", str(src), "--out", str(out))
+    assert again.returncode == 2 and "MP581" in again.stderr  # never overwritten without --force / --merge
+    merged = _migplan("import", "--from-mig-parted", str(src), "--config", "all-balanced", "--out", str(out), "--merge")
+    assert merged.returncode == 0 and "kept" in merged.stdout
