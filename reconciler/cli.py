@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "demo": "demo",
     "twin": "twin",
     "check-workloads": "checkworkloads",
+    "import": "adopt",
 }
 
 

@@ -32,6 +32,8 @@ from reconciler.model.drift import (
 from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
     CORDONED_ANNOTATION,
+    GPU_COUNT_LABEL,
+    GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     LAYOUT_REFUSALS,
     MIG_CONFIG_LABEL,
@@ -81,6 +83,7 @@ FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
         ERROR,
         "a value migplan reads on the node (label, annotation, quantity) is malformed: the node is left alone",
     ),
+    "MP531": (WARNING, "the inventory lists fewer GPUs for a node than the node has (nvidia.com/gpu.count)"),
 }
 
 STUCK_AFTER = timedelta(minutes=15)
@@ -158,6 +161,7 @@ def analyze(
         if not any(m.field.startswith("status.") for m in node.malformed):
             # With a quantity unread, any count comparison would be a guess (MP530 says why).
             out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources, behind_its_back))
+        out.extend(_gpu_count_findings(name, plan, node.labels))
         out.extend(
             _mig_manager_findings(
                 name,
@@ -471,6 +475,31 @@ def _advertised_findings(
                 desired=w,
                 observed=h,
             )
+
+
+def _gpu_count_findings(name: str, plan: NodePlan, labels: Mapping[str, str]) -> Iterable[Finding]:
+    """MP531: GFD counts more physical GPUs on the node than its file lists.
+
+    `nvidia.com/gpu.count` is the number of physical GPUs, MIG-enabled ones included, except under the `single`
+    strategy on a MIG node, where GFD relabels the node with the MIG device count and a `<product>-MIG-<profile>`
+    product (k8s-device-plugin internal/lm mig-strategy.go; stack-facts §2): then the count says nothing about
+    GPUs and is not compared. An unreadable count is MP530's (the kube adapter checks it), not compared here."""
+    count = labels.get(GPU_COUNT_LABEL)
+    if count is None or not (count.isascii() and count.isdigit() and len(count) < 6):
+        return
+    if "-MIG-" in labels.get(GPU_PRODUCT_LABEL, ""):
+        return
+    listed = len({g.index for g in plan.gpus})
+    if listed < int(count):
+        yield finding(
+            "MP531",
+            f"{name} has {int(count)} GPUs ({GPU_COUNT_LABEL}) but its inventory lists {listed}: the others are "
+            f"not planned and keep whatever cut they have; add GPUs {listed}..{int(count) - 1} to nodes/{name}.yaml "
+            "(mig: {enabled: false} for a GPU without MIG)",
+            node=name,
+            desired=listed,
+            observed=int(count),
+        )
 
 
 def _mig_manager_findings(

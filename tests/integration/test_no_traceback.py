@@ -48,6 +48,18 @@ KUBECONFIGS: dict[str, bytes] = {
         b"'!!!', client-key-data: 'zz'}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
     ),
 }
+_UNREACHABLE = (
+    b"apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+    b"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+)
+MIG_PARTED_FILES: dict[str, bytes] = {
+    "mig-parted-binary": b"\x00\x01\xff" * 64,
+    "mig-parted-not-yaml": b"version: [\n",
+    "mig-parted-no-model": b"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n"
+    b"      mig-devices: {'1g.10gb': 7}\n",
+    "mig-parted-does-not-fit": b"version: v1\nmig-configs:\n  a:\n    - device-filter: '0x233010DE'\n"
+    b"      devices: all\n      mig-enabled: true\n      mig-devices: {'3g.40gb': 3}\n",
+}
 SETTINGS_FILES: dict[str, bytes] = {
     "settings-binary": b"\x00\x01\x02\xff" * 64,
     "settings-a-list": b"- interval: 5\n",
@@ -151,6 +163,10 @@ def _cases() -> dict[str, tuple[str, Case]]:
         cases[f"reconcile-inventory-{name}"] = (
             "reconcile",
             lambda w, kc=kc: ["reconcile", "--once", "--kubeconfig", kc(w), "--inventory", str(INVENTORY)],
+        )
+        cases[f"import-{name}"] = (
+            "import",
+            lambda w, kc=kc, n=name: ["import", "--kubeconfig", kc(w), "--out", str(w.tmp / f"import-{n}")],
         )
         cases[f"reconcile-repo-{name}"] = (
             "reconcile",
@@ -263,6 +279,23 @@ def _cases() -> dict[str, tuple[str, Case]]:
         "twin",
         lambda w: ["twin", "--inventory", str(INVENTORY), "--kubeconfig-out", w.broken("kc-parent", b"x") + "/kc"],
     )
+    cases["import-out-is-a-file"] = (
+        "import",
+        lambda w: ["import", "--kubeconfig", str(w.kubeconfig), "--out", w.broken("import-out-file", b"x")],
+    )
+    cases["import-out-holds-an-inventory"] = (
+        "import",
+        lambda w: ["import", "--kubeconfig", str(w.kubeconfig), "--out", str(INVENTORY)],
+    )
+    cases["import-unreachable-cluster"] = (
+        "import",
+        lambda w: ["import", "--kubeconfig", w.broken("kc-unreachable", _UNREACHABLE), "--out", str(w.tmp / "imp-u")],
+    )
+    for name, data in MIG_PARTED_FILES.items():
+        cases[f"import-{name}"] = (
+            "import",
+            lambda w, n=name, d=data: ["import", "--from-mig-parted", w.broken(n, d), "--out", str(w.tmp / f"i-{n}")],
+        )
     cases["demo-workdir-is-a-file"] = ("demo", lambda w: ["demo", "--workdir", w.broken("workdir-file", b"x")])
     cases["demo-unknown-drift"] = ("demo", lambda w: ["demo", "--drift", "no-such-case", "--workdir", str(w.tmp / "d")])
     return cases

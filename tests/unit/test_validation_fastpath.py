@@ -92,14 +92,14 @@ metadata:
   labels: {rack: r1}
 spec:
   gpus:
-    - index: 1
+    - index: 0
       model: H100-80GB
       mig:
         enabled: true
         partitions:
           - {profile: 3g.40gb, placement: 4, owner: team-a, purpose: serving}
           - {profile: 2g.20gb, owner: team-b}
-    - index: 2
+    - index: 1
       model: H100-80GB
       layout: halves
 """
@@ -134,8 +134,8 @@ EDITS = [
     ("{rack: r1}", "{null: r1}"),
     ("  name: n1\n", "  name: n1\n  name: n1\n"),
     ("  labels: {rack: r1}\n", "  labels:\n    name: n2\n"),
-    ("    - index: 2\n", "    -\n      index: 2\n"),
-    ("    - index: 2\n", "    - # gpu two\n      index: 2\n"),
+    ("    - index: 1\n", "    -\n      index: 1\n"),
+    ("    - index: 1\n", "    - # gpu two\n      index: 1\n"),
     ("          - {profile: 2g.20gb, owner: team-b}\n", "          - profile: 2g.20gb\n            owner: team-b\n"),
     ("purpose: serving}", "purpose: serving,\n             owner: x}"),
     ("purpose: serving", "purpose: serving # trailing: comment & more"),
