@@ -44,6 +44,12 @@ from reconciler.model.nodeobservation import (
 VERSION = "v2"
 VERSIONS = ("v1", "v2")
 MAX_OBSERVED_BYTES = 64 * 1024
+# Freshness. `observedAt` is part of the content, so an observer that wrote only on change would never
+# refresh it: it writes when the observation (observedAt aside) changed OR when the published observedAt
+# is older than one heartbeat. The controller calls an observer silent once its observedAt is older than
+# SILENT_AFTER_HEARTBEATS heartbeats (the setting `observe_heartbeat_seconds` on both sides, this default).
+HEARTBEAT_SECONDS = 300.0
+SILENT_AFTER_HEARTBEATS = 3
 _MAX_GPU_INDEX = 63  # NVML indexes GPUs 0..63
 _MAX_SLICE = 8  # the catalog's largest GPU has 8 memory slices
 _MAX_NAME = 253  # a Kubernetes object name (DNS subdomain)
