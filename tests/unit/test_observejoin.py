@@ -121,7 +121,9 @@ def test_publish_when_changed_or_when_the_heartbeat_is_due_and_only_then() -> No
     assert not observedcodec.publish_due(text, later, heartbeat_seconds=300)  # same content, fresh enough
     assert observedcodec.publish_due(text, replace(later, observed_at=AT + timedelta(seconds=300)))
     assert observedcodec.publish_due(text, replace(obs, observed_at=AT - timedelta(seconds=5)))  # clock went back
-    moved = join(_gpus(), [_alloc("b", "nvidia.com/gpu", MIG_A)], sources=OK, observed_at=later.observed_at, observer="t")
+    moved = join(
+        _gpus(), [_alloc("b", "nvidia.com/gpu", MIG_A)], sources=OK, observed_at=later.observed_at, observer="t"
+    )
     assert observedcodec.publish_due(text, moved)  # a holder changed: at once
     v1 = '{"version":"v1","gpus":[]}'
     assert observedcodec.publish_due(v1, later)  # an older agent's document is replaced
