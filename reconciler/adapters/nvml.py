@@ -228,7 +228,8 @@ class NvmlGpu:
             try:
                 read.append(self._observe_gpu(index))
             except MigplanError as exc:
-                problems.append(f"gpu {index}: {exc.message} [{exc.code}]")
+                where = "" if exc.message.startswith(f"gpu {index}:") else f"gpu {index}: "
+                problems.append(f"{where}{exc.message} [{exc.code}]")
         return tuple(read), tuple(problems)
 
     def _observe_gpu(self, index: int) -> ObservedGpu:
