@@ -9,8 +9,8 @@ device under its MIG device UUID (k8s-device-plugin internal/rm/devices.go `Buil
 internal/rm/nvml_devices.go `nvmlMigDevice.GetUUID` asks NVML for the MIG handle's UUID), whatever the MIG
 strategy: under `single` the resource is `nvidia.com/gpu` and the IDs are MIG UUIDs, under `mixed` the
 resource is `nvidia.com/mig-<profile>`, under `none` (or on a MIG-disabled GPU) the IDs are GPU UUIDs. A
-shared device (time-slicing, MPS) gets `<uuid>::<replica>` (`NewAnnotatedID`); the replica is dropped here,
-as DCGM exporter does, so every replica's container is a holder of the one device.
+shared device (time-slicing, MPS) gets `<uuid>::<replica>` (`NewAnnotatedID`); the replica is dropped here as
+the plugin itself does (`AnnotatedID.GetID`), so every replica's container is a holder of the one device.
 
 Rules, and why:
 - A GPU instance with several compute instances has one MIG device (and UUID) per compute instance; a holder
