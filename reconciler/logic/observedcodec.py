@@ -18,7 +18,8 @@ when something changed):
    "gpus": [{"index", "uuid", "name", "migCapable", "mig": {"current", "pending"},
              "holders": [<holder>],                       # whole-GPU holders
              "instances": [{"profile", "start", "size", "gpuInstanceId", "uuid", "processes": [pid],
-                            "holders": [{"namespace", "pod", "container", "resource"}]}]}],
+                            "holders": [{"namespace", "pod", "container", "resource"}],
+                            "computeUuids": [uuid]}]}],      # only with several compute instances
    "unknownDevices": [{"namespace", "pod", "container", "resource", "deviceId"}],
    "truncated": false}
 v1 (the agent's format before observation existed) has only "version" and "gpus" without holders.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC
 from typing import Any
 
@@ -44,6 +46,12 @@ from reconciler.model.nodeobservation import (
 VERSION = "v2"
 VERSIONS = ("v1", "v2")
 MAX_OBSERVED_BYTES = 64 * 1024
+# Freshness. `observedAt` is part of the content, so an observer that wrote only on change would never
+# refresh it: it writes when the observation (observedAt aside) changed OR when the published observedAt
+# is older than one heartbeat. The controller calls an observer silent once its observedAt is older than
+# SILENT_AFTER_HEARTBEATS heartbeats (the setting `observe_heartbeat_seconds` on both sides, this default).
+HEARTBEAT_SECONDS = 300.0
+SILENT_AFTER_HEARTBEATS = 3
 _MAX_GPU_INDEX = 63  # NVML indexes GPUs 0..63
 _MAX_SLICE = 8  # the catalog's largest GPU has 8 memory slices
 _MAX_NAME = 253  # a Kubernetes object name (DNS subdomain)
@@ -86,6 +94,7 @@ def _doc(obs: NodeObservation, *, pids: bool, unknown: bool, holders: bool, trun
                         "uuid": i.uuid,
                         "processes": list(i.processes) if pids else [],
                         "holders": [_holder_doc(h) for h in i.holders] if holders else [],
+                        **({"computeUuids": list(i.compute_uuids)} if i.compute_uuids else {}),
                     }
                     for i in g.instances
                 ],
@@ -109,6 +118,28 @@ def encode(obs: NodeObservation) -> str:
             break
         text = _dump(_doc(obs, pids=pids, unknown=unknown, holders=holders, truncated=True))
     return text
+
+
+def publish_due(published: str | None, obs: NodeObservation, *, heartbeat_seconds: float = HEARTBEAT_SECONDS) -> bool:
+    """Whether the observer must write `obs` over the `published` annotation value.
+
+    Yes when nothing (or something unreadable, or another version) is published, when the observation
+    differs in anything but its time, or when the published time is a heartbeat old (or in the future:
+    a clock that jumped back must not freeze the heartbeat). No otherwise, so an observer on an
+    unchanged node writes once per heartbeat, not once per pass.
+    """
+    if not published or obs.observed_at is None:
+        return True
+    try:
+        old = decode(published)
+    except strict.StrictValueError:
+        return True
+    if old.version != VERSION or old.observed_at is None:
+        return True
+    age = (obs.observed_at - old.observed_at).total_seconds()
+    if age >= heartbeat_seconds or age < 0:
+        return True
+    return encode(replace(obs, observed_at=old.observed_at)) != published
 
 
 def _placement(p: Mapping[str, Any], what: str) -> Placement:
@@ -145,6 +176,10 @@ def _instance(raw: object, what: str, *, v2: bool) -> ObservedInstance:
             for p in strict.require_list(inst.get("processes", []), f"{what}.processes", max_len=_MAX_PIDS)
         ),
         holders=_holders(inst.get("holders"), f"{what}.holders") if v2 else (),
+        compute_uuids=tuple(
+            strict.require_str(u, f"{what}.computeUuids")
+            for u in strict.require_list(inst.get("computeUuids", []), f"{what}.computeUuids", max_len=_MAX_SLICE)
+        ),
     )
 
 

@@ -48,6 +48,10 @@ class ObservedInstance:
     uuid: str | None = None  # the MIG device UUID ("MIG-…"), when a compute instance exists
     processes: tuple[int, ...] = ()  # PIDs running on it
     holders: tuple[Holder, ...] = ()  # from the kubelet; empty when none (or unknown: see NodeObservation)
+    # Every MIG device UUID of this GPU instance, in compute-instance order, when it has more than one compute
+    # instance (a `1c.3g.71gb` cut: one MIG device per compute instance, each allocatable on its own under the
+    # `single` strategy); empty otherwise, `uuid` being the only one. Additive in v2 (key "computeUuids").
+    compute_uuids: tuple[str, ...] = ()
 
     @property
     def in_use(self) -> bool:
@@ -76,6 +80,23 @@ class UnknownDevice:
 
     holder: Holder
     device_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletAllocation:
+    """What the kubelet's PodResources API (v1 `List`) says one container was given for one resource.
+
+    `device_ids` are the device plugin's IDs: for NVIDIA's plugin the GPU UUID or the MIG device UUID
+    (k8s-device-plugin internal/rm/devices.go `BuildDevice`: `dev.ID = uuid`), with `::<replica>` appended
+    when the device is shared by time-slicing or MPS (`NewAnnotatedID`). Not published as such: the
+    observer joins them with NVML's UUIDs into holders and unknown devices.
+    """
+
+    namespace: str
+    pod: str
+    container: str
+    resource: str
+    device_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
