@@ -7,8 +7,9 @@ Order and why:
 1. The source decides what to act on: the newest revision if it validates (and is trusted), else
    the last known good one. A source that never validated means no cluster write at all.
 2. The engine observes, plans and applies against that revision (or only observes with dry_run).
-3. In `apply.mode: agent` the desired layouts are published for the node agents (a hook, since
-   only the controller knows its write-fenced API client).
+3. In `apply.mode: agent` the desired layouts for the node agents are changes of the engine's plan
+   (the `migplan.io/mig-desired` annotation), applied like every other write: nothing here is
+   specific to one entry point.
 4. The report (drift + occupancy + what the source refused and why) is rendered without anything
    time-varying, so an unchanged cluster produces byte-identical files and no new commit.
 5. The report goes to the reports branch through the outbox, so a push race or a remote outage
@@ -40,8 +41,6 @@ from reconciler.adapters.gitsource import (
 )
 from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, ClusterPort, CycleResult, reconcile_once
 from reconciler.logic.reports import render_reports
-from reconciler.model.errors import MigplanError
-from reconciler.model.inventory import ApplyMode, DesiredState
 from reconciler.settings import DEFAULT_LOCK_TIMEOUT
 from reconciler.sourcing import InventorySource, SourceResult
 
@@ -49,9 +48,6 @@ DEFAULT_BOT = BotIdentity()
 # Source errors that describe the remote (down, refusing us, the branch gone): the cycle carries on
 # with the cached revision and says "not in sync" (1). Any other source error is an error (2).
 REMOTE_STATES = frozenset({UNREACHABLE, AUTH_REFUSED, HOST_KEY_REFUSED, REVISION_NOT_FOUND})
-
-# Publishes the desired layouts for node agents; returns notes (problems worth reporting).
-AgentPublisher = Callable[[DesiredState, str], list[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +106,6 @@ def run_gitops_cycle(
     cluster: ClusterPort,
     dry_run: bool = False,
     may_write: Callable[[], bool] = lambda: True,
-    publish_agent_layouts: AgentPublisher | None = None,
     bot: BotIdentity = DEFAULT_BOT,
     signer: CommitSigner | None = None,
     now: datetime | None = None,
@@ -126,7 +121,6 @@ def run_gitops_cycle(
             cluster=cluster,
             dry_run=dry_run,
             may_write=may_write,
-            publish_agent_layouts=publish_agent_layouts,
             bot=bot,
             signer=signer,
             now=now,
@@ -139,7 +133,6 @@ def _locked_cycle(
     cluster: ClusterPort,
     dry_run: bool,
     may_write: Callable[[], bool],
-    publish_agent_layouts: AgentPublisher | None,
     bot: BotIdentity,
     signer: CommitSigner | None,
     now: datetime | None,
@@ -152,11 +145,6 @@ def _locked_cycle(
     result = reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run, now=now)
     errors: list[str] = []
     writes = not dry_run and may_write()
-    if desired.cluster.apply.mode is ApplyMode.AGENT and publish_agent_layouts is not None and writes:
-        try:
-            notes.extend(publish_agent_layouts(desired, str(src.revision)))
-        except MigplanError as exc:
-            errors.append(f"publish agent layouts: {exc.code}: {exc.message}")
     if result.report is None:
         return GitopsCycle(source=src, result=result, notes=tuple(notes), errors=tuple(errors))
     files = render_reports(result.report, source=src.to_json())

@@ -390,7 +390,7 @@ class KubeCluster:
                     resp = self.apps.patch_namespaced_daemon_set(
                         parts[2], parts[1], body, _content_type=STRATEGIC_MERGE_PATCH, **common
                     )
-                elif kind in (Kind.NODE_MIG_CONFIG, Kind.CORDON, Kind.UNCORDON):
+                elif kind in (Kind.NODE_MIG_CONFIG, Kind.CORDON, Kind.UNCORDON, Kind.AGENT_LAYOUT):
                     resp = self.core.patch_node(parts[1], body, _content_type=MERGE_PATCH, **common)
                 else:  # pragma: no cover - every Kind is handled above
                     raise MigplanError(f"no applier for {kind}")

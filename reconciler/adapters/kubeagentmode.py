@@ -18,7 +18,6 @@ writes nothing). The JSON is compact with sorted keys so equal states give equal
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -26,17 +25,14 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.logic import observedcodec
+from reconciler.logic import desiredcodec, observedcodec
 from reconciler.logic.agentplan import (
-    DesiredGpu,
     DesiredNode,
-    DesiredPartition,
     MigState,
     ObservedGpu,
 )
 from reconciler.model import strict
 from reconciler.model.errors import MigplanError, Transient
-from reconciler.model.inventory import Placement
 from reconciler.model.nodeobservation import NodeObservation
 
 if TYPE_CHECKING:
@@ -44,83 +40,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("migplan.agent")
 
-DESIRED = "migplan.io/mig-desired"
+DESIRED = desiredcodec.ANNOTATION
 OBSERVED = "migplan.io/mig-observed"
 STATE = "migplan.io/mig.state"
 STATE_REASON = "migplan.io/mig.state.reason"
 STATE_REVISION = "migplan.io/mig.state.revision"
-FORMAT_VERSION = "v1"
 FIELD_MANAGER = "migplan"
 _MERGE = "application/merge-patch+json"
 _MAX_REASON = 1024  # annotations are small by convention; the full story is in the log
 
 
-def _dump(doc: Mapping[str, Any]) -> str:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
-
-
-def encode_desired(desired: DesiredNode) -> str:
-    return _dump(
-        {
-            "version": FORMAT_VERSION,
-            "revision": desired.revision,
-            "gpus": [
-                {
-                    "index": g.index,
-                    "migEnabled": g.mig_enabled,
-                    "partitions": [
-                        {"profile": p.profile, "start": p.placement.start, "size": p.placement.size}
-                        for p in g.partitions
-                    ],
-                }
-                for g in desired.gpus
-            ],
-        }
-    )
-
-
-# Bounds of what a decoded layout may say: NVML indexes GPUs 0..63 and memory slices 0..7 (the
-# catalog's largest GPU has 8); anything else in the annotation is not a layout but a poisoned value.
-_MAX_GPU_INDEX = 63
-_MAX_SLICE = 8
-
-
-def _placement(p: Mapping[str, Any], what: str) -> Placement:
-    start = strict.require_int(p.get("start"), f"{what}.start", high=_MAX_SLICE - 1)
-    size = strict.require_int(p.get("size"), f"{what}.size", low=1, high=_MAX_SLICE)
-    return Placement(start, size)
+encode_desired = desiredcodec.encode
 
 
 def decode_desired(node: str, text: str) -> DesiredNode:
-    """Parse the desired annotation; a malformed one is an error, never a guess.
-
-    Strict: JSON only (no NaN/Infinity), bounded size and depth, and every field of the exact type
-    (`"migEnabled": "false"` is refused, not read as true)."""
+    """Parse the desired annotation (reconciler.logic.desiredcodec); a malformed one is MP910, never a guess."""
     try:
-        doc = strict.require_mapping(strict.loads_json(text), "the document")
-        if doc.get("version") != FORMAT_VERSION:
-            raise strict.StrictValueError(f"unknown version {strict.short(doc.get('version'))}")
-        gpus = []
-        for i, raw in enumerate(strict.require_list(doc.get("gpus"), "gpus", max_len=_MAX_GPU_INDEX + 1)):
-            g = strict.require_mapping(raw, f"gpus[{i}]")
-            parts = strict.require_list(g.get("partitions", []), f"gpus[{i}].partitions", max_len=_MAX_SLICE)
-            gpus.append(
-                DesiredGpu(
-                    index=strict.require_int(g.get("index"), f"gpus[{i}].index", high=_MAX_GPU_INDEX),
-                    mig_enabled=strict.require_bool(g.get("migEnabled"), f"gpus[{i}].migEnabled"),
-                    partitions=tuple(
-                        DesiredPartition(
-                            strict.require_str(pm.get("profile"), f"gpus[{i}].partitions[{j}].profile", max_len=64),
-                            _placement(pm, f"gpus[{i}].partitions[{j}]"),
-                        )
-                        for j, pm in enumerate(
-                            strict.require_mapping(p, f"gpus[{i}].partitions[{j}]") for j, p in enumerate(parts)
-                        )
-                    ),
-                )
-            )
-        revision = strict.require_str(doc.get("revision", ""), "revision")
-        return DesiredNode(node=node, revision=revision, gpus=tuple(gpus))
+        return desiredcodec.decode(node, text)
     except strict.StrictValueError as exc:
         raise MigplanError(f"node {node}: annotation {DESIRED} is malformed: {exc}", code="MP910") from exc
 
@@ -222,41 +158,6 @@ class KubeNodeState:
 
 
 # --- the controller's side ----------------------------------------------------------------------------
-
-
-def publish_desired(api: client.CoreV1Api, desired: DesiredNode, *, current: Mapping[str, str] | None = None) -> bool:
-    """Write `migplan.io/mig-desired` on the node; False (and no request) when it already holds that layout
-    (whatever revision it names: the annotation's revision is the one that last changed the layout).
-
-    `current` is the node's annotations as the caller last listed them, to save a GET per node.
-    """
-    text = encode_desired(desired)
-    if current is None:
-        try:
-            current = _annotations(api.read_node(desired.node))
-        except ApiException as exc:
-            raise _translate(exc, f"read node {desired.node}") from exc
-    existing = current.get(DESIRED)
-    if existing == text:
-        return False
-    if existing:
-        # Same layout from a newer revision: keep the annotation (and the revision that last changed this
-        # node's layout), so a commit that does not touch a node costs that node no write and no agent pass.
-        try:
-            if decode_desired(desired.node, existing).gpus == desired.gpus:
-                return False
-        except MigplanError:
-            pass  # malformed: overwrite it
-    try:
-        api.patch_node(
-            desired.node,
-            {"metadata": {"annotations": {DESIRED: text}}},
-            field_manager=FIELD_MANAGER,
-            _content_type=_MERGE,
-        )
-    except ApiException as exc:
-        raise _translate(exc, f"patch node {desired.node}") from exc
-    return True
 
 
 def read_agent_state(node_obj: Any) -> tuple[MigState | None, str, tuple[ObservedGpu, ...] | None]:

@@ -6,12 +6,11 @@ nothing outside reconciler/adapters imports `kubernetes`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from kubernetes import client, config
 
-from reconciler.adapters.kube import TimeoutApiClient, load_kube_config, translate_api_errors
+from reconciler.adapters.kube import TimeoutApiClient, load_kube_config
 from reconciler.model.errors import MigplanError
 
 
@@ -41,19 +40,3 @@ def core_v1(api: Any) -> Any:
 
 def coordination_v1(api: Any) -> Any:
     return client.CoordinationV1Api(api)
-
-
-def node_annotations(api: Any, *, page_size: int = 500) -> dict[str, Mapping[str, str]]:
-    """Every node's annotations, from paginated lists (never a GET per node)."""
-    core = client.CoreV1Api(api)
-    out: dict[str, Mapping[str, str]] = {}
-    cont: str | None = None
-    with translate_api_errors("list nodes"):
-        while True:
-            page = core.list_node(limit=page_size, _continue=cont)
-            for n in page.items:
-                meta: Any = n.metadata
-                out[str(meta.name)] = dict(meta.annotations or {})
-            cont = page.metadata._continue if page.metadata else None
-            if not cont:
-                return out

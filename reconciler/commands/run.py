@@ -68,24 +68,6 @@ class GitCycle:
             self._cluster, self._cluster_client = KubeCluster(api_client), api_client
         return self._cluster
 
-    def _publish_agent_layouts(self, ctx: CycleContext, desired: Any, revision: str) -> list[str]:
-        from reconciler.adapters import kubeclient
-        from reconciler.adapters.kubeagentmode import publish_desired
-        from reconciler.catalog import load_catalog
-        from reconciler.logic.agentplan import desired_from_node_plan
-
-        current = kubeclient.node_annotations(ctx.api_client)  # one paginated list, not a GET per node
-        core = kubeclient.core_v1(ctx.api_client)
-        problems: list[str] = []
-        catalog = load_catalog()
-        for name, node_plan in sorted(desired.nodes.items()):
-            if name not in current or not ctx.may_write():
-                continue
-            layout, issues = desired_from_node_plan(node_plan, revision=revision, catalog=catalog)
-            problems.extend(issues)
-            publish_desired(core, layout, current=current[name])
-        return problems
-
     def __call__(self, ctx: CycleContext) -> CycleOutcome:
         from reconciler.gitops import run_gitops_cycle
 
@@ -95,7 +77,6 @@ class GitCycle:
                 cluster=self._kube(ctx.api_client),
                 dry_run=self.settings.dry_run,
                 may_write=ctx.may_write,
-                publish_agent_layouts=lambda desired, revision: self._publish_agent_layouts(ctx, desired, revision),
                 lock_timeout=self.settings.cache_lock_timeout_seconds,
                 bot=self.bot,
                 signer=self.signer,

@@ -29,8 +29,11 @@ real run would write. Order (stack-facts §1.6 last bullet, §3):
      label value, so the label points at `<config>-reapply`, an alias of the same layout, and
      goes back to the canonical name (relabel only) on a later cycle. Guarded like any change.
 
-In `apply.mode: agent` only 2. and 3. are planned (without migManager.config.name): the node agent
-applies layouts itself.
+In `apply.mode: agent` 2. and 3. are planned (without migManager.config.name), and per node the
+`migplan.io/mig-desired` annotation its NVML agent applies (reconciler/logic/desiredcodec.py): written
+only when the node's layout changed, so every entry point (`migplan run`, `reconcile --once` from a
+directory or a repository, the demo) publishes the layouts the same way, dry-run first, through the
+same applier and write fencing as every other change.
 
 Only fields and labels migplan owns appear in a patch.
 """
@@ -41,7 +44,9 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.logic import disruption, drift, migparted
+from reconciler.catalog import load_catalog
+from reconciler.logic import desiredcodec, disruption, drift, migparted
+from reconciler.logic.agentplan import desired_from_node_plan
 from reconciler.logic.occupancy import expected_resources
 from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
@@ -92,6 +97,8 @@ def plan(
         changes.append(_config_map_change(desired, observed, rendered, aliases, stamp=stamp))
     changes.extend(_cluster_policy_changes(desired, observed, nodes_settled=nodes_settled, stamp=stamp))
     changes.extend(node_changes)
+    if agent:
+        changes.extend(_agent_layout_changes(desired, observed))
     cleanup = None if agent else _config_map_cleanup(desired, observed, rendered, node_changes, aliases)
     if cleanup is not None:
         changes.append(cleanup)
@@ -640,6 +647,37 @@ def _node_changes(
         # here the controller only keeps the ClusterPolicy coherent.
         return [], settled, frozenset()
     return changes, settled, frozenset(aliases)
+
+
+def _agent_layout_changes(desired: DesiredState, observed: ObservedState) -> list[Change]:
+    """apply.mode agent: publish each node's layout (exact placements) where the node does not hold it yet.
+
+    Nodes not in the cluster get nothing (MP510 says so). A GPU whose partitions cannot be placed is left
+    out of the published layout and named in the reason: publishing a guess would be worse."""
+    catalog = load_catalog()
+    out: list[Change] = []
+    for name in sorted(desired.nodes):
+        node = observed.nodes.get(name)
+        if node is None:
+            continue
+        layout, problems = desired_from_node_plan(desired.nodes[name], revision=str(desired.revision), catalog=catalog)
+        current = node.annotations.get(desiredcodec.ANNOTATION)
+        if not desiredcodec.needs_publishing(current, layout):
+            continue
+        text = desiredcodec.encode(layout)
+        why = "publish the node's layout for its migplan agent" + (f" ({'; '.join(problems)})" if problems else "")
+        out.append(
+            Change(
+                f"node/{name}",
+                Action.CREATE if current is None else Action.CONFIGURE,
+                Kind.AGENT_LAYOUT,
+                None if current is None else {desiredcodec.ANNOTATION: "(previous layout)"},
+                {desiredcodec.ANNOTATION: f"{len(layout.gpus)} GPU(s) at {desired.revision}"},
+                why,
+                patch={"metadata": {"annotations": {desiredcodec.ANNOTATION: text}}},
+            )
+        )
+    return out
 
 
 def _label_patch(config: str, stamp: str) -> dict[str, Any]:

@@ -33,6 +33,7 @@ class Kind(enum.StrEnum):
     RESTART_DEVICE_PLUGIN = "restart-device-plugin"  # kubectl-rollout-restart style SMP
     CORDON = "cordon"  # spec.unschedulable=true + migplan.io/cordoned
     NODE_MIG_CONFIG = "node-mig-config"  # nvidia.com/mig.config label (+ requested-at)
+    AGENT_LAYOUT = "agent-layout"  # apply.mode agent: migplan.io/mig-desired annotation for the node agent
     UNCORDON = "uncordon"  # spec.unschedulable=false, drop migplan.io/cordoned
 
 

@@ -22,12 +22,13 @@ from hypothesis import strategies as st
 from kubernetes import client
 
 from reconciler.adapters import kubeagentmode
-from reconciler.adapters.kubeagentmode import KubeNodeState, publish_desired, read_agent_state
+from reconciler.adapters.kubeagentmode import KubeNodeState, read_agent_state
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.agent import actuate_once
 from reconciler.catalog import GpuModel, load_catalog
 from reconciler.commands.reconcile import load_desired
 from reconciler.controller.loop import kube_configuration
+from reconciler.logic import desiredcodec
 from reconciler.logic import placement as placements
 from reconciler.logic.agentplan import (
     DesiredGpu,
@@ -235,14 +236,19 @@ def core_api(twin: ClusterTwin) -> client.CoreV1Api:
     return client.CoreV1Api(client.ApiClient(kube_configuration(str(twin.kubeconfig))))
 
 
+def publish(core: client.CoreV1Api, layout: DesiredNode) -> None:
+    """Write the layout the way the controller's plan does (a merge patch of the one annotation)."""
+    body = {"metadata": {"annotations": {kubeagentmode.DESIRED: desiredcodec.encode(layout)}}}
+    core.patch_node(layout.node, body, field_manager="migplan", _content_type="application/merge-patch+json")
+
+
 def test_in_sync_node_round_trip_through_the_api(cluster: ClusterTwin) -> None:
     desired, _ = load_desired(inventory_dir())
     assert desired is not None
     core = core_api(cluster)
     node = "gpu-h200-01"
     layout, _ = desired_from_node_plan(desired.nodes[node], revision=str(desired.revision), catalog=CATALOG)
-    assert publish_desired(core, layout) is True
-    assert publish_desired(core, layout) is False  # unchanged: no second write
+    publish(core, layout)
     with NvmlGpu(nvml=cluster.nvml(node)) as gpus:
         outcome = actuate_once(gpus=gpus, node_state=KubeNodeState(core), node=node)
     # The twin starts as the inventory describes it: nothing to change, success.
@@ -274,7 +280,7 @@ def test_change_that_would_destroy_an_instance_in_use_is_held(cluster: ClusterTw
         "test@sha1:" + "2" * 40,
         (DesiredGpu(gpu_index, True, tuple(DesiredPartition("1g.18gb", p) for p in ones)),),
     )
-    publish_desired(core, layout)
+    publish(core, layout)
     with NvmlGpu(nvml=cluster.nvml(node)) as gpus:
         outcome = actuate_once(gpus=gpus, node_state=KubeNodeState(core), node=node)
         after = gpus.observe()

@@ -78,7 +78,8 @@ def test_agent_mode_publish_apply_push(tmp_path: Path) -> None:
         twin.api.reset_counts()
         outcome = cycle(CycleContext("test", api, lambda: True, settings))
         assert outcome.result != "failed", outcome.errors
-        assert twin.api.request_counts().get(("PATCH", "nodes", "patch"), 0) == 1
+        # One node's annotation: the plan's change, sent dry-run (dryRun=All) and then for real.
+        assert twin.api.request_counts().get(("PATCH", "nodes", "patch"), 0) == 2
         node = "gpu-h200-02"
         desired = decode_desired(node, core.read_node(node).metadata.annotations[kubeagentmode.DESIRED])
         with NvmlGpu(nvml=twin.nvml(node)) as gpus:
@@ -90,3 +91,38 @@ def test_agent_mode_publish_apply_push(tmp_path: Path) -> None:
         assert before[0] == after[0]
         assert sorted(i.profile for i in after[1].instances) == ["1g.18gb"] * 7
         assert plan_node(desired.gpus, after).is_empty
+
+
+def test_reconcile_once_from_a_directory_publishes_the_layouts_too(tmp_path: Path) -> None:
+    """Every entry point runs the same cycle: `reconcile --once --inventory` publishes the agents' layouts
+    exactly as the controller does, dry-run prints them, and a second run writes nothing."""
+    from click.testing import CliRunner
+
+    from reconciler.catalog import load_catalog
+    from reconciler.cli import cli
+    from reconciler.commands.reconcile import load_desired
+    from reconciler.logic.agentplan import desired_from_node_plan
+
+    inv = tmp_path / "inventory"
+    shutil.copytree(inventory_dir(), inv)
+    (inv / "cluster.yaml").write_text((inv / "cluster.yaml").read_text().replace("mode: gpu-operator", "mode: agent"))
+    desired, _ = load_desired(inv)
+    assert desired is not None
+    with ClusterTwin.from_inventory(inv) as twin:
+        twin.settle()
+        args = ["reconcile", "--once", "--kubeconfig", str(twin.kubeconfig), "--inventory", str(inv)]
+        dry = CliRunner().invoke(cli, [*args, "--dry-run"])
+        assert dry.exit_code == 1, dry.output
+        assert dry.output.count("publish the node's layout for its migplan agent") == len(desired.nodes), dry.output
+        core: Any = client.CoreV1Api(client.ApiClient(kube_configuration(str(twin.kubeconfig))))
+        assert all(kubeagentmode.DESIRED not in (n.metadata.annotations or {}) for n in core.list_node().items)
+
+        first = CliRunner().invoke(cli, args)
+        assert first.exit_code in (0, 1), first.output
+        for name, plan in desired.nodes.items():
+            want, _ = desired_from_node_plan(plan, revision=str(desired.revision), catalog=load_catalog())
+            got = decode_desired(name, core.read_node(name).metadata.annotations[kubeagentmode.DESIRED])
+            assert got.gpus == want.gpus
+        twin.api.reset_counts()
+        CliRunner().invoke(cli, args)
+        assert twin.api.request_counts().get(("PATCH", "nodes", "patch"), 0) == 0

@@ -14,6 +14,7 @@ import pytest
 
 from reconciler.adapters import kubeagentmode
 from reconciler.adapters.kubeobserve import gpu_pod_from_json, node_from_json
+from reconciler.logic import desiredcodec
 from reconciler.model.errors import MigplanError
 from reconciler.model.quantities import QuantityError, parse_count, parse_quantity
 from reconciler.model.strict import StrictValueError, loads_json, parse_timestamp
@@ -162,7 +163,7 @@ def test_malformed_desired_annotation_is_mp910_never_another_exception(text: str
 
 def test_desired_annotation_round_trips() -> None:
     text = json.dumps(_DESIRED)
-    assert kubeagentmode.encode_desired(kubeagentmode.decode_desired("n1", text)) == kubeagentmode._dump(_DESIRED)
+    assert kubeagentmode.encode_desired(kubeagentmode.decode_desired("n1", text)) == desiredcodec.dump(_DESIRED)
 
 
 @pytest.mark.parametrize(
