@@ -108,6 +108,9 @@ NOT_REPRODUCED: dict[str, tuple[str, Callable[[Result, dict[str, Any]], None]]] 
 }
 
 
+RECORDER_AGENT = "transcript-recorder/1.0"
+
+
 @dataclass
 class Result:
     status: int
@@ -217,7 +220,8 @@ def _send(
 ) -> Result:
     method = method or step["method"]
     path = _rewrite_path(replay, path or step["path"])
-    headers = {"Accept": step["request_headers"].get("Accept", "application/json")}
+    # the recording client's User-Agent: the default field manager of its writes (README, "Client")
+    headers = {"Accept": step["request_headers"].get("Accept", "application/json"), "User-Agent": RECORDER_AGENT}
     ctype = content_type if content_type is not None else step["request_headers"].get("Content-Type")
     if ctype:
         headers["Content-Type"] = ctype
@@ -315,7 +319,6 @@ def replay() -> Iterator[Replay]:
 _DROP = {
     "uid",
     "creationTimestamp",
-    "managedFields",
     "resourceVersion",
     "deletionTimestamp",
     "lastTransitionTime",
@@ -336,6 +339,13 @@ def norm(value: Any) -> Any:
         out = {}
         for key, val in value.items():
             if key in _DROP:
+                continue
+            if key == "managedFields" and isinstance(val, list):
+                # compared in full (manager, operation, apiVersion, fieldsV1, subresource) but the time; the
+                # server sorts entries by time first (seconds), which replaying recorded times cannot reproduce,
+                # so both sides are put in one order here (the sort itself: test_apiserver_fieldmanager.py)
+                entries = [norm({k: v for k, v in e.items() if k != "time"}) for e in val]
+                out[key] = sorted(entries, key=lambda e: json.dumps(e, sort_keys=True))
                 continue
             if key == "kubectl.kubernetes.io/restartedAt":
                 out[key] = "<time>"
