@@ -18,6 +18,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
+
 from .fieldschema import Shape
 
 Path = tuple[str, ...]
@@ -26,7 +28,8 @@ _ORDER = {"f": 0, "k": 1, "v": 2, "i": 3}
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    """Compact JSON with sorted keys, UTF-8 as is (how a key or a set value is written in a path element)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _item_elements(items: list[Any], shape: Shape) -> list[str] | None:
@@ -122,18 +125,18 @@ def _compare(
                 sub = (*path, elem)
                 _compare(lmap.get(elem, _ABSENT), rmap.get(elem, _ABSENT), item_shape, sub, added, modified, removed)
             return
-    if not _same(lhs, rhs) and path:
+    if not same(lhs, rhs) and path:
         modified.add(path)
 
 
-def _same(a: Any, b: Any) -> bool:
+def same(a: Any, b: Any) -> bool:
     """JSON equality (1 == 1.0, but True is not 1)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
     return type(a) is type(b) and bool(a == b)
@@ -145,7 +148,8 @@ def strip_prefixes(paths: Iterable[Path], prefixes: Iterable[Path]) -> set[Path]
     return {p for p in paths if not any(p[: len(h)] == h for h in heads)}
 
 
-def _sort_key(element: str) -> tuple[int, str]:
+def element_order(element: str) -> tuple[int, str]:
+    """How serialize.go orders path elements: fields, then keys, values, indices."""
     return (_ORDER.get(element[:1], 4), element)
 
 
@@ -165,7 +169,7 @@ def _ordered(node: dict[str, Any], path: Path, marks: set[Path]) -> dict[str, An
     out: dict[str, Any] = {}
     if node and path in marks:
         out["."] = {}
-    for element in sorted(node, key=_sort_key):
+    for element in sorted(node, key=element_order):
         out[element] = _ordered(node[element], (*path, element), marks)
     return out
 
