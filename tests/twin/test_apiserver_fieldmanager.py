@@ -292,3 +292,21 @@ def test_the_create_fast_path_agrees_with_the_path_set_reference(monkeypatch: py
         "default",
     )
     assert {"nodes", "pods", "configmaps", "daemonsets.apps", "events.events.k8s.io"} <= set(checked)
+
+
+def test_hostile_applied_configurations_are_400s_not_crashes() -> None:
+    from reconciler.twin.apiserver import apply
+
+    laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    deep = "{a: " * 400 + "1" + "}" * 400
+    for body, message in (
+        (laughs.encode(), "excessive aliasing"),
+        (deep.encode(), "nested deeper than"),
+        (b"\xff\xfe", "error decoding YAML"),
+        (b"a: [", "error decoding YAML"),
+    ):
+        with pytest.raises(ApiError) as err:
+            apply.decode_config(body)
+        assert err.value.code == 400 and message in err.value.message

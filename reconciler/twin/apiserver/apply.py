@@ -197,10 +197,38 @@ def apply(
     return merged
 
 
+MAX_DEPTH = 250  # the twin's own limit (orjson serialises 254 levels); the real decoder allows 10000
+MAX_NODES = 1_000_000  # YAML aliases can make a small body a huge tree (go-yaml refuses such "billion laughs")
+
+
 def decode_config(body: bytes) -> Any:
-    """The applied configuration (YAML, JSON being YAML); 400 `error decoding YAML: ...` as the apply patcher says."""
+    """The applied configuration (YAML, JSON being YAML); 400 `error decoding YAML: ...` as the apply patcher says.
+
+    Deeper than MAX_DEPTH is refused here with a 400 (deviation: a real server accepts up to 10000 levels)."""
     try:
-        return yaml.load(body.decode("utf-8"), Loader=yaml.CSafeLoader)
+        config = yaml.load(body.decode("utf-8"), Loader=yaml.CSafeLoader)
     except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ApiError(400, "BadRequest", f"error decoding YAML: {first}") from exc
+    depth = _depth(config)
+    if depth > MAX_DEPTH:
+        raise ApiError(400, "BadRequest", f"error decoding YAML: nested deeper than {MAX_DEPTH} levels")
+    return config
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth, without recursion; 400 past MAX_NODES values (aliases expanded)."""
+    deepest = 0
+    seen = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            raise ApiError(400, "BadRequest", "error decoding YAML: excessive aliasing")
+        deepest = max(deepest, level)
+        if isinstance(node, dict):
+            stack.extend((v, level + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, level + 1) for v in node)
+    return deepest
