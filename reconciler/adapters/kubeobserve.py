@@ -89,22 +89,28 @@ def _check_marks(labels: Mapping[str, Any], annotations: Mapping[str, Any], bad:
 
 
 def unschedulable_owned_by_migplan(meta: Mapping[str, Any]) -> bool | None:
-    """Whether an entry of migplan's field manager (main resource, any operation) holds `f:spec.f:unschedulable`
-    in metadata.managedFields (FieldsV1: k8s.io/apimachinery managedFields, structured-merge-diff encoding).
+    """Whether spec.unschedulable is migplan's alone: an entry of migplan's field manager (main resource, any
+    operation) holds `f:spec.f:unschedulable` in metadata.managedFields and no other manager's entry does
+    (FieldsV1, the structured-merge-diff encoding the apiserver writes).
 
-    None when the server sent none (managedFields off, or an old server): migplan then cannot tell who cordoned
-    last. Entries that are not what a server writes are skipped, never trusted for True."""
+    A cordon someone else also claims (a server-side apply of the same value shares the field) is not migplan's
+    to lift. None when the server sent no managedFields (an old server, or the feature off): migplan then cannot
+    tell who cordoned last. Entries that are not what a server writes are skipped, never trusted for True."""
     entries = meta.get("managedFields")
     if not isinstance(entries, list) or not entries:
         return None
+    mine = others = False
     for entry in entries:
-        if not isinstance(entry, Mapping) or entry.get("manager") != FIELD_MANAGER or entry.get("subresource"):
+        if not isinstance(entry, Mapping) or entry.get("subresource"):
             continue
         fields = entry.get("fieldsV1")
         spec = fields.get("f:spec") if isinstance(fields, Mapping) else None
         if isinstance(spec, Mapping) and isinstance(spec.get("f:unschedulable"), Mapping):
-            return True
-    return False
+            if entry.get("manager") == FIELD_MANAGER:
+                mine = True
+            else:
+                others = True
+    return mine and not others
 
 
 def node_from_json(obj: Mapping[str, Any]) -> ObservedNode:

@@ -652,9 +652,10 @@ def _after_success(name: str, node: ObservedNode) -> Change:
     - still unschedulable and spec.unschedulable still migplan's field (or ownership unknown: the server
       sent no managedFields) -> uncordon;
     - no longer unschedulable -> someone uncordoned it: forget the annotation;
-    - unschedulable but the field is no longer migplan's (an uncordon and a re-cordon by someone else between
-      two cycles: the uncordon removed the field from migplan's set, the cordon gave it to its author) ->
-      that cordon is theirs: forget the annotation, never uncordon."""
+    - unschedulable but the field is no longer migplan's alone (an uncordon and a re-cordon by someone else
+      between two cycles: the uncordon removed the field from migplan's set, the cordon gave it to its author;
+      or someone else claims the same value) -> that cordon is theirs too: forget the annotation, never
+      uncordon."""
     if not node.unschedulable:
         return _forget_cordon(name, "reconfiguration succeeded and the node was already uncordoned by someone else")
     if node.unschedulable_owned_by_migplan is False:

@@ -49,6 +49,14 @@ MIGPLANS = {"f:metadata": {"f:annotations": {".": {}, "f:migplan.io/cordoned": {
             False,
         ),
         ([_entry("migplan", MIGPLANS, subresource="status")], False),  # a status write cannot own spec
+        # someone else applied the same value: the field is shared, so the cordon is not migplan's alone
+        (
+            [
+                _entry("migplan", MIGPLANS),
+                {**_entry("gitops", {"f:spec": {"f:unschedulable": {}}}), "operation": "Apply"},
+            ],
+            False,
+        ),
         ([_entry("someone", MIGPLANS)], False),
         ("not a list", None),
         ([None, 3, "x", _entry("migplan", "not an object"), _entry("migplan", {"f:spec": []})], False),
