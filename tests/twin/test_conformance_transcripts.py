@@ -4,7 +4,9 @@ The transcripts were recorded in one session against a real v1.36.2 kube-apiserv
 that session's order (reconstructed from their resourceVersions) against one `bare` twin, so each step meets the
 same preceding state. Each step is one test (id `file:step`) comparing the status code, the content type, the
 Warning header and the body, after removing what the README lists as varying from run to run (uids, timestamps,
-resourceVersions - which are mapped between the two servers -, continue tokens, generated names).
+resourceVersions - which are mapped between the two servers -, continue tokens, generated names). managedFields are
+compared entry by entry (manager from the recorder's User-Agent, operation, apiVersion, fieldsV1, subresource), all
+but their `time`.
 
 Steps the twin deliberately does not reproduce are listed in NOT_REPRODUCED with the reason and a check of what the
 twin answers instead (the production shape, or the documented 410); their test asserts that answer, and prints the
