@@ -14,6 +14,7 @@ from typing import Any
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CORDONED_ANNOTATION,
+    FIELD_MANAGER,
     GPU_COUNT_LABEL,
     MIG_CONFIG_STATE_LABEL,
     MIG_MANAGER_APP_LABEL,
@@ -87,6 +88,31 @@ def _check_marks(labels: Mapping[str, Any], annotations: Mapping[str, Any], bad:
         bad.append(Malformed(f"annotation {CORDONED_ANNOTATION}", short(cordoned), "migplan only writes 'true'"))
 
 
+def unschedulable_owned_by_migplan(meta: Mapping[str, Any]) -> bool | None:
+    """Whether spec.unschedulable is migplan's alone: an entry of migplan's field manager (main resource, any
+    operation) holds `f:spec.f:unschedulable` in metadata.managedFields and no other manager's entry does
+    (FieldsV1, the structured-merge-diff encoding the apiserver writes).
+
+    A cordon someone else also claims (a server-side apply of the same value shares the field) is not migplan's
+    to lift. None when the server sent no managedFields (an old server, or the feature off): migplan then cannot
+    tell who cordoned last. Entries that are not what a server writes are skipped, never trusted for True."""
+    entries = meta.get("managedFields")
+    if not isinstance(entries, list) or not entries:
+        return None
+    mine = others = False
+    for entry in entries:
+        if not isinstance(entry, Mapping) or entry.get("subresource"):
+            continue
+        fields = entry.get("fieldsV1")
+        spec = fields.get("f:spec") if isinstance(fields, Mapping) else None
+        if isinstance(spec, Mapping) and isinstance(spec.get("f:unschedulable"), Mapping):
+            if entry.get("manager") == FIELD_MANAGER:
+                mine = True
+            else:
+                others = True
+    return mine and not others
+
+
 def node_from_json(obj: Mapping[str, Any]) -> ObservedNode:
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
@@ -103,6 +129,7 @@ def node_from_json(obj: Mapping[str, Any]) -> ObservedNode:
         capacity=capacity,
         allocatable=allocatable,
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable", False)),
+        unschedulable_owned_by_migplan=unschedulable_owned_by_migplan(meta),
         resource_version=meta.get("resourceVersion", ""),
         taints=_taints((obj.get("spec") or {}).get("taints")),
         malformed=tuple(bad),

@@ -513,7 +513,7 @@ def _node_changes(
                 in_flight += 1
                 settled = False
             elif node.mig_config_state == MigConfigState.SUCCESS and cordoned:
-                changes.append(_uncordon(name) if node.unschedulable else _forget_cordon(name))
+                changes.append(_after_success(name, node))
             elif node.mig_config_state == MigConfigState.FAILED:
                 settled = False
                 # Retry (through the alias: mig-manager only acts on a new value) once no pod holds
@@ -684,7 +684,28 @@ def _label_patch(config: str, stamp: str) -> dict[str, Any]:
     return {"metadata": {"labels": {MIG_CONFIG_LABEL: config}, "annotations": {REQUESTED_AT_ANNOTATION: stamp}}}
 
 
-def _forget_cordon(name: str) -> Change:
+def _after_success(name: str, node: ObservedNode) -> Change:
+    """The reconfiguration of a node migplan cordoned succeeded: lift migplan's cordon, and only migplan's.
+
+    - still unschedulable and spec.unschedulable still migplan's field (or ownership unknown: the server
+      sent no managedFields) -> uncordon;
+    - no longer unschedulable -> someone uncordoned it: forget the annotation;
+    - unschedulable but the field is no longer migplan's alone (an uncordon and a re-cordon by someone else
+      between two cycles: the uncordon removed the field from migplan's set, the cordon gave it to its author;
+      or someone else claims the same value) -> that cordon is theirs too: forget the annotation, never
+      uncordon."""
+    if not node.unschedulable:
+        return _forget_cordon(name, "reconfiguration succeeded and the node was already uncordoned by someone else")
+    if node.unschedulable_owned_by_migplan is False:
+        return _forget_cordon(
+            name,
+            "reconfiguration succeeded but the node was cordoned again by someone else "
+            "(spec.unschedulable is no longer migplan's field)",
+        )
+    return _uncordon(name)
+
+
+def _forget_cordon(name: str, why: str) -> Change:
     """migplan's cordon was already lifted by someone else: drop only migplan's annotation.
 
     migplan undoes only what it did. Once a person has uncordoned the node, a later cordon is
@@ -695,7 +716,7 @@ def _forget_cordon(name: str) -> Change:
         Kind.UNCORDON,
         {CORDONED_ANNOTATION: "true"},
         {CORDONED_ANNOTATION: None},
-        "reconfiguration succeeded and the node was already uncordoned by someone else: only forget migplan's cordon",
+        f"{why}: only forget migplan's cordon",
         patch={"metadata": {"annotations": {CORDONED_ANNOTATION: None}}},
     )
 

@@ -86,6 +86,11 @@ class ObservedNode:
     capacity: Mapping[str, int] = field(default_factory=dict)  # GPU resources only
     allocatable: Mapping[str, int] = field(default_factory=dict)  # GPU resources only
     unschedulable: bool = False
+    # Whether spec.unschedulable is migplan's field alone (metadata.managedFields): True once migplan
+    # cordoned the node and nobody wrote or claimed the field since, False when someone else did (kubectl
+    # uncordon removes the field from every owner; kubectl cordon makes it "kubectl"'s), None when the
+    # server sent no managedFields - then migplan cannot tell and keeps to spec.unschedulable alone.
+    unschedulable_owned_by_migplan: bool | None = None
     resource_version: str = ""
     # spec.taints as (key, value, effect); what workloads must tolerate to run there.
     taints: tuple[tuple[str, str, str], ...] = ()

@@ -78,10 +78,19 @@ def test_plan_is_deterministic_and_pure(case: str) -> None:
 
 def test_migplan_only_lifts_a_cordon_the_node_still_has() -> None:
     """Issue 10 item 9: once a person uncordoned the node, migplan drops only its annotation and never writes
-    spec.unschedulable (a later cordon is that person's); with the node still cordoned it uncordons it."""
-    for case, spec_written in (("uncordoned-by-someone-else", False), ("uncordon-after-success", True)):
-        _, _, _, _, the_plan, _ = _run(case)
+    spec.unschedulable (a later cordon is that person's); with the node still cordoned it uncordons it - unless
+    managedFields say spec.unschedulable is no longer migplan's field (uncordoned and re-cordoned by someone else
+    between two cycles). Without managedFields (ownership unknown) it uncordons as before."""
+    for case, spec_written in (
+        ("uncordoned-by-someone-else", False),
+        ("recordoned-by-someone-else", False),
+        ("uncordon-after-success", True),  # no managedFields: ownership unknown
+        ("uncordon-still-migplans", True),
+    ):
+        _, observed, _, _, the_plan, _ = _run(case)
         (change,) = [c for c in the_plan.changes if c.action is not Action.UNCHANGED]
         assert change.patch is not None
         assert change.patch["metadata"]["annotations"] == {"migplan.io/cordoned": None}
         assert ("spec" in change.patch) is spec_written, case
+        if not spec_written and observed.nodes["gpu-h200-01"].unschedulable:
+            assert "cordoned again by someone else" in change.reason

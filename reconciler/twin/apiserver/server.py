@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from . import discovery, openapi, protobuf, rbac, tables
+from . import apply, discovery, fieldmanager, openapi, protobuf, rbac, tables
 from .certs import TlsFiles
 from .errors import (
     ApiError,
@@ -44,6 +44,7 @@ PATCH_TYPES = {
     "application/strategic-merge-patch+json": "strategic",
     "application/json-patch+json": "json",
 }
+APPLY_PATCH = "application/apply-patch+yaml"
 _PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")
 _TEXT_404 = b"404 page not found\n"
 _DEFAULT_WATCH_TIMEOUT = 1800.0
@@ -392,9 +393,16 @@ class _Handler(BaseHTTPRequestHandler):
                 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
             )
             return
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        manager = ""
+        if verb in ("create", "update", "patch"):
+            agent = self.headers.get("User-Agent") or ""
+            manager = fieldmanager.request_manager(query, agent, verb, applying=ctype == APPLY_PATCH)
         if verb == "create":
             obj = self._decode_object(rt, body)
-            created = store.create(rt.key, obj, route.namespace, dry_run=dry_run, strict=strict, warnings=warnings)
+            created = store.create(
+                rt.key, obj, route.namespace, dry_run=dry_run, strict=strict, warnings=warnings, field_manager=manager
+            )
             self._send_object(201, rt, created, warnings)
             return
         if verb == "update":
@@ -408,11 +416,27 @@ class _Handler(BaseHTTPRequestHandler):
                 dry_run=dry_run,
                 strict=strict,
                 warnings=warnings,
+                field_manager=manager,
             )
             self._send_object(200, rt, updated, warnings)
             return
+        if verb == "patch" and ctype == APPLY_PATCH:
+            force = fieldmanager.force_option(query)
+            applied, was_created = store.apply(
+                rt.key,
+                route.name or "",
+                apply.decode_config(body),
+                route.namespace,
+                field_manager=manager,
+                force=force,
+                subresource=route.sub,
+                dry_run=dry_run,
+                strict=strict,
+                warnings=warnings,
+            )
+            self._send_object(201 if was_created else 200, rt, applied, warnings)
+            return
         if verb == "patch":
-            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             if ctype == "application/strategic-merge-patch+json" and rt.is_custom:
                 raise unsupported_media_type(
                     "the body of the request was in an unknown format - accepted media types include: "
@@ -434,6 +458,7 @@ class _Handler(BaseHTTPRequestHandler):
                 dry_run=dry_run,
                 strict=strict,
                 warnings=warnings,
+                field_manager=manager,
             )
             self._send_object(200, rt, patched, warnings)
             return

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from . import kinds, knownfields, schema
+from . import apply, fieldmanager, kinds, knownfields, schema
 from .errors import (
     ApiError,
     already_exists,
@@ -39,6 +39,7 @@ from .errors import (
     not_found,
     unsupported_media_type,
 )
+from .fieldschema import Shape, root_shape
 from .patch import json_patch, merge_patch, strategic_merge_patch
 from .resources import BUILTINS, ResourceType, from_crd
 from .selectors import FieldSelector, LabelSelector, field_value, parse_field_selector, parse_label_selector
@@ -48,6 +49,7 @@ _List = list  # `Store.list` shadows the builtin inside the class body
 WATCH_CACHE_SIZE = 100  # kube-apiserver's --default-watch-cache-size: events kept per resource for watches
 _EVENTS_V1 = "events.events.k8s.io"
 _SORTED_KEYS = orjson.OPT_SORT_KEYS
+PYTHON_MANAGER = "twin"  # the field manager of writes made through the Python API without one
 
 
 class _Entry:
@@ -506,11 +508,12 @@ class Store:
         dry_run: bool = False,
         strict: bool = False,
         warnings: _List[str] | None = None,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
         rt = self.resource_type(resource)
         new, ns = self._prepare_create(rt, obj, namespace, strict, warnings)
         with self._lock:
-            stored = self._admit_and_validate(rt, new, ns, ())
+            stored = self._admit_and_validate(rt, new, ns, (), field_manager or PYTHON_MANAGER)
             if dry_run:
                 return _clone_obj(self._to_view(rt, self._order(rt, stored)))
             stored["metadata"]["resourceVersion"] = str(self._next_rv())
@@ -547,7 +550,7 @@ class Store:
             batch: set[str] = set()
             ready = []
             for new, ns in prepared:
-                stored = self._admit_and_validate(rt, new, ns, batch)
+                stored = self._admit_and_validate(rt, new, ns, batch, PYTHON_MANAGER)
                 batch.add(self._sort_key(rt, ns, stored["metadata"]["name"]))
                 ready.append(stored)
             for stored in ready:
@@ -582,9 +585,18 @@ class Store:
         return new, ns
 
     def _admit_and_validate(
-        self, rt: ResourceType, new: dict[str, Any], ns: str | None, pending: Iterable[str] | set[str]
+        self,
+        rt: ResourceType,
+        new: dict[str, Any],
+        ns: str | None,
+        pending: Iterable[str] | set[str],
+        manager: str,
+        applied: _List[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Admission, defaulting, validation and the AlreadyExists check of a create. Lock held."""
+        """Admission, defaulting, validation and the AlreadyExists check of a create. Lock held.
+
+        The creator's managedFields are recorded (fieldmanager.on_create), or `applied` ones kept (server-side
+        apply that creates)."""
         meta = new["metadata"]
         if ns is not None:
             ns_entry = self._get_entry("namespaces", None, ns)
@@ -610,6 +622,7 @@ class Store:
                 )
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + kinds.random_suffix(self._rng)
+        sent = _clone_obj(new) if applied is None else new
         self._admit_create(rt, new, ns)
         errors = self._validate(rt, new, None)
         if errors:
@@ -624,7 +637,15 @@ class Store:
             meta["generation"] = 1
         if rt.key == "daemonsets.apps":
             meta.setdefault("annotations", {})["deprecated.daemonset.template.generation"] = "1"
+        if applied is None:
+            fieldmanager.on_create(rt.key, self._shape(rt), sent, new, manager, rt.api_version, kinds.now_rfc3339())
+        else:
+            meta["managedFields"] = applied
         return self._from_view(rt, new)
+
+    @staticmethod
+    def _shape(rt: ResourceType) -> Shape:
+        return root_shape(rt.schema)
 
     def bind(
         self, namespace: str, name: str, node: str, *, annotations: dict[str, str] | None = None
@@ -685,6 +706,7 @@ class Store:
         dry_run: bool = False,
         strict: bool = False,
         warnings: _List[str] | None = None,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
         """PUT: a stale metadata.resourceVersion gives 409; no resourceVersion means an unconditional update."""
         rt = self.resource_type(resource)
@@ -709,12 +731,14 @@ class Store:
             if entry is not None:
                 if rv_text not in (None, "") and int(str(rv_text)) != entry.rv:
                     raise conflict(rt.plural, rt.group, target)
-                result = self._write_update(rt, entry.obj, self._from_view(rt, new), subresource, dry_run)
+                result = self._write_update(
+                    rt, entry.obj, self._from_view(rt, new), subresource, dry_run, field_manager or PYTHON_MANAGER
+                )
         if entry is None:
             # leases and events allow create-on-update (AllowCreateOnUpdate in their registry strategies)
             if rt.key in ("leases.coordination.k8s.io", "events", _EVENTS_V1) and subresource is None:
                 meta.pop("resourceVersion", None)
-                return self.create(resource, new, ns, dry_run=dry_run)
+                return self.create(resource, new, ns, dry_run=dry_run, field_manager=field_manager)
             raise not_found(rt.plural, rt.group, target)
         self._dispatch()
         return result
@@ -731,8 +755,11 @@ class Store:
         dry_run: bool = False,
         strict: bool = False,
         warnings: _List[str] | None = None,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
-        """PATCH with patch_type 'merge' (RFC 7386), 'strategic' (built-ins only, 415 on CRs) or 'json' (RFC 6902)."""
+        """PATCH with patch_type 'merge' (RFC 7386), 'strategic' (built-ins only, 415 on CRs) or 'json' (RFC 6902).
+
+        Server-side apply is `apply()`."""
         rt = self.resource_type(resource)
         ns = self._ns(rt, namespace)
         if patch_type == "strategic" and rt.is_custom:
@@ -765,9 +792,97 @@ class Store:
                     f"the name of the object ({pmeta.get('name', '')}) does not match the name on the URL ({name})"
                 )
             new = self._decode(rt, patched, strict, warnings)
-            result = self._write_update(rt, entry.obj, self._from_view(rt, new), subresource, dry_run)
+            result = self._write_update(
+                rt, entry.obj, self._from_view(rt, new), subresource, dry_run, field_manager or PYTHON_MANAGER
+            )
         self._dispatch()
         return result
+
+    def apply(
+        self,
+        resource: str,
+        name: str,
+        config: Any,
+        namespace: str | None = None,
+        *,
+        field_manager: str,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        strict: bool = False,
+        warnings: _List[str] | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Server-side apply (apply.py) of `config` as `field_manager`; (object, created). 409 on conflicts unless
+        `force`; an object that does not exist is created (201 over HTTP), as the apply patcher allows."""
+        rt = self.resource_type(resource)
+        ns = self._ns(rt, namespace)
+        if not isinstance(config, dict):
+            raise bad_request("error decoding YAML: the applied configuration must be an object")
+        version = config.get("apiVersion")
+        if version != rt.api_version:
+            raise bad_request(
+                "Incorrect version specified in apply patch. Specified patch version: "
+                f"{version or ''}, expected: {rt.api_version}"
+            )
+        cmeta = config.get("metadata")
+        if isinstance(cmeta, dict) and cmeta.get("managedFields") is not None:
+            raise bad_request("metadata.managedFields must be nil")
+        if not isinstance(cmeta, dict) or cmeta.get("name", name) != name:
+            given = cmeta.get("name", "") if isinstance(cmeta, dict) else ""
+            raise bad_request(f"the name of the object ({given}) does not match the name on the URL ({name})")
+        keep = ("apiVersion", "kind", "metadata", "status")
+        if subresource == "status":
+            reset = tuple(k for k in config if k not in keep)
+            if rt.is_custom:
+                config = {**config, "metadata": {"name": name}}
+        else:
+            reset = ("status",) if not rt.status_in_main else ()
+        with self._lock:
+            entry = self._get_entry(rt.key, ns, name)
+            if entry is None and subresource:
+                raise not_found(rt.plural, rt.group, name)
+            live = self._to_view(rt, entry.obj) if entry is not None else None
+            if live is not None and cmeta.get("namespace") not in (None, ns):
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            merged = apply.apply(
+                rt.key,
+                self._shape(rt),
+                fieldmanager.live_entries(live) if live is not None else [],
+                _clone_obj(live) if live is not None else None,
+                config,
+                manager=field_manager,
+                api_version=rt.api_version,
+                subresource=subresource or "",
+                reset=reset,
+                force=force,
+                now=kinds.now_rfc3339(),
+            )
+            entries = merged["metadata"].get("managedFields") or []
+            if entry is not None:
+                new = self._decode(rt, merged, strict, warnings)
+                new["metadata"]["managedFields"] = entries
+                result = self._write_update(
+                    rt, entry.obj, self._from_view(rt, new), subresource, dry_run, field_manager, applied=entries
+                )
+        if entry is not None:
+            self._dispatch()
+            return result, False
+        new, ns = self._prepare_create(rt, merged, ns, strict, warnings)
+        with self._lock:
+            stored = self._admit_and_validate(rt, new, ns, (), field_manager, applied=entries)
+            if dry_run:
+                return _clone_obj(self._to_view(rt, self._order(rt, stored))), True
+            stored["metadata"]["resourceVersion"] = str(self._next_rv())
+            stored = self._order(rt, stored)
+            self._commit(rt, "ADDED", stored)
+            after = self._after_create(rt, stored)
+            created = _clone_obj(self._to_view(rt, stored))
+        self._dispatch()
+        if after is not None:
+            after()
+        return created, True
 
     def delete(
         self,
@@ -1025,7 +1140,8 @@ class Store:
             }
 
             def establish() -> None:
-                self.patch(rt.key, name, {"status": status}, subresource="status")
+                # the apiextensions controllers run inside kube-apiserver (get-crd-established's managedFields)
+                self.patch(rt.key, name, {"status": status}, subresource="status", field_manager="kube-apiserver")
 
             return establish
         if rt.key == "namespaces" and not self.bare:
@@ -1072,8 +1188,14 @@ class Store:
         new: dict[str, Any],
         subresource: str | None,
         dry_run: bool,
+        manager: str,
+        applied: _List[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Shared tail of PUT and PATCH. Lock held; the caller dispatches notifications after releasing it."""
+        """Shared tail of PUT, PATCH and apply. Lock held; the caller dispatches notifications after releasing it.
+
+        managedFields: an Update by `manager` (fieldmanager.on_update) on what this write changes, or the `applied`
+        ones server-side apply settled."""
+        sent_fields = (new.get("metadata") or {}).get("managedFields")
         meta = new.setdefault("metadata", {})
         old_meta = old["metadata"]
         if subresource == "status" and rt.is_custom:
@@ -1114,6 +1236,7 @@ class Store:
         if rt.key in ("pods", "daemonsets.apps", "deployments.apps"):
             tmpl = new.get("spec", {}) if rt.key == "pods" else new.get("spec", {}).get("template", {}).get("spec", {})
             kinds.default_pod_spec(tmpl)
+        self._manage_fields(rt, old, new, subresource, manager, applied, sent_fields)
         errors = self._validate(rt, self._to_view(rt, new), old)
         if errors:
             raise invalid(rt.kind, self._error_group(rt), old_meta["name"], errors)
@@ -1138,6 +1261,38 @@ class Store:
         new = self._order(rt, new)
         self._commit(rt, "MODIFIED", new, prev=old)
         return _clone_obj(self._to_view(rt, new))
+
+    def _manage_fields(
+        self,
+        rt: ResourceType,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        subresource: str | None,
+        manager: str,
+        applied: _List[dict[str, Any]] | None,
+        sent_fields: Any,
+    ) -> None:
+        """Set new's managedFields for this write (views for events.k8s.io: fields are per apiVersion)."""
+        meta = new.setdefault("metadata", {})
+        if applied is not None:
+            if applied:
+                meta["managedFields"] = applied
+            else:
+                meta.pop("managedFields", None)
+            return
+        sent = {"metadata": {"managedFields": sent_fields}} if sent_fields is not None else {}
+        managers = fieldmanager.entries_for_write(sent, old, subresource)
+        fieldmanager.on_update(
+            rt.key,
+            self._shape(rt),
+            managers,
+            self._to_view(rt, old),
+            self._to_view(rt, new),
+            manager,
+            rt.api_version,
+            subresource or "",
+            kinds.now_rfc3339(),
+        )
 
     @staticmethod
     def _error_group(rt: ResourceType) -> str:
