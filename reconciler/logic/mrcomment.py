@@ -18,7 +18,7 @@ Every string that comes from the inventory, Git or the cluster goes through reco
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.logic import disruption
@@ -218,10 +218,16 @@ def _disruption(s: PlanSection) -> list[str]:
                 "- A **move** destroys the partition and creates it at its new place: the pod holding it loses it."
             )
         else:
-            out.append(
-                "- A **move** alone is not applied by mig-parted (its config has no placements): the GPU stays as "
-                "it is unless its counts change too."
-            )
+            if d.gpus:
+                out.append(
+                    "- A **move** on a GPU mig-parted re-cuts happens with the re-cut: every partition of that GPU "
+                    "is replaced, moved or not, and every pod on it loses its device."
+                )
+            if d.not_applied:
+                out.append(
+                    f"- On {len(d.not_applied)} GPU(s) the only change is a **move**: mig-parted's config has no "
+                    "placements, so mig-manager leaves those GPUs as they are (nothing disrupted, nothing moved)."
+                )
     if d.clients_paused:
         out.append(
             f"- On {len(d.clients_paused)} node(s) mig-manager stops the GPU clients (device plugin, GPU feature "
@@ -267,15 +273,18 @@ def _head(s: PlanSection, multi: bool) -> list[str]:
     return out
 
 
-def _details(s: PlanSection) -> list[tuple[str, str]]:
-    """(node, collapsed block) per node with partition changes."""
+def _changes_by_node(s: PlanSection) -> dict[str, list[int]]:
+    by_node: dict[str, list[int]] = {}
+    for i, c in enumerate(s.diff.changes if s.diff is not None else ()):
+        by_node.setdefault(c.node, []).append(i)
+    return by_node
+
+
+def _details(s: PlanSection, by_node: Mapping[str, list[int]]) -> Iterator[str]:
+    """A collapsed block per node with partition changes, built only as far as they are consumed."""
     diff, d = s.diff, s.disrupts
     if diff is None:
-        return []
-    by_node: dict[str, list[int]] = {}
-    for i, c in enumerate(diff.changes):
-        by_node.setdefault(c.node, []).append(i)
-    out = []
+        return
     for node, idx in sorted(by_node.items()):
         headers = ["GPU", "Change", "Profile", "Placement (start:size)", "Owner"]
         show_pods = d is not None and d.observed
@@ -295,8 +304,7 @@ def _details(s: PlanSection) -> list[tuple[str, str]]:
             "",
             "</details>",
         ]
-        out.append((node, "\n".join(block)))
-    return out
+        yield "\n".join(block)
 
 
 def render_comment(sections: Sequence[PlanSection], *, max_chars: int = DEFAULT_MAX_CHARS) -> str:
@@ -304,22 +312,23 @@ def render_comment(sections: Sequence[PlanSection], *, max_chars: int = DEFAULT_
     multi = len(sections) > 1
     heads = ["\n".join(_head(s, multi)) for s in sections]
     text = "\n\n".join(heads)
-    blocks = [(i, b) for i, s in enumerate(sections) for _node, b in _details(s)]
+    grouped = [_changes_by_node(s) for s in sections]
+    total = sum(len(g) for g in grouped)
     footer_room = 200
     parts = [text]
     used = len(text)
     shown = 0
-    for _i, block in blocks:
+    for block in (b for s, g in zip(sections, grouped, strict=True) for b in _details(s, g)):
         if used + len(block) + 2 + footer_room > max_chars:
             break
         parts.append(block)
         used += len(block) + 2
         shown += 1
-    if blocks:
+    if total:
         parts.insert(1, "**Per node** (click to expand):")
-    if shown < len(blocks):
+    if shown < total:
         parts.append(
-            f"*… {len(blocks) - shown} more node(s) not shown to keep this comment under {max_chars:,} characters: "
+            f"*… {total - shown} more node(s) not shown to keep this comment under {max_chars:,} characters: "
             "the job log has the whole plan (`migplan plan -o markdown`).*"
         )
     return "\n\n".join(parts) + "\n"
