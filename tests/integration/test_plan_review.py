@@ -273,3 +273,45 @@ def test_comment_escapes_every_user_string(tmp_path: Path) -> None:
     assert code == 1 and "MP205" in comment
     assert "<img" not in comment and "&lt;img" in comment and "</details>" not in comment
     assert "[a](" not in comment and "\\[a\\](http" in comment and "@admins" not in comment
+
+
+def _validate(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["validate", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_validate_finds_every_root_of_a_revision_and_of_a_directory(tmp_path: Path) -> None:
+    work = _multi_repo(tmp_path)
+    code, out, err = _validate("--repo", str(work), "--rev", "feature")
+    assert code == 0, err
+    assert "# inventory root clusters/prod\n" in out and "# inventory root clusters/staging\n" in out
+    assert out.endswith("2 inventory roots: 2 valid, 0 invalid\n")
+    (work / "clusters/prod/nodes/gpu-0.yaml").write_text(node_yaml("gpu-0", profile="9g.99gb"))
+    git("commit", "-q", "-am", "break prod", cwd=work)
+    code, out, _err = _validate("--repo", str(work), "--rev", "feature", "-o", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["valid"] is False and [r["valid"] for r in doc["roots"]] == [False, True]
+    code, out, _err = _validate("--repo", str(work), "--rev", "feature", "-o", "github")
+    assert code == 1 and "::error file=clusters/prod/nodes/gpu-0.yaml,line=" in out
+    code, out, _err = _validate("--repo", str(work), "--rev", "feature", "-o", "codequality")
+    assert [i["location"]["path"] for i in json.loads(out) if i["check_name"] == "MP302"] == [
+        "clusters/prod/nodes/gpu-0.yaml"
+    ]
+    # the work tree (checked out at feature) as a directory: same roots, same verdict
+    code, out, _err = _validate(str(work))
+    assert code == 1 and "# inventory root clusters/prod" in out and "2 inventory roots: 1 valid, 1 invalid" in out
+    # --path keeps the single-root output
+    code, out, _err = _validate("--repo", str(work), "--rev", "feature", "--path", "clusters/staging")
+    assert code == 0 and "# inventory root" not in out and "inventory roots" not in out
+
+
+def test_validate_refuses_a_bad_roots_file(tmp_path: Path) -> None:
+    work = _multi_repo(tmp_path)
+    for bad in ("roots: [/etc]\n", "roots: 3\n", "roots: [a, a]\n", "{{{\n"):
+        (work / "migplan-roots.yaml").write_text(bad)
+        git("add", "-A", cwd=work)
+        git("commit", "-q", "-m", "roots", cwd=work)
+        code, _out, err = _validate("--repo", str(work), "--rev", "feature")
+        assert code == 2 and "MP747" in err, (bad, err)
+        code, _out, err = _validate(str(work))
+        assert code == 2 and "MP747" in err, (bad, err)
