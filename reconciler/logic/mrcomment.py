@@ -298,7 +298,7 @@ def _details(s: PlanSection, by_node: Mapping[str, list[int]]) -> Iterator[str]:
                 row.append(md.text(_pods(d.by_change.get(i, ()))))
             rows.append(row)
         block = [
-            f"<details><summary>{md.code(node)}: {len(idx)} partition change(s)</summary>",
+            f"<details><summary><code>{md.text(node)}</code>: {len(idx)} partition change(s)</summary>",
             "",
             *_table(headers, rows),
             "",

@@ -125,7 +125,7 @@ def test_the_article_recut_names_the_pods_from_the_committed_report(article: tup
     assert "| `1g.18gb` | 8 → 9 |" in comment and "| vllm\\-llama\\-70b | 2 → 1 |" not in comment
     assert "| vllm-llama-70b | 2 → 1 |" in comment
     # per node in a collapsed block
-    assert "<details><summary>`gpu-h200-01`: " in comment and comment.count("</details>") == 1
+    assert "<details><summary><code>gpu-h200-01</code>: " in comment and comment.count("</details>") == 1
     code, out, _err = _plan("--repo", str(work), "--from", "main", "--to", "feature", "-o", "json")
     doc = json.loads(out)
     assert doc["pods_from"]["report_commit"] == report_sha and doc["pods_from"]["report_branch"] == "migplan-reports"
@@ -200,7 +200,7 @@ def test_removed_renamed_and_layout_changes_in_words(tmp_path: Path) -> None:
     )
     assert "| `old-name` → `new-name` | renamed (same GPUs, partitions and owners): nothing re-cut | — |" in comment
     assert "layout `h200-balanced` changed: it affects 2 GPU(s) on 1 node(s) (`gpu-h200-02`)" in comment
-    assert "<summary>`gpu-1`" not in comment and "<summary>`new-name`" not in comment
+    assert "<summary><code>gpu-1</code>" not in comment and "<summary><code>new-name</code>" not in comment
     code, out, _err = _plan("--repo", str(work), "--from", "HEAD~1", "--to", "HEAD", "-o", "json")
     doc = json.loads(out)
     assert doc["renamed"] == [{"from": "old-name", "to": "new-name"}] and doc["nodes_removed"] == ["gpu-1"]
