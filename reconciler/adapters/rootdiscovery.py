@@ -14,13 +14,26 @@ from typing import cast
 import pygit2
 from pygit2.enums import ObjectType
 
-from reconciler.adapters.gitsource import GitFailure, InventoryRepo
+from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo
 from reconciler.logic import inventoryroots
 from reconciler.logic.inventoryroots import CLUSTER_FILE, ROOTS_FILE, ROOTS_FILE_INVALID
 from reconciler.model.revisions import Revision
 
 MAX_DEPTH = 8
 MAX_ENTRIES = 500_000
+
+
+def repo_roots(remote: GitRemote, rev: str) -> list[str] | GitFailure:
+    """Open the repository (fetching a remote one into its cache), resolve `rev` and find its roots."""
+    repo = InventoryRepo.open(remote)
+    if isinstance(repo, GitFailure):
+        return repo
+    if not remote.is_local and (failure := repo.fetch()) is not None:
+        return failure
+    revision = repo.resolve(rev)
+    if isinstance(revision, GitFailure):
+        return revision
+    return git_roots(repo, revision)
 
 
 def git_roots(repo: InventoryRepo, revision: Revision) -> list[str] | GitFailure:

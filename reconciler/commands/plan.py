@@ -167,22 +167,6 @@ def render_markdown(
     return "\n".join(out) + "\n"
 
 
-def render_json(
-    old: LoadedRevision,
-    new: LoadedRevision,
-    diff: RevisionDiff | None,
-    disrupts: Disruptions | None = None,
-    *,
-    capacity: CapacityDelta | None = None,
-    report: CommittedReport | None = None,
-    pods_problem: str | None = None,
-) -> bytes:
-    return orjson.dumps(
-        json_doc(old, new, diff, disrupts, capacity=capacity, report=report, pods_problem=pods_problem),
-        option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS,
-    )
-
-
 def json_doc(
     old: LoadedRevision,
     new: LoadedRevision,
@@ -434,18 +418,9 @@ def _roots(remote: GitRemote, to_rev: str, root: str | None) -> list[str]:
     """The inventory roots to plan: --path, or those found at the target revision (see the docstring)."""
     if root:
         return [root]
-    from reconciler.adapters.gitsource import InventoryRepo
-    from reconciler.adapters.rootdiscovery import git_roots
+    from reconciler.adapters.rootdiscovery import repo_roots
 
-    repo = InventoryRepo.open(remote)
-    if isinstance(repo, GitFailure):
-        raise _Failed(str(repo))
-    if not remote.is_local and (failure := repo.fetch()) is not None:
-        raise _Failed(str(failure))
-    revision = repo.resolve(to_rev)
-    if isinstance(revision, GitFailure):
-        raise _Failed(str(revision))
-    roots = git_roots(repo, revision)
+    roots = repo_roots(remote, to_rev)
     if isinstance(roots, GitFailure):
         raise _Failed(str(roots))
     return roots

@@ -276,20 +276,11 @@ def _roots(root: Path | None, repo: str | None, rev: str, path: str, cache_dir: 
         return found
     if path:
         return [path]
-    from reconciler.adapters.gitsource import GitFailure, InventoryRepo
-    from reconciler.adapters.rootdiscovery import git_roots
+    from reconciler.adapters.gitsource import GitFailure
+    from reconciler.adapters.rootdiscovery import repo_roots
     from reconciler.commands import gitopts
 
-    remote = gitopts.remote(repo, cache_dir)
-    opened = InventoryRepo.open(remote)
-    if isinstance(opened, GitFailure):
-        raise GitLoadError(str(opened))
-    if not remote.is_local and (failure := opened.fetch()) is not None:
-        raise GitLoadError(str(failure))
-    revision = opened.resolve(rev)
-    if isinstance(revision, GitFailure):
-        raise GitLoadError(str(revision))
-    roots = git_roots(opened, revision)
+    roots = repo_roots(gitopts.remote(repo, cache_dir), rev)
     if isinstance(roots, GitFailure):
         raise GitLoadError(str(roots))
     return roots
