@@ -45,7 +45,7 @@ from reconciler.adapters.reportbranch import CommittedReport
 from reconciler.commands import gitopts
 from reconciler.logic import disruption
 from reconciler.logic import markdown as md
-from reconciler.logic.capacity import CapacityDelta, capacity_delta, usage_from_report
+from reconciler.logic.capacity import CapacityDelta, capacity_delta, usage_from_observed, usage_from_report
 from reconciler.logic.mrcomment import (
     DEFAULT_MAX_CHARS,
     VERBS,
@@ -387,6 +387,7 @@ def _plan_root(
         except MigplanError as exc:
             raise _Failed(f"cannot observe the cluster: {exc.code}: {exc.message}") from None
         planned.pods_from = f"asked live of the cluster ({md.code(context or 'current context')})"
+        usage = usage_from_observed(base, observed)
     elif reports_from_git is not False:
         found = _committed_report(remote, base)
         if isinstance(found, GitFailure):

@@ -7,7 +7,8 @@ after. A GPU with MIG disabled counts as one `gpu` (what the device plugin adver
 
 Free is counted per node, as pods are placed: on each node, max(partitions of the profile - pods
 using them now, 0), summed. The usage is the last drift report's occupancy (`used` per node and
-profile), so it is as old as that report; nodes the report does not know count as unused.
+profile), so it is as old as that report, or with --kubeconfig the live cluster's pods counted the same
+way; nodes the usage does not know count as unused.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from reconciler.logic.occupancy import node_occupancy
 from reconciler.model.inventory import DesiredState
+from reconciler.model.observed import ObservedState
 
 WHOLE_GPU = "gpu"
 
@@ -135,4 +138,22 @@ def usage_from_report(report: Mapping[str, object]) -> dict[str, dict[str, int]]
             profile, used = o.get("profile"), o.get("used")
             if isinstance(profile, str) and isinstance(used, int) and not isinstance(used, bool) and 0 <= used < 2**20:
                 out.setdefault(node["name"], {})[profile] = used
+    return out
+
+
+def usage_from_observed(base: DesiredState, observed: ObservedState) -> dict[str, dict[str, int]]:
+    """node -> profile -> used, from a live cluster, counted as the drift report's occupancy counts it
+    (over the base plan, the one the cluster runs), so live and committed answers read the same."""
+    out: dict[str, dict[str, int]] = {}
+    for node, pods in observed.pods_by_node().items():
+        occ = node_occupancy(
+            node=node,
+            plan=base.nodes.get(node),
+            strategy=base.cluster.mig_strategy,
+            pods=pods,
+            observed=observed.nodes.get(node),
+        )
+        used = {e.profile: e.used for e in occ.entries if e.used}
+        if used:
+            out[node] = used
     return out

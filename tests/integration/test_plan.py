@@ -197,6 +197,10 @@ def test_plan_with_kubeconfig_names_the_pods_disrupted_in_agent_mode(
     assert code_md == 0 and "Pods disrupted by this change: **1**" in md and "default/emb-1" in md
     assert "default/emb-2" not in md
     assert "Disruption model: **nvml**" in md
+    # the live pods give the capacity delta its usage, counted as the drift report counts it
+    assert doc["capacity"]["usage_known"] is True and "asked live of the cluster" in md
+    (p2g,) = [p for p in doc["capacity"]["profiles"] if p["profile"] == "2g.35gb"]
+    assert (p2g["before"], p2g["after"], p2g["free_before"], p2g["free_after"]) == (3, 3, 1, 2)
 
 
 def test_plan_with_kubeconfig_uses_the_mig_parted_model_in_gpu_operator_mode(

@@ -315,3 +315,23 @@ def test_validate_refuses_a_bad_roots_file(tmp_path: Path) -> None:
         assert code == 2 and "MP747" in err, (bad, err)
         code, _out, err = _validate(str(work))
         assert code == 2 and "MP747" in err, (bad, err)
+
+
+def test_the_same_report_under_the_agent_model_disrupts_only_what_changes(article: tuple[Path, str]) -> None:
+    """apply.mode agent: the node agent destroys only the partitions destroyed or moved, so the embeddings
+    pod (its 2g.35gb stays where it is) keeps running, where mig-parted would have re-cut the whole GPU."""
+    work, base = article
+    _commit_report(work, _report(Revision("main", base)), age_s=600)
+    git("checkout", "-q", "feature", cwd=work)
+    cluster = (work / "cluster.yaml").read_text().replace("mode: gpu-operator", "mode: agent")
+    (work / "cluster.yaml").write_text(cluster)
+    git("commit", "-q", "-am", "agent mode", cwd=work)
+    git("checkout", "-q", "main", cwd=work)
+    code, out, err = _plan("--repo", str(work), "--from", "main", "--to", "feature", "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["disruption"]["model"] == "nvml" and doc["disruption"]["gpus"] == []
+    assert doc["disruption"]["pods"] == ["inference/vllm-llama-70b-7d9f-abcde", "search/reranker-5c6d-xyz12"]
+    code, comment, _err = _plan("--repo", str(work), "--from", "main", "--to", "feature", "-o", "comment")
+    assert "A **move** destroys the partition and creates it at its new place" in comment
+    assert "search/embeddings-0" not in comment and "**10 min old**" in comment
