@@ -19,7 +19,7 @@ Every string that comes from the inventory, Git or the cluster goes through reco
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from reconciler.logic import disruption
 from reconciler.logic import markdown as md
@@ -71,7 +71,6 @@ class PlanSection:
     # Where the pods come from, in words ("the drift report committed on ..."), None when unknown.
     pods_from: str | None = None
     pods_problem: str | None = None  # why the pods are unknown (a report that cannot be used), if said
-    warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
 def _pods(pods: Sequence[str]) -> str:

@@ -335,3 +335,35 @@ def test_the_same_report_under_the_agent_model_disrupts_only_what_changes(articl
     code, comment, _err = _plan("--repo", str(work), "--from", "main", "--to", "feature", "-o", "comment")
     assert "A **move** destroys the partition and creates it at its new place" in comment
     assert "search/embeddings-0" not in comment and "**10 min old**" in comment
+
+
+def test_pods_from_the_reports_branch_of_a_remote(tmp_path: Path) -> None:
+    """A remote repository (git daemon): the reports branch comes with the fetch into the cache."""
+    from gitserver import GitDaemon, make_bare, seed
+
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    bare = make_bare(srv, "inv")
+    base = seed(bare, tmp_path / "w", {"cluster.yaml": cluster_yaml(), "nodes/gpu-0.yaml": node_yaml("gpu-0")})
+    occ = Occupancy("gpu-0", "3g.71gb", 1, 1, (Holder("ml/svc-a-0", 1, "svc-a"),))
+    report = render_drift_yaml(
+        DriftReport(
+            "test", Revision("main", base), "mixed", (NodeReport("gpu-0", NodeStatus.IN_SYNC, occupancy=(occ,)),)
+        )
+    )
+    report_sha = seed(bare, tmp_path / "w", {"reports/drift.yaml": report.decode()}, branch="migplan-reports")
+    git("checkout", "-q", "main", cwd=tmp_path / "w")
+    seed(bare, tmp_path / "w", {"nodes/gpu-0.yaml": node_yaml("gpu-0", owner="svc-b")}, message="owner")
+    daemon = GitDaemon(srv).start()
+    try:
+        args = ["--repo", daemon.url("inv"), "--from", base, "--to", "main", "--cache-dir", str(tmp_path / "c")]
+        code, out, err = _plan(*args, "-o", "json")
+        code_c, comment, _err = _plan(*args, "-o", "comment")
+    finally:
+        daemon.stop()
+    assert code == 0 and code_c == 0, err
+    doc = json.loads(out)
+    assert doc["pods_from"]["report_commit"] == report_sha and doc["pods_from"]["report_branch"] == "migplan-reports"
+    assert doc["disruption"]["pods"] == []  # a new owner re-cuts nothing: svc-a's pod keeps its device
+    assert "A **new owner** only changes who may use a partition" in comment and "**0** pod(s)" in comment
+    assert "| svc-a | 1 → 0 |" in comment and "| svc-b | 0 → 1 |" in comment
