@@ -3,7 +3,8 @@
 The CI job runs `migplan plan`, then `migplan post-comment`, which calls this adapter. The comment
 is found again by a hidden HTML marker at the start of its body (`<!-- migplan:plan KEY -->`, KEY
 so that several clusters or jobs can keep one comment each); a comment that does not *start* with
-the marker is never touched, and with `author` set only that account's comments are considered.
+the marker is never touched, and only the token's own account's comments are considered when the forge
+says who that is (`GET /user`; GitHub refuses it to Actions tokens) or `author` names it.
 
 The REST calls, as the forges publish them:
 - GitLab (docs.gitlab.com/api/notes, "Merge requests"): `GET /projects/:id/merge_requests/:iid/notes`
@@ -268,6 +269,20 @@ class ForgeClient:
             raise ForgeError(f"the next-page link leaves the API ({redact(nxt)!r})", code=API_ANSWER_BAD)
         return nxt
 
+    def whoami(self) -> str | None:
+        """The account the token belongs to (GitLab `GET /user` username, GitHub `GET /user` login), or
+        None where the forge does not say: GitHub answers 403 to an Actions or App installation token."""
+        url = f"{self._base}/user"
+        try:
+            answer = self._request("GET", url)
+        except ForgeError as exc:
+            if exc.code == TOKEN_REFUSED and self.target.forge is Forge.GITHUB and "HTTP 403" in exc.message:
+                return None
+            raise
+        doc = _json(answer.data, url)
+        name = doc.get("username" if self.target.forge is Forge.GITLAB else "login") if isinstance(doc, dict) else None
+        return name if isinstance(name, str) and name else None
+
     def find(self, key: str, *, author: str | None = None) -> int | None:
         """The id of the newest comment that starts with `key`'s marker (by `author` when given)."""
         mark = marker(key)
@@ -360,9 +375,19 @@ def fit(body: str, limit: int) -> str:
 
 
 def post(client: ForgeClient, *, key: str, body: str, author: str | None = None) -> Posted:
-    """Update migplan's comment for `key` on the merge request, or create it (see the module docstring)."""
+    """Update migplan's comment for `key` on the merge request, or create it (see the module docstring).
+
+    Only a comment written by the token's own account is updated when the forge says who that is (or by
+    `author`), so a comment someone else writes with the marker is never taken for migplan's. Where the
+    account is unknown (GitHub Actions tokens), the newest marked comment is updated, and if the forge
+    refuses that update (someone else's comment) a new one is created instead of failing the job."""
     full = fit(f"{marker(key)}\n{body}", COMMENT_LIMIT[client.target.forge])
-    existing = client.find(key, author=author)
+    who = author or client.whoami()
+    existing = client.find(key, author=who)
     if existing is not None:
-        return Posted("updated", client.update(existing, full), len(full))
+        try:
+            return Posted("updated", client.update(existing, full), len(full))
+        except ForgeError as exc:
+            if who is not None or exc.code not in (TOKEN_REFUSED, API_ANSWER_BAD):
+                raise
     return Posted("created", client.create(full), len(full))

@@ -13,6 +13,8 @@ pagination:
   `{"message": "Requires authentication"}`, a wrong one 401 `{"message": "Bad credentials"}`, one
   without the permission 403 `{"message": "Resource not accessible by integration"}`; `per_page`
   (max 100) / `page` with a `Link` header; comments carry `id`, `body`, `user.login`.
+`GET /api/v4/user` (GitLab) answers the token's user; GitHub's `GET /user` answers 403 "Resource not
+accessible by integration" to an Actions/App installation token and the login to a personal one.
 `fail_next` makes the next requests answer a given status (502, 429, ...) to test retries; `requests`
 logs every call (method, path, the headers' names) so tests can count and check them.
 """
@@ -44,6 +46,7 @@ class FakeForge:
     kind: str  # "gitlab" | "github"
     tokens: dict[str, str] = field(default_factory=dict)  # token -> username
     readonly_tokens: set[str] = field(default_factory=set)  # known, but not allowed to write (403)
+    user_tokens: set[str] = field(default_factory=set)  # GitHub: personal tokens, which may read GET /user
     forbidden_tokens: set[str] = field(default_factory=set)  # known, refused even for reading (403)
     projects: dict[str, int] = field(default_factory=dict)  # project key -> merge request / PR number
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -139,6 +142,12 @@ def _handler(forge: FakeForge) -> type[BaseHTTPRequestHandler]:
                 self._forbidden()
                 return
             user = user or "reader"
+            if method == "GET" and url.path == ("/api/v4/user" if forge.kind == "gitlab" else "/user"):
+                if forge.kind == "github" and token not in forge.user_tokens:
+                    self._forbidden()  # an Actions/App installation token may not read /user
+                    return
+                self._send(200, {"id": 1, "username": user} if forge.kind == "gitlab" else {"id": 1, "login": user})
+                return
             if forge.kind == "gitlab":
                 coll, item = _GL_COLLECTION.match(url.path), _GL_ITEM.match(url.path)
                 key_of = lambda m: unquote(m.group(1))  # noqa: E731

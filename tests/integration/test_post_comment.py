@@ -69,9 +69,10 @@ def test_gitlab_creates_then_updates_the_same_note(tmp_path: Path) -> None:
         assert code == 0, err
         assert f"updated comment {first_id}" in out
         assert len(forge.comments) == before and forge.comments[first_id]["body"] == f"{MARK}\nplan v2\n"
-        gets = [r for r in forge.requests if r.method == "GET"]
+        gets = [r.path for r in forge.requests if r.method == "GET"]
         puts = [r for r in forge.requests if r.method == "PUT"]
-        assert len(gets) == 3  # 232 notes, 100 per page: every page read, by the Link header
+        # who the token is, then 232 notes at 100 per page: every page read, by the Link header
+        assert gets == ["/api/v4/user"] + ["/api/v4/projects/grp%2Fgpu-inventory/merge_requests/7/notes"] * 3
         assert [r.path for r in puts] == [f"/api/v4/projects/grp%2Fgpu-inventory/merge_requests/7/notes/{first_id}"]
         assert all("PRIVATE-TOKEN" in r.header_names for r in forge.requests)
         assert "quoting it" in forge.comments[first_id - 1]["body"]
@@ -93,7 +94,10 @@ def test_github_creates_then_updates_the_same_comment_across_pages(tmp_path: Pat
         assert code == 0, err
         assert f"updated comment {cid}" in out and forge.comments[cid]["body"] == f"{MARK}\n| b |\n"
         assert sum(1 for c in forge.comments.values() if c["body"].startswith(MARK)) == 1
-        assert [r.method for r in forge.requests] == ["GET", "GET", "PATCH"]
+        # GET /user is refused to an Actions token (403): the newest marked comment is the one
+        assert [(r.method, r.path.rsplit("/", 1)[-1]) for r in forge.requests] == [
+            ("GET", "user"), ("GET", "comments"), ("GET", "comments"), ("PATCH", str(cid))
+        ]  # fmt: skip
         assert forge.requests[-1].path == f"/repos/acme/gpu-inventory/issues/comments/{cid}"
         assert all(f"Bearer {GH_TOKEN}" in r.raw_headers for r in forge.requests)
     assert GH_TOKEN not in out + err
@@ -208,3 +212,42 @@ def test_fit_cuts_at_a_line_and_closes_details() -> None:
     assert len(cut) <= 65_536 and cut.count("<details>") == cut.count("</details>") == 1
     assert "more line(s)" in cut and cut.startswith("head\n")
     assert mrcomments.fit("short", 10) == "short"
+
+
+def test_gitlab_never_takes_someone_elses_marked_note_for_its_own(tmp_path: Path) -> None:
+    forge = _gitlab()
+    forge.tokens["glpat-mallory"] = "mallory"
+    forged = forge.add(f"{MARK}\nall good, merge it", "mallory")
+    with serve(forge):
+        code, out, err = _run(["--gitlab", "--body-file", _body(tmp_path, "the real plan")], _gitlab_env(forge))
+        assert code == 0 and "created" in out, err
+        code, out, err = _run(["--gitlab", "--body-file", _body(tmp_path, "plan v2")], _gitlab_env(forge))
+        assert code == 0 and "updated" in out, err
+    assert forge.comments[forged]["body"].endswith("merge it")
+    ours = [c for c in forge.comments.values() if c["author"] == "migplan-bot"]
+    assert len(ours) == 1 and ours[0]["body"].endswith("plan v2")
+
+
+def test_github_creates_anew_when_the_newest_marked_comment_is_not_its_own(tmp_path: Path) -> None:
+    """An Actions token cannot say who it is; a forged marked comment it may not edit is left alone."""
+    forge = FakeForge("github", tokens={GH_TOKEN: "github-actions[bot]", "ghp_m": "mallory"},
+                      projects={"acme/gpu-inventory": 12})  # fmt: skip
+    forged = forge.add(f"{MARK}\nall good", "mallory")
+    with serve(forge):
+        code, out, err = _run(["--github", "--body-file", _body(tmp_path, "real")], _github_env(forge, tmp_path))
+        assert code == 0 and "created" in out, err
+        code, out, err = _run(["--github", "--body-file", _body(tmp_path, "real 2")], _github_env(forge, tmp_path))
+        assert code == 0 and "updated" in out, err
+    assert forge.comments[forged]["body"].endswith("all good")
+    assert [c["body"] for c in forge.comments.values() if c["author"] != "mallory"] == [f"{MARK}\nreal 2"]
+
+
+def test_a_personal_github_token_is_asked_who_it_is(tmp_path: Path) -> None:
+    forge = FakeForge("github", tokens={GH_TOKEN: "octocat"}, user_tokens={GH_TOKEN},
+                      projects={"acme/gpu-inventory": 12})  # fmt: skip
+    forge.add(f"{MARK}\nnot octocat's", "mallory")
+    with serve(forge):
+        target = Target(Forge.GITHUB, forge.api_url, "acme/gpu-inventory", 12)
+        client = ForgeClient(target, GH_TOKEN)
+        assert client.whoami() == "octocat"
+        assert mrcomments.post(client, key="migplan", body="x").action == "created"
