@@ -40,7 +40,7 @@ import click
 import orjson
 from tabulate import tabulate
 
-from reconciler.adapters.gitsource import GitFailure, GitRemote
+from reconciler.adapters.gitsource import ROOT_NOT_FOUND, GitFailure, GitRemote
 from reconciler.adapters.reportbranch import CommittedReport
 from reconciler.commands import gitopts
 from reconciler.logic import disruption
@@ -59,7 +59,7 @@ from reconciler.logic.mrcomment import (
 )
 from reconciler.logic.reportoccupancy import observed_from_report
 from reconciler.logic.revdiff import ChangeKind, Disruptions, RevisionDiff, diff_states, disruptions
-from reconciler.logic.validation import ParseCache
+from reconciler.logic.validation import ParseCache, ValidationResult
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import DesiredState
@@ -347,6 +347,7 @@ class _Planned:
             capacity=self.capacity,
             pods_from=self.pods_from,
             pods_problem=self.pods_problem,
+            new_root=self.old.snapshot.tree_id == _NEW_ROOT,
         )
 
 
@@ -367,9 +368,15 @@ def _plan_root(
     context: str | None,
     reports_from_git: bool | None,
     fetch: bool,
+    discovered: bool = False,
 ) -> _Planned:
     old = load_revision(remote, from_rev, root=root, cache=cache, fetch=fetch)
+    if discovered and isinstance(old, GitFailure) and old.code == ROOT_NOT_FOUND:
+        # A cluster the merge request adds: its base is an empty inventory, every node is added.
+        old = _empty_base(remote, from_rev, root)
     new = old if isinstance(old, GitFailure) else load_revision(remote, to_rev, root=root, cache=cache, fetch=False)
+    if isinstance(old, LoadedRevision) and isinstance(new, LoadedRevision) and old.snapshot.tree_id == _NEW_ROOT:
+        old = _as_empty(old, new)
     for got in (old, new):
         if isinstance(got, GitFailure):
             raise _Failed(str(got))
@@ -403,6 +410,32 @@ def _plan_root(
     planned.disrupts = disruptions(planned.diff, base, target, observed)
     planned.capacity = capacity_delta(base, target, usage)
     return planned
+
+
+_NEW_ROOT = "(none: the root is new)"
+
+
+def _empty_base(remote: GitRemote, rev: str, root: str) -> LoadedRevision | GitFailure:
+    """The base of a root that does not exist there yet (filled in by _as_empty once the target is read)."""
+    from reconciler.adapters.gitsource import InventoryRepo, Snapshot
+    from reconciler.model.inventory import InventoryFiles
+
+    repo = InventoryRepo.open(remote)
+    if isinstance(repo, GitFailure):
+        return repo
+    revision = repo.resolve(rev)
+    if isinstance(revision, GitFailure):
+        return revision
+    return LoadedRevision(Snapshot(revision, root, InventoryFiles(), {}, _NEW_ROOT), ValidationResult(None, ()))
+
+
+def _as_empty(old: LoadedRevision, new: LoadedRevision) -> LoadedRevision:
+    """An empty inventory with the target's cluster settings, so every node of a new root reads as added."""
+    target = new.validation.desired
+    if target is None:
+        return old
+    empty = DesiredState(cluster=target.cluster, nodes={}, revision=old.revision)
+    return LoadedRevision(old.snapshot, ValidationResult(empty, ()))
 
 
 def _committed_report(remote: GitRemote, base: DesiredState) -> CommittedReport | GitFailure | None:
@@ -484,7 +517,7 @@ def command(
         planned = [
             _plan_root(
                 remote, from_rev, to_rev, r, cache, kubeconfig=kubeconfig, context=context,
-                reports_from_git=reports_from_git, fetch=i == 0 and bool(root),
+                reports_from_git=reports_from_git, fetch=i == 0 and bool(root), discovered=not root,
             )
             for i, r in enumerate(roots)
         ]  # fmt: skip

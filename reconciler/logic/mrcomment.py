@@ -71,6 +71,7 @@ class PlanSection:
     # Where the pods come from, in words ("the drift report committed on ..."), None when unknown.
     pods_from: str | None = None
     pods_problem: str | None = None  # why the pods are unknown (a report that cannot be used), if said
+    new_root: bool = False  # the root does not exist at the base revision: a cluster the merge adds
 
 
 def _pods(pods: Sequence[str]) -> str:
@@ -239,6 +240,8 @@ def _head(s: PlanSection, multi: bool) -> list[str]:
     where = f" — cluster {md.code(s.cluster)}" + (f" ({md.code(s.root)})" if s.root else "") if multi else ""
     out = [f"### migplan plan{where}: {md.code(s.base)} → {md.code(s.target)}", ""]
     v = s.validation
+    if s.new_root:
+        out += ["A **new inventory root**: it does not exist at the base revision, every node is added.", ""]
     if v.valid:
         out.append("Target revision: **valid**" + (f" ({len(v.warnings)} warning(s))." if v.warnings else "."))
     else:

@@ -367,3 +367,21 @@ def test_pods_from_the_reports_branch_of_a_remote(tmp_path: Path) -> None:
     assert doc["disruption"]["pods"] == []  # a new owner re-cuts nothing: svc-a's pod keeps its device
     assert "A **new owner** only changes who may use a partition" in comment and "**0** pod(s)" in comment
     assert "| svc-a | 1 → 0 |" in comment and "| svc-b | 0 → 1 |" in comment
+
+
+def test_a_cluster_the_merge_request_adds_is_planned_from_nothing(tmp_path: Path) -> None:
+    work = _multi_repo(tmp_path)
+    root = work / "clusters/dev"
+    (root / "nodes").mkdir(parents=True)
+    (root / "cluster.yaml").write_text(cluster_yaml().replace("name: test", "name: dev"))
+    (root / "nodes/gpu-9.yaml").write_text(node_yaml("gpu-9"))
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "a dev cluster", cwd=work)
+    code, comment, err = _plan("--repo", str(work), "--from", "main", "--to", "feature", "-o", "comment")
+    assert code == 0, err
+    dev = comment.split("cluster `dev`", 1)[1].split("### migplan plan", 1)[0]
+    assert "A **new inventory root**" in dev and "4 created" in dev
+    assert "| `gpu-9` | added to the inventory: 4 partition(s) created |" in dev
+    # named explicitly, a root missing at the base is still an error (exit 2)
+    code, _out, err = _plan("--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/dev")
+    assert code == 2 and "MP705" in err
