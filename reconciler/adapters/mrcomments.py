@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -62,8 +62,21 @@ class Forge(enum.StrEnum):
     GITHUB = "github"
 
 
-# The comment size each forge accepts (characters): GitLab's notes limit and GitHub's body limit.
+# The comment size each forge accepts: GitHub's body limit (65,536 characters); GitLab's note limit
+# (1,000,000 characters in `Note` validation, documented as 1 MB in some versions): counted here in UTF-8
+# bytes, which satisfies both readings.
 COMMENT_LIMIT = {Forge.GITLAB: 1_000_000, Forge.GITHUB: 65_536}
+
+
+def _chars(text: str) -> int:
+    return len(text)
+
+
+def _utf8_bytes(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+MEASURE = {Forge.GITLAB: _utf8_bytes, Forge.GITHUB: _chars}
 
 
 def marker(key: str) -> str:
@@ -351,21 +364,21 @@ _DETAILS_OPEN = re.compile(r"<details\b", re.I)
 _DETAILS_CLOSE = re.compile(r"</details>", re.I)
 
 
-def fit(body: str, limit: int) -> str:
-    """`body` cut at a line boundary to at most `limit` characters, with open `<details>` closed and a
-    line saying how much was cut. `migplan plan` already caps its comment; this is the last guard, for
-    a body from elsewhere or a limit lower than the plan's."""
-    if len(body) <= limit:
+def fit(body: str, limit: int, measure: Callable[[str], int] = _chars) -> str:
+    """`body` cut at a line boundary to at most `limit` (by `measure`: characters, or UTF-8 bytes), with
+    open `<details>` closed and a line saying how much was cut. `migplan plan` already caps its comment;
+    this is the last guard, for a body from elsewhere or a limit lower than the plan's."""
+    if measure(body) <= limit:
         return body
     lines = body.split("\n")
     kept: list[str] = []
     size = 0
-    reserve = 200
+    reserve = 400
     for line in lines:
-        if size + len(line) + 1 > limit - reserve:
+        if size + measure(line) + 1 > limit - reserve:
             break
         kept.append(line)
-        size += len(line) + 1
+        size += measure(line) + 1
     text = "\n".join(kept)
     opened = len(_DETAILS_OPEN.findall(text)) - len(_DETAILS_CLOSE.findall(text))
     dropped = len(lines) - len(kept)
@@ -381,7 +394,8 @@ def post(client: ForgeClient, *, key: str, body: str, author: str | None = None)
     `author`), so a comment someone else writes with the marker is never taken for migplan's. Where the
     account is unknown (GitHub Actions tokens), the newest marked comment is updated, and if the forge
     refuses that update (someone else's comment) a new one is created instead of failing the job."""
-    full = fit(f"{marker(key)}\n{body}", COMMENT_LIMIT[client.target.forge])
+    forge = client.target.forge
+    full = fit(f"{marker(key)}\n{body}", COMMENT_LIMIT[forge], MEASURE[forge])
     who = author or client.whoami()
     existing = client.find(key, author=who)
     if existing is not None:

@@ -251,3 +251,10 @@ def test_a_personal_github_token_is_asked_who_it_is(tmp_path: Path) -> None:
         client = ForgeClient(target, GH_TOKEN)
         assert client.whoami() == "octocat"
         assert mrcomments.post(client, key="migplan", body="x").action == "created"
+
+
+def test_fit_counts_utf8_bytes_for_gitlab() -> None:
+    body = "\n".join("| → row —… |" for _ in range(100_000))
+    cut = mrcomments.fit(body, 1_000_000, mrcomments.MEASURE[Forge.GITLAB])
+    assert len(cut.encode("utf-8")) <= 1_000_000 < len(body.encode("utf-8"))
+    assert len(mrcomments.fit(body, 65_536, mrcomments.MEASURE[Forge.GITHUB])) <= 65_536
