@@ -41,6 +41,7 @@ from reconciler.catalog import Catalog, load_catalog
 from reconciler.logic import ciannotations
 from reconciler.logic.reporttarget import normalize_root
 from reconciler.logic.validation import ValidationResult, solver_choices, validate_inventory
+from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState
 from reconciler.model.revisions import WORKDIR, Revision
 
@@ -230,8 +231,15 @@ def command(
     multi = len(checked) > 1
     if output == "json":
         if multi:
+            # DESIGN.md's contract stays true at the top (valid, errors, warnings: every root's, each file
+            # named from the repository or directory), with each root's own document under `roots`.
             docs = [orjson.loads(render_json(r, root=label, catalog=catalog)) for _w, label, r in checked]
-            doc = {"valid": all(d["valid"] for d in docs), "roots": docs}
+            doc = {
+                "valid": all(d["valid"] for d in docs),
+                "errors": [_from_top(w, d) for w, _l, r in checked for d in r.errors],
+                "warnings": [_from_top(w, d) for w, _l, r in checked for d in r.warnings],
+                "roots": docs,
+            }
             sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
         else:
             sys.stdout.buffer.write(render_json(checked[0][2], root=checked[0][1], catalog=catalog))
@@ -253,6 +261,13 @@ def command(
             texts.append(f"{len(checked)} inventory roots: {len(checked) - bad} valid, {bad} invalid\n")
         click.echo("".join(texts), nl=False)
     sys.exit(0 if all(r.valid for _w, _l, r in checked) else 1)
+
+
+def _from_top(where: str, diag: Diagnostic) -> dict[str, Any]:
+    out = diag.to_json()
+    if where and out.get("file"):
+        out["file"] = f"{where}/{out['file']}"
+    return out
 
 
 def _under(root: Path | None, where: str) -> Path | None:

@@ -291,6 +291,7 @@ def test_validate_finds_every_root_of_a_revision_and_of_a_directory(tmp_path: Pa
     code, out, _err = _validate("--repo", str(work), "--rev", "feature", "-o", "json")
     doc = json.loads(out)
     assert code == 1 and doc["valid"] is False and [r["valid"] for r in doc["roots"]] == [False, True]
+    assert [(e["code"], e["file"]) for e in doc["errors"]] == [("MP302", "clusters/prod/nodes/gpu-0.yaml")]
     code, out, _err = _validate("--repo", str(work), "--rev", "feature", "-o", "github")
     assert code == 1 and "::error file=clusters/prod/nodes/gpu-0.yaml,line=" in out
     code, out, _err = _validate("--repo", str(work), "--rev", "feature", "-o", "codequality")
