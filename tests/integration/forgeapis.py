@@ -51,6 +51,8 @@ class FakeForge:
     projects: dict[str, int] = field(default_factory=dict)  # project key -> merge request / PR number
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     fail_next: list[int] = field(default_factory=list)
+    # the next answers, verbatim: (status, headers, body), for answers no real forge should give
+    answer_next: list[tuple[int, dict[str, str], bytes]] = field(default_factory=list)
     requests: list[Logged] = field(default_factory=list)
     max_per_page: int = 100
     next_id: int = 1000
@@ -133,6 +135,16 @@ def _handler(forge: FakeForge) -> type[BaseHTTPRequestHandler]:
                 fail = forge.fail_next.pop(0) if forge.fail_next else None
             if fail is not None:
                 self._send(fail, {"message": f"{fail} injected"})
+                return
+            with forge.lock:
+                verbatim = forge.answer_next.pop(0) if forge.answer_next else None
+            if verbatim is not None:
+                status, headers, data = verbatim
+                self.send_response(status)
+                for k, v in {"Content-Length": str(len(data)), **headers}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
                 return
             token, user = self._user()
             if user is None and token not in forge.readonly_tokens | forge.forbidden_tokens:

@@ -258,3 +258,25 @@ def test_fit_counts_utf8_bytes_for_gitlab() -> None:
     cut = mrcomments.fit(body, 1_000_000, mrcomments.MEASURE[Forge.GITLAB])
     assert len(cut.encode("utf-8")) <= 1_000_000 < len(body.encode("utf-8"))
     assert len(mrcomments.fit(body, 65_536, mrcomments.MEASURE[Forge.GITHUB])) <= 65_536
+
+
+@pytest.mark.parametrize(
+    ("answers", "words"),
+    [
+        ([(200, {}, b"<html>not json</html>")], "not JSON"),
+        ([(200, {}, b'{"id": 1}')], "expected a JSON list"),
+        ([(200, {}, b"[" * 5000 + b"]" * 5000)], "not JSON"),
+        ([(200, {}, b"[]"), (201, {}, b'{"id": true}')], "no comment id"),
+        ([(200, {}, b"[]"), (201, {}, b"[]")], "no comment id"),
+        ([(302, {"Location": "http://127.0.0.1:9/steal"}, b"")], "HTTP 302"),
+    ],
+)
+def test_answers_no_forge_should_give_are_mp743(answers: list[tuple[int, dict[str, str], bytes]], words: str) -> None:
+    forge = FakeForge("gitlab", tokens={TOKEN: "bot"}, projects={"1": 1})
+    with serve(forge):
+        forge.answer_next = [(200, {}, b'{"username": "bot"}'), *answers]
+        client = ForgeClient(Target(Forge.GITLAB, forge.api_url, "1", 1), TOKEN, backoff=0.01)
+        with pytest.raises(ForgeError) as exc:
+            mrcomments.post(client, key="migplan", body="x")
+    assert exc.value.code == "MP743" and words in exc.value.message and TOKEN not in exc.value.message
+    assert all("steal" not in r.path for r in forge.requests)
