@@ -29,6 +29,7 @@ from reconciler import __version__
 COMMANDS: dict[str, str] = {
     "validate": "validate",
     "plan": "plan",
+    "post-comment": "postcomment",
     "reconcile": "reconcile",
     "run": "run",
     "agent": "agent",

@@ -14,6 +14,16 @@ whose counts change loses every partition, a MIG mode change on one GPU clears e
 node, mig-manager stops the node's GPU clients), under `agent` only the partitions destroyed or moved.
 With `--kubeconfig`, each disrupted partition and GPU also names the pods holding it now (matched
 to partitions by owner as the drift report's occupancy does, over the base revision's plan).
+Without --kubeconfig, the pods come from the latest drift report committed on the reports branch
+(`--reports-from-git`, the default when that branch exists; reconciler/adapters/reportbranch.py): the
+output says which report commit, which inventory revision it was computed against and how old it is.
+The same report gives the usage behind the capacity delta (reconciler/logic/capacity.py).
+`-o comment` is the merge-request comment (reconciler/logic/mrcomment.py): a summary per node in a
+reviewer's words, the capacity delta and the disruption, then per node in collapsed <details>, at most
+--max-chars characters (default fits GitHub's 65,536 and GitLab's 1,000,000).
+Without --path, a repository whose top level holds no cluster.yaml is searched for inventory roots
+(reconciler/logic/inventoryroots.py): each is planned, one section per cluster, and the exit code is
+the worst of them.
 Credentials for a remote come from MIGPLAN_GIT_USERNAME, MIGPLAN_GIT_PASSWORD (password or token),
 MIGPLAN_GIT_SSH_KEY and MIGPLAN_GIT_KNOWN_HOSTS, as for the controller.
 """
@@ -21,6 +31,8 @@ MIGPLAN_GIT_SSH_KEY and MIGPLAN_GIT_KNOWN_HOSTS, as for the controller.
 from __future__ import annotations
 
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,50 +40,35 @@ import click
 import orjson
 from tabulate import tabulate
 
-from reconciler.adapters.gitsource import GitFailure
+from reconciler.adapters.gitsource import ROOT_NOT_FOUND, GitFailure, GitRemote
+from reconciler.adapters.reportbranch import CommittedReport
 from reconciler.commands import gitopts
 from reconciler.logic import disruption
 from reconciler.logic import markdown as md
-from reconciler.logic.revdiff import ChangeKind, Disruptions, PartitionChange, RevisionDiff, diff_states, disruptions
-from reconciler.logic.validation import ParseCache
+from reconciler.logic.capacity import CapacityDelta, capacity_delta, usage_from_observed, usage_from_report
+from reconciler.logic.mrcomment import (
+    DEFAULT_MAX_CHARS,
+    VERBS,
+    PlanSection,
+    capacity_lines,
+    layout_line,
+    owner,
+    placement,
+    render_comment,
+    summary_line,
+)
+from reconciler.logic.reportoccupancy import observed_from_report
+from reconciler.logic.revdiff import ChangeKind, Disruptions, RevisionDiff, diff_states, disruptions
+from reconciler.logic.validation import ParseCache, ValidationResult
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.errors import MigplanError
+from reconciler.model.inventory import DesiredState
 from reconciler.model.observed import ObservedState
 from reconciler.sourcing import LoadedRevision, load_revision
 
-_VERBS = {
-    ChangeKind.CREATE: "create",
-    ChangeKind.DESTROY: "destroy",
-    ChangeKind.MOVE: "move",
-    ChangeKind.OWNER: "new owner",
-}
-
-
-def _placement(c: PartitionChange) -> str:
-    if c.kind is ChangeKind.MOVE:
-        return f"{c.before} → {c.after}"
-    where = c.after or c.before
-    return str(where) if where is not None else "solver"
-
-
-def _owner(c: PartitionChange) -> str:
-    if c.kind is ChangeKind.OWNER:
-        return f"{c.owner_before or 'free'} → {c.owner_after or 'free'}"
-    owner = c.owner_after if c.kind is not ChangeKind.DESTROY else c.owner_before
-    return owner or "free"
-
-
-def summary_line(diff: RevisionDiff) -> str:
-    counts = [
-        f"{diff.count(ChangeKind.CREATE)} created",
-        f"{diff.count(ChangeKind.DESTROY)} destroyed",
-        f"{diff.count(ChangeKind.MOVE)} moved",
-        f"{diff.count(ChangeKind.OWNER)} owner change(s)",
-    ]
-    extra = ""
-    if diff.nodes_added or diff.nodes_removed:
-        extra = f"; nodes added: {len(diff.nodes_added)}, removed: {len(diff.nodes_removed)}"
-    return f"{', '.join(counts)} on {diff.gpus_touched} GPU(s){extra}"
+_VERBS = VERBS
+_placement = placement
+_owner = owner
 
 
 def _diag_rows(diags: tuple[Diagnostic, ...]) -> list[list[str]]:
@@ -107,6 +104,10 @@ def render_markdown(
     new: LoadedRevision,
     diff: RevisionDiff | None,
     disrupts: Disruptions | None = None,
+    *,
+    capacity: CapacityDelta | None = None,
+    pods_from: str | None = None,
+    pods_problem: str | None = None,
 ) -> str:
     out = [f"### migplan plan: {md.code(old.revision)} → {md.code(new.revision)}", ""]
     target = new.validation
@@ -126,11 +127,27 @@ def render_markdown(
         for name in diff.nodes_added:
             out.append(f"- node {md.code(name)} added")
         for name in diff.nodes_removed:
-            out.append(f"- node {md.code(name)} removed: its partitions are no longer managed")
+            out.append(
+                f"- node {md.code(name)} removed from the inventory: migplan stops managing it; nothing on it is "
+                "destroyed (its partitions stay as they are; the drift report lists it as Undocumented, MP511)"
+            )
+        for old_name, new_name in diff.renamed:
+            out.append(
+                f"- node {md.code(old_name)} renamed {md.code(new_name)} (same GPUs, partitions and owners): migplan "
+                f"manages {md.code(new_name)} and stops managing {md.code(old_name)}; nothing is re-cut"
+            )
+        for lc in diff.layouts:
+            out.append(f"- {layout_line(lc.name, lc.what, lc.nodes, lc.gpus)}")
         for gn in diff.notes:
             out.append(f"- {md.code(gn.node)} GPU {gn.gpu}: {md.text(gn.message)}")
+        if capacity is not None:
+            out += capacity_lines(capacity)
         if disrupts is not None:
             out += _disruption_lines(disrupts)
+            if pods_from is not None:
+                out += ["", f"Pods: {pods_from}."]
+            elif pods_problem is not None:
+                out += ["", f"Pods: not known: {md.text(pods_problem)}."]
         if diff.changes:
             rows = [_cells([c.node, c.gpu, _VERBS[c.kind], c.profile, _placement(c), _owner(c)]) for c in diff.changes]
             headers = ["Node", "GPU", "Change", "Profile", "Placement (start:size)", "Owner"]
@@ -150,12 +167,16 @@ def render_markdown(
     return "\n".join(out) + "\n"
 
 
-def render_json(
+def json_doc(
     old: LoadedRevision,
     new: LoadedRevision,
     diff: RevisionDiff | None,
     disrupts: Disruptions | None = None,
-) -> bytes:
+    *,
+    capacity: CapacityDelta | None = None,
+    report: CommittedReport | None = None,
+    pods_problem: str | None = None,
+) -> dict[str, Any]:
     def place(p: Any) -> dict[str, int] | None:
         return None if p is None else {"start": p.start, "size": p.size}
 
@@ -187,6 +208,31 @@ def render_json(
         doc["nodes_added"] = list(diff.nodes_added)
         doc["nodes_removed"] = list(diff.nodes_removed)
         doc["cluster"] = list(diff.cluster_notes)
+        doc["renamed"] = [{"from": a, "to": b} for a, b in diff.renamed]
+        doc["layouts"] = [
+            {"name": x.name, "what": x.what, "nodes": list(x.nodes), "gpus": x.gpus} for x in diff.layouts
+        ]
+    if capacity is not None:
+        doc["capacity"] = {
+            "usage_known": capacity.usage_known,
+            "profiles": [
+                {
+                    "profile": p.profile,
+                    "before": p.before,
+                    "after": p.after,
+                    "free_before": p.free_before,
+                    "free_after": p.free_after,
+                    "last_free_removed": p.last_free_removed,
+                }
+                for p in capacity.profiles
+            ],
+            "owners": [{"owner": o.owner, "before": dict(o.before), "after": dict(o.after)} for o in capacity.owners],
+        }
+    if report is not None:
+        doc["pods_from"] = {"report_branch": report.branch, "report_commit": report.commit,
+                            "committed_at": report.committed_at, "report_revision": report.revision}  # fmt: skip
+    elif pods_problem is not None:
+        doc["pods_problem"] = pods_problem
     if disrupts is not None:
         doc["disruption"] = {
             "model": disrupts.model.value,
@@ -201,7 +247,7 @@ def render_json(
         }
         if disrupts.observed:
             doc["disruption"]["pods"] = sorted(disrupts.pods)
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    return doc
 
 
 def _observe(kubeconfig: str, context: str | None, base: LoadedRevision) -> ObservedState:
@@ -249,15 +295,201 @@ def write_plan_maps(directory: Path, old: LoadedRevision, new: LoadedRevision, d
     return "\n".join(out)
 
 
+def _age(seconds: float) -> str:
+    s = max(int(seconds), 0)
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def _report_words(report: CommittedReport, base: LoadedRevision, now: float) -> str:
+    """Where the pods come from, for a reviewer: which report, against which revision, how old."""
+    out = (
+        f"from the drift report committed on {md.code(report.branch)} at {md.code(report.commit[:12])}, "
+        f"**{_age(now - report.committed_at)} old**, computed against {md.code(report.revision)}"
+    )
+    if base.revision.sha not in report.revision:
+        out += f" (not the base {md.code(base.revision)}: pods may have changed since)"
+    return out + "; `--kubeconfig` gives a live answer"
+
+
+@dataclass
+class _Planned:
+    """One inventory root planned: what every output format needs."""
+
+    root: str
+    old: LoadedRevision
+    new: LoadedRevision
+    diff: RevisionDiff | None = None
+    disrupts: Disruptions | None = None
+    capacity: CapacityDelta | None = None
+    report: CommittedReport | None = None
+    pods_from: str | None = None
+    pods_problem: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.new.validation.valid else 1
+
+    def section(self) -> PlanSection:
+        desired = self.new.validation.desired or self.old.validation.desired
+        return PlanSection(
+            cluster=desired.cluster.name if desired is not None else (self.root or "inventory"),
+            root=self.root,
+            base=str(self.old.revision),
+            target=str(self.new.revision),
+            validation=self.new.validation,
+            base_errors=len(self.old.validation.errors),
+            diff=self.diff,
+            disrupts=self.disrupts,
+            capacity=self.capacity,
+            pods_from=self.pods_from,
+            pods_problem=self.pods_problem,
+            new_root=self.old.snapshot.tree_id == _NEW_ROOT,
+        )
+
+
+class _Failed(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _plan_root(
+    remote: GitRemote,
+    from_rev: str,
+    to_rev: str,
+    root: str,
+    cache: ParseCache,
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+    reports_from_git: bool | None,
+    fetch: bool,
+    discovered: bool = False,
+) -> _Planned:
+    old = load_revision(remote, from_rev, root=root, cache=cache, fetch=fetch)
+    if discovered and isinstance(old, GitFailure) and old.code == ROOT_NOT_FOUND:
+        # A cluster the merge request adds: its base is an empty inventory, every node is added.
+        old = _empty_base(remote, from_rev, root)
+    new = old if isinstance(old, GitFailure) else load_revision(remote, to_rev, root=root, cache=cache, fetch=False)
+    if isinstance(old, LoadedRevision) and isinstance(new, LoadedRevision) and old.snapshot.tree_id == _NEW_ROOT:
+        old = _as_empty(old, new)
+    for got in (old, new):
+        if isinstance(got, GitFailure):
+            raise _Failed(str(got))
+    assert isinstance(old, LoadedRevision) and isinstance(new, LoadedRevision)
+    planned = _Planned(root, old, new)
+    base, target = old.validation.desired, new.validation.desired
+    if base is None or target is None:
+        return planned
+    planned.diff = diff_states(base, target)
+    observed: ObservedState | None = None
+    usage = None
+    if kubeconfig is not None:
+        try:
+            observed = _observe(kubeconfig, context, old)
+        except MigplanError as exc:
+            raise _Failed(f"cannot observe the cluster: {exc.code}: {exc.message}") from None
+        planned.pods_from = f"asked live of the cluster ({md.code(context or 'current context')})"
+        usage = usage_from_observed(base, observed)
+    elif reports_from_git is not False:
+        found = _committed_report(remote, base)
+        if isinstance(found, GitFailure):
+            planned.pods_problem = str(found)
+        elif found is None:
+            if reports_from_git:
+                planned.pods_problem = f"no reports branch {base.cluster.reports.branch!r} in the repository"
+        else:
+            planned.report = found
+            observed = observed_from_report(found.document)
+            usage = usage_from_report(found.document)
+            planned.pods_from = _report_words(found, old, time.time())
+    planned.disrupts = disruptions(planned.diff, base, target, observed)
+    planned.capacity = capacity_delta(base, target, usage)
+    return planned
+
+
+_NEW_ROOT = "(none: the root is new)"
+
+
+def _empty_base(remote: GitRemote, rev: str, root: str) -> LoadedRevision | GitFailure:
+    """The base of a root that does not exist there yet (filled in by _as_empty once the target is read)."""
+    from reconciler.adapters.gitsource import InventoryRepo, Snapshot
+    from reconciler.model.inventory import InventoryFiles
+
+    repo = InventoryRepo.open(remote)
+    if isinstance(repo, GitFailure):
+        return repo
+    revision = repo.resolve(rev)
+    if isinstance(revision, GitFailure):
+        return revision
+    return LoadedRevision(Snapshot(revision, root, InventoryFiles(), {}, _NEW_ROOT), ValidationResult(None, ()))
+
+
+def _as_empty(old: LoadedRevision, new: LoadedRevision) -> LoadedRevision:
+    """An empty inventory with the target's cluster settings, so every node of a new root reads as added."""
+    target = new.validation.desired
+    if target is None:
+        return old
+    empty = DesiredState(cluster=target.cluster, nodes={}, revision=old.revision)
+    return LoadedRevision(old.snapshot, ValidationResult(empty, ()))
+
+
+def _committed_report(remote: GitRemote, base: DesiredState) -> CommittedReport | GitFailure | None:
+    from reconciler.adapters.gitsource import InventoryRepo
+    from reconciler.adapters.reportbranch import latest_report
+
+    repo = InventoryRepo.open(remote)
+    if isinstance(repo, GitFailure):
+        return repo
+    return latest_report(repo, base.cluster.reports.branch, base.cluster.reports.path)
+
+
+def _roots(remote: GitRemote, to_rev: str, root: str | None) -> list[str]:
+    """The inventory roots to plan: --path, or those found at the target revision (see the docstring)."""
+    if root:
+        return [root]
+    from reconciler.adapters.rootdiscovery import repo_roots
+
+    roots = repo_roots(remote, to_rev)
+    if isinstance(roots, GitFailure):
+        raise _Failed(str(roots))
+    return roots
+
+
 @click.command("plan")
 @click.option("--repo", "repo", required=True, help="Repository: local path, https://, ssh:// or git:// URL.")
 @click.option("--from", "from_rev", required=True, help="Base revision (branch, tag or commit), e.g. main.")
 @click.option("--to", "to_rev", required=True, help="Target revision, e.g. the merge request's head.")
-@click.option("--path", "root", default="", help="Inventory root inside the repository (default: top level).")
-@click.option("-o", "--output", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
+@click.option(
+    "--path", "root", default="", help="Inventory root inside the repository (default: top level, or every root found)."
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["markdown", "json", "comment"]),
+    default="markdown",
+    show_default=True,
+    help="comment: the merge-request comment, capped at --max-chars.",
+)
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Also list the pods disrupted.")
 @click.option("--context", default=None, help="kubeconfig context (with --kubeconfig).")
+@click.option(
+    "--reports-from-git/--no-reports-from-git",
+    default=None,
+    help="Pods and usage from the latest report on the reports branch (default: when that branch exists).",
+)
+@click.option(
+    "--max-chars",
+    type=click.IntRange(2_000, 1_000_000),
+    default=DEFAULT_MAX_CHARS,
+    show_default=True,
+    help="-o comment: the most characters the comment may have.",
+)
 @click.option(
     "--maps-dir",
     type=click.Path(path_type=Path, file_okay=False),
@@ -273,40 +505,60 @@ def command(
     cache_dir: Path | None,
     kubeconfig: str | None,
     context: str | None,
+    reports_from_git: bool | None = None,
+    max_chars: int = DEFAULT_MAX_CHARS,
     maps_dir: Path | None = None,
 ) -> None:
     """Show what merging --to into --from would do to the MIG partitions."""
     remote = gitopts.remote(repo, cache_dir)
     cache = ParseCache()  # shared: files equal in both revisions are parsed once
-    old = load_revision(remote, from_rev, root=root, cache=cache)
-    new = old if isinstance(old, GitFailure) else load_revision(remote, to_rev, root=root, cache=cache, fetch=False)
-    for got in (old, new):
-        if isinstance(got, GitFailure):
-            click.echo(f"migplan plan: {got}", err=True)
-            sys.exit(2)
-    assert isinstance(old, LoadedRevision) and isinstance(new, LoadedRevision)
-    diff = None
-    if old.validation.desired is not None and new.validation.desired is not None:
-        diff = diff_states(old.validation.desired, new.validation.desired)
-    disrupts = None
-    if diff is not None and old.validation.desired is not None and new.validation.desired is not None:
-        observed = None
-        if kubeconfig is not None:
+    try:
+        roots = _roots(remote, to_rev, root)
+        planned = [
+            _plan_root(
+                remote, from_rev, to_rev, r, cache, kubeconfig=kubeconfig, context=context,
+                reports_from_git=reports_from_git, fetch=i == 0 and bool(root), discovered=not root,
+            )
+            for i, r in enumerate(roots)
+        ]  # fmt: skip
+    except _Failed as exc:
+        click.echo(f"migplan plan: {exc.message}", err=True)
+        sys.exit(2)
+    multi = len(planned) > 1
+    maps_md: dict[str, str] = {}
+    if maps_dir is not None:
+        for p in planned:
+            if p.diff is None:
+                continue
             try:
-                observed = _observe(kubeconfig, context, old)
-            except MigplanError as exc:
-                click.echo(f"migplan plan: cannot observe the cluster: {exc.code}: {exc.message}", err=True)
+                where = maps_dir / p.root if multi and p.root else maps_dir
+                maps_md[p.root] = write_plan_maps(where, p.old, p.new, p.diff)
+            except OSError as exc:
+                click.echo(f"migplan plan: cannot write the slice maps to {maps_dir}: {exc}", err=True)
                 sys.exit(2)
-        disrupts = disruptions(diff, old.validation.desired, new.validation.desired, observed)
-    maps_md = ""
-    if maps_dir is not None and diff is not None:
-        try:
-            maps_md = write_plan_maps(maps_dir, old, new, diff)
-        except OSError as exc:
-            click.echo(f"migplan plan: cannot write the slice maps to {maps_dir}: {exc}", err=True)
-            sys.exit(2)
     if output == "json":
-        sys.stdout.buffer.write(render_json(old, new, diff, disrupts) + b"\n")
+        docs = [
+            json_doc(p.old, p.new, p.diff, p.disrupts, capacity=p.capacity, report=p.report,
+                     pods_problem=p.pods_problem)
+            for p in planned
+        ]  # fmt: skip
+        doc: dict[str, Any] = docs[0]
+        if multi:
+            doc = {
+                "valid": all(d["valid"] for d in docs),
+                "roots": [{"root": p.root} | d for p, d in zip(planned, docs, strict=True)],
+            }
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    elif output == "comment":
+        click.echo(render_comment([p.section() for p in planned], max_chars=max_chars), nl=False)
     else:
-        click.echo(render_markdown(old, new, diff, disrupts) + maps_md, nl=False)
-    sys.exit(0 if new.validation.valid else 1)
+        texts = []
+        for p in planned:
+            head = f"## Inventory root {md.code(p.root or '/')}\n\n" if multi else ""
+            body = render_markdown(
+                p.old, p.new, p.diff, p.disrupts, capacity=p.capacity, pods_from=p.pods_from,
+                pods_problem=p.pods_problem,
+            )  # fmt: skip
+            texts.append(head + body + maps_md.get(p.root, ""))
+        click.echo("\n".join(texts), nl=False)
+    sys.exit(max(p.exit_code for p in planned))

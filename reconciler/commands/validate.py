@@ -16,6 +16,12 @@ in front) or, for a directory, to the working directory, which is where CI resol
 
 Getting the files is one call (`load_files`), so another source (a Git revision) can be added
 without touching the rest.
+
+Several clusters in one repository: without --path (or for a ROOT directory that holds no
+cluster.yaml), every inventory root is found (reconciler/logic/inventoryroots.py: a repository-level
+`migplan-roots.yaml`, else each directory with a `cluster.yaml`) and validated; text and JSON have
+one section per root (`{"valid", "roots": [...]}`), annotations carry each root's path, and the exit
+code is the worst of them. With one root (or none found) the output is exactly the single-root one.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from reconciler.commands import gcpause
 from reconciler.logic import ciannotations
 from reconciler.logic.reporttarget import normalize_root
 from reconciler.logic.validation import ValidationResult, solver_choices, validate_inventory
+from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState
 from reconciler.model.revisions import WORKDIR, Revision
 
@@ -49,7 +56,7 @@ def load_files(root: Path | None) -> tuple[str, Mapping[str, bytes]]:
 
 
 def load_revision_files(
-    repo: str, rev: str, *, path: str, cache_dir: Path | None
+    repo: str, rev: str, *, path: str, cache_dir: Path | None, fetch: bool = True
 ) -> tuple[str, Mapping[str, bytes], Mapping[str, str], Revision, str | None]:
     """The inventory root `path` at `rev` of `repo`: (label, files, blob ids, revision, the branch
     `rev` names or None). Raises GitLoadError."""
@@ -60,7 +67,7 @@ def load_revision_files(
     opened = InventoryRepo.open(remote)
     if isinstance(opened, GitFailure):
         raise GitLoadError(str(opened))
-    if not remote.is_local and (failure := opened.fetch()) is not None:
+    if fetch and not remote.is_local and (failure := opened.fetch()) is not None:
         raise GitLoadError(str(failure))
     revision = opened.resolve(rev)
     if isinstance(revision, GitFailure):
@@ -179,7 +186,9 @@ def render_annotations(result: ValidationResult, *, output: str, prefix: str) ->
 @click.argument("root", required=False, type=click.Path(path_type=Path, file_okay=False))
 @click.option("--repo", default=None, help="Validate a Git revision of this repository (URL or local path).")
 @click.option("--rev", default=None, help="Branch, tag or commit to validate (with --repo; default HEAD).")
-@click.option("--path", "path", default="", help="Inventory root inside the repository (with --repo).")
+@click.option(
+    "--path", "path", default="", help="Inventory root inside the repository (with --repo; default: every root found)."
+)
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
 @click.option(
     "-o",
@@ -199,36 +208,111 @@ def command(
         raise click.UsageError("give either ROOT or --repo, not both")
     if repo is None and (rev is not None or path):
         raise click.UsageError("--rev and --path need --repo")
-    revision: Revision = WORKDIR
-    blob_ids: Mapping[str, str] | None = None
-    branch: str | None = None  # unknown for a directory: MP412 then assumes the reports branch is followed
+    catalog = load_catalog()
+    checked: list[tuple[str, str, ValidationResult]] = []  # (root in repository or directory, label, result)
     try:
-        if repo is not None:
-            label, files, blob_ids, revision, branch = load_revision_files(
-                repo, rev or "HEAD", path=path, cache_dir=cache_dir
-            )
-        else:
-            label, files = load_files(root)
+        for where in _roots(root, repo, rev or "HEAD", path, cache_dir):
+            revision: Revision = WORKDIR
+            blob_ids: Mapping[str, str] | None = None
+            branch: str | None = None  # unknown for a directory: MP412 then assumes the reports branch is followed
+            if repo is not None:
+                label, files, blob_ids, revision, branch = load_revision_files(
+                    repo, rev or "HEAD", path=where, cache_dir=cache_dir, fetch=bool(path)
+                )
+            else:
+                label, files = load_files(_under(root, where))
+            with gcpause.paused():
+                result = validate_inventory(
+                    files, catalog=catalog, revision=revision, blob_ids=blob_ids, followed_branch=branch,
+                    root=normalize_root(where if repo is not None else ""),
+                )  # fmt: skip
+            checked.append((where, label, result))
     except (InventoryReadError, FileNotFoundError, GitLoadError) as exc:
         click.echo(f"migplan validate: {exc}", err=True)
         sys.exit(2)
-    catalog = load_catalog()
-    with gcpause.paused():
-        result = validate_inventory(
-            files,
-            catalog=catalog,
-            revision=revision,
-            blob_ids=blob_ids,
-            followed_branch=branch,
-            root=normalize_root(path),
-        )
+    multi = len(checked) > 1
     if output == "json":
-        sys.stdout.buffer.write(render_json(result, root=label, catalog=catalog))
+        if multi:
+            # DESIGN.md's contract stays true at the top (valid, errors, warnings: every root's, each file
+            # named from the repository or directory), with each root's own document under `roots`.
+            docs = [orjson.loads(render_json(r, root=label, catalog=catalog)) for _w, label, r in checked]
+            doc = {
+                "valid": all(d["valid"] for d in docs),
+                "errors": [_from_top(w, d) for w, _l, r in checked for d in r.errors],
+                "warnings": [_from_top(w, d) for w, _l, r in checked for d in r.warnings],
+                "roots": docs,
+            }
+            sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        else:
+            sys.stdout.buffer.write(render_json(checked[0][2], root=checked[0][1], catalog=catalog))
         sys.stdout.flush()
     elif output in ANNOTATIONS:
-        prefix = path_prefix(root, path if repo is not None else None)
-        sys.stdout.buffer.write(render_annotations(result, output=output, prefix=prefix))
+        rendered = [
+            render_annotations(r, output=output, prefix=path_prefix(_under(root, w), w if repo is not None else None))
+            for w, _label, r in checked
+        ]
+        sys.stdout.buffer.write(rendered[0] if not multi else merge_annotations(output, rendered))
         sys.stdout.flush()
     else:
-        click.echo(render_text(result, root=label, catalog=catalog), nl=False)
-    sys.exit(0 if result.valid else 1)
+        texts = [
+            (f"# inventory root {w or '/'}\n" if multi else "") + render_text(r, root=label, catalog=catalog)
+            for w, label, r in checked
+        ]
+        if multi:
+            bad = sum(1 for _w, _l, r in checked if not r.valid)
+            texts.append(f"{len(checked)} inventory roots: {len(checked) - bad} valid, {bad} invalid\n")
+        click.echo("".join(texts), nl=False)
+    sys.exit(0 if all(r.valid for _w, _l, r in checked) else 1)
+
+
+def _from_top(where: str, diag: Diagnostic) -> dict[str, Any]:
+    out = diag.to_json()
+    if where and out.get("file"):
+        out["file"] = f"{where}/{out['file']}"
+    return out
+
+
+def _under(root: Path | None, where: str) -> Path | None:
+    if not where:
+        return root
+    return (root if root is not None else Path(".")) / where
+
+
+def _roots(root: Path | None, repo: str | None, rev: str, path: str, cache_dir: Path | None) -> list[str]:
+    """The inventory roots to validate: --path, or those found (see the module docstring)."""
+    if repo is None:
+        if root is None:
+            return [""]  # the embedded example
+        if not root.is_dir():
+            return [""]  # load_files words the problem
+        from reconciler.adapters.rootdiscovery import dir_roots
+
+        found = dir_roots(root)
+        if isinstance(found, str):
+            raise GitLoadError(f"error MP747: {found}")
+        return found
+    if path:
+        return [path]
+    from reconciler.adapters.gitsource import GitFailure
+    from reconciler.adapters.rootdiscovery import repo_roots
+    from reconciler.commands import gitopts
+
+    roots = repo_roots(gitopts.remote(repo, cache_dir), rev)
+    if isinstance(roots, GitFailure):
+        raise GitLoadError(str(roots))
+    return roots
+
+
+def merge_annotations(output: str, rendered: list[bytes]) -> bytes:
+    """Several roots' annotations as one document: workflow commands one after the other, Code Quality
+    issues in one list, SARIF results in one run."""
+    if output == "github":
+        return b"".join(rendered)
+    docs = [orjson.loads(r) for r in rendered]
+    if output == "codequality":
+        merged: Any = [issue for d in docs for issue in d]
+    else:
+        merged = docs[0]
+        for d in docs[1:]:
+            merged["runs"][0]["results"].extend(d["runs"][0]["results"])
+    return orjson.dumps(merged, option=orjson.OPT_INDENT_2) + b"\n"

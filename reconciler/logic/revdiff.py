@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from reconciler.logic import disruption, migparted, occupancy
-from reconciler.model.inventory import DesiredState, GpuPlan, MigStrategy, NodePlan, Placement
+from reconciler.model.inventory import DesiredState, GpuPlan, LayoutSpec, MigStrategy, NodePlan, Placement
 from reconciler.model.observed import GPU_RESOURCE, ObservedPod, ObservedState, is_gpu_resource
 from reconciler.model.revisions import Revision
 
@@ -65,18 +65,41 @@ class GpuNote:
 
 
 @dataclass(frozen=True, slots=True)
+class LayoutChange:
+    """A layouts/<name>.yaml whose content changed (or that appeared or went), and the nodes using it."""
+
+    name: str
+    nodes: tuple[str, ...]  # nodes with a GPU on this layout, in either revision
+    gpus: int  # how many GPUs use it (in either revision)
+    what: str  # "changed" | "added" | "removed"
+
+
+@dataclass(frozen=True, slots=True)
 class RevisionDiff:
     before: Revision
     after: Revision
     changes: tuple[PartitionChange, ...]  # sorted by node, GPU, kind order, placement
     notes: tuple[GpuNote, ...] = ()
     nodes_added: tuple[str, ...] = ()
+    # Removed from the inventory: reconcile plans only the inventory's nodes, so migplan stops managing
+    # them and destroys nothing there (the drift report then lists them as Undocumented, MP511).
     nodes_removed: tuple[str, ...] = ()
     cluster_notes: tuple[str, ...] = ()  # strategy or apply-mode changes
+    # (old name, new name): a node file renamed with the same GPUs, partitions, placements and owners
+    renamed: tuple[tuple[str, str], ...] = ()
+    layouts: tuple[LayoutChange, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.changes or self.notes or self.nodes_added or self.nodes_removed or self.cluster_notes)
+        return not (
+            self.changes
+            or self.notes
+            or self.nodes_added
+            or self.nodes_removed
+            or self.cluster_notes
+            or self.renamed
+            or self.layouts
+        )
 
     def count(self, kind: ChangeKind) -> int:
         return sum(1 for c in self.changes if c.kind is kind)
@@ -158,10 +181,63 @@ def _sort_key(c: PartitionChange) -> tuple[str, int, int, int, str]:
     return (c.node, c.gpu, _ORDER[c.kind], where.start if where else -1, c.profile)
 
 
+def _shape(node: NodePlan) -> tuple[object, ...]:
+    """What a node's GPUs are cut into, without its name or where it was written (to tell a rename)."""
+    return tuple(
+        (g.index, g.model, g.mig_enabled, tuple((p.profile, p.owner) for p in g.partitions), g.placements, g.layout)
+        for g in sorted(node.gpus, key=lambda g: g.index)
+    )
+
+
+def renames(before: DesiredState, after: DesiredState) -> tuple[tuple[str, str], ...]:
+    """Nodes removed and added with the very same GPUs and partitions, paired in name order: a rename."""
+    removed = sorted(set(before.nodes) - set(after.nodes))
+    added = sorted(set(after.nodes) - set(before.nodes))
+    by_shape: dict[tuple[object, ...], list[str]] = {}
+    for name in added:
+        by_shape.setdefault(_shape(after.nodes[name]), []).append(name)
+    out: list[tuple[str, str]] = []
+    for name in removed:
+        candidates = by_shape.get(_shape(before.nodes[name]))
+        if candidates:
+            out.append((name, candidates.pop(0)))
+    return tuple(out)
+
+
+def _layout_key(spec: LayoutSpec) -> tuple[object, ...]:
+    return (spec.mig_enabled, spec.model, tuple((p.profile, p.placement, p.owner, p.purpose) for p in spec.partitions))
+
+
+def layout_changes(before: DesiredState, after: DesiredState) -> tuple[LayoutChange, ...]:
+    """Each layout whose content differs between the revisions, with the nodes that use it."""
+    out: list[LayoutChange] = []
+    for name in sorted(set(before.layouts) | set(after.layouts)):
+        old, new = before.layouts.get(name), after.layouts.get(name)
+        if old is not None and new is not None and _layout_key(old) == _layout_key(new):
+            continue
+        users = {
+            (n.name, g.index)
+            for state in (before, after)
+            for n in state.nodes.values()
+            for g in n.gpus
+            if g.layout == name
+        }
+        what = "added" if old is None else "removed" if new is None else "changed"
+        out.append(LayoutChange(name, tuple(sorted({n for n, _ in users})), len(users), what))
+    return tuple(out)
+
+
 def diff_states(before: DesiredState, after: DesiredState) -> RevisionDiff:
+    """The partition-level difference. A node removed from the inventory changes nothing on the node
+    (listed in nodes_removed only); a node renamed with the same cut is one rename, not a destroy and a
+    create; a node added has its partitions created."""
     changes: list[PartitionChange] = []
     notes: list[GpuNote] = []
+    renamed = renames(before, after)
+    old_names, new_names = {a for a, _ in renamed}, {b for _, b in renamed}
     for name in sorted(set(before.nodes) | set(after.nodes)):
+        if name in old_names or name in new_names or name not in after.nodes:
+            continue
         old, new = before.nodes.get(name), after.nodes.get(name)
         indexes: Iterable[int] = sorted(
             {g.index for g in (old.gpus if old else ())} | {g.index for g in (new.gpus if new else ())}
@@ -184,9 +260,11 @@ def diff_states(before: DesiredState, after: DesiredState) -> RevisionDiff:
         changes=tuple(sorted(changes, key=_sort_key)),
         # a whole node added or removed is said once, not once per GPU
         notes=tuple(n for n in notes if n.node in before.nodes and n.node in after.nodes),
-        nodes_added=tuple(sorted(set(after.nodes) - set(before.nodes))),
-        nodes_removed=tuple(sorted(set(before.nodes) - set(after.nodes))),
+        nodes_added=tuple(sorted(set(after.nodes) - set(before.nodes) - new_names)),
+        nodes_removed=tuple(sorted(set(before.nodes) - set(after.nodes) - old_names)),
         cluster_notes=tuple(cluster_notes),
+        renamed=renamed,
+        layouts=layout_changes(before, after),
     )
 
 

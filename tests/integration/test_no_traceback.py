@@ -296,6 +296,21 @@ def _cases() -> dict[str, tuple[str, Case]]:
             "import",
             lambda w, n=name, d=data: ["import", "--from-mig-parted", w.broken(n, d), "--out", str(w.tmp / f"i-{n}")],
         )
+    cases["post-comment-no-forge"] = ("post-comment", lambda w: ["post-comment", "--body-file", str(INVENTORY)])
+    cases["post-comment-no-merge-request"] = (
+        "post-comment",
+        lambda w: ["post-comment", "--gitlab", "--body-file", w.broken("body.md", b"plan")],
+    )
+    cases["post-comment-body-not-utf8"] = (
+        "post-comment",
+        lambda w: ["post-comment", "--github", "--repository", "a/b", "--pull-request", "1", "--api-url",
+                   "http://127.0.0.1:1", "--body-file", w.broken("body-bin", b"\xff\xfe\x00")],
+    )  # fmt: skip
+    cases["post-comment-body-is-a-directory"] = (
+        "post-comment",
+        lambda w: ["post-comment", "--github", "--repository", "a/b", "--pull-request", "1", "--body-file",
+                   str(w.tmp)],
+    )  # fmt: skip
     cases["demo-workdir-is-a-file"] = ("demo", lambda w: ["demo", "--workdir", w.broken("workdir-file", b"x")])
     cases["demo-unknown-drift"] = ("demo", lambda w: ["demo", "--drift", "no-such-case", "--workdir", str(w.tmp / "d")])
     return cases
