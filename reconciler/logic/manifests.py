@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.diagnostics import Diagnostic, Severity
 
 MAX_FILE_BYTES = 32 * 1024 * 1024  # `helm template` of a large umbrella chart is a few MB
 MAX_NODES = 2_000_000  # values in one file after alias expansion
@@ -77,8 +77,13 @@ class _TooBig(Exception):
     pass
 
 
+# Not a Kubernetes object is advice (a values file, a CI config next to the manifests); the rest stop the check.
+_WARNINGS = frozenset({"MP618"})
+
+
 def _diag(code: str, message: str, file: str, line: int | None) -> Diagnostic:
-    return Diagnostic(code, message, file=file, line=line)
+    severity = Severity.WARNING if code in _WARNINGS else Severity.ERROR
+    return Diagnostic(code, message, file=file, line=line, severity=severity)
 
 
 def read_manifests(data: bytes, *, file: str) -> tuple[list[Manifest], list[Diagnostic]]:

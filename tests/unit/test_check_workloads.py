@@ -156,3 +156,13 @@ def test_a_huge_file_is_refused_before_it_is_parsed() -> None:
     found, diags = read_manifests(data, file="huge.yaml")
     assert found == [] and [d.code for d in diags] == ["MP600"]
     assert "larger than" in diags[0].message
+
+
+def test_every_diagnostic_has_its_registered_severity(desired: DesiredState) -> None:
+    for path in CASES:
+        manifests, diags = read_manifests(path.read_bytes(), file=path.name)
+        found, _ = workloads.check_workloads(
+            manifests, desired=desired, nodes=workloads.plan_nodes(desired, load_catalog())
+        )
+        for d in diags + found:
+            assert d.severity is workloads.CODES[d.code].severity, (path.name, d)
