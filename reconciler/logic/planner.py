@@ -673,7 +673,9 @@ def _drain(
             )
         ]
     pdbs = drain.blocking_pdbs(held.values(), observed.pdbs)
-    pdb_text = f"; PodDisruptionBudgets allowing no disruption: {drain.describe_pdbs(pdbs, observed.pdbs)}" if pdbs else ""
+    pdb_text = (
+        f"; PodDisruptionBudgets allowing no disruption: {drain.describe_pdbs(pdbs, observed.pdbs)}" if pdbs else ""
+    )
     timeout = desired.cluster.apply.drain_timeout_seconds
     clock = drain.drain_clock(node, config, now)
     if clock.unreadable is not None or clock.elapsed(now) > timedelta(seconds=timeout):
