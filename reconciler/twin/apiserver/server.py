@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from . import discovery, openapi, protobuf, rbac, tables
+from . import discovery, eviction, openapi, protobuf, rbac, tables
 from .certs import TlsFiles
 from .errors import (
     ApiError,
@@ -392,6 +392,11 @@ class _Handler(BaseHTTPRequestHandler):
                 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
             )
             return
+        if verb == "create" and route.sub == "eviction":
+            doc = self._decode_object(rt, body, kind="Eviction")
+            status = eviction.evict(store, route.namespace or "", route.name or "", doc, dry_run=dry_run)
+            self._send_json(201, status)
+            return
         if verb == "create":
             obj = self._decode_object(rt, body)
             created = store.create(rt.key, obj, route.namespace, dry_run=dry_run, strict=strict, warnings=warnings)
@@ -531,7 +536,7 @@ class _Handler(BaseHTTPRequestHandler):
             if method != "GET":
                 raise method_not_allowed()
             return "get"
-        if route.sub == "binding":
+        if route.sub in ("binding", "eviction"):  # create-only subresources (eviction: EvictionREST.Create)
             if method != "POST" or route.name is None:
                 raise method_not_allowed()
             return "create"

@@ -19,6 +19,7 @@ import yaml
 
 from . import certs
 from .certs import TlsFiles
+from .disruption import DisruptionController
 from .kubeconfig import write_kubeconfig
 from .rbac import ServiceAccountUser
 from .server import RequestRecord, TwinHTTPServer
@@ -62,6 +63,8 @@ class ApiServerTwin:
         self.store.ensure_namespaces(namespaces)
         if install_clusterpolicy_crd:
             self.store.install_crd(clusterpolicy_crd())
+        # kube-controller-manager's disruption controller (PodDisruptionBudget status); none on a bare server.
+        self.disruption = None if self.store.bare else DisruptionController(self.store)
         self._server: TwinHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._sa_tokens: dict[str, ServiceAccountUser] = {}
