@@ -15,8 +15,9 @@ real run would write. Order (stack-facts §1.6 last bullet, §3):
    the pod template's restartedAt annotation) when the strategy changed; a marker annotation on
    the DaemonSet records the strategy it was restarted for, so a run killed between 2 and 3
    still restarts it on the next run;
-4. per node, by name: cordon (only with allowDisruption and pods in the way), the
-   `nvidia.com/mig.config` label, and uncordon once mig-manager reports success. At most
+4. per node, by name: with allowDisruption and pods in the way, the drain (reconciler/logic/drain.py:
+   cordon, evictions through the Eviction API, the relabel held until the pods are gone, a timeout),
+   then the `nvidia.com/mig.config` label, and uncordon once mig-manager reports success. At most
    `maxUnavailableNodes` nodes are in flight; nodes whose change would destroy partitions running
    pods hold are skipped and name those pods (the disruption guard). What a change destroys is what
    mig-parted really does (reconciler/logic/disruption.py): the whole GPU for a re-cut, every MIG GPU of
@@ -695,7 +696,8 @@ def _drain(
         ]
     out: list[Change] = []
     if clock.started is None or not node.unschedulable:
-        out.append(drain.start_change(node, config, rfc3339(now), verdict.pods))
+        # Cordoned again if someone lifted the cordon mid-drain; the drain keeps its start (and its timeout).
+        out.append(drain.start_change(node, config, rfc3339(clock.started or now), verdict.pods))
     for p in verdict.evict:
         out.append(drain.eviction(p, node.name, f"drain {subject}: it holds what the change destroys ({effect})"))
     waiting = ", ".join(verdict.pods)

@@ -257,3 +257,10 @@ def test_engine_records_a_refused_eviction_and_goes_on() -> None:
     refused = [f for f in result.report.findings if f.code == "MP537"]  # type: ignore[union-attr]
     assert refused and refused[0].pods == ("ml/p",) and refused[0].node == "gpu-a"
     assert result.to_json()["refusedEvictions"][0]["pod"] == "ml/p"
+
+
+def test_a_cordon_lifted_mid_drain_is_put_back_without_restarting_the_clock() -> None:
+    cordon, evict, _ = _node_changes(_plan("drain-uncordoned-midway"))
+    assert cordon.patch is not None and cordon.patch["spec"] == {"unschedulable": True}
+    assert cordon.patch["metadata"]["annotations"][DRAIN_STARTED_ANNOTATION] == "2026-12-02T09:58:00Z"
+    assert evict.kind is Kind.EVICT
