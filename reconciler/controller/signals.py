@@ -29,7 +29,7 @@ from reconciler.model.plans import Action, Change, Kind, Plan
 FAILED_CODES = frozenset({"MP504", "MP507", "MP508"})
 HELD_CODES = frozenset({"MP519"})
 DRAIN_BLOCKED_CODES = frozenset({"MP537", "MP538", "MP539"})  # a drain that cannot go on (names pods / PDBs)
-IN_FLIGHT_CODES = frozenset({"MP509", "MP521"})
+IN_FLIGHT_CODES = frozenset({"MP509", "MP521", "MP536"})  # MP536: draining
 
 
 class Reason(enum.StrEnum):

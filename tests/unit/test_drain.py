@@ -264,3 +264,31 @@ def test_a_cordon_lifted_mid_drain_is_put_back_without_restarting_the_clock() ->
     assert cordon.patch is not None and cordon.patch["spec"] == {"unschedulable": True}
     assert cordon.patch["metadata"]["annotations"][DRAIN_STARTED_ANNOTATION] == "2026-12-02T09:58:00Z"
     assert evict.kind is Kind.EVICT
+
+
+def _signals(case: str, applied_kinds: tuple[Kind, ...] = ()) -> tuple[Any, Any]:
+    from reconciler.controller import signals
+    from reconciler.logic import drift
+
+    desired = fixtures.desired_state(fixtures.read(case, "desired.yaml"))
+    observed = fixtures.observed_state(fixtures.read(case, "observed.yaml"), desired)
+    analysis = drift.analyze(desired, observed, now=NOW)
+    the_plan = planner.plan(desired, observed, now=NOW, rendered=analysis.rendered)
+    report = drift.build_report(desired, observed, analysis, the_plan)
+    applied = [c for c in the_plan.writes if c.kind in applied_kinds]
+    return signals.build(report=report, plan=the_plan, applied=applied, errors=[], cluster_policy="cluster-policy")
+
+
+def test_events_and_marks_name_the_evicted_and_the_blocking_pods() -> None:
+    events, marks = _signals("guard-allow-disruption", (Kind.CORDON, Kind.EVICT))
+    (draining,) = [e for e in events if e.reason.value == "Draining"]
+    assert draining.regarding.name == "gpu-a" and "ml/reranker-0" in draining.message and not draining.warning
+    assert {m.node: m.state.value for m in marks} == {"gpu-a": "Applying"}
+    events, marks = _signals("drain-timed-out")
+    (blocked,) = [e for e in events if e.reason.value == "DrainBlocked"]
+    assert blocked.warning and "MP538" in blocked.message
+    assert "ml/reranker-0" in blocked.message and "ml/reranker (needs 1 healthy pods" in blocked.message
+    assert {m.node: m.state.value for m in marks} == {"gpu-a": "Held"}
+    events, _ = _signals("drain-undrainable")
+    (blocked,) = [e for e in events if e.reason.value == "DrainBlocked"]
+    assert "ml/notebook: declares no controller" in blocked.message
