@@ -687,8 +687,8 @@ def _drain(
                 node.mig_config,
                 config,
                 f"drain timed out (drainTimeoutSeconds={timeout}; {why}): {', '.join(verdict.pods)} still hold what "
-                f"the change destroys{pdb_text}; nothing is deleted by force (remove the {DRAIN_STARTED_ANNOTATION} annotation to drain "
-                "again)",
+                f"the change destroys{pdb_text}; nothing is deleted by force (remove the "
+                f"{DRAIN_STARTED_ANNOTATION} annotation to drain again)",
                 blocked_by=verdict.pods,
                 code=drain.TIMED_OUT,
                 pdbs=pdbs,
