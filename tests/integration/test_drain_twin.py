@@ -211,3 +211,51 @@ def test_a_pdb_allowing_no_disruption_holds_the_change_and_nothing_is_forced(twi
     counts = twin.request_counts()
     assert not [k for k in counts if k[0] == "DELETE" and k[1].startswith("pods")]  # never a delete
     assert counts.get(("POST", "pods/eviction", "create"), 0) == 2 * 3  # dry run + real, three cycles
+
+
+def test_an_evicted_deployment_pod_is_replaced_and_waits_for_the_uncordon(twin: ClusterTwin, tmp_path: Path) -> None:
+    """The replacement of an evicted pod (the twin's ReplicaSet-controller stand-in) is created at once, stays
+    Pending while the only node is cordoned, and runs on the re-cut GPU once migplan uncordons."""
+    res = {"nvidia.com/mig-1g.18gb": "1"}
+    template = {"name": "m", "image": "registry.example/web:1", "resources": {"requests": res, "limits": res}}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [template]}},
+        },
+    }
+    created = twin.store.create("deployments.apps", deployment, "default")
+    owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": created["metadata"]["uid"]}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web-0", "labels": {"app": "web"}, "ownerReferences": [{**owner, "controller": True}]},
+        "spec": {"nodeName": "n", "containers": [template]},
+    }
+    twin.store.create("pods", pod, "default")
+    twin.settle()
+    desired = _desired(_inventory(tmp_path / "after", [GPU0, GPU1_RECUT]))
+
+    first = _cycle(twin, desired, 0)
+    evicted = sorted(c.subject for c in first.applied if c.kind is Kind.EVICT)
+    assert evicted == ["pod/default/emb-0", "pod/default/web-0"]
+    twin.settle()
+    web = [p for p in twin.store.list("pods", "default") if p["metadata"]["name"].startswith("web-")]
+    (replacement,) = web
+    assert replacement["metadata"]["name"] != "web-0" and not replacement["spec"].get("nodeName")
+    (scheduled,) = [c for c in replacement["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert scheduled["status"] == "False" and "node(s) were unschedulable" in scheduled["message"]
+
+    result = first
+    for minute in range(1, 8):
+        result = _cycle(twin, desired, minute)
+        twin.settle()
+        if result.converged:
+            break
+    assert result.converged, [str(f) for f in result.report.findings]  # type: ignore[union-attr]
+    running = twin.store.get("pods", replacement["metadata"]["name"], "default")
+    assert running["spec"]["nodeName"] == "n" and running["status"]["phase"] == "Running"
