@@ -208,3 +208,23 @@ def test_eviction_body_is_checked(api: Any) -> None:
     with pytest.raises(ApiException) as missing:
         _evict(core, "nope")
     assert missing.value.status == 404
+
+
+def test_terminal_pods_skip_the_budget_and_delete_options_are_the_evictions(api: Any) -> None:
+    twin, core, policy = api
+    _pod(twin, "web-a")
+    _pod(twin, "web-done", phase="Succeeded", ready=False)
+    _pdb(policy, minAvailable=1)
+    assert _status(twin)["disruptionsAllowed"] == 0
+    body = client.V1Eviction(
+        api_version="policy/v1",
+        kind="Eviction",
+        metadata=client.V1ObjectMeta(name="web-done", namespace=NS),
+        delete_options=client.V1DeleteOptions(grace_period_seconds=0),
+    )
+    core.create_namespaced_pod_eviction("web-done", NS, body, _preload_content=False)  # canIgnorePDB: Succeeded
+    names = [p["metadata"]["name"] for p in twin.store.list("pods", NS)]
+    assert names == ["web-a"]  # gracePeriodSeconds 0 from the Eviction's deleteOptions: removed at once
+    with pytest.raises(ApiException) as refused:
+        _evict(core, "web-a")
+    assert refused.value.status == 429
