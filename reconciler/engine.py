@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from reconciler.logic import drift, planner
 from reconciler.logic.reports import report_to_json
 from reconciler.model.drift import DriftReport
-from reconciler.model.errors import MigplanError
+from reconciler.model.errors import EvictionRefused, MigplanError
 from reconciler.model.inventory import ApplyMode, DesiredState, GpuOperatorSettings
 from reconciler.model.observed import ObservedState
 from reconciler.model.plans import Change, Plan
@@ -62,6 +62,7 @@ class CycleResult:
     errors: tuple[CycleError, ...]
     dry_run: bool
     mode: str
+    refused_evictions: tuple[tuple[str, str, str], ...] = ()  # (node, pod, API message): retried next cycle
 
     @property
     def converged(self) -> bool:
@@ -91,6 +92,7 @@ class CycleResult:
             "applied": [c.to_json() for c in self.applied],
             "notApplied": [c.to_json() for c in self.not_applied],
             "errors": [{"step": e.step, "code": e.code, "message": e.message} for e in self.errors],
+            "refusedEvictions": [{"node": n, "pod": p, "message": m} for n, p, m in self.refused_evictions],
             "report": report_to_json(self.report) if self.report else None,
         }
 
@@ -110,6 +112,8 @@ class Cycle:
     applied: list[Change] = field(default_factory=list)
     not_applied: list[Change] = field(default_factory=list)
     errors: list[CycleError] = field(default_factory=list)
+    # (node, pod, the API server's words) of the evictions refused this cycle (PodDisruptionBudgets).
+    refused_evictions: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def sends_requests(self) -> bool:
@@ -146,6 +150,8 @@ def apply_plan(c: Cycle) -> None:
     for change in writes:
         try:
             c.cluster.apply(change, dry_run=True)
+        except EvictionRefused:
+            continue  # a PodDisruptionBudget says no for now: the real pass asks again and records it
         except MigplanError as exc:
             c.not_applied.extend(writes)
             raise _StepFailed(f"dry run refused {change.subject}: {exc.message}", exc.code) from exc
@@ -155,6 +161,11 @@ def apply_plan(c: Cycle) -> None:
     for i, change in enumerate(writes):
         try:
             c.cluster.apply(change)
+        except EvictionRefused as exc:
+            # The drain waits for the budget (next cycle), it never forces: the relabel is held in this plan.
+            c.refused_evictions.append((str((change.before or {}).get("spec.nodeName", "")), exc.pod, exc.message))
+            c.not_applied.append(change)
+            continue
         except MigplanError as exc:
             c.not_applied.extend(writes[i:])
             done = f"{i} of {len(writes)} write(s) made before it" if i else "no write made"
@@ -164,7 +175,7 @@ def apply_plan(c: Cycle) -> None:
 
 def write_report(c: Cycle) -> None:
     assert c.observed is not None and c.analysis is not None
-    c.report = drift.build_report(c.desired, c.observed, c.analysis, c.plan)
+    c.report = drift.build_report(c.desired, c.observed, c.analysis, c.plan, c.refused_evictions)
 
 
 class _StepFailed(Exception):
@@ -207,4 +218,5 @@ def reconcile_once(
         errors=tuple(c.errors),
         dry_run=dry_run,
         mode=desired.cluster.apply.mode.value,
+        refused_evictions=tuple(c.refused_evictions),
     )

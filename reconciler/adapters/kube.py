@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from reconciler.adapters import deadline, kubeobserve
-from reconciler.model.errors import MigplanError, Transient
+from reconciler.model.errors import EvictionRefused, MigplanError, Transient
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     FIELD_MANAGER,
@@ -206,6 +206,7 @@ class KubeCluster:
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.policy = client.PolicyV1Api(api_client)
         self.page_size = page_size
 
     @classmethod
@@ -288,8 +289,10 @@ class KubeCluster:
             namespace=ops.namespace,
         )
         pods = self._pages("list pods", self.core.list_pod_for_all_namespaces)
+        pdbs = self._pdbs()
         return kubeobserve.observed_state(
             ops,
+            pdbs=pdbs,
             nodes=nodes,
             pods=pods,
             cluster_policy=cp_obj,
@@ -304,6 +307,17 @@ class KubeCluster:
             mig_manager_log=self._mig_manager_reason,
             max_log_reads=self.max_log_reads,
         )
+
+    def _pdbs(self) -> list[Mapping[str, Any]]:
+        """PodDisruptionBudgets, to name the ones blocking a drain. Without the right to list them (an RBAC of
+        an older release) or on a server without policy/v1 they are unknown, not an error: the API server
+        enforces them on every eviction anyway."""
+        try:
+            return list(
+                self._pages("list poddisruptionbudgets", self.policy.list_pod_disruption_budget_for_all_namespaces)
+            )
+        except ApiRequestFailed:
+            return []
 
     def _config_map(self, namespace: str, name: str) -> ConfigMapState | None:
         obj = self._one(
@@ -357,6 +371,9 @@ class KubeCluster:
         """Send the one write this Change stands for (no-op for UNCHANGED/SKIP)."""
         if not change.writes or change.patch is None:
             return
+        if change.kind is Kind.EVICT:
+            self._evict(change, dry_run=dry_run)
+            return
         body = dict(change.patch)
         kind = change.kind
         dry = "All" if dry_run else None
@@ -397,6 +414,61 @@ class KubeCluster:
                 _drain(resp)
 
         with_retries(send)
+
+    def _evict(self, change: Change, *, dry_run: bool) -> None:
+        """POST pods/{name}/eviction with the policy/v1 Eviction the Change carries. A pod already gone (404)
+        is evicted; a refusal (429 PodDisruptionBudget, 500 several PDBs) is EvictionRefused, not retried here."""
+        assert change.patch is not None
+        meta = change.patch.get("metadata") or {}
+        name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
+        what = f"{'dry-run ' if dry_run else ''}evict pod {namespace}/{name}"
+        body = client.V1Eviction(
+            api_version="policy/v1", kind="Eviction", metadata=client.V1ObjectMeta(name=name, namespace=namespace)
+        )
+
+        def send() -> None:
+            try:
+                with translate_api_errors(what):
+                    try:
+                        resp = self.core.create_namespaced_pod_eviction(
+                            name,
+                            namespace,
+                            body,
+                            dry_run="All" if dry_run else None,
+                            _preload_content=False,
+                            _request_timeout=self.request_timeout,
+                        )
+                    except ApiException as exc:
+                        refusal = _eviction_refusal(exc)
+                        if refusal is not None:
+                            raise EvictionRefused(f"{what}: {refusal}", pod=f"{namespace}/{name}") from exc
+                        raise
+                    _drain(resp)
+            except NotFound:
+                return  # the pod is gone already: what the eviction was for
+
+        with_retries(send)
+
+
+def _eviction_refusal(exc: ApiException) -> str | None:
+    """The API server's refusal of an eviction, in its own words (message and DisruptionBudget causes), for a
+    429 or the 500 about several PodDisruptionBudgets (pkg/registry/core/pod/storage/eviction.go); None else."""
+    status = int(exc.status or 0)
+    try:
+        doc = orjson.loads(exc.body or b"{}")
+    except orjson.JSONDecodeError:
+        doc = {}
+    if not isinstance(doc, dict):
+        doc = {}
+    message = str(doc.get("message") or exc.reason or "")
+    causes = [
+        str(c.get("message", ""))
+        for c in ((doc.get("details") or {}).get("causes") or ())
+        if isinstance(c, dict) and c.get("reason", c.get("type")) == "DisruptionBudget"
+    ]
+    if status == 429 or (status == 500 and "more than one PodDisruptionBudget" in message):
+        return "; ".join([message[:300], *(c[:300] for c in causes)])
+    return None
 
 
 if TYPE_CHECKING:

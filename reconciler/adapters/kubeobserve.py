@@ -18,6 +18,7 @@ from reconciler.model.observed import (
     GPU_COUNT_LABEL,
     MIG_CONFIG_STATE_LABEL,
     MIG_MANAGER_APP_LABEL,
+    MIRROR_POD_ANNOTATION,
     REQUESTED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     ClusterPolicyState,
@@ -28,9 +29,11 @@ from reconciler.model.observed import (
     Malformed,
     MigConfigState,
     ObservedNode,
+    ObservedPdb,
     ObservedPod,
     ObservedState,
     OwnerRef,
+    SelectorRequirement,
     is_gpu_resource,
 )
 from reconciler.model.quantities import QuantityError, parse_count
@@ -159,11 +162,13 @@ def _containers(spec: Mapping[str, Any], bad: list[Malformed]) -> tuple[Containe
 
 
 def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
-    refs = meta.get("ownerReferences") or ()
+    refs = [r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping)]
     for r in refs:
-        if r.get("controller"):
-            return OwnerRef(kind=r.get("kind", ""), name=r.get("name", ""))
-    return OwnerRef(kind=refs[0].get("kind", ""), name=refs[0].get("name", "")) if refs else None
+        if r.get("controller") is True:
+            return OwnerRef(kind=str(r.get("kind", "")), name=str(r.get("name", "")))
+    if not refs:
+        return None
+    return OwnerRef(kind=str(refs[0].get("kind", "")), name=str(refs[0].get("name", "")), controller=False)
 
 
 def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
@@ -184,6 +189,58 @@ def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
         owner=controller_of(meta),
         node_selector=spec.get("nodeSelector") or {},
         malformed=tuple(bad),
+        terminating=bool(meta.get("deletionTimestamp")),
+        mirror=MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}),
+    )
+
+
+_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+def _count(value: Any) -> int:
+    """A PDB status count: an int32 the controller wrote; anything else reads as 0 (allows nothing)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31 else 0
+
+
+def pdb_from_json(obj: Mapping[str, Any]) -> ObservedPdb:
+    """A policy/v1 PodDisruptionBudget. A selector that cannot be read (not a mapping, an unknown operator,
+    non-string values) is kept as invalid: the eviction subresource skips such a PDB (eviction.go
+    getPodDisruptionBudgets), and so does migplan when it names the PDBs blocking a drain."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    selector = (obj.get("spec") or {}).get("selector")
+    valid = True
+    labels: dict[str, str] | None = None
+    exprs: list[SelectorRequirement] = []
+    if isinstance(selector, Mapping):
+        raw_labels = selector.get("matchLabels") or {}
+        if isinstance(raw_labels, Mapping) and all(isinstance(v, str) for v in raw_labels.values()):
+            labels = {str(k): v for k, v in raw_labels.items()}
+        else:
+            valid, labels = False, {}
+        for e in selector.get("matchExpressions") or ():
+            values = e.get("values") or () if isinstance(e, Mapping) else ()
+            if (
+                not isinstance(e, Mapping)
+                or e.get("operator") not in _SELECTOR_OPERATORS
+                or not isinstance(values, list | tuple)
+                or not all(isinstance(v, str) for v in values)
+            ):
+                valid = False
+                continue
+            exprs.append(SelectorRequirement(str(e.get("key", "")), str(e["operator"]), tuple(values)))
+    elif selector is not None:
+        valid = False
+    return ObservedPdb(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        match_labels=labels,
+        match_expressions=tuple(exprs),
+        selector_valid=valid,
+        disruptions_allowed=_count(status.get("disruptionsAllowed")),
+        current_healthy=_count(status.get("currentHealthy")),
+        desired_healthy=_count(status.get("desiredHealthy")),
+        expected_pods=_count(status.get("expectedPods")),
     )
 
 
@@ -298,6 +355,7 @@ def observed_state(
     device_plugin_log: Callable[[Json], str | None],
     mig_manager_log: Callable[[Json], str | None],
     max_log_reads: int,
+    pdbs: Iterable[Json] = (),
 ) -> ObservedState:
     """The observed state from the listed objects. What needs another request is a callback:
     `config_map(name)` (migplan's mig-parted ConfigMap, and the device-plugin config the
@@ -333,6 +391,7 @@ def observed_state(
         if pod is not None:
             gpu_pods.append(pod)
     ds = device_plugin_from_json(daemonset, tuple(dp_pods)) if daemonset else None
+    bound_namespaces = {q.namespace for q in gpu_pods if q.node is not None}
     mig_cm = config_map(ops.mig_config_map)
     dp_cm = None
     if cp is not None and cp.device_plugin_config_name:
@@ -345,4 +404,6 @@ def observed_state(
         mig_config_map=config_map_from_json(mig_cm) if mig_cm else None,
         device_plugin_config_map=config_map_from_json(dp_cm) if dp_cm else None,
         mig_manager_errors=mig_manager_errors,
+        # Only the PodDisruptionBudgets of namespaces where a GPU pod runs can block a drain.
+        pdbs=tuple(p for p in (pdb_from_json(o) for o in pdbs) if p.namespace in bound_namespaces),
     )

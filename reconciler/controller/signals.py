@@ -3,7 +3,8 @@
 From the cycle's drift report, plan and applied changes this computes
 - `EventIntent`s (core/v1 Events about a Node or the ClusterPolicy) with PascalCase reasons:
   `DriftDetected` (Warning), `ApplyStarted` (Normal), `ApplySucceeded` (Normal), `ApplyFailed` (Warning),
-  `ChangeHeld` (Warning, the disruption guard holding a change, naming the pods);
+  `ChangeHeld` (Warning, the disruption guard holding a change, naming the pods), `Draining` (Normal, the pods
+  a drain evicted) and `DrainBlocked` (Warning, the pods and PodDisruptionBudgets a drain waits for, MP537-MP539);
 - one `NodeMark` per node: the migplan-owned annotations `migplan.io/reconcile.state`
   (InSync | Drifted | Applying | Held | Failed | Missing) and `migplan.io/reconcile.reason`, so the reason a
   node is not as planned is on the node itself (`kubectl describe node`), the thing NVIDIA declined to
@@ -27,7 +28,8 @@ from reconciler.model.plans import Action, Change, Kind, Plan
 # and "a change is held" (disruption guard), from reconciler.logic.drift.FINDING_CODES.
 FAILED_CODES = frozenset({"MP504", "MP507", "MP508"})
 HELD_CODES = frozenset({"MP519"})
-IN_FLIGHT_CODES = frozenset({"MP509", "MP521"})
+DRAIN_BLOCKED_CODES = frozenset({"MP537", "MP538", "MP539"})  # a drain that cannot go on (names pods / PDBs)
+IN_FLIGHT_CODES = frozenset({"MP509", "MP521", "MP536"})  # MP536: draining
 
 
 class Reason(enum.StrEnum):
@@ -36,6 +38,8 @@ class Reason(enum.StrEnum):
     APPLY_SUCCEEDED = "ApplySucceeded"
     APPLY_FAILED = "ApplyFailed"
     CHANGE_HELD = "ChangeHeld"
+    DRAINING = "Draining"  # Normal: pods evicted (Eviction API) so the node's change can apply
+    DRAIN_BLOCKED = "DrainBlocked"  # Warning: a PDB refuses, the drain timed out, or pods cannot be drained
 
 
 class MarkState(enum.StrEnum):
@@ -114,8 +118,12 @@ def build(
     held: dict[str, list[Change]] = {}
     for c in plan.skipped if plan is not None else ():
         node = _node_of(c)
-        if node is not None and c.blocked_by:
+        if node is not None and c.blocked_by and c.code in ("", "MP519"):
             held.setdefault(node, []).append(c)
+    evicted: dict[str, list[str]] = {}
+    for c in applied:
+        if c.kind is Kind.EVICT:
+            evicted.setdefault(str((c.before or {}).get("spec.nodeName", "")), []).append(c.subject.split("/", 1)[1])
     error_text = {n.name: [e for e in errors if n.name in e] for n in report.nodes}
 
     for f in report.cluster_findings:
@@ -128,6 +136,15 @@ def build(
             continue
         ref = ObjectRef("Node", n.name)
         codes = {f.code for f in n.findings}
+        if n.name in evicted:
+            why = f"evicted {', '.join(sorted(evicted[n.name]))} (Eviction API) to apply the node's change"
+            events.append(EventIntent(ref, Reason.DRAINING, _clip(why), False))
+        stuck = [f for f in n.findings if f.code in DRAIN_BLOCKED_CODES]
+        if stuck:
+            why = "; ".join(f"{f.code}: {f.message}" for f in stuck)
+            events.append(EventIntent(ref, Reason.DRAIN_BLOCKED, _clip(why), True))
+            marks.append(NodeMark(n.name, MarkState.HELD, _clip(why)))
+            continue
         blocking = [f for f in n.findings if f.severity is not FindingSeverity.INFO]
         failed = [f for f in n.findings if f.code in FAILED_CODES] + [_Text(e) for e in error_text.get(n.name, ())]
         if n.name in held or codes & HELD_CODES:

@@ -44,7 +44,7 @@ from reconciler.model.observed import (
     is_gpu_resource,
     is_mig_resource,
 )
-from reconciler.model.plans import Action, Plan
+from reconciler.model.plans import Action, Kind, Plan
 from reconciler.model.strict import StrictValueError, parse_timestamp
 
 ERROR, WARNING, INFO = FindingSeverity.ERROR, FindingSeverity.WARNING, FindingSeverity.INFO
@@ -84,6 +84,16 @@ FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
         "a value migplan reads on the node (label, annotation, quantity) is malformed: the node is left alone",
     ),
     "MP531": (WARNING, "the inventory lists fewer GPUs for a node than the node has (nvidia.com/gpu.count)"),
+    "MP536": (
+        INFO,
+        "allowDisruption: the node is drained before its change (pods evicted through the Eviction API, waited for)",
+    ),
+    "MP537": (WARNING, "a PodDisruptionBudget refuses the eviction of a pod the drain needs gone: retried each cycle"),
+    "MP538": (ERROR, "the drain timed out (drainTimeoutSeconds): the change is held, no pod is deleted by force"),
+    "MP539": (
+        WARNING,
+        "the node cannot be drained: DaemonSet, mirror or controller-less pods hold what its change destroys",
+    ),
 }
 
 STUCK_AFTER = timedelta(minutes=15)
@@ -561,7 +571,7 @@ def _parse_time(text: str | None) -> datetime | None:
 
 
 # Informational findings that still mean "not there yet" (work in progress is not in sync).
-_IN_PROGRESS = frozenset({"MP509", "MP521"})
+_IN_PROGRESS = frozenset({"MP509", "MP521", "MP536"})
 
 
 def node_status(findings: Iterable[Finding]) -> NodeStatus:
@@ -579,21 +589,46 @@ def node_status(findings: Iterable[Finding]) -> NodeStatus:
 
 
 def blocked_findings(plan: Plan) -> tuple[Finding, ...]:
-    """The disruption guard's verdicts as findings, so the report names the pods that block a change."""
+    """The disruption guard's and the drain's verdicts as findings, so the report names the pods (and the
+    PodDisruptionBudgets) that block a change, and the pods the drain evicts."""
     out = []
+    evicted: dict[str, list[str]] = {}
     for c in plan.changes:
-        if c.action is Action.SKIP and c.blocked_by:
-            node = c.subject.split("/", 1)[1] if c.subject.startswith("node/") else None
-            out.append(
-                finding(
-                    "MP519",
-                    f"{c.subject} not reconfigured: running pods hold partitions it would destroy "
-                    f"({', '.join(c.blocked_by)}); move them or set apply.allowDisruption",
-                    node=node,
-                    pods=c.blocked_by,
-                )
+        if c.kind is Kind.EVICT and c.writes:
+            evicted.setdefault(str((c.before or {}).get("spec.nodeName", "")), []).append(c.subject.split("/", 1)[1])
+    for c in plan.changes:
+        if not (c.action is Action.SKIP and c.blocked_by):
+            continue
+        node = c.subject.split("/", 1)[1] if c.subject.startswith("node/") else None
+        code = c.code or "MP519"
+        if code == "MP519":
+            message = (
+                f"{c.subject} not reconfigured: running pods hold partitions it would destroy "
+                f"({', '.join(c.blocked_by)}); move them or set apply.allowDisruption"
             )
+        else:
+            message = f"{c.subject}: {c.reason}"
+        if code == "MP537":  # still draining: the evictions of this cycle are reported as MP536 too
+            out.append(finding(code, message, node=node, pods=c.blocked_by, observed=list(c.pdbs) or None))
+            code, message = "MP536", f"{c.subject}: draining, waiting for {', '.join(c.blocked_by)} to go"
+        pods = c.blocked_by
+        if code == "MP536" and node in evicted:
+            message += f"; evicted this cycle: {', '.join(sorted(evicted[node]))}"
+        out.append(finding(code, message, node=node, pods=pods, observed=list(c.pdbs) or None))
     return tuple(out)
+
+
+def refused_eviction_findings(refusals: Iterable[tuple[str, str, str]]) -> tuple[Finding, ...]:
+    """Evictions the API server refused this cycle, (node, pod, its message), as MP537 findings."""
+    return tuple(
+        finding(
+            "MP537",
+            f"eviction of {pod} refused: {message}; retried next cycle, never forced",
+            node=node or None,
+            pods=(pod,),
+        )
+        for node, pod, message in refusals
+    )
 
 
 def build_report(
@@ -601,11 +636,14 @@ def build_report(
     observed: ObservedState,
     analysis: Analysis,
     plan: Plan | None = None,
+    refused_evictions: Iterable[tuple[str, str, str]] = (),
 ) -> DriftReport:
-    """Group findings per node, attach occupancy and slice maps: the value reports.py renders."""
+    """Group findings per node, attach occupancy and slice maps: the value reports.py renders.
+    `refused_evictions`: (node, pod, API message) of the evictions the API server refused this cycle."""
     findings = list(analysis.findings)
     if plan is not None:
         findings.extend(blocked_findings(plan))
+    findings.extend(refused_eviction_findings(refused_evictions))
     per_node: dict[str, list[Finding]] = {}
     cluster: list[Finding] = []
     for f in findings:

@@ -15,8 +15,9 @@ real run would write. Order (stack-facts §1.6 last bullet, §3):
    the pod template's restartedAt annotation) when the strategy changed; a marker annotation on
    the DaemonSet records the strategy it was restarted for, so a run killed between 2 and 3
    still restarts it on the next run;
-4. per node, by name: cordon (only with allowDisruption and pods in the way), the
-   `nvidia.com/mig.config` label, and uncordon once mig-manager reports success. At most
+4. per node, by name: with allowDisruption and pods in the way, the drain (reconciler/logic/drain.py:
+   cordon, evictions through the Eviction API, the relabel held until the pods are gone, a timeout),
+   then the `nvidia.com/mig.config` label, and uncordon once mig-manager reports success. At most
    `maxUnavailableNodes` nodes are in flight; nodes whose change would destroy partitions running
    pods hold are skipped and name those pods (the disruption guard). What a change destroys is what
    mig-parted really does (reconciler/logic/disruption.py): the whole GPU for a re-cut, every MIG GPU of
@@ -45,13 +46,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import desiredcodec, disruption, drift, migparted
+from reconciler.logic import desiredcodec, disruption, drain, drift, migparted
 from reconciler.logic.agentplan import desired_from_node_plan
 from reconciler.logic.occupancy import expected_resources
 from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
     CONFIGS_ADDED_AT_ANNOTATION,
     CORDONED_ANNOTATION,
+    DRAIN_STARTED_ANNOTATION,
     GPU_RESOURCE,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -485,6 +487,7 @@ def _node_changes(
     aliases: set[str] = set()
     in_flight = 0
     settled = True
+    draining: set[str] = set()
     unreadable = drift.unreadable_nodes(observed)
     # First pass: count what is already in flight and queue uncordons (they free capacity).
     for name in sorted(desired.nodes):
@@ -513,7 +516,7 @@ def _node_changes(
                 in_flight += 1
                 settled = False
             elif node.mig_config_state == MigConfigState.SUCCESS and cordoned:
-                changes.append(_after_success(name, node))
+                changes.append(_after_success(node))
             elif node.mig_config_state == MigConfigState.FAILED:
                 settled = False
                 # Retry (through the alias: mig-manager only acts on a new value) once no pod holds
@@ -534,6 +537,9 @@ def _node_changes(
             # strategy change is what fixes it, so it must not hold the strategy change back.
             continue
         settled = False
+        if settings.allow_disruption and drain.draining_for(node) == config and node.unschedulable:
+            in_flight += 1  # drained for this change since an earlier cycle: it holds its slot already
+            draining.add(name)
         wanted.append((name, desired.nodes[name], node, config))
     for name, plan_, node, config in wanted:
         subject = f"node/{name}"
@@ -594,38 +600,35 @@ def _node_changes(
                     config,
                     f"disruption guard: running pods hold partitions this change destroys ({effect})",
                     blocked_by=blockers,
+                    code="MP519",
                 )
             )
             continue
         if hold is not None:
             changes.append(_held(subject, node.mig_config, config, hold))
             continue
-        if in_flight >= budget:
-            changes.append(
-                _held(
-                    subject,
-                    node.mig_config,
-                    config,
-                    f"waiting: maxUnavailableNodes={settings.max_unavailable_nodes} node(s) already reconfiguring",
+        if name not in draining:
+            if in_flight >= budget:
+                changes.append(
+                    _held(
+                        subject,
+                        node.mig_config,
+                        config,
+                        f"waiting: maxUnavailableNodes={settings.max_unavailable_nodes} node(s) already reconfiguring",
+                    )
                 )
+                continue
+            in_flight += 1
+        if blockers:
+            # allowDisruption: drain first; the relabel waits until no pod holds what it destroys.
+            changes.extend(
+                _drain(desired, observed, node, config, pods_by_node.get(name, ()), blockers, effect, now=now)
             )
             continue
-        in_flight += 1
         if reapply:
             aliases.add(config)  # the ConfigMap must hold the alias before the label names it
-        if blockers and not node.unschedulable:
-            changes.append(
-                Change(
-                    subject,
-                    Action.CONFIGURE,
-                    Kind.CORDON,
-                    {"spec.unschedulable": False},
-                    {"spec.unschedulable": True},
-                    f"allowDisruption: cordon before destroying partitions held by {', '.join(blockers)}",
-                    blocked_by=(),
-                    patch={"metadata": {"annotations": {CORDONED_ANNOTATION: "true"}}, "spec": {"unschedulable": True}},
-                )
-            )
+        patch = _label_patch(config, stamp)
+        patch["metadata"]["annotations"].update(drain.end_marks(node))  # the drain (if any) is over
         changes.append(
             Change(
                 subject,
@@ -636,12 +639,12 @@ def _node_changes(
                 "re-apply the node's layout (its GPUs differ from the config mig-manager applied)"
                 if reapply
                 else f"apply the node's layout through mig-manager: {effect}",
-                patch=_label_patch(config, stamp),
+                patch=patch,
             )
         )
-    # Deterministic order: by node, then cordon -> label -> uncordon (kinds in enum order).
+    # Deterministic order: by node, then cordon -> evict -> label -> uncordon (kinds in enum order).
     kind_order = {k: i for i, k in enumerate(Kind)}
-    changes.sort(key=lambda c: (c.subject, kind_order[c.kind]))
+    changes.sort(key=lambda c: (drain.node_of(c), kind_order[c.kind], c.subject))
     if desired.cluster.apply.mode is ApplyMode.AGENT:
         # The NVML agent applies layouts itself (the controller publishes them as node annotations);
         # here the controller only keeps the ClusterPolicy coherent.
@@ -680,11 +683,81 @@ def _agent_layout_changes(desired: DesiredState, observed: ObservedState) -> lis
     return out
 
 
+def _drain(
+    desired: DesiredState,
+    observed: ObservedState,
+    node: ObservedNode,
+    config: str,
+    pods: tuple[ObservedPod, ...],
+    blockers: tuple[str, ...],
+    effect: str,
+    *,
+    now: datetime,
+) -> list[Change]:
+    """The drain of a node whose change destroys what running pods hold (reconciler/logic/drain.py): cordon,
+    evict, and the relabel held until the pods are gone; held with the reason when drain cannot proceed."""
+    subject = f"node/{node.name}"
+    held = {p.key: p for p in pods if p.key in blockers}
+    verdict = drain.classify(held.values())
+    if verdict.refused:
+        why = "; ".join(f"{k}: {reason}" for k, reason in verdict.refused)
+        return [
+            _held(
+                subject,
+                node.mig_config,
+                config,
+                f"cannot drain: {why}; the change destroys what they hold ({effect})",
+                blocked_by=tuple(k for k, _ in verdict.refused),
+                code=drain.UNDRAINABLE,
+            )
+        ]
+    pdbs = drain.blocking_pdbs(held.values(), observed.pdbs)
+    pdb_text = (
+        f"; PodDisruptionBudgets allowing no disruption: {drain.describe_pdbs(pdbs, observed.pdbs)}" if pdbs else ""
+    )
+    timeout = desired.cluster.apply.drain_timeout_seconds
+    clock = drain.drain_clock(node, config, now)
+    if clock.unreadable is not None or clock.elapsed(now) > timedelta(seconds=timeout):
+        why = clock.unreadable or f"the drain started at {rfc3339(clock.started or now)}"
+        return [
+            _held(
+                subject,
+                node.mig_config,
+                config,
+                f"drain timed out (drainTimeoutSeconds={timeout}; {why}): {', '.join(verdict.pods)} still hold what "
+                f"the change destroys{pdb_text}; nothing is deleted by force (remove the "
+                f"{DRAIN_STARTED_ANNOTATION} annotation to drain again)",
+                blocked_by=verdict.pods,
+                code=drain.TIMED_OUT,
+                pdbs=pdbs,
+            )
+        ]
+    out: list[Change] = []
+    if clock.started is None or not node.unschedulable:
+        # Cordoned again if someone lifted the cordon mid-drain; the drain keeps its start (and its timeout).
+        out.append(drain.start_change(node, config, rfc3339(clock.started or now), verdict.pods))
+    for p in verdict.evict:
+        out.append(drain.eviction(p, node.name, f"drain {subject}: it holds what the change destroys ({effect})"))
+    waiting = ", ".join(verdict.pods)
+    out.append(
+        _held(
+            subject,
+            node.mig_config,
+            config,
+            f"draining: waiting for {waiting} to go (evicted through the Eviction API){pdb_text}",
+            blocked_by=verdict.pods,
+            code=drain.PDB_BLOCKS if pdbs else drain.DRAINING,
+            pdbs=pdbs,
+        )
+    )
+    return out
+
+
 def _label_patch(config: str, stamp: str) -> dict[str, Any]:
     return {"metadata": {"labels": {MIG_CONFIG_LABEL: config}, "annotations": {REQUESTED_AT_ANNOTATION: stamp}}}
 
 
-def _after_success(name: str, node: ObservedNode) -> Change:
+def _after_success(node: ObservedNode) -> Change:
     """The reconfiguration of a node migplan cordoned succeeded: lift migplan's cordon, and only migplan's.
 
     - still unschedulable and spec.unschedulable still migplan's field (or ownership unknown: the server
@@ -695,45 +768,57 @@ def _after_success(name: str, node: ObservedNode) -> Change:
       or someone else claims the same value) -> that cordon is theirs too: forget the annotation, never
       uncordon."""
     if not node.unschedulable:
-        return _forget_cordon(name, "reconfiguration succeeded and the node was already uncordoned by someone else")
+        return _forget_cordon(node, "reconfiguration succeeded and the node was already uncordoned by someone else")
     if node.unschedulable_owned_by_migplan is False:
         return _forget_cordon(
-            name,
+            node,
             "reconfiguration succeeded but the node was cordoned again by someone else "
             "(spec.unschedulable is no longer migplan's field)",
         )
-    return _uncordon(name)
+    return _uncordon(node)
 
 
-def _forget_cordon(name: str, why: str) -> Change:
+def _forget_cordon(node: ObservedNode, why: str) -> Change:
     """migplan's cordon was already lifted by someone else: drop only migplan's annotation.
 
     migplan undoes only what it did. Once a person has uncordoned the node, a later cordon is
     theirs, so migplan forgets its own at once and never writes spec.unschedulable here."""
     return Change(
-        f"node/{name}",
+        f"node/{node.name}",
         Action.CONFIGURE,
         Kind.UNCORDON,
         {CORDONED_ANNOTATION: "true"},
         {CORDONED_ANNOTATION: None},
         f"{why}: only forget migplan's cordon",
-        patch={"metadata": {"annotations": {CORDONED_ANNOTATION: None}}},
+        patch={"metadata": {"annotations": {CORDONED_ANNOTATION: None, **drain.end_marks(node)}}},
     )
 
 
-def _uncordon(name: str) -> Change:
+def _uncordon(node: ObservedNode) -> Change:
     return Change(
-        f"node/{name}",
+        f"node/{node.name}",
         Action.CONFIGURE,
         Kind.UNCORDON,
         {"spec.unschedulable": True},
         {"spec.unschedulable": False},
         "reconfiguration succeeded: uncordon",
-        patch={"metadata": {"annotations": {CORDONED_ANNOTATION: None}}, "spec": {"unschedulable": False}},
+        patch={
+            "metadata": {"annotations": {CORDONED_ANNOTATION: None, **drain.end_marks(node)}},
+            "spec": {"unschedulable": False},
+        },
     )
 
 
-def _held(subject: str, current: str | None, config: str, reason: str, *, blocked_by: tuple[str, ...] = ()) -> Change:
+def _held(
+    subject: str,
+    current: str | None,
+    config: str,
+    reason: str,
+    *,
+    blocked_by: tuple[str, ...] = (),
+    code: str = "",
+    pdbs: tuple[str, ...] = (),
+) -> Change:
     """A node relabel the plan holds back this cycle, with the reason the report shows."""
     return Change(
         subject,
@@ -743,4 +828,6 @@ def _held(subject: str, current: str | None, config: str, reason: str, *, blocke
         {MIG_CONFIG_LABEL: config},
         reason,
         blocked_by=blocked_by,
+        code=code,
+        pdbs=pdbs,
     )

@@ -384,6 +384,7 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
             allow_disruption=a.get("allowDisruption", False),
             confirm_node_removal=a.get("confirmNodeRemoval", 0),
             config_propagation_seconds=a.get("configPropagationSeconds", 0),
+            drain_timeout_seconds=a.get("drainTimeoutSeconds", ApplySettings().drain_timeout_seconds),
         ),
         gpu_operator=GpuOperatorSettings(
             namespace=g.get("namespace", dg.namespace),

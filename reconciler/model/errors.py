@@ -57,3 +57,15 @@ class LeaseConflict(Transient):
     """
 
     code = "MP821"
+
+
+class EvictionRefused(Waiting):
+    """The API server refused to evict a pod (policy/v1 Eviction): a PodDisruptionBudget allows no disruption
+    now (429, its DisruptionBudget cause quoted) or the pod has more than one PDB (500). The drain waits and
+    asks again next cycle; the pod is never deleted another way."""
+
+    code = "MP825"
+
+    def __init__(self, message: str, *, pod: str = "") -> None:
+        super().__init__(message, retry_after=10.0)
+        self.pod = pod  # namespace/name

@@ -128,6 +128,9 @@ class ApplySettings:
     # (kubelet syncFrequency 1m + ConfigMap cache TTL 1m by default); a node is relabelled to a config only
     # once the ConfigMap content holding it is at least this old.
     config_propagation_seconds: int = 0  # TODO(issue 11): 120 once the twin integration tests advance their clock
+    # With allow_disruption: how long migplan drains a node (evictions through the Eviction API, PodDisruptionBudgets
+    # honoured) before it gives up and holds the change (MP538); pods are never deleted by force.
+    drain_timeout_seconds: int = 900
 
 
 @dataclass(frozen=True, slots=True)

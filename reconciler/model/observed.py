@@ -23,6 +23,12 @@ REQUESTED_AT_ANNOTATION = "migplan.io/mig-config-requested-at"  # RFC 3339, set 
 # On the mig-parted ConfigMap: when migplan last wrote it with a config that was not in it before (RFC 3339).
 CONFIGS_ADDED_AT_ANNOTATION = "migplan.io/configs-added-at"
 CORDONED_ANNOTATION = "migplan.io/cordoned"  # "true" while migplan holds the node cordoned
+# While migplan drains a node for a change (allowDisruption): when the drain started (RFC 3339) and the config it
+# drains for; written with the cordon, dropped by the relabel that ends the drain (or the uncordon).
+DRAIN_STARTED_ANNOTATION = "migplan.io/drain-started-at"
+DRAIN_FOR_ANNOTATION = "migplan.io/drain-for"
+# The kubelet's mark on the API copy of a static pod (k8s.io/api core/v1 MirrorPodAnnotationKey).
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "migplan"
 FIELD_MANAGER = "migplan"
@@ -144,6 +150,7 @@ class ContainerResources:
 class OwnerRef:
     kind: str
     name: str
+    controller: bool = True  # ownerReferences[].controller: false when only a plain owner is known
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +168,8 @@ class ObservedPod:
     # GPU quantities that could not be read; each is counted as 1 so the pod still holds devices
     # for the disruption guard (MP530 on its node).
     malformed: tuple[Malformed, ...] = ()
+    terminating: bool = False  # metadata.deletionTimestamp is set: it goes on its own
+    mirror: bool = False  # the API copy of a static pod (kubernetes.io/config.mirror): the API cannot remove it
 
     @property
     def key(self) -> str:
@@ -182,6 +191,59 @@ class ObservedPod:
             for k, v in c.effective.items():
                 total[k] = total.get(k, 0) + v
         return total
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    """One matchExpressions entry of a label selector (operator In | NotIn | Exists | DoesNotExist)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedPdb:
+    """A PodDisruptionBudget (policy/v1): its selector and the status its controller maintains.
+
+    `selector` None means the PDB has no selector (it matches no pod); `selector_valid` False means the
+    selector could not be read (unknown operator): the eviction subresource treats it as matching nothing."""
+
+    namespace: str
+    name: str
+    match_labels: Mapping[str, str] | None = None  # None: no spec.selector at all
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    selector_valid: bool = True
+    disruptions_allowed: int = 0
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def selects(self, pod: ObservedPod) -> bool:
+        """Whether the eviction subresource counts this PDB for the pod (eviction.go getPodDisruptionBudgets:
+        same namespace, a valid non-empty selector that matches the pod's labels)."""
+        if pod.namespace != self.namespace or not self.selector_valid or self.match_labels is None:
+            return False
+        if not self.match_labels and not self.match_expressions:
+            return False
+        if any(pod.labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        for r in self.match_expressions:
+            present = r.key in pod.labels
+            value = pod.labels.get(r.key)
+            if r.operator == "In" and not (present and value in r.values):
+                return False
+            if r.operator == "NotIn" and present and value in r.values:
+                return False
+            if r.operator == "Exists" and not present:
+                return False
+            if r.operator == "DoesNotExist" and present:
+                return False
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +308,8 @@ class ObservedState:
     device_plugin_config_map: ConfigMapState | None = None
     # node -> the nvidia-mig-manager pod's error line, read only for nodes whose state is `failed`.
     mig_manager_errors: Mapping[str, str] = field(default_factory=dict)
+    # PodDisruptionBudgets in namespaces where a GPU pod runs (to name the ones that block a drain).
+    pdbs: tuple[ObservedPdb, ...] = ()
 
     def pods_by_node(self) -> Mapping[str, tuple[ObservedPod, ...]]:
         """Bound pods grouped by node, in one pass (callers join on this, never per node over all pods)."""

@@ -31,7 +31,8 @@ class Kind(enum.StrEnum):
     MIG_CONFIG_MAP = "mig-config-map"  # create or merge-patch the mig-parted ConfigMap
     CLUSTER_POLICY = "cluster-policy"  # one JSON merge patch of ClusterPolicy spec
     RESTART_DEVICE_PLUGIN = "restart-device-plugin"  # kubectl-rollout-restart style SMP
-    CORDON = "cordon"  # spec.unschedulable=true + migplan.io/cordoned
+    CORDON = "cordon"  # spec.unschedulable=true + migplan.io/cordoned (+ the drain's start)
+    EVICT = "evict"  # POST pods/{name}/eviction (policy/v1 Eviction): the drain, PodDisruptionBudgets honoured
     NODE_MIG_CONFIG = "node-mig-config"  # nvidia.com/mig.config label (+ requested-at)
     AGENT_LAYOUT = "agent-layout"  # apply.mode agent: migplan.io/mig-desired annotation for the node agent
     UNCORDON = "uncordon"  # spec.unschedulable=false, drop migplan.io/cordoned
@@ -50,6 +51,10 @@ class Change:
     # The write itself, as the applier sends it (a JSON merge patch or a ConfigMap body); None for
     # UNCHANGED / SKIP. Kept in the plan so dry-run prints exactly what would be sent.
     patch: Mapping[str, Any] | None = None
+    # The drift finding a held change or an eviction is reported as (MP519, MP536-MP539); "" = none/default.
+    code: str = ""
+    # PodDisruptionBudgets (namespace/name) that block the drain this change waits for.
+    pdbs: tuple[str, ...] = ()
 
     @property
     def writes(self) -> bool:
@@ -76,6 +81,10 @@ class Change:
             out["after"] = dict(self.after)
         if self.blocked_by:
             out["blockedBy"] = list(self.blocked_by)
+        if self.code:
+            out["code"] = self.code
+        if self.pdbs:
+            out["podDisruptionBudgets"] = list(self.pdbs)
         return out
 
 

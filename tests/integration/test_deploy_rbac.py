@@ -181,8 +181,11 @@ def test_every_granted_verb_is_needed(full_run: tuple[RbacProxy, RbacProxy, Clus
             unused.append(f"{docs[di]['kind']}/{docs[di]['metadata']['name']} rule {ri}: {verb}")
     # `create` on the mig-parted ConfigMap and on the Lease are needed on a fresh cluster only (the
     # twin starts with the ConfigMap; the Lease is created by the first replica): checked below.
+    # `create` on pods/eviction is needed only when a drain evicts (allowDisruption): checked by
+    # test_drain_evictions_are_granted_and_needed.
     assert set(unused) <= {
         "Role/migplan-controller rule 0: create",
+        "ClusterRole/migplan-controller rule 2: create",
     }, unused
 
 
@@ -285,4 +288,88 @@ def test_the_twin_enforces_deploy_rbac_on_a_controller_cycle(env: Env, drop: tup
             assert "forbidden" in " ".join(outcome.errors).lower(), outcome.errors
             assert strategy == "single"  # refused by the dry run before any real write
     finally:
+        twin.stop()
+
+
+# --- the drain (allowDisruption): create pods/eviction, list poddisruptionbudgets ---------------------------
+
+
+def _drain_twin(root: Path) -> tuple[ClusterTwin, Any]:
+    """A node whose GPU 1 is re-cut while a ReplicaSet's pod holds its 2g.35gb, allowDisruption on."""
+    from reconciler.commands.reconcile import load_desired
+
+    def inventory(where: Path, gpu1: list[str]) -> Path:
+        (where / "nodes").mkdir(parents=True)
+        spec = {"migStrategy": "mixed", "apply": {"allowDisruption": True}}
+        doc = {"apiVersion": "migplan/v1", "kind": "Cluster", "metadata": {"name": "t"}, "spec": spec}
+        (where / "cluster.yaml").write_text(yaml.safe_dump(doc))
+        gpus = [
+            {"index": 0, "model": "H200-141GB", "mig": {"enabled": True, "partitions": [{"profile": "7g.141gb"}]}},
+            {"index": 1, "model": "H200-141GB", "mig": {"enabled": True, "partitions": [{"profile": p} for p in gpu1]}},
+        ]
+        node = {"apiVersion": "migplan/v1", "kind": "Node", "metadata": {"name": "n"}, "spec": {"gpus": gpus}}
+        (where / "nodes" / "n.yaml").write_text(yaml.safe_dump(node))
+        return where
+
+    twin = ClusterTwin.from_inventory(
+        inventory(root / "before", ["3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"]), tls=False
+    ).start()
+    twin.settle()
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "emb-5d", "uid": "rs-1", "controller": True}
+    res = {"nvidia.com/mig-2g.35gb": "1"}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "emb-0", "labels": {"app": "emb"}, "ownerReferences": [owner]},
+        "spec": {
+            "nodeName": "n",
+            "containers": [{"name": "m", "image": "x", "resources": {"requests": res, "limits": res}}],
+        },
+    }
+    twin.store.create("pods", pod, "default")
+    twin.settle()
+    desired, diagnostics = load_desired(inventory(root / "after", ["1g.18gb"] * 7))
+    assert desired is not None, [str(d) for d in diagnostics]
+    return twin, desired
+
+
+@pytest.mark.parametrize("drop_eviction", [False, True])
+def test_drain_evictions_are_granted_and_needed(tmp_path: Path, drop_eviction: bool) -> None:
+    from reconciler.adapters.kube import KubeCluster
+    from reconciler.engine import reconcile_once
+
+    docs = rbac_docs()
+    if drop_eviction:
+        for d in docs:
+            for rule in d.get("rules") or []:
+                if rule["resources"] == ["pods/eviction"]:
+                    rule["verbs"].remove("create")
+    twin, desired = _drain_twin(tmp_path)
+    proxy = RbacProxy(twin.api.port, authorizer=authorizer(docs, CONTROLLER), user=user(CONTROLLER)).start()
+    try:
+        kc = write_kubeconfig(tmp_path / "kubeconfig", proxy.url, twin.api.token)
+        cluster = KubeCluster.from_kubeconfig(str(kc))
+        try:
+            result = reconcile_once(desired=desired, cluster=cluster)
+        finally:
+            cluster.close()
+        seen = {str(a) for a in proxy.distinct()}
+        assert "list policy/poddisruptionbudgets" in seen
+        pod = twin.store.list("pods", "default")
+        still_there = [
+            p for p in pod if p["metadata"]["name"] == "emb-0" and not p["metadata"].get("deletionTimestamp")
+        ]
+        if not drop_eviction:
+            assert proxy.denied == [] and not result.errors, [str(a) for a in proxy.denied]
+            assert "create core/pods/eviction in default" in seen
+            assert not still_there  # evicted
+        else:
+            assert {str(a) for a in proxy.denied} == {"create core/pods/eviction in default"}
+            assert result.errors and "forbidden" in " ".join(e.message for e in result.errors).lower()
+            assert still_there
+            # refused by the dry run: nothing was written for real (no cordon either)
+            writes = [str(a) for a, dry in proxy.calls if a.verb in ("create", "patch") and not dry]
+            assert writes == [], writes
+    finally:
+        proxy.stop()
         twin.stop()

@@ -72,8 +72,15 @@ def test_a_cordon_someone_else_put_back_is_not_lifted(tmp_path: Path) -> None:
             assert done.returncode == 0, done.stderr
 
         twin.settle()
+        # The pods on the node belong to a ReplicaSet: migplan may drain them (kubectl drain's filters).
+        owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "svc-5d", "uid": "rs-1", "controller": True}
+        for pod in twin.store.list("pods", "default"):
+            if pod["spec"].get("nodeName") == NODE:
+                pod["metadata"]["ownerReferences"] = [owner]
+                twin.store.update("pods", pod, "default")
         first = run(0)
-        assert [c.kind for c in first.applied if c.subject == f"node/{NODE}"] == [Kind.CORDON, Kind.NODE_MIG_CONFIG]
+        assert [c.kind for c in first.applied if c.subject == f"node/{NODE}"] == [Kind.CORDON]
+        assert any(c.kind is Kind.EVICT for c in first.applied)
         twin.settle()
         node = twin.store.get("nodes", NODE)
         assert node["spec"]["unschedulable"] is True
@@ -101,7 +108,8 @@ def test_a_cordon_someone_else_put_back_is_not_lifted(tmp_path: Path) -> None:
             if result.converged:
                 break
         assert result.converged, [str(f) for f in result.report.findings]  # type: ignore[union-attr]
-        assert len(forgot) == 1 and forgot[0].patch == {"metadata": {"annotations": {"migplan.io/cordoned": None}}}
+        assert len(forgot) == 1 and "spec" not in (forgot[0].patch or {})  # never writes spec.unschedulable
+        assert (forgot[0].patch or {})["metadata"]["annotations"]["migplan.io/cordoned"] is None
         assert "cordoned again by someone else" in forgot[0].reason
         node = twin.store.get("nodes", NODE)
         assert node["spec"]["unschedulable"] is True  # the person's cordon stays

@@ -91,6 +91,7 @@ def test_tables_openapi_and_discovery(apiserver: ApiServerTwin) -> None:
         "apps",
         "events.k8s.io",
         "authorization.k8s.io",
+        "policy",
         "rbac.authorization.k8s.io",
         "apiextensions.k8s.io",
         "coordination.k8s.io",

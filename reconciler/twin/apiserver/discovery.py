@@ -88,7 +88,13 @@ def api_group(types: list[ResourceType], group: str) -> dict[str, Any] | None:
 
 
 # subresource -> (kind, verbs) where they differ from status-like subresources
-_SUBRESOURCE_SHAPES = {"log": ("Pod", ["get"]), "binding": ("Binding", ["create"])}
+_SUBRESOURCE_SHAPES = {
+    "log": ("Pod", ["get"]),
+    "binding": ("Binding", ["create"]),
+    "eviction": ("Eviction", ["create"]),
+}
+# subresources whose kind lives in another group (discovery.json: pods/eviction is policy/v1 Eviction)
+_SUBRESOURCE_GROUPS = {"eviction": ("policy", "v1")}
 
 
 def _resource_entries(t: ResourceType) -> list[dict[str, Any]]:
@@ -108,9 +114,10 @@ def _resource_entries(t: ResourceType) -> list[dict[str, Any]]:
     out = [main]
     for sub in t.subresources:
         kind, verbs = _SUBRESOURCE_SHAPES.get(sub, (t.kind, ["get", "patch", "update"]))
-        out.append(
-            {"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced, "kind": kind, "verbs": verbs}
-        )
+        entry: dict[str, Any] = {"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced}
+        if sub in _SUBRESOURCE_GROUPS:
+            entry["group"], entry["version"] = _SUBRESOURCE_GROUPS[sub]
+        out.append({**entry, "kind": kind, "verbs": verbs})
     return out
 
 
@@ -143,7 +150,11 @@ def _aggregated_resource(t: ResourceType) -> dict[str, Any]:
         entry["subresources"] = [
             {
                 "subresource": sub,
-                "responseKind": {**kind, "kind": _SUBRESOURCE_SHAPES.get(sub, (t.kind, []))[0]},
+                "responseKind": {
+                    **kind,
+                    **dict(zip(("group", "version"), _SUBRESOURCE_GROUPS.get(sub, ()), strict=False)),
+                    "kind": _SUBRESOURCE_SHAPES.get(sub, (t.kind, []))[0],
+                },
                 "verbs": list(_SUBRESOURCE_SHAPES.get(sub, ("", ["get", "patch", "update"]))[1]),
             }
             for sub in sorted(t.subresources)

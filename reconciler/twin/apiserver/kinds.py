@@ -604,3 +604,29 @@ def event_v1_to_core(ev: dict[str, Any]) -> dict[str, Any]:
 
 def json_equal(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+# ---------------------------------------------------------------- poddisruptionbudgets (policy/v1)
+
+
+def default_pdb(obj: dict[str, Any]) -> None:
+    """pkg/registry/policy/poddisruptionbudget/strategy.go PrepareForCreate: the status a client sends is
+    dropped; the int32 counters are not omitempty, so an unsynced PDB reads all zeros."""
+    obj["status"] = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
+
+
+def validate_pdb(obj: dict[str, Any]) -> list[FieldError]:
+    """pkg/apis/policy/validation ValidatePodDisruptionBudgetSpec: minAvailable and maxUnavailable are
+    exclusive; unhealthyPodEvictionPolicy is IfHealthyBudget or AlwaysAllow."""
+    spec = obj.get("spec") or {}
+    errors: list[FieldError] = []
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        errors.append(FieldError("Invalid", "spec", spec, "minAvailable and maxUnavailable cannot be both set"))
+    policy = spec.get("unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in ("IfHealthyBudget", "AlwaysAllow"):
+        errors.append(
+            FieldError(
+                "NotSupported", "spec.unhealthyPodEvictionPolicy", policy, supported=("AlwaysAllow", "IfHealthyBudget")
+            )
+        )
+    return errors

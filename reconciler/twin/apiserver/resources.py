@@ -158,7 +158,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         True,
         ("po",),
         ("all",),
-        subresources=("binding", "log", "status"),
+        subresources=("binding", "eviction", "log", "status"),
         storage_hash="xPOwRZ+Yhw8=",
         extra_fields=_POD_FIELDS,
         tracks_generation=True,
@@ -195,6 +195,20 @@ BUILTINS: tuple[ResourceType, ...] = (
         status_in_main=False,
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "lease", "Lease", True, storage_hash="gqkMMb/YqFM="),
+    # policy/v1 PodDisruptionBudget: status written by the twin's disruption controller (disruption.py) and by
+    # the eviction subresource (eviction.py), both through the status subresource as the real ones do.
+    ResourceType(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        True,
+        ("pdb",),
+        subresources=("status",),
+        tracks_generation=True,
+        status_in_main=False,
+    ),
     # Served as plain stored objects (metadata validation, Deployment selector check and defaults) so that the
     # manifests of deploy/ can be created on the twin; no controllers act on them (RBAC objects are enforced: rbac.py).
     ResourceType(

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from . import apply, discovery, fieldmanager, openapi, protobuf, rbac, tables
+from . import apply, discovery, eviction, fieldmanager, openapi, protobuf, rbac, tables
 from .certs import TlsFiles
 from .errors import (
     ApiError,
@@ -398,6 +398,11 @@ class _Handler(BaseHTTPRequestHandler):
         if verb in ("create", "update", "patch"):
             agent = self.headers.get("User-Agent") or ""
             manager = fieldmanager.request_manager(query, agent, verb, applying=ctype == APPLY_PATCH)
+        if verb == "create" and route.sub == "eviction":
+            doc = self._decode_object(rt, body, kind="Eviction")
+            status = eviction.evict(store, route.namespace or "", route.name or "", doc, dry_run=dry_run)
+            self._send_json(201, status)
+            return
         if verb == "create":
             obj = self._decode_object(rt, body)
             created = store.create(
@@ -556,7 +561,7 @@ class _Handler(BaseHTTPRequestHandler):
             if method != "GET":
                 raise method_not_allowed()
             return "get"
-        if route.sub == "binding":
+        if route.sub in ("binding", "eviction"):  # create-only subresources (eviction: EvictionREST.Create)
             if method != "POST" or route.name is None:
                 raise method_not_allowed()
             return "create"

@@ -1093,6 +1093,8 @@ class Store:
             obj["status"] = {}
         elif key == "events":
             kinds.default_core_event(obj)
+        elif key == "poddisruptionbudgets.policy":
+            kinds.default_pdb(obj)
         elif key == "customresourcedefinitions.apiextensions.k8s.io":
             obj.setdefault("spec", {}).setdefault("conversion", {"strategy": "None"})
             obj["status"] = {
@@ -1168,6 +1170,8 @@ class Store:
             errors += kinds.validate_daemonset(obj)  # same selector/template rules for both workloads
         elif key == "leases.coordination.k8s.io":
             errors += kinds.validate_lease(obj)
+        elif key == "poddisruptionbudgets.policy":
+            errors += kinds.validate_pdb(obj)
         elif key == "events":
             errors += kinds.validate_event(
                 obj, obj["metadata"].get("namespace", ""), via_events_api=False, create=old is None

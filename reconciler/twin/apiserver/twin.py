@@ -19,10 +19,12 @@ import yaml
 
 from . import certs
 from .certs import TlsFiles
+from .disruption import DisruptionController
 from .kubeconfig import write_kubeconfig
 from .rbac import ServiceAccountUser
 from .server import RequestRecord, TwinHTTPServer
 from .store import Store
+from .workloads import ReplacementController
 
 CLUSTERPOLICY_CRD_FILE = "config_crd_bases_nvidia.com_clusterpolicies.yaml"
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -62,6 +64,10 @@ class ApiServerTwin:
         self.store.ensure_namespaces(namespaces)
         if install_clusterpolicy_crd:
             self.store.install_crd(clusterpolicy_crd())
+        # kube-controller-manager's disruption controller (PodDisruptionBudget status); none on a bare server.
+        self.disruption = None if self.store.bare else DisruptionController(self.store)
+        # kube-controller-manager's ReplicaSet controller, reduced to replacing a Deployment's evicted pod.
+        self.replacements = None if self.store.bare else ReplacementController(self.store)
         self._server: TwinHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._sa_tokens: dict[str, ServiceAccountUser] = {}

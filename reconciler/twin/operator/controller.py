@@ -471,8 +471,14 @@ class GpuOperator:
                     self._nodes.pop(name, None)
                     keys += [f"node:{name}", "sched", "dsstatus"]
                 else:
+                    before = self._nodes.get(name)
                     self._remember_node(obj)
                     keys.append(f"node:{name}")
+                    if before is not None and before != self._nodes[name]:
+                        # kube-scheduler moves unschedulable pods back to its active queue when a node's
+                        # scheduling properties change (pkg/scheduler/eventhandlers.go, nodeSchedulingPropertiesChange:
+                        # spec.unschedulable, labels): an uncordon lets a Pending replacement in.
+                        keys.append("sched")
             elif kind == "Pod":
                 key = f"{meta.get('namespace', '')}/{name}"
                 if event_type == "DELETED":
