@@ -36,7 +36,7 @@ from reconciler.model.revisions import WORKDIR, Revision
 
 EXTENSIONS = (".yaml", ".yml", ".json")
 MAX_FILES = 100_000
-ANNOTATIONS = ("github", "codequality", "sarif")
+ANNOTATIONS = ciannotations.FORMATS
 
 
 class InputError(Exception):
@@ -287,13 +287,10 @@ def command(
             "workloads": summaries,
         }
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-    elif output == "github":
-        sys.stdout.write(ciannotations.github_commands(diags))
-    elif output == "codequality":
-        sys.stdout.buffer.write(orjson.dumps(ciannotations.codequality(diags), option=orjson.OPT_INDENT_2) + b"\n")
-    elif output == "sarif":
-        doc2 = ciannotations.sarif(diags, version=__version__, registry=workloads.CODES)
-        sys.stdout.buffer.write(orjson.dumps(doc2, option=orjson.OPT_INDENT_2) + b"\n")
+    elif output in ANNOTATIONS:
+        sys.stdout.buffer.write(
+            ciannotations.render(diags, output=output, version=__version__, registry=workloads.CODES)
+        )
     else:
         click.echo(render_text(diags, summaries, plan=label, free=free_source), nl=False)
     sys.stdout.flush()

@@ -159,7 +159,7 @@ def render_text(result: ValidationResult, *, root: str, catalog: Catalog) -> str
     return "\n".join(lines) + "\n"
 
 
-ANNOTATIONS = ("github", "codequality", "sarif")
+ANNOTATIONS = ciannotations.FORMATS
 
 
 def path_prefix(root: Path | None, repo_path: str | None) -> str:
@@ -171,15 +171,7 @@ def path_prefix(root: Path | None, repo_path: str | None) -> str:
 
 
 def render_annotations(result: ValidationResult, *, output: str, prefix: str) -> bytes:
-    diags = result.diagnostics
-    if output == "github":
-        return ciannotations.github_commands(diags, prefix=prefix).encode("utf-8")
-    doc: Any
-    if output == "codequality":
-        doc = ciannotations.codequality(diags, prefix=prefix)
-    else:
-        doc = ciannotations.sarif(diags, prefix=prefix, version=__version__)
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+    return ciannotations.render(result.diagnostics, output=output, prefix=prefix, version=__version__)
 
 
 @click.command("validate")

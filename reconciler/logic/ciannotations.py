@@ -18,6 +18,7 @@ which is what the CI systems resolve against.
 from __future__ import annotations
 
 import hashlib
+import json
 import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -160,3 +161,27 @@ def sarif(
         "version": "2.1.0",
         "runs": [{"tool": {"driver": driver}, "results": results, "columnKind": "unicodeCodePoints"}],
     }
+
+
+FORMATS = ("github", "codequality", "sarif")
+
+
+def render(
+    diagnostics: Sequence[Diagnostic],
+    *,
+    output: str,
+    prefix: str = "",
+    version: str,
+    registry: Mapping[str, Rule] = CODES,
+) -> bytes:
+    """The bytes a command prints for `-o github|codequality|sarif` (every command renders them alike)."""
+    if output == "github":
+        return github_commands(diagnostics, prefix=prefix).encode("utf-8")
+    doc: Any
+    if output == "codequality":
+        doc = codequality(diagnostics, prefix=prefix)
+    elif output == "sarif":
+        doc = sarif(diagnostics, prefix=prefix, version=version, registry=registry)
+    else:
+        raise ValueError(f"not an annotation format: {output}")
+    return json.dumps(doc, indent=2, ensure_ascii=False).encode("utf-8") + b"\n"
