@@ -44,7 +44,7 @@ class Level(enum.StrEnum):
 
 
 class Trait(enum.Flag):
-    """What a finding means to the controller, asked by behaviour instead of a list of code strings."""
+    """What a code means to behaviour, asked of the registry instead of a list of code strings."""
 
     NONE = 0
     IN_PROGRESS = enum.auto()  # the node is being reconfigured right now (reconfiguring, cordoned, draining)
@@ -52,6 +52,7 @@ class Trait(enum.Flag):
     HELD = enum.auto()  # a change is held back by the disruption guard
     DRAIN_BLOCKED = enum.auto()  # a drain cannot go on (names the pods / PodDisruptionBudgets)
     GPU_OPERATOR = enum.auto()  # about mig-manager's machinery: meaningless when the node agent applies layouts
+    REMOTE = enum.auto()  # a Git source error that describes the remote: the cycle carries on with the cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,7 @@ IMPORT, WORKLOAD, GIT, REVIEW = Family.IMPORT, Family.WORKLOAD, Family.GIT, Fami
 SETTINGS, CONTROLLER, AGENT, OBSERVER = Family.SETTINGS, Family.CONTROLLER, Family.AGENT, Family.OBSERVER
 E, W, INFO = Level.ERROR, Level.WARNING, Level.INFO
 IN_PROGRESS, FAILED, HELD = Trait.IN_PROGRESS, Trait.FAILED, Trait.HELD
-DRAIN_BLOCKED, GPU_OPERATOR = Trait.DRAIN_BLOCKED, Trait.GPU_OPERATOR
+DRAIN_BLOCKED, GPU_OPERATOR, REMOTE = Trait.DRAIN_BLOCKED, Trait.GPU_OPERATOR, Trait.REMOTE
 
 # Every code, in code order within each family. Never reuse a code; a retired code stays here.
 DECLARED: tuple[Code, ...] = (
@@ -309,10 +310,10 @@ DECLARED: tuple[Code, ...] = (
     Code("MP621", WORKLOAD, E, "the plan cannot be read or is invalid: exit 2"),
     Code("MP622", WORKLOAD, E, "the last report cannot be read from the reports branch: exit 2"),
     Code("MP623", WORKLOAD, E, "the cluster cannot be read (--kubeconfig): exit 2"),
-    Code("MP701", GIT, E, "the remote cannot be reached (down, refused connection, DNS, timeout)"),
-    Code("MP702", GIT, E, "the remote refused the credentials, or none were configured"),
-    Code("MP703", GIT, E, "SSH host key not in known_hosts, or TLS certificate invalid"),
-    Code("MP704", GIT, E, "no branch, tag or commit of that name"),
+    Code("MP701", GIT, E, "the remote cannot be reached (down, refused connection, DNS, timeout)", traits=REMOTE),
+    Code("MP702", GIT, E, "the remote refused the credentials, or none were configured", traits=REMOTE),
+    Code("MP703", GIT, E, "SSH host key not in known_hosts, or TLS certificate invalid", traits=REMOTE),
+    Code("MP704", GIT, E, "no branch, tag or commit of that name", traits=REMOTE),
     Code("MP705", GIT, E, "the inventory root is not a directory at that revision"),
     Code("MP706", GIT, E, "the remote kept rejecting the report push (after retries)"),
     Code("MP707", GIT, E, "a report path escapes reports.path"),

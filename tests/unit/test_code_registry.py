@@ -128,15 +128,22 @@ _OTHER_ERRORS = {
 }
 
 
-def test_traits_are_findings_and_the_in_progress_set_is_one() -> None:
-    traited = [c for c in codes.DECLARED if c.traits is not codes.Trait.NONE]
+def test_traits_belong_to_their_family_and_the_in_progress_set_is_one() -> None:
+    finding_traits = ~(codes.Trait.REMOTE)
+    traited = [c for c in codes.DECLARED if c.traits & finding_traits]
     assert traited and all(c.family is codes.Family.FINDING for c in traited)
+    assert all(c.family is codes.Family.GIT for c in codes.DECLARED if c.traits & codes.Trait.REMOTE)
     assert {"MP509", "MP521", "MP536"} <= codes.IN_PROGRESS_CODES
     from reconciler.controller import signals
     from reconciler.logic import drift
 
     assert signals.IN_FLIGHT_CODES is codes.IN_PROGRESS_CODES
     assert drift.node_status([drift.finding("MP521", "cordoned")]) is drift.NodeStatus.DRIFTED
+    from reconciler import gitops
+    from reconciler.adapters import gitsource
+
+    want = {gitsource.UNREACHABLE, gitsource.AUTH_REFUSED, gitsource.HOST_KEY_REFUSED, gitsource.REVISION_NOT_FOUND}
+    assert want == gitops.REMOTE_STATES
 
 
 def test_family_views_are_the_registry() -> None:
