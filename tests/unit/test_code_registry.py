@@ -160,3 +160,14 @@ def test_family_views_are_the_registry() -> None:
         assert view == {c.code: (c.severity.value, c.meaning) for c in codes.family(fam)}, fam
     assert {c.code: c.meaning for c in codes.family(codes.Family.IMPORT)} == adopt.IMPORT_CODES
     assert {c.code: c.meaning for c in codes.family(codes.Family.OBSERVER)} == observer.CODES
+
+
+def test_tables_in_docstrings_agree_with_the_registry() -> None:
+    """A module's docstring table (rules.py repeats the validation codes for the reader) says the registry's
+    severity, so the copy cannot drift into a second declaration."""
+    rows = 0
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for code, sev in re.findall(r"^\| (MP\d{3}) +\| (error|warning|info) +\|", path.read_text(), flags=re.M):
+            rows += 1
+            assert codes.REGISTRY[code].severity.value == sev, (str(path.relative_to(ROOT)), code, sev)
+    assert rows >= 50
