@@ -47,11 +47,13 @@ def test_a_second_declaration_is_refused_at_import() -> None:
 
 
 def test_every_code_named_in_the_package_is_registered() -> None:
-    """Any MPnnn in any file of reconciler/ (code, comment, docstring, Markdown) is a registered code."""
+    """Any MPnnn in any text file of the package, the manifests, CI, schemas or benchmarks (code, comment,
+    docstring, Markdown, YAML) is a registered code."""
     unknown: dict[str, set[str]] = {}
     seen: set[str] = set()
-    for path in sorted(PACKAGE.rglob("*")):
-        if not path.is_file() or path.suffix not in {".py", ".md", ".yaml", ".json"}:
+    paths = [p for d in ("reconciler", "deploy", "ci", ".ci", "schemas", "benchmarks") for p in (ROOT / d).rglob("*")]
+    for path in sorted(paths):
+        if not path.is_file() or path.suffix not in {".py", ".md", ".yaml", ".yml", ".json", ".sh", ".txt", ""}:
             continue
         found = set(CODE.findall(path.read_text(encoding="utf-8", errors="replace")))
         seen |= found
