@@ -173,3 +173,28 @@ def test_tables_in_docstrings_agree_with_the_registry() -> None:
             rows += 1
             assert codes.REGISTRY[code].severity.value == sev, (str(path.relative_to(ROOT)), code, sev)
     assert rows >= 50
+
+
+def test_each_error_type_has_its_own_registered_code() -> None:
+    """Code tells errors apart by type: every MigplanError subclass that sets a code sets a registered one that no
+    other type sets, so `isinstance` and the code shown to users say the same thing."""
+    import importlib
+    import pkgutil
+
+    import reconciler
+    from reconciler.model.errors import MigplanError
+
+    for mod in pkgutil.walk_packages(reconciler.__path__, "reconciler."):
+        if not mod.name.startswith(("reconciler.twin", "reconciler.kubeletapi", "reconciler.__main__")):
+            importlib.import_module(mod.name)
+    owners: dict[str, list[str]] = {}
+    stack: list[type[MigplanError]] = [MigplanError]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if "code" in vars(cls):
+            owners.setdefault(vars(cls)["code"], []).append(f"{cls.__module__}.{cls.__qualname__}")
+    assert len(owners) >= 15
+    assert not set(owners) - set(codes.REGISTRY), sorted(set(owners) - set(codes.REGISTRY))
+    shared = {c: o for c, o in owners.items() if len(o) > 1}
+    assert not shared, shared
