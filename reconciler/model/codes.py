@@ -9,6 +9,7 @@ finding means (a node reconfiguring, a failed reconfiguration, a held change) as
 
 tests/unit/test_code_registry.py checks that every `MPnnn` in the package is registered here, that no code is declared
 twice, and that every code is in exactly one README table, with the same severity where the table shows one.
+Adding a code is one `Code(...)` line in its family's block below and one row in that family's README table.
 """
 
 from __future__ import annotations
