@@ -451,7 +451,12 @@ class _Handler(BaseHTTPRequestHandler):
             if options.get("dryRun") == ["All"]:
                 dry_run = True
             gone = store.delete(
-                rt.key, route.name or "", route.namespace, grace_period_seconds=grace_s, dry_run=dry_run
+                rt.key,
+                route.name or "",
+                route.namespace,
+                grace_period_seconds=grace_s,
+                dry_run=dry_run,
+                preconditions=options.get("preconditions"),
             )
             if rt.key == "pods" or rt.key == "namespaces":
                 self._send_object(200, rt, gone, [])

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from . import kinds, knownfields, schema
+from . import admission, defaults, kinds, knownfields, nodelifecycle, schema, strategies
 from .errors import (
     ApiError,
     already_exists,
@@ -149,6 +149,8 @@ class Store:
         self._rng = random.Random(seed)
         for rt in BUILTINS:
             self._register(rt)
+        if not bare:
+            self._subscribers.append(self._node_lifecycle)  # the node lifecycle controller (nodelifecycle.py)
 
     # ------------------------------------------------------------ registry
 
@@ -608,9 +610,9 @@ class Store:
                         ],
                     },
                 )
+        self._admit_create(rt, new, ns)  # mutating admission runs before the registry generates the name
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + kinds.random_suffix(self._rng)
-        self._admit_create(rt, new, ns)
         errors = self._validate(rt, new, None)
         if errors:
             raise invalid(rt.kind, self._error_group(rt), meta.get("name", ""), errors)
@@ -777,9 +779,11 @@ class Store:
         *,
         grace_period_seconds: int | None = None,
         dry_run: bool = False,
+        preconditions: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Remove the object and return its last state. A pod bound to a node is only marked for deletion
-        (deletionTimestamp) unless grace_period_seconds=0, as with no kubelet in pods.json."""
+        (deletionTimestamp) unless grace_period_seconds=0, as with no kubelet in pods.json. `preconditions`
+        (DeleteOptions: uid, resourceVersion) that do not match give the real 409."""
         rt = self.resource_type(resource)
         ns = self._ns(rt, namespace)
         cascade: _List[tuple[ResourceType, dict[str, Any]]] = []
@@ -789,6 +793,7 @@ class Store:
             if entry is None:
                 raise not_found(rt.plural, rt.group, name)
             old = entry.obj
+            strategies.check_delete_preconditions(rt.kind, self._error_group(rt), self._to_view(rt, old), preconditions)
             pod = rt.key == "pods"
             if pod and (old.get("spec") or {}).get("nodeName") and grace_period_seconds != 0:
                 meta = old["metadata"]
@@ -950,11 +955,9 @@ class Store:
                 warnings.extend(f'unknown field "{u}"' for u in unknown)
         if rt.schema is not None:
             new = schema.apply_defaults(new, rt.schema)
-        if rt.key == "pods":
-            kinds.decode_pod_quantities(new)
-        elif rt.key in ("daemonsets.apps", "deployments.apps"):
-            kinds.decode_pod_quantities(new.get("spec", {}).get("template", {}), rt.kind)
-        elif rt.key == "leases.coordination.k8s.io":
+        else:
+            defaults.apply(rt.key, rt.kind, rt.version, new)  # the scheme's defaulters and canonical quantities
+        if rt.key == "leases.coordination.k8s.io":
             kinds.decode_lease(new)
         return new
 
@@ -965,16 +968,15 @@ class Store:
             sa_exists = self._get_entry("serviceaccounts", ns, sa_name) is not None
             if not self.bare and sa_name == "default":
                 sa_exists = True  # the serviceaccount controller keeps `default` in every namespace
-            kinds.admit_pod(obj, ns or "", sa_exists, self._rng)
+            admission.admit_pod_create(obj, ns or "", sa_exists, self._rng)
         elif key == "nodes":
-            kinds.default_node(obj, bare=self.bare)
+            admission.taint_new_node(obj)
+            kinds.default_node(obj)
         elif key == "namespaces":
             kinds.default_namespace(obj)
         elif key == "daemonsets.apps":
-            kinds.default_daemonset(obj)
             obj["status"] = kinds.daemonset_initial_status()
         elif key == "deployments.apps":
-            kinds.default_deployment(obj)
             obj["status"] = {}
         elif key == "events":
             kinds.default_core_event(obj)
@@ -1043,6 +1045,8 @@ class Store:
         repeat = 4 if (old is not None and key == "nodes") else 1  # the real node update path reports them 4x
         errors = kinds.validate_metadata(obj, label_name=key == "namespaces", repeat=repeat)
         if key == "configmaps":
+            if old is not None:
+                errors += strategies.configmap_update(obj, old)
             errors += kinds.validate_configmap(obj)
         elif key == "pods":
             errors += kinds.validate_pod_spec(obj.get("spec") or {}, "spec")
@@ -1050,6 +1054,8 @@ class Store:
                 errors += kinds.validate_pod_update(obj, old)
         elif key in ("daemonsets.apps", "deployments.apps"):
             errors += kinds.validate_daemonset(obj)  # same selector/template rules for both workloads
+            if old is not None:
+                errors += strategies.selector_update(obj, old)
         elif key == "leases.coordination.k8s.io":
             errors += kinds.validate_lease(obj)
         elif key == "events":
@@ -1111,9 +1117,8 @@ class Store:
         new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
         if rt.key == "namespaces" and subresource is None:
             new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = old_meta["name"]
-        if rt.key in ("pods", "daemonsets.apps", "deployments.apps"):
-            tmpl = new.get("spec", {}) if rt.key == "pods" else new.get("spec", {}).get("template", {}).get("spec", {})
-            kinds.default_pod_spec(tmpl)
+        if rt.key == "pods" and subresource is None:
+            admission.admit_pod_update(new, old)
         errors = self._validate(rt, self._to_view(rt, new), old)
         if errors:
             raise invalid(rt.kind, self._error_group(rt), old_meta["name"], errors)
@@ -1138,6 +1143,27 @@ class Store:
         new = self._order(rt, new)
         self._commit(rt, "MODIFIED", new, prev=old)
         return _clone_obj(self._to_view(rt, new))
+
+    def _node_lifecycle(self, event_type: str, obj: dict[str, Any]) -> None:
+        """The node lifecycle controller's NoSchedule pass after a node write (embedded cluster only)."""
+        if event_type == "DELETED" or obj.get("kind") != "Node" or obj.get("apiVersion") != "v1":
+            return
+        rt = self._types["nodes"]
+        with self._lock:
+            entry = self._get_entry("nodes", None, obj["metadata"]["name"])
+            if entry is None:
+                return
+            current = entry.obj
+            taints = nodelifecycle.reconciled_taints(current, kinds.now_rfc3339())
+            if taints is None:
+                return
+            new = _clone_obj(current)
+            if taints:
+                new.setdefault("spec", {})["taints"] = taints
+            else:
+                new.setdefault("spec", {}).pop("taints", None)  # omitempty
+            self._write_update(rt, current, new, None, False)
+        self._dispatch()
 
     @staticmethod
     def _error_group(rt: ResourceType) -> str:
