@@ -202,7 +202,9 @@ def pod(obj: dict[str, Any], fail: Callable[[str], Exception]) -> None:
     for field in ("containers", "initContainers"):
         for c in _dicts(spec.get(field)):
             res = c.get("resources")
-            limits = res.get("limits") if isinstance(res, dict) else None
+            if not isinstance(res, dict):
+                continue
+            limits = res.get("limits")
             if isinstance(limits, dict):
                 requests = res.get("requests")
                 if not isinstance(requests, dict):

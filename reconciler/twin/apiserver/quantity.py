@@ -195,9 +195,9 @@ def _compare(unscaled: int, scale: int, other: int) -> int:
         return (other < 0) - (other > 0)
     if scale > 40:  # |amount| >= 10**40 exceeds every bound compared against
         return 1 if unscaled > 0 else -1
-    lhs = unscaled * 10 ** max(scale, 0)
-    rhs = other * 10 ** max(-scale, 0)
-    return (lhs > rhs) - (lhs < rhs)
+    lhs: int = unscaled * 10 ** max(scale, 0)
+    rhs: int = other * 10 ** max(-scale, 0)
+    return int(lhs > rhs) - int(lhs < rhs)
 
 
 def round_up(q: Quantity, scale: int = _MILLI) -> Quantity:

@@ -641,7 +641,7 @@ class _Handler(BaseHTTPRequestHandler):
         rt = route.rt
         store = self.server.store
         labels = parse_label_selector(query.get("labelSelector"))
-        fields = parse_field_selector(field_selector, rt.field_selectors)
+        fields = parse_field_selector(field_selector, rt.field_selectors, rt.field_aliases)
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         rv_text = query.get("resourceVersion") or ""
         initial: list[dict[str, Any]] = []

@@ -66,11 +66,16 @@ class _Entry:
             {sys.intern(k): sys.intern(v) for k, v in labels.items()} if labels else None
         )
         defaults = rt.field_defaults
+        getters = rt.field_getters
         values = []
         for path, parts in rt.field_paths:
             cur: Any = obj
-            for part in parts:
-                cur = cur.get(part) if isinstance(cur, dict) else None
+            getter = getters.get(path) if getters else None
+            if getter is not None:
+                cur = getter(obj)
+            else:
+                for part in parts:
+                    cur = cur.get(part) if isinstance(cur, dict) else None
             if cur is None or cur == "":
                 values.append(defaults.get(path, ""))
             elif isinstance(cur, bool):
@@ -339,7 +344,7 @@ class Store:
     ) -> ListPage:
         rt = self.resource_type(resource)
         labels = parse_label_selector(label_selector)
-        fields = parse_field_selector(field_selector, rt.field_selectors)
+        fields = parse_field_selector(field_selector, rt.field_selectors, rt.field_aliases)
         start = ""
         with self._lock:
             list_rv = self._rv
@@ -418,7 +423,8 @@ class Store:
             defaults = rt.field_defaults
 
             def lookup(path: str) -> str:
-                value = field_value(obj, path)
+                getter = rt.field_getters.get(path)
+                value = str(getter(obj)) if getter is not None else field_value(obj, path)
                 return value if value != "" else defaults.get(path, "")
 
             return fields.matches(lookup)
