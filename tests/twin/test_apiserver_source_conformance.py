@@ -548,3 +548,18 @@ def test_field_selectors_as_the_registries_define_them() -> None:
         with pytest.raises(ApiError) as exc:
             store.list(resource, field_selector=f"{field}=x")
         assert exc.value.code == 400 and exc.value.message == f"field label not supported: {field}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["1e3", "1E3", "2Ki", "1000m", "1.5", ".5", "5.", "007", "1.5Gi", "1.5n", "0.9999999999", "1e-12", "+4", "-1"],
+)
+def test_migplan_parser_reads_what_the_server_decodes(text: str) -> None:
+    """reconciler/model/quantities.py (production) and the twin's decoder agree on the value of a quantity."""
+    from fractions import Fraction
+
+    from reconciler.model.quantities import parse_quantity as migplan_value
+    from reconciler.twin.apiserver.quantity import parse_quantity as server_value
+
+    assert migplan_value(text) == Fraction(server_value(text))
+    assert migplan_value(canonical(text)) == migplan_value(text)  # the stored form means the same number
