@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import random
 import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import orjson
 
 from .errors import ApiError, FieldError, bad_request
 from .quantity import parse_quantity
@@ -483,4 +484,5 @@ def event_v1_to_core(ev: dict[str, Any]) -> dict[str, Any]:
 
 
 def json_equal(a: Any, b: Any) -> bool:
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    """Equal as JSON documents (1 and 1.0 differ, key order does not matter)."""
+    return bool(orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(b, option=orjson.OPT_SORT_KEYS))
