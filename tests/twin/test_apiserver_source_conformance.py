@@ -563,3 +563,117 @@ def test_migplan_parser_reads_what_the_server_decodes(text: str) -> None:
 
     assert migplan_value(text) == Fraction(server_value(text))
     assert migplan_value(canonical(text)) == migplan_value(text)  # the stored form means the same number
+
+
+# ------------------------------------------------------------------ 3b. LimitRanger and ResourceQuota
+
+
+def _mig_pod(name: str, count: str = "1", **resources: str) -> dict[str, Any]:
+    limits = {"nvidia.com/mig-1g.18gb": count, **resources}
+    return {
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "i:1", "resources": {"limits": limits}}]},
+    }
+
+
+def test_limit_ranger_defaults_and_limits_pods() -> None:
+    store = Store()
+    store.ensure_namespaces(["team"])
+    store.create(
+        "limitranges",
+        {
+            "metadata": {"name": "lr"},
+            "spec": {
+                "limits": [
+                    {
+                        "type": "Container",
+                        "default": {"cpu": "0.5"},
+                        "max": {"cpu": "2", "nvidia.com/mig-1g.18gb": "1"},
+                    },
+                    {"type": "Pod", "max": {"memory": "1Gi"}},
+                ]
+            },
+        },
+        "team",
+    )
+    # SetDefaults_LimitRangeItem: default from max, defaultRequest from default; quantities canonical
+    item = store.get("limitranges", "lr", "team")["spec"]["limits"][0]
+    assert item["default"] == {"cpu": "500m", "nvidia.com/mig-1g.18gb": "1"}
+    assert item["defaultRequest"] == item["default"]
+    with pytest.raises(ApiError) as exc:
+        store.create("pods", _mig_pod("two", "2", memory="512Mi"), "team")
+    assert exc.value.code == 403
+    assert exc.value.message == (
+        'pods "two" is forbidden: maximum nvidia.com/mig-1g.18gb usage per Container is 1, but limit is 2'
+    )
+    with pytest.raises(ApiError) as exc:
+        store.create("pods", _mig_pod("fat", memory="2Gi"), "team")
+    assert exc.value.message == 'pods "fat" is forbidden: maximum memory usage per Pod is 1Gi, but limit is 2Gi'
+    pod = store.create("pods", _mig_pod("one", memory="512Mi"), "team")
+    res = pod["spec"]["containers"][0]["resources"]
+    assert res["limits"]["cpu"] == "500m" and res["requests"]["cpu"] == "500m"
+    assert pod["metadata"]["annotations"]["kubernetes.io/limit-ranger"] == (
+        "LimitRanger plugin set: cpu request for container c; cpu limit for container c"
+    )
+    assert pod["status"]["qosClass"] == "Guaranteed"  # computed after the plugin set the cpu request
+
+
+def test_resource_quota_on_mig_slices() -> None:
+    store = Store()
+    store.ensure_namespaces(["team"])
+    created = store.create(
+        "resourcequotas",
+        {
+            "metadata": {"name": "mig"},
+            "spec": {"hard": {"requests.nvidia.com/mig-1g.18gb": "2", "count/configmaps": "1"}},
+        },
+        "team",
+    )
+    assert created["status"] == {}  # PrepareForCreate; the quota controller fills it right after
+    status = store.get("resourcequotas", "mig", "team")["status"]
+    assert status == {
+        "hard": {"requests.nvidia.com/mig-1g.18gb": "2", "count/configmaps": "1"},
+        "used": {"requests.nvidia.com/mig-1g.18gb": "0", "count/configmaps": "0"},
+    }
+    store.create("pods", _mig_pod("a"), "team")
+    store.create("pods", _mig_pod("b"), "team")
+    assert store.get("resourcequotas", "mig", "team")["status"]["used"]["requests.nvidia.com/mig-1g.18gb"] == "2"
+    with pytest.raises(ApiError) as exc:
+        store.create("pods", _mig_pod("c"), "team")
+    assert exc.value.code == 403 and exc.value.message == (
+        'pods "c" is forbidden: exceeded quota: mig, requested: requests.nvidia.com/mig-1g.18gb=1, '
+        "used: requests.nvidia.com/mig-1g.18gb=2, limited: requests.nvidia.com/mig-1g.18gb=2"
+    )
+    store.delete("pods", "a", "team")  # unbound: removed at once; the controller gives the slice back
+    assert store.get("resourcequotas", "mig", "team")["status"]["used"]["requests.nvidia.com/mig-1g.18gb"] == "1"
+    assert store.create("pods", _mig_pod("c"), "team")["metadata"]["name"] == "c"
+    store.create("configmaps", {"metadata": {"name": "one"}}, "team")
+    with pytest.raises(ApiError) as exc:
+        store.create("configmaps", {"metadata": {"name": "two"}}, "team")
+    assert exc.value.message.startswith(
+        'configmaps "two" is forbidden: exceeded quota: mig, requested: count/configmaps=1'
+    )
+
+
+def test_resource_quota_cpu_requires_every_container_to_state_it() -> None:
+    store = Store()
+    store.ensure_namespaces(["team"])
+    store.create("resourcequotas", {"metadata": {"name": "cpu"}, "spec": {"hard": {"requests.cpu": "1"}}}, "team")
+    with pytest.raises(ApiError) as exc:
+        store.create("pods", _mig_pod("nocpu"), "team")
+    assert exc.value.message == 'pods "nocpu" is forbidden: failed quota: cpu: must specify requests.cpu for: c'
+
+
+def test_quota_without_controller_status_limits_nothing() -> None:
+    """checkRequest reads status.hard: in bare mode (no quota controller) a new quota has none yet."""
+    bare = Store(bare=True)
+    bare.ensure_namespaces(["team"])
+    bare.create("serviceaccounts", {"metadata": {"name": "default"}}, "team")
+    bare.create("resourcequotas", {"metadata": {"name": "q"}, "spec": {"hard": {"pods": "0"}}}, "team")
+    assert bare.create("pods", _mig_pod("x"), "team")["metadata"]["name"] == "x"
+    bare.patch(
+        "resourcequotas", "q", {"status": {"hard": {"pods": "0"}}}, "team", subresource="status"
+    )  # status.hard without used: the plugin cannot tell
+    with pytest.raises(ApiError) as exc:
+        bare.create("pods", _mig_pod("y"), "team")
+    assert exc.value.message == 'pods "y" is forbidden: status unknown for quota: q, resources: pods'

@@ -2,8 +2,10 @@
 
 Pure (random suffixes come from the caller's `random.Random`). Mutating plugins run in the real order
 (pkg/kubeapiserver/options/plugins.go AllOrderedPlugins) after decoding and defaulting, before validation:
-NamespaceLifecycle (in the store: 404 for a missing namespace, 403 while it terminates), ServiceAccount,
-TaintNodesByCondition, Priority, DefaultTolerationSeconds. Sources, kubernetes/kubernetes plugin/pkg/admission/:
+NamespaceLifecycle (in the store: 404 for a missing namespace, 403 while it terminates), LimitRanger
+(limitranger.py), ServiceAccount, TaintNodesByCondition, Priority, DefaultTolerationSeconds; the validating
+LimitRanger and ResourceQuota (quota.py) run after validation, in the store. Sources, kubernetes/kubernetes
+plugin/pkg/admission/:
 - serviceaccount/admission.go: the `default` account when none is named, 403 when it does not exist, the
   kube-api-access projected volume and its mounts (create only);
 - nodetaint/admission.go `addNotReadyTaint`: a new Node gets node.kubernetes.io/not-ready:NoSchedule unless a
@@ -20,8 +22,10 @@ Plugins that cannot act on the twin's objects are listed in ASSUMPTIONS.md with 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import limitranger
 from .errors import ApiError
 from .kinds import qos_class, random_suffix
 
@@ -176,10 +180,17 @@ def taint_new_node(obj: dict[str, Any]) -> None:
     spec["taints"] = taints
 
 
-def admit_pod_create(obj: dict[str, Any], namespace: str, sa_exists: bool, rng: random.Random) -> None:
+def admit_pod_create(
+    obj: dict[str, Any],
+    namespace: str,
+    sa_exists: bool,
+    rng: random.Random,
+    limit_ranges: Iterable[Mapping[str, Any]] = (),
+) -> None:
     """The mutating chain for a new pod, then the pod strategy's PrepareForCreate status (Pending, QoS class)."""
     if not isinstance(obj.get("spec"), dict):
         obj["spec"] = {}
+    limitranger.admit(limit_ranges, obj)
     service_account(obj, namespace, sa_exists, rng)
     priority_on_create(obj)
     default_toleration_seconds(obj)

@@ -320,12 +320,43 @@ def namespace(obj: dict[str, Any], fail: Callable[[str], Exception]) -> None:
         status["phase"] = "Active"
 
 
+def limit_range(obj: dict[str, Any], fail: Callable[[str], Exception]) -> None:
+    """SetDefaults_LimitRangeItem for Container items (default from max, defaultRequest from default, then min)
+    and the ResourceLists of every item."""
+    for item in _dicts(_sub(obj, "spec", "limits")):
+        for field in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+            if isinstance(item.get(field), dict):
+                item[field] = _quantities(item[field], field, fail, resource_list=True)
+        if item.get("type") != "Container":
+            continue
+        default = dict(item.get("default") or {})
+        default_request = dict(item.get("defaultRequest") or {})
+        for name, value in (item.get("max") or {}).items():
+            default.setdefault(name, value)
+        for name, value in default.items():
+            default_request.setdefault(name, value)
+        for name, value in (item.get("min") or {}).items():
+            default_request.setdefault(name, value)
+        for field, values in (("default", default), ("defaultRequest", default_request)):
+            if values:
+                item[field] = values
+
+
+def resource_quota(obj: dict[str, Any], fail: Callable[[str], Exception]) -> None:
+    """The ResourceLists of a ResourceQuota (spec.hard, status.hard, status.used)."""
+    for holder, field in ((obj.get("spec"), "hard"), (obj.get("status"), "hard"), (obj.get("status"), "used")):
+        if isinstance(holder, dict) and isinstance(holder.get(field), dict):
+            holder[field] = _quantities(holder[field], field, fail, resource_list=True)
+
+
 _DEFAULTERS: dict[str, Callable[[dict[str, Any], Callable[[str], Exception]], None]] = {
     "pods": pod,
     "nodes": node,
     "daemonsets.apps": daemonset,
     "deployments.apps": deployment,
     "namespaces": namespace,
+    "limitranges": limit_range,
+    "resourcequotas": resource_quota,
 }
 
 

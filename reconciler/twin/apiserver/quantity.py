@@ -278,3 +278,34 @@ def canonical(raw: object, *, resource_list: bool = False) -> str:
 def parse_quantity(text: object) -> Decimal:
     """The numeric value of a quantity string (or JSON number), as the server reads it."""
     return unmarshal(text).as_decimal()
+
+
+ZERO = Quantity(0, 0, DECIMAL_SI)
+_MAX_ALIGN = 400  # digits: beyond this the smaller term cannot matter to any comparison the twin makes
+
+
+def _aligned(a: Quantity, b: Quantity) -> tuple[int, int, int]:
+    """Both amounts on a common scale. When the scales are absurdly far apart (`1e999999999` next to `1`) the
+    smaller term is dropped instead of building a billion-digit integer (inf.Dec would, the twin must not hang)."""
+    if abs(a.scale - b.scale) > _MAX_ALIGN:
+        big, small = (a, b) if a.scale > b.scale else (b, a)
+        if big.unscaled != 0:
+            x = big.unscaled * 10**_MAX_ALIGN
+            return (x, 0, big.scale - _MAX_ALIGN) if big is a else (0, x, big.scale - _MAX_ALIGN)
+        x = small.unscaled
+        return (0, x, small.scale) if small is b else (x, 0, small.scale)
+    scale = min(a.scale, b.scale)
+    return a.unscaled * 10 ** (a.scale - scale), b.unscaled * 10 ** (b.scale - scale), scale
+
+
+def add(a: Quantity, b: Quantity) -> Quantity:
+    """Quantity.Add: the sum keeps a's format, or b's when a is zero; the kept text is dropped."""
+    x, y, scale = _aligned(a, b)
+    fmt = b.format if a.unscaled == 0 else a.format
+    return Quantity(x + y, scale, fmt, None, fast=a.fast and b.fast)
+
+
+def compare(a: Quantity, b: Quantity) -> int:
+    """Quantity.Cmp: -1, 0 or 1."""
+    x, y, _ = _aligned(a, b)
+    return (x > y) - (x < y)

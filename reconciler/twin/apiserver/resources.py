@@ -176,6 +176,20 @@ BUILTINS: tuple[ResourceType, ...] = (
         status_in_main=False,
     ),
     ResourceType("", "v1", "configmaps", "configmap", "ConfigMap", True, ("cm",), storage_hash="qFsyl6wFWjQ="),
+    # LimitRanger and ResourceQuota act on pods once such objects exist (limitranger.py, quota.py)
+    ResourceType("", "v1", "limitranges", "limitrange", "LimitRange", True, ("limits",), storage_hash="EBKMFVe6cwo="),
+    ResourceType(
+        "",
+        "v1",
+        "resourcequotas",
+        "resourcequota",
+        "ResourceQuota",
+        True,
+        ("quota",),
+        subresources=("status",),
+        storage_hash="8uhSgffRX6w=",
+        status_in_main=False,
+    ),
     ResourceType(
         "",
         "v1",

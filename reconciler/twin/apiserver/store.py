@@ -24,11 +24,12 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-from . import admission, defaults, kinds, knownfields, nodelifecycle, schema, strategies
+from . import admission, defaults, kinds, knownfields, limitranger, nodelifecycle, quota, schema, strategies
 from .errors import (
     ApiError,
     already_exists,
@@ -152,10 +153,12 @@ class Store:
         self._local = threading.local()
         self._pod_logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) -> text
         self._rng = random.Random(seed)
+        self._last_charges: dict[tuple[str, str], dict[str, str]] = {}  # quota usage of the create in progress
         for rt in BUILTINS:
             self._register(rt)
         if not bare:
             self._subscribers.append(self._node_lifecycle)  # the node lifecycle controller (nodelifecycle.py)
+            self._subscribers.append(self._quota_controller)  # the resource quota controller (quota.py)
 
     # ------------------------------------------------------------ registry
 
@@ -518,7 +521,7 @@ class Store:
         rt = self.resource_type(resource)
         new, ns = self._prepare_create(rt, obj, namespace, strict, warnings)
         with self._lock:
-            stored = self._admit_and_validate(rt, new, ns, ())
+            stored = self._admit_and_validate(rt, new, ns, (), {} if dry_run else None)
             if dry_run:
                 return _clone_obj(self._to_view(rt, self._order(rt, stored)))
             stored["metadata"]["resourceVersion"] = str(self._next_rv())
@@ -554,10 +557,13 @@ class Store:
         with self._lock:
             batch: set[str] = set()
             ready = []
+            charges: dict[tuple[str, str], dict[str, str]] = {}
             for new, ns in prepared:
-                stored = self._admit_and_validate(rt, new, ns, batch)
+                stored = self._admit_and_validate(rt, new, ns, batch, charges)
                 batch.add(self._sort_key(rt, ns, stored["metadata"]["name"]))
                 ready.append(stored)
+            for (qns, qname), used in charges.items():
+                self._charge_quota(qns, qname, used)
             for stored in ready:
                 stored["metadata"]["resourceVersion"] = str(self._next_rv())
                 stored = self._order(rt, stored)
@@ -590,9 +596,16 @@ class Store:
         return new, ns
 
     def _admit_and_validate(
-        self, rt: ResourceType, new: dict[str, Any], ns: str | None, pending: Iterable[str] | set[str]
+        self,
+        rt: ResourceType,
+        new: dict[str, Any],
+        ns: str | None,
+        pending: Iterable[str] | set[str],
+        charges: dict[tuple[str, str], dict[str, str]] | None = None,
     ) -> dict[str, Any]:
-        """Admission, defaulting, validation and the AlreadyExists check of a create. Lock held."""
+        """Admission, defaulting, validation and the AlreadyExists check of a create. Lock held.
+
+        ResourceQuota usage is charged at once when `charges` is None, else collected there (batches, dry runs)."""
         meta = new["metadata"]
         if ns is not None:
             ns_entry = self._get_entry("namespaces", None, ns)
@@ -622,8 +635,13 @@ class Store:
         errors = self._validate(rt, new, None)
         if errors:
             raise invalid(rt.kind, self._error_group(rt), meta.get("name", ""), errors)
+        if ns is not None:
+            self._validating_admission(rt, new, ns, charges)
         if self._get_entry(rt.key, ns, meta["name"]) is not None or self._sort_key(rt, ns, meta["name"]) in pending:
             raise already_exists(rt.plural, rt.group, meta["name"])
+        if ns is not None and charges is None:
+            for (qns, qname), used in self._last_charges.items():
+                self._charge_quota(qns, qname, used)
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
@@ -974,7 +992,8 @@ class Store:
             sa_exists = self._get_entry("serviceaccounts", ns, sa_name) is not None
             if not self.bare and sa_name == "default":
                 sa_exists = True  # the serviceaccount controller keeps `default` in every namespace
-            admission.admit_pod_create(obj, ns or "", sa_exists, self._rng)
+            limit_ranges = self._namespace_objects("limitranges", ns)
+            admission.admit_pod_create(obj, ns or "", sa_exists, self._rng, limit_ranges)
         elif key == "nodes":
             admission.taint_new_node(obj)
             kinds.default_node(obj)
@@ -984,6 +1003,8 @@ class Store:
             obj["status"] = kinds.daemonset_initial_status()
         elif key == "deployments.apps":
             obj["status"] = {}
+        elif key == "resourcequotas":
+            obj["status"] = {}  # PrepareForCreate: the quota controller fills it
         elif key == "events":
             kinds.default_core_event(obj)
         elif key == "customresourcedefinitions.apiextensions.k8s.io":
@@ -1149,6 +1170,87 @@ class Store:
         new = self._order(rt, new)
         self._commit(rt, "MODIFIED", new, prev=old)
         return _clone_obj(self._to_view(rt, new))
+
+    def _namespace_objects(self, resource: str, namespace: str | None) -> _List[dict[str, Any]]:
+        """Every stored object of a namespaced resource in one namespace, in key order. Lock held."""
+        if namespace is None:
+            return []
+        table = self._table(self._types[resource])
+        lo = bisect.bisect_left(table.keys, f"{namespace}/")
+        hi = bisect.bisect_left(table.keys, f"{namespace}0")  # '0' sorts right after '/'
+        return [table.items[k].obj for k in table.keys[lo:hi]]
+
+    def _validating_admission(
+        self,
+        rt: ResourceType,
+        obj: dict[str, Any],
+        ns: str,
+        charges: dict[tuple[str, str], dict[str, str]] | None,
+    ) -> None:
+        """The validating LimitRanger and ResourceQuota plugins on a create (limitranger.py, quota.py). Lock held."""
+        self._last_charges = {}
+        if rt.key == "pods":
+            for limit_range in self._namespace_objects("limitranges", ns):
+                problems = limitranger.validate(limit_range, obj)
+                if problems:
+                    reason = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+                    raise admission.forbidden("pods", obj["metadata"], reason)
+        quotas = self._namespace_objects("resourcequotas", ns)
+        if not quotas:
+            return
+        pending = {name: used for (qns, name), used in (charges or {}).items() if qns == ns}
+        try:
+            charged = quota.admit(quotas, rt.key, rt.group, self._to_view(rt, obj), datetime.now(UTC), pending)
+        except quota.QuotaRefusal as exc:
+            raise admission.forbidden(rt.plural, obj["metadata"], str(exc)) from exc
+        target = charges if charges is not None else self._last_charges
+        target.update({(ns, name): used for name, used in charged.items()})
+
+    def _charge_quota(self, namespace: str, name: str, used: dict[str, str]) -> None:
+        """What the ResourceQuota plugin writes after admitting an object: the quota's new status.used. Lock held."""
+        entry = self._get_entry("resourcequotas", namespace, name)
+        if entry is None:
+            return
+        old = entry.obj
+        new = _clone_obj(old)
+        new.setdefault("status", {})["used"] = used
+        self._write_update(self._types["resourcequotas"], old, new, "status", False)
+
+    def _quota_controller(self, event_type: str, obj: dict[str, Any]) -> None:
+        """The resource quota controller: status.hard from spec.hard and status.used recomputed after any write in a
+        namespace that has quotas (embedded cluster only)."""
+        ns = (obj.get("metadata") or {}).get("namespace")
+        if not ns:
+            return
+        with self._lock:
+            quotas = self._namespace_objects("resourcequotas", ns)
+            if not quotas:
+                return
+            now = datetime.now(UTC)
+            rt = self._types["resourcequotas"]
+            for q in quotas:
+                objects = [
+                    (t.key, t.group, self._to_view(t, o))
+                    for t in self._quota_kinds(q)
+                    for o in self._namespace_objects(t.key, ns)
+                ]
+                status = quota.recompute(q, objects, now)
+                if status != q.get("status"):
+                    new = _clone_obj(q)
+                    new["status"] = status
+                    self._write_update(rt, q, new, "status", False)
+        self._dispatch()
+
+    def _quota_kinds(self, resource_quota: dict[str, Any]) -> _List[ResourceType]:
+        """The served namespaced kinds a quota's hard resources can count."""
+        hard = (resource_quota.get("spec") or {}).get("hard") or {}
+        out: _List[ResourceType] = []
+        for t in self._types.values():
+            if not t.namespaced or t.key == _EVENTS_V1:
+                continue
+            if quota.limited_resources(t.key, hard):
+                out.append(t)
+        return out
 
     def _node_lifecycle(self, event_type: str, obj: dict[str, Any]) -> None:
         """The node lifecycle controller's NoSchedule pass after a node write (embedded cluster only)."""
