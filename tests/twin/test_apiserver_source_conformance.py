@@ -677,3 +677,20 @@ def test_quota_without_controller_status_limits_nothing() -> None:
     with pytest.raises(ApiError) as exc:
         bare.create("pods", _mig_pod("y"), "team")
     assert exc.value.message == 'pods "y" is forbidden: status unknown for quota: q, resources: pods'
+
+
+def test_fields_kept_twice_in_v1_round_trip_as_the_conversion_does() -> None:
+    """Convert_v1_NodeSpec_To_core_NodeSpec / Convert_v1_PodStatus_To_core_PodStatus and back: the singular field
+    fills an empty list, wins when both are set and differ, and is rewritten from the list's first item."""
+    store = Store(bare=True)
+    store.ensure_namespaces(["default"])
+    node = store.create("nodes", {"metadata": {"name": "n"}, "spec": {"podCIDR": "10.0.0.0/24"}})
+    assert node["spec"]["podCIDRs"] == ["10.0.0.0/24"]
+    node = store.create("nodes", {"metadata": {"name": "m"}, "spec": {"podCIDRs": ["10.0.1.0/24", "fd00::/64"]}})
+    assert node["spec"]["podCIDR"] == "10.0.1.0/24"
+    store.create("serviceaccounts", {"metadata": {"name": "default"}}, "default")
+    store.create("pods", _pod("p"), "default")
+    pod = store.patch("pods", "p", {"status": {"podIPs": [{"ip": "10.1.1.2"}]}}, "default", subresource="status")
+    assert pod["status"]["podIP"] == "10.1.1.2"
+    pod = store.patch("pods", "p", {"status": {"podIP": "10.1.1.3"}}, "default", subresource="status")
+    assert pod["status"]["podIPs"] == [{"ip": "10.1.1.3"}]

@@ -222,6 +222,8 @@ def pod(obj: dict[str, Any], fail: Callable[[str], Exception]) -> None:
                     if not port.get("hostPort"):
                         port["hostPort"] = port.get("containerPort")
     pod_spec(spec, fail)
+    for single, plural in (("podIP", "podIPs"), ("hostIP", "hostIPs")):
+        _single_and_plural(obj.get("status"), single, plural, lambda v: {"ip": v}, _ip)
     for field in _STATUS_LISTS:
         for status in _dicts(_sub(obj, "status", field)):
             if isinstance(status.get("allocatedResources"), dict):
@@ -231,8 +233,30 @@ def pod(obj: dict[str, Any], fail: Callable[[str], Exception]) -> None:
             _resource_requirements(status.get("resources"), fail)
 
 
+def _single_and_plural(
+    holder: Any, single: str, plural: str, wrap: Callable[[Any], Any], unwrap: Callable[[Any], Any]
+) -> None:
+    """The v1 <-> internal round trip of a field kept twice in v1 (podCIDR/podCIDRs, podIP/podIPs, hostIP/hostIPs):
+    the singular one wins when both are set and differ, fills the list when it is empty, and is rewritten from the
+    list's first item on the way out (Convert_v1_NodeSpec_To_core_NodeSpec, Convert_v1_PodStatus_To_core_PodStatus
+    and their reverse)."""
+    if not isinstance(holder, dict):
+        return
+    one, many = holder.get(single), holder.get(plural)
+    if one and (not isinstance(many, list) or not many or unwrap(many[0]) != one):
+        holder[plural] = [wrap(one)]
+    many = holder.get(plural)
+    if isinstance(many, list) and many and unwrap(many[0]):
+        holder[single] = unwrap(many[0])
+
+
+def _ip(value: Any) -> Any:
+    return value.get("ip") if isinstance(value, dict) else None
+
+
 def node(obj: dict[str, Any], fail: Callable[[str], Exception]) -> None:
-    """SetDefaults_NodeStatus (allocatable from capacity when absent) and the two ResourceLists."""
+    """SetDefaults_NodeStatus (allocatable from capacity when absent), the two ResourceLists, podCIDR(s)."""
+    _single_and_plural(obj.get("spec"), "podCIDR", "podCIDRs", lambda v: v, lambda v: v)
     status = obj.get("status")
     if not isinstance(status, dict):
         return
