@@ -694,3 +694,41 @@ def test_fields_kept_twice_in_v1_round_trip_as_the_conversion_does() -> None:
     assert pod["status"]["podIP"] == "10.1.1.2"
     pod = store.patch("pods", "p", {"status": {"podIP": "10.1.1.3"}}, "default", subresource="status")
     assert pod["status"]["podIPs"] == [{"ip": "10.1.1.3"}]
+
+
+HOSTILE_QUANTITIES = [
+    "9" * 5000,
+    "1e2147483647",
+    "1e-2147483648",
+    "1e4294967296",  # int32(4294967296) is 0: Go keeps the text, its value is 1
+    "-" + "9" * 40 + "Ei",
+    "0." + "0" * 3000 + "1",
+    "1e999999999999999999999",
+    "\u0661",  # an Arabic-Indic digit one
+    "1\u00a0",
+    "1e+-3",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_QUANTITIES)
+def test_hostile_quantities_are_stored_or_refused_never_a_crash(text: str) -> None:
+    store = Store()
+    store.ensure_namespaces(["default"])
+    body = {"metadata": {"name": "h"}, "status": {"capacity": {"nvidia.com/gpu": text}}}
+    try:
+        node = store.create("nodes", body)
+    except ApiError as exc:
+        assert exc.code == 400
+        assert exc.message.split(": ", 1)[1] in (QUANTITY_ERROR, SUFFIX_ERROR, NUMERIC_ERROR)
+        return
+    stored = node["status"]["capacity"]["nvidia.com/gpu"]
+    assert canonical(stored) == stored  # what is stored is already canonical
+    store.create(
+        "resourcequotas", {"metadata": {"name": "q"}, "spec": {"hard": {"requests.nvidia.com/gpu": text}}}, "default"
+    )
+    pod = _mig_pod("p")
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    try:  # the quota arithmetic meets the hostile value and answers
+        store.create("pods", pod, "default")
+    except ApiError as exc:
+        assert exc.code in (403, 422)

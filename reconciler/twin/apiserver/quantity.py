@@ -40,6 +40,7 @@ _MAX_INT64 = 2**63 - 1
 _MAX_INT64_FACTORS = 18  # quantity.go maxInt64Factors
 _NANO = -9
 _MILLI = -3
+_MAX_DIGITS = 4000  # Python's int <-> str limit is 4300 digits; Go has none (deviation, ASSUMPTIONS.md)
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def parse(text: str) -> Quantity:
     # slow path (inf.Dec): the numeric part exactly, times the suffix, rounded up to nano, BinarySI capped
     digits = value.lstrip("+-")
     whole, _, frac = digits.partition(".")
-    if not (whole + frac) or not set(whole + frac) <= _DIGITS:
+    if not (whole + frac) or not set(whole + frac) <= _DIGITS or len(whole + frac) > _MAX_DIGITS:
         raise ValueError(NUMERIC_ERROR)
     unscaled = int(whole + frac or "0")
     dscale = -len(frac)

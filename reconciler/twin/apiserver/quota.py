@@ -83,10 +83,12 @@ def _counts(pod: Mapping[str, Any], now: datetime) -> bool:
     stamp, grace = meta.get("deletionTimestamp"), meta.get("deletionGracePeriodSeconds")
     if stamp and grace is not None:
         try:
-            when = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-        except ValueError:
+            expired = now > datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) + timedelta(
+                seconds=int(grace)
+            )
+        except (ValueError, TypeError, OverflowError):
             return True
-        if now > when + timedelta(seconds=int(grace)):
+        if expired:
             return False
     return True
 
