@@ -107,13 +107,13 @@ def test_malformed_quantities_give_the_decoder_error(given: str, message: str) -
 @pytest.mark.parametrize(
     ("method", "path", "ctype", "body"),
     [
-        ("PATCH", "/api/v1/nodes/q1/status", MERGE, {"status": {"capacity": {"cpu": "4000m", "x.io/a": "0.5"}}}),
-        ("PATCH", "/api/v1/nodes/q1/status", STRATEGIC, {"status": {"capacity": {"cpu": "4000m", "x.io/a": "0.5"}}}),
+        ("PATCH", "/api/v1/nodes/q1/status", MERGE, {"status": {"capacity": {"cpu": "4000m", "memory": "0.5Gi"}}}),
+        ("PATCH", "/api/v1/nodes/q1/status", STRATEGIC, {"status": {"capacity": {"cpu": "4000m", "memory": "0.5Gi"}}}),
         (
             "PATCH",
             "/api/v1/nodes/q1/status",
             JSON_PATCH,
-            [{"op": "add", "path": "/status/capacity", "value": {"cpu": "4000m", "x.io/a": "0.5"}}],
+            [{"op": "add", "path": "/status/capacity", "value": {"cpu": "4000m", "memory": "0.5Gi"}}],
         ),
     ],
 )
@@ -125,10 +125,10 @@ def test_node_status_writes_store_canonical_capacity_and_default_allocatable(
     try:
         code, node = _req(api, method, path, body, ctype)
         assert code == 200, node
-        assert node["status"]["capacity"] == {"cpu": "4", "x.io/a": "500m"}
-        assert node["status"]["allocatable"] == {"cpu": "4", "x.io/a": "500m"}
+        assert node["status"]["capacity"] == {"cpu": "4", "memory": "512Mi"}
+        assert node["status"]["allocatable"] == {"cpu": "4", "memory": "512Mi"}
         code, node = _req(api, "PATCH", path, {"status": {"allocatable": {"cpu": "3500m"}}}, MERGE)
-        assert code == 200 and node["status"]["allocatable"] == {"cpu": "3500m", "x.io/a": "500m"}
+        assert code == 200 and node["status"]["allocatable"] == {"cpu": "3500m", "memory": "512Mi"}
     finally:
         api.store.delete("nodes", "q1")
 
@@ -718,6 +718,12 @@ def test_hostile_quantities_are_stored_or_refused_never_a_crash(text: str) -> No
     try:
         node = store.create("nodes", body)
     except ApiError as exc:
+        if exc.code == 422:  # decoded, then refused by ValidateNodeResources: negative, or not a whole count
+            assert all(
+                c["message"].endswith(("must be greater than or equal to 0", "must be an integer"))
+                for c in (exc.details or {})["causes"]
+            )
+            return
         assert exc.code == 400
         assert exc.message.split(": ", 1)[1] in (QUANTITY_ERROR, SUFFIX_ERROR, NUMERIC_ERROR)
         return
@@ -732,3 +738,38 @@ def test_hostile_quantities_are_stored_or_refused_never_a_crash(text: str) -> No
         store.create("pods", pod, "default")
     except ApiError as exc:
         assert exc.code in (403, 422)
+
+
+def test_node_resources_and_taints_are_validated_as_validate_node_does() -> None:
+    store = Store(bare=True)
+    store.create("nodes", {"metadata": {"name": "n"}})
+    with pytest.raises(ApiError) as exc:  # /status: ValidateNodeUpdate only, each problem once
+        store.patch(
+            "nodes", "n", {"status": {"capacity": {"nvidia.com/gpu": "-1", "cpu": "1.5"}}}, subresource="status"
+        )
+    assert exc.value.code == 422 and exc.value.message == (
+        'Node "n" is invalid: [status.capacity.nvidia.com/gpu: Invalid value: "-1": must be greater than or equal to '
+        '0, status.allocatable.nvidia.com/gpu: Invalid value: "-1": must be greater than or equal to 0]'
+    )
+    with pytest.raises(ApiError) as exc:  # create: ValidateNode
+        store.create("nodes", {"metadata": {"name": "m"}, "status": {"allocatable": {"nvidia.com/mig-1g.18gb": "0.5"}}})
+    assert [c["message"] for c in exc.value.details["causes"]] == ['Invalid value: "500m": must be an integer']
+    # 1e30 overflows MilliValue's int64, which then reads 0: stored, as upstream does
+    huge = store.patch("nodes", "n", {"status": {"capacity": {"nvidia.com/gpu": "1e30"}}}, subresource="status")
+    assert huge["status"]["capacity"]["nvidia.com/gpu"] == "1e30"
+    with pytest.raises(ApiError) as exc:
+        store.patch(
+            "nodes", "n", {"spec": {"taints": [{"key": "a", "effect": "Never"}, {"key": "a", "effect": "Never"}]}}
+        )
+    assert [c["field"] for c in exc.value.details["causes"]] == [
+        "metadata.taints[0].effect",  # ValidateNode passes the metadata path to validateNodeTaints
+        "metadata.taints[1].effect",
+        "metadata.taints[1]",
+    ]
+    assert exc.value.details["causes"][0]["message"] == (
+        'Unsupported value: "Never": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"'
+    )
+    assert exc.value.details["causes"][2]["message"] == (
+        'Duplicate value: core.Taint{Key:"a", Value:"", Effect:"Never", TimeAdded:(*v1.Time)(nil)}: taints must be '
+        "unique by key and effect pair"
+    )

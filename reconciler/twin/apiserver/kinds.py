@@ -89,7 +89,7 @@ def random_suffix(rng: random.Random, n: int = 5) -> str:
 
 
 @functools.lru_cache(maxsize=65536)
-def _valid_label_value(value: str) -> bool:
+def valid_label_value(value: str) -> bool:
     return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
 
 
@@ -123,7 +123,7 @@ def validate_metadata(obj: dict[str, Any], *, label_name: bool = False, repeat: 
     for key, value in (meta.get("labels") or {}).items():
         if not valid_qualified_name(key):
             label_errs.append(FieldError("Invalid", "metadata.labels", key, MSG_LABEL_KEY))
-        if not isinstance(value, str) or not _valid_label_value(value):
+        if not isinstance(value, str) or not valid_label_value(value):
             label_errs.append(FieldError("Invalid", "metadata.labels", value, MSG_LABEL_VALUE))
     errs.extend(label_errs * repeat)
     for key in meta.get("annotations") or {}:

@@ -310,3 +310,15 @@ def compare(a: Quantity, b: Quantity) -> int:
     """Quantity.Cmp: -1, 0 or 1."""
     x, y, _ = _aligned(a, b)
     return (x > y) - (x < y)
+
+
+def milli_value(q: Quantity) -> int:
+    """Quantity.MilliValue, ceil(q * 1000): an int64Amount that overflows int64 reads as 0 (AsScaledInt64)."""
+    shift = q.scale + 3
+    if shift < 0:
+        ceil: int = -(-q.unscaled // 10**-shift)
+        return ceil
+    if q.unscaled and shift > 19:
+        return 0
+    value: int = q.unscaled * 10**shift
+    return value if abs(value) <= _MAX_INT64 else 0

@@ -1067,11 +1067,15 @@ class Store:
             return default_sa
         return None
 
-    def _validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> _List[Any]:
+    def _validate(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None = None
+    ) -> _List[Any]:
         key = rt.key
         repeat = 4 if (old is not None and key == "nodes") else 1  # the real node update path reports them 4x
         errors = kinds.validate_metadata(obj, label_name=key == "namespaces", repeat=repeat)
-        if key == "configmaps":
+        if key == "nodes":
+            errors += strategies.validate_node(obj, old, subresource)
+        elif key == "configmaps":
             if old is not None:
                 errors += strategies.configmap_update(obj, old)
             errors += kinds.validate_configmap(obj)
@@ -1146,7 +1150,7 @@ class Store:
             new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = old_meta["name"]
         if rt.key == "pods" and subresource is None:
             admission.admit_pod_update(new, old)
-        errors = self._validate(rt, self._to_view(rt, new), old)
+        errors = self._validate(rt, self._to_view(rt, new), old, subresource)
         if errors:
             raise invalid(rt.kind, self._error_group(rt), old_meta["name"], errors)
         if kinds.json_equal(new, old):

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import ApiError, FieldError, GoLiteral, bad_request
+from .kinds import MSG_LABEL_KEY, MSG_LABEL_VALUE, valid_label_value, valid_qualified_name
+from .quantity import milli_value, unmarshal
 
 IMMUTABLE = "field is immutable"
 CONFIGMAP_IMMUTABLE = "field is immutable when `immutable` is set"
@@ -122,3 +124,84 @@ def check_delete_preconditions(kind: str, group: str, obj: Mapping[str, Any], pr
         details["group"] = group
     details["kind"] = kind
     raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {qualified} "{name}": {reason}', details)
+
+
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _integer_resource(name: str) -> bool:
+    """helper.IsIntegerResourceName: the standard integer resources and every extended resource."""
+    if name in ("pods", "services", "replicationcontrollers", "resourcequotas", "secrets", "configmaps"):
+        return True
+    if name.startswith("count/"):
+        return True
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def node_resources(obj: Mapping[str, Any]) -> list[FieldError]:
+    """ValidateNodeResources: capacity and allocatable are non-negative, integer resources whole (sorted by name;
+    Go walks the maps in random order)."""
+    errs: list[FieldError] = []
+    status = obj.get("status") or {}
+    for field in ("capacity", "allocatable"):
+        values = status.get(field)
+        if not isinstance(values, Mapping):
+            continue
+        for name in sorted(values):
+            try:
+                amount = unmarshal(values[name])
+            except ValueError:
+                continue  # refused by the decoder already
+            path = f"status.{field}.{name}"
+            if amount.unscaled < 0:
+                errs.append(FieldError("Invalid", path, str(values[name]), "must be greater than or equal to 0"))
+            if _integer_resource(name) and milli_value(amount) % 1000 != 0:
+                errs.append(FieldError("Invalid", path, str(values[name]), "must be an integer"))
+    return errs
+
+
+def node_taints(obj: Mapping[str, Any]) -> list[FieldError]:
+    """validateNodeTaints as ValidateNode calls it (with the `metadata` path it is given upstream)."""
+    errs: list[FieldError] = []
+    seen: dict[str, set[str]] = {}
+    for i, taint in enumerate((obj.get("spec") or {}).get("taints") or []):
+        if not isinstance(taint, Mapping):
+            continue
+        path = f"metadata.taints[{i}]"
+        key, value, effect = taint.get("key") or "", taint.get("value") or "", taint.get("effect") or ""
+        if not valid_qualified_name(str(key)):
+            errs.append(FieldError("Invalid", f"{path}.key", key, MSG_LABEL_KEY))
+        if not valid_label_value(str(value)):
+            errs.append(FieldError("Invalid", f"{path}.value", value, MSG_LABEL_VALUE))
+        if not effect:
+            errs.append(FieldError("Required", f"{path}.effect"))
+        elif effect not in _TAINT_EFFECTS:
+            errs.append(FieldError("NotSupported", f"{path}.effect", effect, supported=_TAINT_EFFECTS))
+        if key in seen.get(effect, set()):
+            errs.append(
+                FieldError(
+                    "Duplicate", path, GoLiteral(_go_taint(taint)), "taints must be unique by key and effect pair"
+                )
+            )
+            continue
+        seen.setdefault(effect, set()).add(key)
+    return errs
+
+
+def _go_taint(taint: Mapping[str, Any]) -> str:
+    # %#v prints a *metav1.Time as its pointer: nil, or an address the twin cannot know (0xc000000000 stands in)
+    time_text = "(*v1.Time)(nil)" if not taint.get("timeAdded") else "(*v1.Time)(0xc000000000)"
+    return (
+        f"core.Taint{{Key:{_go_string(taint.get('key') or '')}, Value:{_go_string(taint.get('value') or '')}, "
+        f"Effect:{_go_string(taint.get('effect') or '')}, TimeAdded:{time_text}}}"
+    )
+
+
+def validate_node(obj: Mapping[str, Any], old: Mapping[str, Any] | None, subresource: str | None) -> list[FieldError]:
+    """The node strategies: create runs ValidateNode; an update of the node ValidateNode and ValidateNodeUpdate
+    (resources reported twice); a /status update ValidateNodeUpdate only."""
+    if old is None:
+        return node_taints(obj) + node_resources(obj)
+    if subresource == "status":
+        return node_resources(obj)
+    return node_taints(obj) + node_resources(obj) + node_resources(obj)
