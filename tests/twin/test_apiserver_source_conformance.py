@@ -773,3 +773,18 @@ def test_node_resources_and_taints_are_validated_as_validate_node_does() -> None
         'Duplicate value: core.Taint{Key:"a", Value:"", Effect:"Never", TimeAdded:(*v1.Time)(nil)}: taints must be '
         "unique by key and effect pair"
     )
+
+
+def test_quota_counts_a_batch_and_dry_runs_charge_nothing() -> None:
+    store = Store()
+    store.ensure_namespaces(["team"])
+    store.create("resourcequotas", {"metadata": {"name": "q"}, "spec": {"hard": {"count/pods": "2"}}}, "team")
+    store.create("pods", _mig_pod("dry"), "team", dry_run=True)
+    assert store.get("resourcequotas", "q", "team")["status"]["used"] == {"count/pods": "0"}
+    with pytest.raises(ApiError) as exc:  # all or nothing: the third pod of the batch exceeds the quota
+        store.create_many("pods", [_mig_pod(f"p{i}") for i in range(3)], "team")
+    assert exc.value.code == 403 and 'pods "p2" is forbidden: exceeded quota: q' in exc.value.message
+    assert store.list("pods", "team") == []
+    assert store.get("resourcequotas", "q", "team")["status"]["used"] == {"count/pods": "0"}
+    assert store.create_many("pods", [_mig_pod(f"p{i}") for i in range(2)], "team") == 2
+    assert store.get("resourcequotas", "q", "team")["status"]["used"] == {"count/pods": "2"}

@@ -153,7 +153,6 @@ class Store:
         self._local = threading.local()
         self._pod_logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) -> text
         self._rng = random.Random(seed)
-        self._last_charges: dict[tuple[str, str], dict[str, str]] = {}  # quota usage of the create in progress
         for rt in BUILTINS:
             self._register(rt)
         if not bare:
@@ -635,12 +634,13 @@ class Store:
         errors = self._validate(rt, new, None)
         if errors:
             raise invalid(rt.kind, self._error_group(rt), meta.get("name", ""), errors)
-        if ns is not None:
-            self._validating_admission(rt, new, ns, charges)
+        charged = self._validating_admission(rt, new, ns, charges or {}) if ns is not None else {}
         if self._get_entry(rt.key, ns, meta["name"]) is not None or self._sort_key(rt, ns, meta["name"]) in pending:
             raise already_exists(rt.plural, rt.group, meta["name"])
-        if ns is not None and charges is None:
-            for (qns, qname), used in self._last_charges.items():
+        if charges is not None:
+            charges.update(charged)
+        else:
+            for (qns, qname), used in charged.items():
                 self._charge_quota(qns, qname, used)
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(key, None)
@@ -1185,14 +1185,10 @@ class Store:
         return [table.items[k].obj for k in table.keys[lo:hi]]
 
     def _validating_admission(
-        self,
-        rt: ResourceType,
-        obj: dict[str, Any],
-        ns: str,
-        charges: dict[tuple[str, str], dict[str, str]] | None,
-    ) -> None:
-        """The validating LimitRanger and ResourceQuota plugins on a create (limitranger.py, quota.py). Lock held."""
-        self._last_charges = {}
+        self, rt: ResourceType, obj: dict[str, Any], ns: str, pending: dict[tuple[str, str], dict[str, str]]
+    ) -> dict[tuple[str, str], dict[str, str]]:
+        """The validating LimitRanger and ResourceQuota plugins on a create (limitranger.py, quota.py): the new
+        status.used of every quota the object charges, on top of `pending` (earlier objects of a batch). Lock held."""
         if rt.key == "pods":
             for limit_range in self._namespace_objects("limitranges", ns):
                 problems = limitranger.validate(limit_range, obj)
@@ -1201,14 +1197,13 @@ class Store:
                     raise admission.forbidden("pods", obj["metadata"], reason)
         quotas = self._namespace_objects("resourcequotas", ns)
         if not quotas:
-            return
-        pending = {name: used for (qns, name), used in (charges or {}).items() if qns == ns}
+            return {}
+        earlier = {name: used for (qns, name), used in pending.items() if qns == ns}
         try:
-            charged = quota.admit(quotas, rt.key, rt.group, self._to_view(rt, obj), datetime.now(UTC), pending)
+            charged = quota.admit(quotas, rt.key, rt.group, self._to_view(rt, obj), datetime.now(UTC), earlier)
         except quota.QuotaRefusal as exc:
             raise admission.forbidden(rt.plural, obj["metadata"], str(exc)) from exc
-        target = charges if charges is not None else self._last_charges
-        target.update({(ns, name): used for name, used in charged.items()})
+        return {(ns, name): used for name, used in charged.items()}
 
     def _charge_quota(self, namespace: str, name: str, used: dict[str, str]) -> None:
         """What the ResourceQuota plugin writes after admitting an object: the quota's new status.used. Lock held."""
