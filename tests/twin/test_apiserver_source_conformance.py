@@ -788,3 +788,14 @@ def test_quota_counts_a_batch_and_dry_runs_charge_nothing() -> None:
     assert store.get("resourcequotas", "q", "team")["status"]["used"] == {"count/pods": "0"}
     assert store.create_many("pods", [_mig_pod(f"p{i}") for i in range(2)], "team") == 2
     assert store.get("resourcequotas", "q", "team")["status"]["used"] == {"count/pods": "2"}
+
+
+def test_immortal_namespaces_may_not_be_deleted() -> None:
+    store = Store()
+    store.ensure_namespaces(["default", "kube-system", "kube-public", "team"])
+    for name in ("default", "kube-system", "kube-public"):
+        with pytest.raises(ApiError) as exc:
+            store.delete("namespaces", name)
+        assert exc.value.code == 403
+        assert exc.value.message == f'namespaces "{name}" is forbidden: this namespace may not be deleted'
+    store.delete("namespaces", "team")

@@ -35,6 +35,19 @@ DEFAULT_PREEMPTION_POLICY = "PreemptLowerPriority"
 _DEFAULT_TOLERATION_SECONDS = 300
 _TOLERATED_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+# namespace/lifecycle/admission.go: NewLifecycle(sets.NewString(NamespaceDefault, NamespaceSystem, NamespacePublic))
+IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+
+
+def check_namespace_delete(name: str) -> None:
+    """NamespaceLifecycle: the immortal namespaces may not be deleted (403)."""
+    if name in IMMORTAL_NAMESPACES:
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+            {"name": name, "kind": "namespaces"},
+        )
 
 
 def forbidden(resource: str, meta: dict[str, Any], reason: str) -> ApiError:

@@ -817,6 +817,8 @@ class Store:
             if entry is None:
                 raise not_found(rt.plural, rt.group, name)
             old = entry.obj
+            if rt.key == "namespaces":
+                admission.check_namespace_delete(name)
             strategies.check_delete_preconditions(rt.kind, self._error_group(rt), self._to_view(rt, old), preconditions)
             pod = rt.key == "pods"
             if pod and (old.get("spec") or {}).get("nodeName") and grace_period_seconds != 0:
