@@ -316,3 +316,6 @@ def test_kubectl_create_quota_limits_mig_slices(kubectl: Kubectl, apiserver: Api
     refused = kubectl.run("create", "-f", "-", stdin=json.dumps(pod), check=False)
     assert refused.returncode != 0
     assert 'pods "p2" is forbidden: exceeded quota: mig, requested: requests.nvidia.com/mig-1g.18gb=1' in refused.stderr
+    table = kubectl.run("get", "quota", "-n", "quota-team").stdout  # printResourceQuota's columns
+    assert table.split()[:4] == ["NAME", "AGE", "REQUEST", "LIMIT"]
+    assert "cpu: 1/4, requests.nvidia.com/mig-1g.18gb: 1/1" in table
