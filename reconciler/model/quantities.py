@@ -13,7 +13,8 @@ staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go (`parseQuantityStri
     <decimalSI>       ::= n | u | m | "" | k | M | G | T | P | E
     <decimalExponent> ::= "e" <signedNumber> | "E" <signedNumber>   (an integer exponent)
 
-so `1e3` is 1000, `2Ki` is 2048, `1000m` is 1, `1.5` is 3/2. Two deliberate differences, both
+so `1e3` is 1000, `2Ki` is 2048, `1000m` is 1, `1.5` is 3/2. As ParseQuantity does, a value finer than the nano
+scale is rounded up (away from zero) to it: `1.5n` is 2n, `0.9999999999` is 1. Two deliberate differences, both
 refusals: a sign or a dot with no digit at all (`+`, `.`; Go reads the first as 0), and a value
 whose magnitude exceeds MAX_MAGNITUDE (Go caps BinarySI at 2^63-1; a GPU count that large is a
 poisoned object, and refusing it early keeps `1e999999999` from costing a billion-digit integer).
@@ -35,6 +36,7 @@ _BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 MAX_MAGNITUDE = 2**63 - 1
 _MAX_EXPONENT = 30
 _MAX_TEXT = 64  # Go accepts any length; a canonical count is a few characters
+_NANO_PER_UNIT = 10**9
 
 
 class QuantityError(ValueError):
@@ -69,10 +71,18 @@ def parse_quantity(text: str) -> Fraction:
         raise QuantityError(f"{text!r} has no digits")
     mantissa = Fraction(int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
     suffix = text[pos:]
-    value = mantissa * _suffix_factor(suffix, text)
+    value = _round_up_to_nano(mantissa * _suffix_factor(suffix, text))
     if abs(value) > MAX_MAGNITUDE:
         raise QuantityError(f"{text!r} is too large")
     return -value if negative else value
+
+
+def _round_up_to_nano(value: Fraction) -> Fraction:
+    """ParseQuantity's `amount.Round(amount, Nano, inf.RoundUp)` for non-zero values (value is non-negative here)."""
+    scaled = value * _NANO_PER_UNIT
+    if scaled.denominator == 1:
+        return value
+    return Fraction(-(-scaled.numerator // scaled.denominator), _NANO_PER_UNIT)
 
 
 def _suffix_factor(suffix: str, text: str) -> Fraction:

@@ -24,21 +24,25 @@ POISONED = "gpu-h200-01"
 
 # (case id, merge patch, subresource, the field MP530 must name)
 CASES: list[tuple[str, dict[str, Any], str | None, str]] = [
+    # A real server refuses negative or fractional extended resources in a node's status (422, ValidateNodeResources,
+    # like the twin); what it stores and migplan still cannot count is a value too large for any device count.
     (
-        "negative-capacity",
-        {"status": {"capacity": {"nvidia.com/mig-1g.18gb": "-1"}}},
+        "huge-capacity",
+        {"status": {"capacity": {"nvidia.com/mig-1g.18gb": "1e30"}}},
         "status",
         "status.capacity[nvidia.com/mig-1g.18gb]",
     ),
     (
-        "fractional-allocatable",
-        {"status": {"allocatable": {"nvidia.com/mig-2g.35gb": "1.5"}}},
+        "huge-allocatable",
+        {"status": {"allocatable": {"nvidia.com/mig-2g.35gb": "1e19"}}},
         "status",
         "status.allocatable[nvidia.com/mig-2g.35gb]",
     ),
     (
-        "garbage-capacity",
-        {"status": {"capacity": {"nvidia.com/mig-3g.71gb": "Infinity"}}},
+        # a real server refuses text that is no quantity at all (400, like the twin); this one it stores as sent
+        # (DecimalExponent, already canonical) and no device count can be that large
+        "huge-exponent-capacity",
+        {"status": {"capacity": {"nvidia.com/mig-3g.71gb": "1e999999999"}}},
         "status",
         "status.capacity[nvidia.com/mig-3g.71gb]",
     ),

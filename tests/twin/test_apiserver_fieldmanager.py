@@ -102,9 +102,13 @@ def test_status_writes_get_their_own_entry_and_zero_values_are_nobodys() -> None
         "nodes", "n1", {"status": {"capacity": {"nvidia.com/gpu": "1"}}}, subresource="status", field_manager="agent"
     )
     owners = _owners(out)
+    # the request is defaulted before the field manager sees it (SetDefaults_NodeStatus copies capacity into an
+    # absent allocatable), so the writer owns the defaulted allocatable too, as on a real server
     assert owners[("agent", "Update", "status")] == {
         ("f:status", "f:capacity"),
         ("f:status", "f:capacity", "f:nvidia.com/gpu"),
+        ("f:status", "f:allocatable"),
+        ("f:status", "f:allocatable", "f:nvidia.com/gpu"),
     }
     # the creator owns its labels only: not the zero-valued nodeInfo/daemonEndpoints, not the admission taint
     assert owners[("creator", "Update", "")] == {("f:metadata", "f:labels"), ("f:metadata", "f:labels", "f:rack")}
@@ -112,7 +116,8 @@ def test_status_writes_get_their_own_entry_and_zero_values_are_nobodys() -> None
 
 def test_managed_fields_sent_with_a_write_replace_or_reset_the_live_ones() -> None:
     store = Store()
-    node = _node(store)
+    _node(store)
+    node = store.get("nodes", "n1")  # fresh: the node lifecycle controller has written after the create
     # [{}] clears them (isResetManagedFields): this write then owns nothing new, so none are left
     node["metadata"]["managedFields"] = [{}]
     cleared = store.update("nodes", node, field_manager="editor")

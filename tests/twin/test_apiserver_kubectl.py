@@ -288,3 +288,34 @@ def test_auth_can_i_with_a_service_account_kubeconfig(
     denied = sa.run("delete", "node", "gpu-h200-01", check=False)
     assert denied.returncode != 0
     assert 'User "system:serviceaccount:gpu-operator:robot" cannot delete resource "nodes"' in denied.stderr
+
+
+def test_kubectl_create_quota_limits_mig_slices(kubectl: Kubectl, apiserver: ApiServerTwin) -> None:
+    """`kubectl create quota` posts protobuf; the quota then refuses pods past it with the real message."""
+    kubectl.run("create", "namespace", "quota-team")
+    kubectl.run("create", "quota", "mig", "-n", "quota-team", "--hard=requests.nvidia.com/mig-1g.18gb=1,cpu=4000m")
+    quota = kubectl.json("get", "quota", "mig", "-n", "quota-team")
+    assert quota["spec"]["hard"] == {"cpu": "4", "requests.nvidia.com/mig-1g.18gb": "1"}
+    assert quota["status"]["used"] == {"cpu": "0", "requests.nvidia.com/mig-1g.18gb": "0"}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p1", "namespace": "quota-team"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "i:1",
+                    "resources": {"limits": {"cpu": "1", "nvidia.com/mig-1g.18gb": "1"}},
+                }
+            ]
+        },
+    }
+    kubectl.run("create", "-f", "-", stdin=json.dumps(pod))
+    pod["metadata"]["name"] = "p2"
+    refused = kubectl.run("create", "-f", "-", stdin=json.dumps(pod), check=False)
+    assert refused.returncode != 0
+    assert 'pods "p2" is forbidden: exceeded quota: mig, requested: requests.nvidia.com/mig-1g.18gb=1' in refused.stderr
+    table = kubectl.run("get", "quota", "-n", "quota-team").stdout  # printResourceQuota's columns
+    assert table.split()[:4] == ["NAME", "AGE", "REQUEST", "LIMIT"]
+    assert "cpu: 1/4, requests.nvidia.com/mig-1g.18gb: 1/1" in table

@@ -169,7 +169,8 @@ def test_pagination_with_selector_misses_nothing(store: Store) -> None:
 
 
 def test_resource_version_generation_and_conflict(store: Store) -> None:
-    node = store.create("nodes", _node("n1", a="1"))
+    store.create("nodes", _node("n1", a="1"))
+    node = store.get("nodes", "n1")  # after the node lifecycle controller lifted the admission's not-ready taint
     rv = int(node["metadata"]["resourceVersion"])
     store.patch("nodes", "n1", {"metadata": {"labels": {"b": "2"}}})
     again = store.patch("nodes", "n1", {"metadata": {"labels": {"b": "2"}}})  # no-op: no new RV
@@ -305,7 +306,9 @@ def test_subscribers_see_commit_order_even_with_nested_writes(store: Store) -> N
     store.subscribe(controller)
     unsubscribe = store.subscribe(lambda e, o: seen_b.append((e, o["metadata"]["name"])))
     store.create("nodes", _node("n1"))
-    assert seen_a == seen_b == [("ADDED", "n1"), ("ADDED", "cm-n1")]
+    # the twin's node lifecycle controller (nodelifecycle.py) subscribed first: its taint removal is the first
+    # nested write, the configmap the second
+    assert seen_a == seen_b == [("ADDED", "n1"), ("MODIFIED", "n1"), ("ADDED", "cm-n1")]
     unsubscribe()
     store.delete("nodes", "n1")
     assert seen_b[-1] == ("ADDED", "cm-n1") and seen_a[-1] == ("DELETED", "n1")
@@ -346,7 +349,7 @@ def test_watch_window_expires_old_resource_versions() -> None:
 
 def test_create_many_is_all_or_nothing(store: Store) -> None:
     seen: list[str] = []
-    store.subscribe(lambda e, o: seen.append(o["metadata"]["name"]))
+    store.subscribe(lambda e, o: seen.append(o["metadata"]["name"]) if e == "ADDED" else None)
     assert store.create_many("nodes", [_node(f"n{i}") for i in range(3)]) == 3
     assert seen == ["n0", "n1", "n2"]
     rv = store.resource_version

@@ -43,6 +43,11 @@ from reconciler.model.strict import StrictValueError, loads_json, parse_timestam
         ("1u", Fraction(1, 10**6)),
         ("1E", 10**18),
         ("1.5Gi", 3 * 2**29),
+        # ParseQuantity rounds a finer value up (away from zero) to the nano scale
+        ("1.5n", Fraction(2, 10**9)),
+        ("-1.5n", -Fraction(2, 10**9)),
+        ("1e-12", Fraction(1, 10**9)),
+        ("0.9999999999", 1),
     ],
 )
 def test_quantities_parse_as_apimachinery_does(text: str, value: Fraction | int) -> None:

@@ -98,8 +98,17 @@ def go_quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+@dataclass(frozen=True)
+class GoLiteral:
+    """A value field.Error prints with Go's %#v (a struct such as v1.LabelSelector), pre-rendered."""
+
+    text: str
+
+
 def go_value(value: Any) -> str:
     """How field.Error prints a value: %q for strings, JSON for objects, plain for numbers and booleans."""
+    if isinstance(value, GoLiteral):
+        return value.text
     if isinstance(value, str):
         return go_quote(value)
     if isinstance(value, bool):

@@ -3,12 +3,11 @@
 Pure (the random suffixes come from the caller's `random.Random`). Each function works on a JSON dict the store
 owns. What is reproduced and from where:
 - object metadata: name required / RFC 1123 subdomain (label for namespaces), label keys and values (nodes.json);
-- Node: TaintNodesByCondition's not-ready taint (only in `bare` mode, see ASSUMPTIONS.md) and status defaults;
+- Node: the status structs every Node serialises (the not-ready taint is admission.py's);
 - Namespace: `kubernetes.io/metadata.name` label, `kubernetes` finalizer, phase Active (configmaps.json);
-- Pod: ServiceAccount admission (403 without `default`), kube-api-access projected volume (upstream's 3 sources),
-  DefaultTolerationSeconds, container/spec defaults, QoS class, extended-resource rules (requests == limits,
-  integers only, limits default requests) and immutable spec (pods.json);
-- DaemonSet: selector must match template labels, defaults, template-generation annotation (daemonset.json);
+- Pod: QoS class, extended-resource rules (requests == limits, integers only) and immutable spec (pods.json);
+  admission is admission.py's and defaults are defaults.py's;
+- DaemonSet: selector must match template labels (daemonset.json);
 - Lease: MicroTime with exactly 6 fractional digits, normalised to UTC; leaseDurationSeconds > 0 (leases.json);
 - Event: core involvedObject namespace rule and events.k8s.io required fields, plus the core <-> events.k8s.io
   conversion of the shared storage (events.json);
@@ -19,12 +18,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import random
 import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import orjson
 
 from .errors import ApiError, FieldError, bad_request
 from .quantity import parse_quantity
@@ -89,7 +89,7 @@ def random_suffix(rng: random.Random, n: int = 5) -> str:
 
 
 @functools.lru_cache(maxsize=65536)
-def _valid_label_value(value: str) -> bool:
+def valid_label_value(value: str) -> bool:
     return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
 
 
@@ -123,7 +123,7 @@ def validate_metadata(obj: dict[str, Any], *, label_name: bool = False, repeat: 
     for key, value in (meta.get("labels") or {}).items():
         if not valid_qualified_name(key):
             label_errs.append(FieldError("Invalid", "metadata.labels", key, MSG_LABEL_KEY))
-        if not isinstance(value, str) or not _valid_label_value(value):
+        if not isinstance(value, str) or not valid_label_value(value):
             label_errs.append(FieldError("Invalid", "metadata.labels", value, MSG_LABEL_VALUE))
     errs.extend(label_errs * repeat)
     for key in meta.get("annotations") or {}:
@@ -135,12 +135,9 @@ def validate_metadata(obj: dict[str, Any], *, label_name: bool = False, repeat: 
 # ---------------------------------------------------------------- nodes and namespaces
 
 
-def default_node(obj: dict[str, Any], *, bare: bool) -> None:
-    spec = obj.setdefault("spec", {})
-    if bare:
-        taints = spec.setdefault("taints", [])
-        if not any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints):
-            taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+def default_node(obj: dict[str, Any]) -> None:
+    """The NodeStatus members that are structs, not pointers: always serialised, empty when not sent."""
+    obj.setdefault("spec", {})
     status = obj.setdefault("status", {})
     status.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 0}})
     info = status.setdefault("nodeInfo", {})
@@ -178,96 +175,8 @@ def validate_configmap(obj: dict[str, Any]) -> list[FieldError]:
 # ---------------------------------------------------------------- pods
 
 
-def decode_pod_quantities(obj: dict[str, Any], kind: str = "Pod") -> None:
-    """The decoder rejects malformed quantities with 400 before any validation (pods.json create-pod-bad-quantity)."""
-    for container in _all_containers(obj.get("spec") or {}):
-        for field in ("limits", "requests"):
-            for value in ((container.get("resources") or {}).get(field) or {}).values():
-                try:
-                    parse_quantity(value)
-                except ValueError as exc:
-                    raise bad_request(f'{kind} in version "v1" cannot be handled as a {kind}: {exc}') from exc
-
-
 def _all_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for f in ("initContainers", "containers") for c in (spec.get(f) or []) if isinstance(c, dict)]
-
-
-def default_pod_spec(spec: dict[str, Any]) -> None:
-    """Defaults shared by pods and pod templates (SetDefaults_PodSpec / SetDefaults_Container)."""
-    for container in _all_containers(spec):
-        container.setdefault("resources", {})
-        res = container["resources"]
-        limits = res.get("limits") or {}
-        if limits:
-            requests = res.setdefault("requests", {})
-            for name, value in limits.items():
-                requests.setdefault(name, value)
-        container.setdefault("terminationMessagePath", "/dev/termination-log")
-        container.setdefault("terminationMessagePolicy", "File")
-        image = container.get("image", "")
-        tag = image.rsplit("/", 1)[-1]
-        latest = "@" not in tag and (":" not in tag or tag.endswith(":latest"))
-        container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("securityContext", {})
-    spec.setdefault("schedulerName", "default-scheduler")
-
-
-def admit_pod(obj: dict[str, Any], namespace: str, sa_exists: bool, rng: random.Random) -> None:
-    """ServiceAccount and DefaultTolerationSeconds admission plus Pod defaults (create only)."""
-    meta = obj["metadata"]
-    spec = obj.setdefault("spec", {})
-    sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
-    if not sa_exists:
-        raise ApiError(
-            403,
-            "Forbidden",
-            f'pods "{meta.get("name") or meta.get("generateName", "")}" is forbidden: error looking up service '
-            f'account {namespace}/{sa}: serviceaccount "{sa}" not found',
-            {"name": meta.get("name", ""), "kind": "pods"},
-        )
-    spec["serviceAccountName"] = sa
-    spec["serviceAccount"] = sa
-    if spec.get("automountServiceAccountToken", True) is not False:
-        vol = f"kube-api-access-{random_suffix(rng)}"
-        spec.setdefault("volumes", []).append(
-            {
-                "name": vol,
-                "projected": {
-                    "sources": [
-                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                        {
-                            "downwardAPI": {
-                                "items": [
-                                    {
-                                        "path": "namespace",
-                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
-                                    }
-                                ]
-                            }
-                        },
-                    ],
-                    "defaultMode": 420,
-                },
-            }
-        )
-        for container in _all_containers(spec):
-            container.setdefault("volumeMounts", []).append(
-                {"name": vol, "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
-            )
-    default_pod_spec(spec)
-    tolerations = spec.setdefault("tolerations", [])
-    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-        if not any(t.get("key") == key and t.get("effect") in ("NoExecute", None, "") for t in tolerations):
-            tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
-    spec.setdefault("priority", 0)
-    spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-    obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
 
 
 def qos_class(spec: dict[str, Any]) -> str:
@@ -385,34 +294,6 @@ def graceful_delete(obj: dict[str, Any], grace: int) -> None:
 
 
 # ---------------------------------------------------------------- daemonsets
-
-
-def default_daemonset(obj: dict[str, Any]) -> None:
-    spec = obj.setdefault("spec", {})
-    template = spec.setdefault("template", {})
-    default_pod_spec(template.setdefault("spec", {}))
-    strategy = spec.setdefault("updateStrategy", {})
-    strategy.setdefault("type", "RollingUpdate")
-    if strategy["type"] == "RollingUpdate":
-        rolling = strategy.setdefault("rollingUpdate", {})
-        rolling.setdefault("maxUnavailable", 1)
-        rolling.setdefault("maxSurge", 0)
-    spec.setdefault("revisionHistoryLimit", 10)
-
-
-def default_deployment(obj: dict[str, Any]) -> None:
-    """SetDefaults_Deployment (apps/v1)."""
-    spec = obj.setdefault("spec", {})
-    spec.setdefault("replicas", 1)
-    default_pod_spec(spec.setdefault("template", {}).setdefault("spec", {}))
-    strategy = spec.setdefault("strategy", {})
-    strategy.setdefault("type", "RollingUpdate")
-    if strategy["type"] == "RollingUpdate":
-        rolling = strategy.setdefault("rollingUpdate", {})
-        rolling.setdefault("maxUnavailable", "25%")
-        rolling.setdefault("maxSurge", "25%")
-    spec.setdefault("revisionHistoryLimit", 10)
-    spec.setdefault("progressDeadlineSeconds", 600)
 
 
 def daemonset_initial_status() -> dict[str, Any]:
@@ -603,7 +484,8 @@ def event_v1_to_core(ev: dict[str, Any]) -> dict[str, Any]:
 
 
 def json_equal(a: Any, b: Any) -> bool:
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    """Equal as JSON documents (1 and 1.0 differ, key order does not matter)."""
+    return bool(orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(b, option=orjson.OPT_SORT_KEYS))
 
 
 # ---------------------------------------------------------------- poddisruptionbudgets (policy/v1)

@@ -40,6 +40,8 @@ TOP_LEVEL: dict[str, frozenset[str]] = {
     "daemonsets.apps": _SPEC_STATUS,
     "deployments.apps": _SPEC_STATUS,
     "services": _SPEC_STATUS,
+    "limitranges": _OBJECT | {"spec"},
+    "resourcequotas": _SPEC_STATUS,
     "roles.rbac.authorization.k8s.io": _OBJECT | {"rules"},
     "clusterroles.rbac.authorization.k8s.io": _OBJECT | {"rules", "aggregationRule"},
     "rolebindings.rbac.authorization.k8s.io": _OBJECT | {"subjects", "roleRef"},

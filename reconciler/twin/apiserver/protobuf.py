@@ -1,8 +1,8 @@
 """Decoding of the Kubernetes protobuf encoding for the few kinds kubectl's typed clients send that way.
 
-Pure. `kubectl create configmap|namespace|serviceaccount` and `kubectl auth can-i` post
+Pure. `kubectl create configmap|namespace|serviceaccount|quota` and `kubectl auth can-i` post
 `application/vnd.kubernetes.protobuf` bodies and do not fall back to JSON on 415, so the twin reads these: the
-`k8s\\0` envelope (runtime.Unknown), ObjectMeta, and the ConfigMap, Namespace, ServiceAccount and
+`k8s\\0` envelope (runtime.Unknown), ObjectMeta, and the ConfigMap, Namespace, ServiceAccount, ResourceQuota and
 SelfSubjectAccessReview messages, with the field numbers of k8s.io/api and apimachinery's
 generated.proto files. Other kinds in protobuf are answered 415 (every other client sends JSON).
 Responses are always JSON, which those clients accept (they ask for protobuf or */*).
@@ -146,6 +146,45 @@ def _serviceaccount(raw: bytes) -> dict[str, Any]:
     return obj
 
 
+def _quantity(buf: bytes) -> str:
+    """resource.Quantity's protobuf form: message Quantity { optional string string = 1; }."""
+    return "".join(_str(v) for n, _, v in fields(buf) if n == 1)
+
+
+def _resource_quota(raw: bytes) -> dict[str, Any]:
+    """`kubectl create quota` (core/v1 ResourceQuota: metadata 1, spec 2 {hard 1, scopes 2, scopeSelector 3})."""
+    obj: dict[str, Any] = {}
+    for number, _, value in fields(raw):
+        if number == 1:
+            obj["metadata"] = object_meta(value)
+        elif number == 2:
+            spec: dict[str, Any] = {}
+            hard: list[bytes] = []
+            for n, _, v in fields(value):
+                if n == 1:
+                    hard.append(v)
+                elif n == 2:
+                    spec.setdefault("scopes", []).append(_str(v))
+                elif n == 3:
+                    exprs = []
+                    for k, _, e in fields(v):
+                        if k == 1:
+                            parts = fields(e)
+                            expr: dict[str, Any] = {
+                                "scopeName": "".join(_str(x) for i, _, x in parts if i == 1),
+                                "operator": "".join(_str(x) for i, _, x in parts if i == 2),
+                            }
+                            values = [_str(x) for i, _, x in parts if i == 3]
+                            if values:
+                                expr["values"] = values
+                            exprs.append(expr)
+                    spec["scopeSelector"] = {"matchExpressions": exprs}
+            if hard:
+                spec["hard"] = _map(hard, _quantity)
+            obj["spec"] = spec
+    return obj
+
+
 def _resource_attributes(buf: bytes) -> dict[str, str]:
     names = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name"}
     return {names[n]: _str(v) for n, _, v in fields(buf) if n in names and v}
@@ -171,6 +210,7 @@ DECODERS: dict[str, Callable[[bytes], dict[str, Any]]] = {
     "ConfigMap": _configmap,
     "Namespace": _namespace,
     "ServiceAccount": _serviceaccount,
+    "ResourceQuota": _resource_quota,
     "SelfSubjectAccessReview": _self_subject_access_review,
 }
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .fieldsets import EVENT_GETTERS, POD_ALIASES, POD_GETTERS, Getter
+
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 _META_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
 _CORE_EVENT_FIELDS = frozenset(
@@ -80,6 +82,9 @@ class ResourceType:
     tracks_generation: bool = False
     # field defaults for selectors when the field is absent (e.g. spec.unschedulable -> "false")
     field_defaults: Mapping[str, str] = field(default_factory=dict)
+    # selectable fields the registry computes (fieldsets.py) and field labels it renames (spec.host)
+    field_getters: Mapping[str, Getter] = field(default_factory=dict)
+    field_aliases: Mapping[str, str] = field(default_factory=dict)
     schema: Mapping[str, Any] | None = None  # openAPIV3Schema for custom resources
     status_in_main: bool = True  # False: the main path ignores writes to .status (status subresource)
     printer_columns: tuple[Mapping[str, Any], ...] = ()  # a CRD's additionalPrinterColumns
@@ -102,7 +107,10 @@ class ResourceType:
 
     @property
     def field_selectors(self) -> frozenset[str]:
-        base = _META_FIELDS if self.namespaced else frozenset({"metadata.name"})
+        # DefaultMetaV1FieldSelectorConversion accepts metadata.namespace for cluster-scoped kinds too; Node and
+        # Namespace have their own conversion funcs (core/v1/conversion.go) that do not, nor do custom resources
+        own_conversion = self.key in ("nodes", "namespaces") or self.is_custom
+        base = _META_FIELDS if (self.namespaced or not own_conversion) else frozenset({"metadata.name"})
         return base | self.extra_fields
 
     @functools.cached_property
@@ -163,9 +171,25 @@ BUILTINS: tuple[ResourceType, ...] = (
         extra_fields=_POD_FIELDS,
         tracks_generation=True,
         field_defaults={"spec.hostNetwork": "false"},
+        field_getters=POD_GETTERS,
+        field_aliases=POD_ALIASES,
         status_in_main=False,
     ),
     ResourceType("", "v1", "configmaps", "configmap", "ConfigMap", True, ("cm",), storage_hash="qFsyl6wFWjQ="),
+    # LimitRanger and ResourceQuota act on pods once such objects exist (limitranger.py, quota.py)
+    ResourceType("", "v1", "limitranges", "limitrange", "LimitRange", True, ("limits",), storage_hash="EBKMFVe6cwo="),
+    ResourceType(
+        "",
+        "v1",
+        "resourcequotas",
+        "resourcequota",
+        "ResourceQuota",
+        True,
+        ("quota",),
+        subresources=("status",),
+        storage_hash="8uhSgffRX6w=",
+        status_in_main=False,
+    ),
     ResourceType(
         "",
         "v1",
@@ -176,6 +200,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         ("ev",),
         storage_hash="r2yiGXH7wu8=",
         extra_fields=_CORE_EVENT_FIELDS,
+        field_getters=EVENT_GETTERS,
     ),
     ResourceType(
         "", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, ("sa",), storage_hash="pbx9ZvyFpBE="
@@ -222,6 +247,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         ("all",),
         subresources=("status",),
         storage_hash="0/CO1lhkEBI=",
+        extra_fields=frozenset({"spec.clusterIP", "spec.type"}),  # AddFieldLabelConversionsForService
         status_in_main=False,
     ),
     ResourceType(

@@ -168,8 +168,11 @@ class FieldSelector:
         return True
 
 
-def parse_field_selector(text: str | None, supported: frozenset[str]) -> FieldSelector:
-    """Parse a fieldSelector; fields outside `supported` give the real 400."""
+def parse_field_selector(
+    text: str | None, supported: frozenset[str], aliases: Mapping[str, str] | None = None
+) -> FieldSelector:
+    """Parse a fieldSelector; `aliases` renames old field labels (the kind's field label conversion func) and
+    fields outside `supported` give the real 400."""
     if not text:
         return FieldSelector(())
     reqs: list[FieldRequirement] = []
@@ -180,6 +183,7 @@ def parse_field_selector(text: str | None, supported: frozenset[str]) -> FieldSe
             idx = part.find(op)
             if idx >= 0:
                 field, value = part[:idx].strip(), _unescape(part[idx + len(op) :])
+                field = (aliases or {}).get(field, field)
                 reqs.append(FieldRequirement(field, "!=" if op == "!=" else "=", value))
                 break
         else:

@@ -481,7 +481,12 @@ class _Handler(BaseHTTPRequestHandler):
             if options.get("dryRun") == ["All"]:
                 dry_run = True
             gone = store.delete(
-                rt.key, route.name or "", route.namespace, grace_period_seconds=grace_s, dry_run=dry_run
+                rt.key,
+                route.name or "",
+                route.namespace,
+                grace_period_seconds=grace_s,
+                dry_run=dry_run,
+                preconditions=options.get("preconditions"),
             )
             if rt.key == "pods" or rt.key == "namespaces":
                 self._send_object(200, rt, gone, [])
@@ -666,7 +671,7 @@ class _Handler(BaseHTTPRequestHandler):
         rt = route.rt
         store = self.server.store
         labels = parse_label_selector(query.get("labelSelector"))
-        fields = parse_field_selector(field_selector, rt.field_selectors)
+        fields = parse_field_selector(field_selector, rt.field_selectors, rt.field_aliases)
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         rv_text = query.get("resourceVersion") or ""
         initial: list[dict[str, Any]] = []

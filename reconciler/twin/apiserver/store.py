@@ -24,11 +24,24 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-from . import apply, fieldmanager, kinds, knownfields, schema
+from . import (
+    admission,
+    apply,
+    defaults,
+    fieldmanager,
+    kinds,
+    knownfields,
+    limitranger,
+    nodelifecycle,
+    quota,
+    schema,
+    strategies,
+)
 from .errors import (
     ApiError,
     already_exists,
@@ -68,11 +81,16 @@ class _Entry:
             {sys.intern(k): sys.intern(v) for k, v in labels.items()} if labels else None
         )
         defaults = rt.field_defaults
+        getters = rt.field_getters
         values = []
         for path, parts in rt.field_paths:
             cur: Any = obj
-            for part in parts:
-                cur = cur.get(part) if isinstance(cur, dict) else None
+            getter = getters.get(path) if getters else None
+            if getter is not None:
+                cur = getter(obj)
+            else:
+                for part in parts:
+                    cur = cur.get(part) if isinstance(cur, dict) else None
             if cur is None or cur == "":
                 values.append(defaults.get(path, ""))
             elif isinstance(cur, bool):
@@ -151,6 +169,9 @@ class Store:
         self._rng = random.Random(seed)
         for rt in BUILTINS:
             self._register(rt)
+        if not bare:
+            self._subscribers.append(self._node_lifecycle)  # the node lifecycle controller (nodelifecycle.py)
+            self._subscribers.append(self._quota_controller)  # the resource quota controller (quota.py)
 
     # ------------------------------------------------------------ registry
 
@@ -339,7 +360,7 @@ class Store:
     ) -> ListPage:
         rt = self.resource_type(resource)
         labels = parse_label_selector(label_selector)
-        fields = parse_field_selector(field_selector, rt.field_selectors)
+        fields = parse_field_selector(field_selector, rt.field_selectors, rt.field_aliases)
         start = ""
         with self._lock:
             list_rv = self._rv
@@ -418,7 +439,8 @@ class Store:
             defaults = rt.field_defaults
 
             def lookup(path: str) -> str:
-                value = field_value(obj, path)
+                getter = rt.field_getters.get(path)
+                value = str(getter(obj)) if getter is not None else field_value(obj, path)
                 return value if value != "" else defaults.get(path, "")
 
             return fields.matches(lookup)
@@ -513,7 +535,9 @@ class Store:
         rt = self.resource_type(resource)
         new, ns = self._prepare_create(rt, obj, namespace, strict, warnings)
         with self._lock:
-            stored = self._admit_and_validate(rt, new, ns, (), field_manager or PYTHON_MANAGER)
+            stored = self._admit_and_validate(
+                rt, new, ns, (), field_manager or PYTHON_MANAGER, charges={} if dry_run else None
+            )
             if dry_run:
                 return _clone_obj(self._to_view(rt, self._order(rt, stored)))
             stored["metadata"]["resourceVersion"] = str(self._next_rv())
@@ -549,10 +573,13 @@ class Store:
         with self._lock:
             batch: set[str] = set()
             ready = []
+            charges: dict[tuple[str, str], dict[str, str]] = {}
             for new, ns in prepared:
-                stored = self._admit_and_validate(rt, new, ns, batch, PYTHON_MANAGER)
+                stored = self._admit_and_validate(rt, new, ns, batch, PYTHON_MANAGER, charges=charges)
                 batch.add(self._sort_key(rt, ns, stored["metadata"]["name"]))
                 ready.append(stored)
+            for (qns, qname), used in charges.items():
+                self._charge_quota(qns, qname, used)
             for stored in ready:
                 stored["metadata"]["resourceVersion"] = str(self._next_rv())
                 stored = self._order(rt, stored)
@@ -592,11 +619,13 @@ class Store:
         pending: Iterable[str] | set[str],
         manager: str,
         applied: _List[dict[str, Any]] | None = None,
+        charges: dict[tuple[str, str], dict[str, str]] | None = None,
     ) -> dict[str, Any]:
         """Admission, defaulting, validation and the AlreadyExists check of a create. Lock held.
 
         The creator's managedFields are recorded (fieldmanager.on_create), or `applied` ones kept (server-side
-        apply that creates)."""
+        apply that creates). ResourceQuota usage is charged at once when `charges` is None, else collected
+        there (batches, dry runs)."""
         meta = new["metadata"]
         if ns is not None:
             ns_entry = self._get_entry("namespaces", None, ns)
@@ -620,15 +649,24 @@ class Store:
                         ],
                     },
                 )
+        # What the client sent, for the creator's managedFields: admission's additions are not the creator's.
+        sent = _clone_obj(new) if applied is None else new
+        self._admit_create(rt, new, ns)  # mutating admission runs before the registry generates the name
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + kinds.random_suffix(self._rng)
-        sent = _clone_obj(new) if applied is None else new
-        self._admit_create(rt, new, ns)
+            if sent is not new:
+                sent["metadata"]["name"] = meta["name"]
         errors = self._validate(rt, new, None)
         if errors:
             raise invalid(rt.kind, self._error_group(rt), meta.get("name", ""), errors)
+        charged = self._validating_admission(rt, new, ns, charges or {}) if ns is not None else {}
         if self._get_entry(rt.key, ns, meta["name"]) is not None or self._sort_key(rt, ns, meta["name"]) in pending:
             raise already_exists(rt.plural, rt.group, meta["name"])
+        if charges is not None:
+            charges.update(charged)
+        else:
+            for (qns, qname), used in charged.items():
+                self._charge_quota(qns, qname, used)
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
@@ -892,9 +930,11 @@ class Store:
         *,
         grace_period_seconds: int | None = None,
         dry_run: bool = False,
+        preconditions: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Remove the object and return its last state. A pod bound to a node is only marked for deletion
-        (deletionTimestamp) unless grace_period_seconds=0, as with no kubelet in pods.json."""
+        (deletionTimestamp) unless grace_period_seconds=0, as with no kubelet in pods.json. `preconditions`
+        (DeleteOptions: uid, resourceVersion) that do not match give the real 409."""
         rt = self.resource_type(resource)
         ns = self._ns(rt, namespace)
         cascade: _List[tuple[ResourceType, dict[str, Any]]] = []
@@ -904,6 +944,9 @@ class Store:
             if entry is None:
                 raise not_found(rt.plural, rt.group, name)
             old = entry.obj
+            if rt.key == "namespaces":
+                admission.check_namespace_delete(name)
+            strategies.check_delete_preconditions(rt.kind, self._error_group(rt), self._to_view(rt, old), preconditions)
             pod = rt.key == "pods"
             if pod and (old.get("spec") or {}).get("nodeName") and grace_period_seconds != 0:
                 meta = old["metadata"]
@@ -1065,11 +1108,9 @@ class Store:
                 warnings.extend(f'unknown field "{u}"' for u in unknown)
         if rt.schema is not None:
             new = schema.apply_defaults(new, rt.schema)
-        if rt.key == "pods":
-            kinds.decode_pod_quantities(new)
-        elif rt.key in ("daemonsets.apps", "deployments.apps"):
-            kinds.decode_pod_quantities(new.get("spec", {}).get("template", {}), rt.kind)
-        elif rt.key == "leases.coordination.k8s.io":
+        else:
+            defaults.apply(rt.key, rt.kind, rt.version, new)  # the scheme's defaulters and canonical quantities
+        if rt.key == "leases.coordination.k8s.io":
             kinds.decode_lease(new)
         return new
 
@@ -1080,17 +1121,19 @@ class Store:
             sa_exists = self._get_entry("serviceaccounts", ns, sa_name) is not None
             if not self.bare and sa_name == "default":
                 sa_exists = True  # the serviceaccount controller keeps `default` in every namespace
-            kinds.admit_pod(obj, ns or "", sa_exists, self._rng)
+            limit_ranges = self._namespace_objects("limitranges", ns)
+            admission.admit_pod_create(obj, ns or "", sa_exists, self._rng, limit_ranges)
         elif key == "nodes":
-            kinds.default_node(obj, bare=self.bare)
+            admission.taint_new_node(obj)
+            kinds.default_node(obj)
         elif key == "namespaces":
             kinds.default_namespace(obj)
         elif key == "daemonsets.apps":
-            kinds.default_daemonset(obj)
             obj["status"] = kinds.daemonset_initial_status()
         elif key == "deployments.apps":
-            kinds.default_deployment(obj)
             obj["status"] = {}
+        elif key == "resourcequotas":
+            obj["status"] = {}  # PrepareForCreate: the quota controller fills it
         elif key == "events":
             kinds.default_core_event(obj)
         elif key == "poddisruptionbudgets.policy":
@@ -1156,11 +1199,17 @@ class Store:
             return default_sa
         return None
 
-    def _validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> _List[Any]:
+    def _validate(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None = None
+    ) -> _List[Any]:
         key = rt.key
         repeat = 4 if (old is not None and key == "nodes") else 1  # the real node update path reports them 4x
         errors = kinds.validate_metadata(obj, label_name=key == "namespaces", repeat=repeat)
-        if key == "configmaps":
+        if key == "nodes":
+            errors += strategies.validate_node(obj, old, subresource)
+        elif key == "configmaps":
+            if old is not None:
+                errors += strategies.configmap_update(obj, old)
             errors += kinds.validate_configmap(obj)
         elif key == "pods":
             errors += kinds.validate_pod_spec(obj.get("spec") or {}, "spec")
@@ -1168,6 +1217,8 @@ class Store:
                 errors += kinds.validate_pod_update(obj, old)
         elif key in ("daemonsets.apps", "deployments.apps"):
             errors += kinds.validate_daemonset(obj)  # same selector/template rules for both workloads
+            if old is not None:
+                errors += strategies.selector_update(obj, old)
         elif key == "leases.coordination.k8s.io":
             errors += kinds.validate_lease(obj)
         elif key == "poddisruptionbudgets.policy":
@@ -1237,11 +1288,10 @@ class Store:
         new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
         if rt.key == "namespaces" and subresource is None:
             new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = old_meta["name"]
-        if rt.key in ("pods", "daemonsets.apps", "deployments.apps"):
-            tmpl = new.get("spec", {}) if rt.key == "pods" else new.get("spec", {}).get("template", {}).get("spec", {})
-            kinds.default_pod_spec(tmpl)
+        if rt.key == "pods" and subresource is None:
+            admission.admit_pod_update(new, old)
         self._manage_fields(rt, old, new, subresource, manager, applied, sent_fields)
-        errors = self._validate(rt, self._to_view(rt, new), old)
+        errors = self._validate(rt, self._to_view(rt, new), old, subresource)
         if errors:
             raise invalid(rt.kind, self._error_group(rt), old_meta["name"], errors)
         if kinds.json_equal(new, old):
@@ -1297,6 +1347,103 @@ class Store:
             subresource or "",
             kinds.now_rfc3339(),
         )
+
+    def _namespace_objects(self, resource: str, namespace: str | None) -> _List[dict[str, Any]]:
+        """Every stored object of a namespaced resource in one namespace, in key order. Lock held."""
+        if namespace is None:
+            return []
+        table = self._table(self._types[resource])
+        lo = bisect.bisect_left(table.keys, f"{namespace}/")
+        hi = bisect.bisect_left(table.keys, f"{namespace}0")  # '0' sorts right after '/'
+        return [table.items[k].obj for k in table.keys[lo:hi]]
+
+    def _validating_admission(
+        self, rt: ResourceType, obj: dict[str, Any], ns: str, pending: dict[tuple[str, str], dict[str, str]]
+    ) -> dict[tuple[str, str], dict[str, str]]:
+        """The validating LimitRanger and ResourceQuota plugins on a create (limitranger.py, quota.py): the new
+        status.used of every quota the object charges, on top of `pending` (earlier objects of a batch). Lock held."""
+        if rt.key == "pods":
+            for limit_range in self._namespace_objects("limitranges", ns):
+                problems = limitranger.validate(limit_range, obj)
+                if problems:
+                    reason = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+                    raise admission.forbidden("pods", obj["metadata"], reason)
+        quotas = self._namespace_objects("resourcequotas", ns)
+        if not quotas:
+            return {}
+        earlier = {name: used for (qns, name), used in pending.items() if qns == ns}
+        try:
+            charged = quota.admit(quotas, rt.key, rt.group, self._to_view(rt, obj), datetime.now(UTC), earlier)
+        except quota.QuotaRefusal as exc:
+            raise admission.forbidden(rt.plural, obj["metadata"], str(exc)) from exc
+        return {(ns, name): used for name, used in charged.items()}
+
+    def _charge_quota(self, namespace: str, name: str, used: dict[str, str]) -> None:
+        """What the ResourceQuota plugin writes after admitting an object: the quota's new status.used. Lock held."""
+        entry = self._get_entry("resourcequotas", namespace, name)
+        if entry is None:
+            return
+        old = entry.obj
+        new = _clone_obj(old)
+        new.setdefault("status", {})["used"] = used
+        self._write_update(self._types["resourcequotas"], old, new, "status", False, "kube-apiserver")
+
+    def _quota_controller(self, event_type: str, obj: dict[str, Any]) -> None:
+        """The resource quota controller: status.hard from spec.hard and status.used recomputed after any write in a
+        namespace that has quotas (embedded cluster only)."""
+        ns = (obj.get("metadata") or {}).get("namespace")
+        if not ns:
+            return
+        with self._lock:
+            quotas = self._namespace_objects("resourcequotas", ns)
+            if not quotas:
+                return
+            now = datetime.now(UTC)
+            rt = self._types["resourcequotas"]
+            for q in quotas:
+                objects = [
+                    (t.key, t.group, self._to_view(t, o))
+                    for t in self._quota_kinds(q)
+                    for o in self._namespace_objects(t.key, ns)
+                ]
+                status = quota.recompute(q, objects, now)
+                if status != q.get("status"):
+                    new = _clone_obj(q)
+                    new["status"] = status
+                    self._write_update(rt, q, new, "status", False, "kube-controller-manager")
+        self._dispatch()
+
+    def _quota_kinds(self, resource_quota: dict[str, Any]) -> _List[ResourceType]:
+        """The served namespaced kinds a quota's hard resources can count."""
+        hard = (resource_quota.get("spec") or {}).get("hard") or {}
+        out: _List[ResourceType] = []
+        for t in self._types.values():
+            if not t.namespaced or t.key == _EVENTS_V1:
+                continue
+            if quota.limited_resources(t.key, hard):
+                out.append(t)
+        return out
+
+    def _node_lifecycle(self, event_type: str, obj: dict[str, Any]) -> None:
+        """The node lifecycle controller's NoSchedule pass after a node write (embedded cluster only)."""
+        if event_type == "DELETED" or obj.get("kind") != "Node" or obj.get("apiVersion") != "v1":
+            return
+        rt = self._types["nodes"]
+        with self._lock:
+            entry = self._get_entry("nodes", None, obj["metadata"]["name"])
+            if entry is None:
+                return
+            current = entry.obj
+            taints = nodelifecycle.reconciled_taints(current, kinds.now_rfc3339())
+            if taints is None:
+                return
+            new = _clone_obj(current)
+            if taints:
+                new.setdefault("spec", {})["taints"] = taints
+            else:
+                new.setdefault("spec", {}).pop("taints", None)  # omitempty
+            self._write_update(rt, current, new, None, False, "kube-controller-manager")
+        self._dispatch()
 
     @staticmethod
     def _error_group(rt: ResourceType) -> str:

@@ -160,6 +160,10 @@ _BUILTIN: dict[str, tuple[list[Column], Row]] = {
         [("Name", "string"), ("Data", "string"), ("Age", "string")],
         lambda o: [o["metadata"]["name"], len(o.get("data") or {}) + len(o.get("binaryData") or {}), _age(o)],
     ),
+    "resourcequotas": (
+        [("Name", "string"), ("Age", "string"), ("Request", "string"), ("Limit", "string")],
+        lambda o: [o["metadata"]["name"], _age(o), *_quota_columns(o)],
+    ),
     "namespaces": (
         [("Name", "string"), ("Status", "string"), ("Age", "string")],
         lambda o: [o["metadata"]["name"], (o.get("status") or {}).get("phase", ""), _age(o)],
@@ -186,6 +190,18 @@ _BUILTIN: dict[str, tuple[list[Column], Row]] = {
         ],
     ),
 }
+
+
+def _quota_columns(obj: Any) -> list[str]:
+    """printResourceQuota: `name: used/hard` per spec.hard resource, sorted; limits.* in the Limit column."""
+    status = obj.get("status") or {}
+    used, hard = status.get("used") or {}, status.get("hard") or {}
+    request: list[str] = []
+    limit: list[str] = []
+    for name in sorted((obj.get("spec") or {}).get("hard") or {}):
+        cell = f"{name}: {used.get(name, '0')}/{hard.get(name, '0')}"
+        (limit if name.split(".")[0] == "limits" and "." in name else request).append(cell)
+    return [", ".join(request), ", ".join(limit)]
 
 
 def _json_path(obj: Any, path: str) -> Any:
