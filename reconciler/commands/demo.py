@@ -64,6 +64,8 @@ WHY = {
     "node-missing": "a node of the inventory is not in the cluster",
     "mig-config-failed": "mig-manager failed to apply the node's config",
     "mig-config-pending": "mig-manager is stuck reconfiguring the node",
+    "mig-manager-wedged": "mig-manager gave up waiting for a GPU client pod to leave the node and left it pending, "
+    "its GPU clients paused",
 }
 # Why a finding is left for a person (reconciler.logic.drift.FINDING_CODES); the finding's own message
 # says what to do.

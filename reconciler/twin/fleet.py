@@ -22,6 +22,9 @@ Drift cases (stable names, also accepted by `migplan twin --drift`):
   mig-config-failed:<node>        nvidia.com/mig.config points at a config that mig-manager failed to apply
                                   (state `failed`, GPUs unchanged)
   mig-config-pending:<node>       nvidia.com/mig.config.state stuck at `pending`
+  mig-manager-wedged:<node>       the node's device-plugin pod cannot terminate during a mig-manager run: its
+                                  client wait times out and leaves state `pending` with the
+                                  nvidia.com/gpu.deploy.* labels `paused-for-mig-change` (reconfigure.go)
   pod-wants-gpu[:<node>]          a pod asks for `nvidia.com/gpu` on a MIG node and stays Pending
 Not pure (TwinGpu is mutable), but performs no I/O except reading the inventory files.
 """
@@ -63,8 +66,10 @@ DRIFT_KINDS = (
     "mig-config-failed",
     "mig-config-pending",
     "pod-wants-gpu",
+    "mig-manager-wedged",
 )
 STRATEGIES = ("none", "single", "mixed")
+_NEEDS_NODE = ("gpu-recut", "node-missing", "mig-config-failed", "mig-config-pending", "mig-manager-wedged")
 UNDOCUMENTED_NODE = "gpu-undocumented-01"
 STALE_DP_CONFIG = "device-plugin-config"
 POD_NAMESPACE = "default"  # [assumption] pods holding partitions run in `default`, labelled app=<owner>
@@ -95,7 +100,10 @@ def parse_drift(text: str | DriftCase) -> DriftCase:
     if kind not in DRIFT_KINDS:
         raise ValueError(f"unknown drift case {text!r}; known: {', '.join(DRIFT_KINDS)}")
     arg, _, extra = rest.partition(":")
-    if kind in ("gpu-recut", "node-missing", "mig-config-failed", "mig-config-pending") and not arg:
+    if (
+        kind in ("gpu-recut", "node-missing", "mig-config-failed", "mig-config-pending", "mig-manager-wedged")
+        and not arg
+    ):
         raise ValueError(f"drift case {kind} needs a node: {kind}:<node>")
     if kind == "wrong-strategy" and arg and arg not in STRATEGIES:
         raise ValueError(f"wrong-strategy:{arg}: strategy must be one of {', '.join(STRATEGIES)}")

@@ -48,7 +48,7 @@ import yaml
 
 from reconciler.twin.fleet import Fleet, TwinNode
 from reconciler.twin.gpus import TwinGpu
-from reconciler.twin.operator import deviceplugin, gfd, migparted, scheduler
+from reconciler.twin.operator import clientwait, deviceplugin, gfd, migparted, scheduler
 from reconciler.twin.operator.deviceplugin import Advertised, Unit
 
 __all__ = [
@@ -255,6 +255,7 @@ class _Pod:
 class _MigRun:
     value: str
     captured: dict[str, str] = field(default_factory=dict)  # deploy labels when the run started
+    wait: clientwait.ClientWait | None = None  # waitForPodsToBeDeleted in progress
 
 
 class GpuOperator:
@@ -304,6 +305,9 @@ class GpuOperator:
         self._mm_done: dict[str, str] = {}
         self._mm_run: dict[str, _MigRun] = {}
         self.mig_manager_log: dict[str, list[str]] = {}
+        # Nodes whose kubelet cannot finish the device-plugin pod's deletion (the container does not die): the pod
+        # stays Terminating, which is how mig-manager's client wait times out (drift case mig-manager-wedged).
+        self.stuck_terminating: set[str] = set()
         self._revision: tuple[str, str] = ("", "")
         self.errors: list[str] = []
 
@@ -374,6 +378,27 @@ class GpuOperator:
     def pods_on(self, node: str) -> dict[str, str]:
         with self._cv:
             return {k: node for k in self._by_node.get(node, {})}
+
+    def expire_client_waits(self, node: str) -> None:
+        """Let mig-manager's wait for the GPU clients on `node` run out now (the 5 minutes skipped)."""
+        with self._cv:
+            run = self._mm_run.get(node)
+            if run is not None:
+                run.wait = clientwait.ClientWait(float("-inf"))
+        self.mark_node(node)
+
+    def tick(self) -> None:
+        """Look at the clock again: nodes whose mig-manager is waiting re-check their timeout."""
+        with self._cv:
+            waiting = [n for n, r in self._mm_run.items() if r.wait is not None]
+        self.mark(*(f"node:{n}" for n in waiting))
+
+    def _device_plugin_present(self, node: str) -> bool:
+        """waitForPodDeletion("app=nvidia-device-plugin-daemonset") on the node: a Terminating pod still lists."""
+        _, value = clientwait.DEVICE_PLUGIN_SELECTOR
+        if node in self._dp_pods:
+            return True
+        return any(p.app in (value, self.ds_name) for p in self._on(node))
 
     def restart_device_plugin(self, node: str) -> None:
         with self._cv:
@@ -550,9 +575,17 @@ class GpuOperator:
             _, node, pod = key.split(":", 2)
             if self._mm_pods.get(node) == pod:
                 del self._mm_pods[node]
+                # The process died with its pod (a run in progress included); the next one's informer AddFunc
+                # sets the current label value, which it runs once (mig-parted main.go SyncableMigConfig).
+                self._mm_run.pop(node, None)
+                self._mm_done.pop(node, None)
                 self.mark(f"node:{node}")
         elif key.startswith("dpgone:"):
             _, node, pod = key.split(":", 2)
+            with self._cv:
+                again = self._pods.get(f"{self.ns}/{pod}")
+            if again is not None and not again.deleting:
+                return  # a new pod of the same name (a Terminating one finished late): that one stays
             if self._dp_pods.get(node, ("",))[0] == pod:
                 del self._dp_pods[node]
                 self._dp_state.pop(node, None)
@@ -669,9 +702,9 @@ class GpuOperator:
             self._delete_pod(dp[0], self.ns)
         self.mark("dsstatus")
 
-    def _delete_pod(self, name: str, namespace: str) -> None:
+    def _delete_pod(self, name: str, namespace: str, *, graceful: bool = False) -> None:
         try:
-            self.store.delete("pods", name, namespace, grace_period_seconds=0)
+            self.store.delete("pods", name, namespace, grace_period_seconds=None if graceful else 0)
         except Exception as exc:
             if getattr(exc, "code", None) != 404:
                 raise
@@ -708,9 +741,19 @@ class GpuOperator:
             self._log_mm(name, f"Updating to MIG config: {value}")
             self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'pending'")
             self._patch_labels(name, patch)
+            self.mark_node(name)  # a restarted run finds the labels already paused: the patch may change nothing
             return True
-        # waitForPodsToBeDeleted: wait for the device-plugin pod to leave the node (the DaemonSet step removes it).
-        if name in self._dp_pods:
+        # waitForPodsToBeDeleted: wait for the device-plugin pod to leave the node (the DaemonSet step removes it),
+        # at most 5 minutes on the twin's clock; then Run returns without setState (clientwait.py).
+        if self._device_plugin_present(name):
+            now = self.clock()
+            if run.wait is None:
+                run.wait = clientwait.ClientWait(now)
+            if not run.wait.expired(now):
+                return False
+            self._log_mm(name, clientwait.wait_failed_line())
+            del self._mm_run[name]
+            self._mm_done[name] = run.value  # main.go: back to migConfig.Get(), which waits for another value
             return False
         entries, lines = self._mig_config(name, tw, value or run.value)
         if not lines:
@@ -913,7 +956,8 @@ class GpuOperator:
         if have is not None and (not desired or have[1] != gen):
             del self._dp_pods[name]
             self._dp_state.pop(name, None)
-            self._delete_pod(have[0], self.ns)
+            # The real DaemonSet controller deletes gracefully; the twin's kubelet finishes at once unless stuck.
+            self._delete_pod(have[0], self.ns, graceful=name in self.stuck_terminating)
             have = None
             self.mark("dsstatus")
         if desired and have is None and ds is not None:
@@ -1099,7 +1143,8 @@ class GpuOperator:
             return list(self._by_node.get(node, {}).values())
 
     def _kubelet_finish_deletions(self, node: str) -> None:
-        for info in [p for p in self._on(node) if p.deleting]:
+        stuck = node in self.stuck_terminating
+        for info in [p for p in self._on(node) if p.deleting and not (stuck and p.app == self.ds_name)]:
             self._release(info.key)
             self._delete_pod(info.name, info.namespace)
 
