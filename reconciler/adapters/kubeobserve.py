@@ -37,6 +37,7 @@ from reconciler.model.quantities import QuantityError, parse_count
 from reconciler.model.strict import StrictValueError, parse_timestamp, short
 
 RUN_STARTED = "Updating to MIG config: "  # mig-parted cmd/nvidia-mig-manager/main.go start, once per run
+DEVICE_PLUGIN_CONTAINER = "nvidia-device-plugin"  # gpu-operator assets/state-device-plugin/0500_daemonset.yaml
 
 _MIG_STATES = frozenset(s.value for s in MigConfigState)
 
@@ -180,7 +181,8 @@ def device_plugin_pod_from_json(
 
 def device_plugin_from_json(obj: Mapping[str, Any], pods: tuple[DevicePluginPod, ...]) -> DevicePluginState:
     meta = obj.get("metadata") or {}
-    template_meta = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    template = (obj.get("spec") or {}).get("template") or {}
+    template_meta = template.get("metadata") or {}
     return DevicePluginState(
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),
@@ -188,7 +190,32 @@ def device_plugin_from_json(obj: Mapping[str, Any], pods: tuple[DevicePluginPod,
         generation=int(meta.get("generation", 0) or 0),
         pods=pods,
         annotations=meta.get("annotations") or {},
+        controller_kind=_controller_kind(meta),
+        template_mig_strategy=_template_env(template, DEVICE_PLUGIN_CONTAINER, "MIG_STRATEGY"),
     )
+
+
+def _controller_kind(meta: Mapping[str, Any]) -> str | None:
+    """The kind of the controlling ownerReference (controller: true), if one is well formed."""
+    refs = meta.get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True and isinstance(ref.get("kind"), str):
+            return str(ref["kind"])
+    return None
+
+
+def _template_env(template: Mapping[str, Any], container: str, name: str) -> str | None:
+    """A literal env value of one container of a pod template (None when absent or not a plain string)."""
+    spec = template.get("spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    for c in containers if isinstance(containers, list) else ():
+        if not isinstance(c, Mapping) or c.get("name") != container:
+            continue
+        env = c.get("env")
+        for e in env if isinstance(env, list) else ():
+            if isinstance(e, Mapping) and e.get("name") == name and isinstance(e.get("value"), str):
+                return str(e["value"])
+    return None
 
 
 def cluster_policy_from_json(obj: Mapping[str, Any]) -> ClusterPolicyState:

@@ -232,6 +232,14 @@ class DevicePluginState:
     generation: int = 0
     pods: tuple[DevicePluginPod, ...] = ()
     annotations: Mapping[str, str] = field(default_factory=dict)  # metadata.annotations
+    controller_kind: str | None = None  # kind of the controlling ownerReference ("ClusterPolicy": the operator's)
+    template_mig_strategy: str | None = None  # env MIG_STRATEGY of the template's nvidia-device-plugin container
+
+    @property
+    def operator_owned(self) -> bool:
+        """The GPU Operator renders this DaemonSet (object_controls.go SetControllerReference to the ClusterPolicy)
+        and replaces it whole when its rendering changes: a spec.mig.strategy change rolls it by itself."""
+        return self.controller_kind == "ClusterPolicy"
 
     def pod_on(self, node: str) -> DevicePluginPod | None:
         for p in self.pods:

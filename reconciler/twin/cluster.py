@@ -48,7 +48,7 @@ from reconciler.twin.fleet import (
 from reconciler.twin.gpus import TwinGpu
 from reconciler.twin.nvml import NvmlTwin
 from reconciler.twin.operator import controller as ctl
-from reconciler.twin.operator import deviceplugin, gfd
+from reconciler.twin.operator import deviceplugin, dsupdate, gfd
 from reconciler.twin.operator.controller import MIG_CONFIG, MIG_CONFIG_STATE, GpuOperator
 
 __all__ = ["ClusterTwin"]
@@ -320,11 +320,11 @@ class ClusterTwin:
         )
         if self.dp_config is not None:
             self._create_dp_config()
-        cp = self._cluster_policy()
-        store.create("clusterpolicies.nvidia.com", cp)
-        store.create(
-            "daemonsets.apps", ctl.device_plugin_daemonset(s.device_plugin_daemonset, s.namespace, cp), s.namespace
-        )
+        cp = store.create("clusterpolicies.nvidia.com", self._cluster_policy())
+        # Created as the operator creates it: rendered whole, the ClusterPolicy as controller, its hash annotation.
+        ds = dsupdate.apply_rendered(None, ctl.operator_daemonset(s.device_plugin_daemonset, s.namespace, cp))
+        assert ds is not None
+        store.create("daemonsets.apps", ds, s.namespace)
         store.create("daemonsets.apps", ctl.mig_manager_daemonset(s.namespace, cp), s.namespace)
         helper.load_caches()
         for name in sorted(self.fleet.nodes):

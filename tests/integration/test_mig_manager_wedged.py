@@ -17,6 +17,9 @@ from reconciler.twin.cluster import ClusterTwin
 INVENTORY = Path(__file__).parents[2] / "inventory"
 NODE = "gpu-h200-02"
 NS = "gpu-operator"
+WAIT_LINE = (
+    "Error: failed to wait for pods to be deleted: device-plugin pod did not shutdown: context deadline exceeded"
+)
 
 
 def _desired() -> DesiredState:
@@ -69,14 +72,13 @@ def test_only_the_last_runs_error_counts() -> None:
     log = "\n".join(
         [
             "Updating to MIG config: a",
-            "Error clearing MigConfig: error destroying Compute instance for profile '(0, 0)': In use by another client",
+            "Error clearing MigConfig: error destroying Compute instance for profile '(0, 0)': In use by another"
+            " client",
             "Error: failed to apply MIG configuration: exit status 1",
             "Updating to MIG config: b",
             "Changing the 'nvidia.com/mig.config.state' node label to 'pending'",
-            "Error: failed to wait for pods to be deleted: device-plugin pod did not shutdown: context deadline exceeded",
+            WAIT_LINE,
         ]
     )
-    assert mig_manager_error(log) == (
-        "Error: failed to wait for pods to be deleted: device-plugin pod did not shutdown: context deadline exceeded"
-    )
+    assert mig_manager_error(log) == WAIT_LINE
     assert mig_manager_error("Updating to MIG config: b\nall good\n") is None

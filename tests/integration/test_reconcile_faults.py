@@ -156,18 +156,20 @@ def test_transient_failures_are_retried_with_backoff(rig: tuple[ClusterTwin, Fau
 
 def test_persistent_failure_is_reported_and_the_next_run_resumes(rig: tuple[ClusterTwin, FaultProxy, Path]) -> None:
     twin, proxy, kubeconfig = rig
-    proxy.faults = [Fault("PATCH", "/daemonsets/", 503, times=-1)]
+    proxy.faults = [Fault("PATCH", "/api/v1/nodes/", 503, times=-1)]
     first = _run(kubeconfig)
     (err,) = first.errors
-    assert err.code == "MP554" and "daemonset/gpu-operator/nvidia-device-plugin-daemonset" in err.message
+    assert err.code == "MP554" and "node/" in err.message
     assert "2 of" in err.message  # ConfigMap and ClusterPolicy were written before it
-    assert first.not_applied[0].kind is Kind.RESTART_DEVICE_PLUGIN
+    assert first.not_applied[0].kind is Kind.NODE_MIG_CONFIG
     assert first.exit_code == EXIT_ERROR and first.report is not None
 
     proxy.faults = []
-    second = _run(kubeconfig)  # the strategy is already mixed: the restart is still owed and made now
+    second = _run(kubeconfig)  # the strategy is already mixed: the relabel is still owed and made now
     assert not second.errors
-    assert Kind.RESTART_DEVICE_PLUGIN in [c.kind for c in second.applied]
+    assert Kind.NODE_MIG_CONFIG in [c.kind for c in second.applied]
+    # The DaemonSet is the operator's: its own update rolled it for the strategy; migplan never restarts it.
+    assert Kind.RESTART_DEVICE_PLUGIN not in [c.kind for c in (*first.applied, *second.applied)]
     twin.settle()
     third = _run(kubeconfig)
     twin.settle()
@@ -200,7 +202,7 @@ def test_killed_mid_apply_converges_on_the_next_run(rig: tuple[ClusterTwin, Faul
         reached.set()
         time.sleep(30)  # the process is killed while this write is in flight
 
-    proxy.faults = [Fault("PATCH", "/daemonsets/", 0, before=hold)]
+    proxy.faults = [Fault("PATCH", "/api/v1/nodes/", 0, before=hold)]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     proc = subprocess.Popen(
         [
@@ -219,7 +221,7 @@ def test_killed_mid_apply_converges_on_the_next_run(rig: tuple[ClusterTwin, Faul
         stderr=subprocess.DEVNULL,
     )
     try:
-        assert reached.wait(60), "the reconcile never reached the DaemonSet write"
+        assert reached.wait(60), "the reconcile never reached the node write"
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(10)
@@ -232,4 +234,6 @@ def test_killed_mid_apply_converges_on_the_next_run(rig: tuple[ClusterTwin, Faul
             break
     assert result.converged
     ds = twin.store.get("daemonsets.apps", "nvidia-device-plugin-daemonset", "gpu-operator")
-    assert "kubectl.kubernetes.io/restartedAt" in ds["spec"]["template"]["metadata"]["annotations"]
+    (plugin,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "nvidia-device-plugin"]
+    assert {"name": "MIG_STRATEGY", "value": "mixed"} in plugin["env"]  # rendered by the operator, which rolled it
+    assert "kubectl.kubernetes.io/restartedAt" not in (ds["spec"]["template"]["metadata"].get("annotations") or {})

@@ -62,7 +62,9 @@ def test_article_story_converges_and_second_run_writes_nothing(article_twin: Clu
     refusal = next(f for f in first.report.findings if f.code == "MP504" and f.node == NODE)
     assert MIXED_LAYOUT_ERROR in refusal.message  # the device plugin's own log line, quoted
     kinds = [c.kind for c in first.applied]
-    assert kinds.index(Kind.MIG_CONFIG_MAP) < kinds.index(Kind.CLUSTER_POLICY) < kinds.index(Kind.RESTART_DEVICE_PLUGIN)
+    assert kinds.index(Kind.MIG_CONFIG_MAP) < kinds.index(Kind.CLUSTER_POLICY)
+    # The device-plugin DaemonSet is the operator's: the strategy in its env (applyMIGConfiguration) rolls it.
+    assert Kind.RESTART_DEVICE_PLUGIN not in kinds
     assert first.exit_code == EXIT_DRIFT
 
     store = twin.store
@@ -70,10 +72,12 @@ def test_article_story_converges_and_second_run_writes_nothing(article_twin: Clu
     assert spec["mig"]["strategy"] == "mixed"
     assert "config" not in spec["devicePlugin"]  # the old config removed explicitly
     assert spec["migManager"]["config"]["name"] == desired.cluster.gpu_operator.mig_config_map
-    ds = store.get("daemonsets.apps", "nvidia-device-plugin-daemonset", "gpu-operator")
-    assert "kubectl.kubernetes.io/restartedAt" in ds["spec"]["template"]["metadata"]["annotations"]
-
     twin.settle()
+    ds = store.get("daemonsets.apps", "nvidia-device-plugin-daemonset", "gpu-operator")
+    (plugin,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "nvidia-device-plugin"]
+    assert {"name": "MIG_STRATEGY", "value": "mixed"} in plugin["env"]
+    assert "kubectl.kubernetes.io/restartedAt" not in (ds["spec"]["template"]["metadata"].get("annotations") or {})
+
     allocatable = store.get("nodes", NODE)["status"]["allocatable"]
     assert allocatable["nvidia.com/mig-1g.18gb"] == "4"
     assert allocatable["nvidia.com/mig-2g.35gb"] == "2"

@@ -48,7 +48,7 @@ import yaml
 
 from reconciler.twin.fleet import Fleet, TwinNode
 from reconciler.twin.gpus import TwinGpu
-from reconciler.twin.operator import clientwait, deviceplugin, gfd, migparted, scheduler
+from reconciler.twin.operator import clientwait, deviceplugin, dsupdate, gfd, migparted, scheduler
 from reconciler.twin.operator.deviceplugin import Advertised, Unit
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "PAUSED",
     "GpuOperator",
     "device_plugin_daemonset",
+    "operator_daemonset",
     "render_device_plugin_template",
 ]
 
@@ -177,6 +178,12 @@ def device_plugin_daemonset(name: str, namespace: str, cp: Mapping[str, Any]) ->
             "template": render_device_plugin_template(template, cp),
         },
     }
+
+
+def operator_daemonset(name: str, namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
+    """The device-plugin DaemonSet exactly as the operator renders it for `cp` (controller reference included),
+    before its hash annotation (dsupdate.apply_rendered adds it)."""
+    return dsupdate.with_controller(device_plugin_daemonset(name, namespace, cp), cp)
 
 
 def mig_manager_daemonset(namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
@@ -513,9 +520,14 @@ class GpuOperator:
                     keys.append("global")
                     keys += [f"node:{n}" for n in self.fleet.nodes]
             elif kind == "DaemonSet" and name == self.ds_name and meta.get("namespace") == self.ns:
-                old_gen = (self._ds or {}).get("metadata", {}).get("generation")
+                old_meta = (self._ds or {}).get("metadata", {})
                 self._ds = obj if event_type != "DELETED" else None
-                if event_type == "DELETED" or meta.get("generation") != old_gen:
+                # The operator watches the DaemonSets it owns: a spec or annotation change (its hash) re-renders.
+                if (
+                    event_type == "DELETED"
+                    or meta.get("generation") != old_meta.get("generation")
+                    or meta.get("annotations") != old_meta.get("annotations")
+                ):
                     keys.append("global")
                     keys += [f"node:{n}" for n in self.fleet.nodes]
             elif kind == "DaemonSet" and name == MM_DS and meta.get("namespace") == self.ns:
@@ -597,16 +609,16 @@ class GpuOperator:
 
     # ================================================================ operator: ClusterPolicy → DaemonSet
     def _reconcile_operator(self) -> None:
+        """object_controls.go DaemonSet(): render the device-plugin DaemonSet whole from the ClusterPolicy and, when
+        its hash differs from the live object's nvidia.com/last-applied-hash, replace the live object with it
+        (dsupdate.py): annotations the operator does not render are dropped, a changed template rolls the pods."""
         cp, ds = self._cp, self._ds
         if cp is None or ds is None:
             return
-        template = ds["spec"]["template"]
-        wanted = render_device_plugin_template(template, cp)
-        if wanted == template:
+        write = dsupdate.apply_rendered(ds, operator_daemonset(self.ds_name, self.ns, cp))
+        if write is None:
             return
-        fresh = self.store.get("daemonsets.apps", self.ds_name, self.ns)
-        fresh["spec"]["template"] = render_device_plugin_template(fresh["spec"]["template"], cp)
-        self.store.update("daemonsets.apps", fresh, self.ns)
+        self.store.update("daemonsets.apps", write, self.ns)
 
     def _daemonset_status(self) -> None:
         ds = self._ds
