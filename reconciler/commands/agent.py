@@ -2,7 +2,8 @@
 
 Every interval (and on SIGHUP) it opens NVML, reports the node's real MIG state into the Node
 annotation `migplan.io/mig-observed`, reads the layout the controller published in
-`migplan.io/mig-desired`, applies only what differs with exact placements, and publishes
+`migplan.io/mig-desired`, applies only what differs with exact placements (pausing the node's GPU
+clients around it as mig-manager does, so the device plugin advertises the new partitions), and publishes
 `migplan.io/mig.state` (pending | success | failed) with the reason — see reconciler.agent.
 It talks to the API only about its own Node (`--node`, from the downward API `spec.nodeName`).
 
@@ -36,6 +37,7 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
     """Report and apply this node's MIG layout through NVML."""
     from reconciler.adapters import kubeclient
     from reconciler.adapters.kubeagentmode import KubeNodeState
+    from reconciler.adapters.kubegpuclients import KubeGpuClients
     from reconciler.adapters.nvml import NvmlGpu
     from reconciler.agent import actuate_once
     from reconciler.controller.logs import setup_logging
@@ -59,11 +61,17 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
         click.echo(f"error {exc.code}: cannot load the Kubernetes configuration: {exc.message}", err=True)
         sys.exit(2)
     node_state = KubeNodeState(api)
+    clients = KubeGpuClients(
+        api,
+        namespace=settings.gpu_operator_namespace,
+        device_plugin_daemonset=settings.device_plugin_daemonset,
+        wait_seconds=settings.gpu_clients_wait_seconds,
+    )
     last: list[Any] = []
 
     def one_pass(trigger: str) -> None:
         with NvmlGpu() as gpus:
-            outcome = actuate_once(gpus=gpus, node_state=node_state, node=settings.node_name)
+            outcome = actuate_once(gpus=gpus, node_state=node_state, node=settings.node_name, clients=clients)
         last[:] = [outcome]
         log.info("agent pass", extra={"trigger": trigger, "state": str(outcome.state), "reason": outcome.reason})
         if outcome.state is MigState.FAILED:
