@@ -231,9 +231,8 @@ def _config_map_cleanup(
         if value:
             referenced.add(value)
     before = desired_config_text(desired, observed, rendered, aliases)
-    after = migparted.config_map_text(
-        rendered, observed_text=before, referenced=referenced, aliases=frozenset(a for a in aliases if a in referenced)
-    )
+    # Every alias of this plan is kept: either a node is relabelled to it now, or one waits for it to propagate.
+    after = migparted.config_map_text(rendered, observed_text=before, referenced=referenced, aliases=aliases)
     if after == before:
         return None
     ops = desired.cluster.gpu_operator
@@ -603,6 +602,8 @@ def _node_changes(
             )
             continue
         if hold is not None:
+            if reapply:
+                aliases.add(config)  # written now, so that it reaches mig-manager's file before the label names it
             changes.append(_held(subject, node.mig_config, config, hold))
             continue
         if in_flight >= budget:

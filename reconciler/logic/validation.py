@@ -37,6 +37,7 @@ from reconciler.logic.rules import GpuCheck, diag
 from reconciler.logic.yamldocs import YamlDoc
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import (
+    CONFIG_PROPAGATION_SECONDS,
     ApplyMode,
     ApplySettings,
     ClusterSpec,
@@ -394,7 +395,7 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
             max_unavailable_nodes=a.get("maxUnavailableNodes", 1),
             allow_disruption=a.get("allowDisruption", False),
             confirm_node_removal=a.get("confirmNodeRemoval", 0),
-            config_propagation_seconds=a.get("configPropagationSeconds", 0),
+            config_propagation_seconds=a.get("configPropagationSeconds", CONFIG_PROPAGATION_SECONDS),
         ),
         gpu_operator=GpuOperatorSettings(
             namespace=g.get("namespace", dg.namespace),

@@ -622,6 +622,8 @@ class ClusterTwin:
             # plugin pod stuck Terminating, and the 5-minute timeout (reconfigure.go waitForPodsToBeDeleted) run out.
             value = self._add_stale_config(d.arg)
             self._add_config_entry(value)
+            self.settle()
+            self.operator.projected(self.fleet.settings.mig_config_map)  # the config was there long before
             self.operator.stuck_terminating.add(d.arg)
             store.patch("nodes", d.arg, {"metadata": {"labels": {MIG_CONFIG: value}}})
             self.settle()

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from twinclock import TwinClock
+
 from reconciler.adapters.kube import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import CycleResult, reconcile_once
@@ -20,6 +22,7 @@ from reconciler.twin.operator.dsupdate import HASH_ANNOTATION
 
 INVENTORY = Path(__file__).parents[2] / "inventory"
 NS = "gpu-operator"
+CLOCK = TwinClock()  # each cycle one configPropagationSeconds after the last; the twins model the kubelet's delay
 DS = "nvidia-device-plugin-daemonset"
 
 
@@ -32,7 +35,7 @@ def _desired() -> DesiredState:
 def _run(twin: ClusterTwin, desired: DesiredState) -> CycleResult:
     cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
     try:
-        return reconcile_once(desired=desired, cluster=cluster)
+        return reconcile_once(desired=desired, cluster=cluster, now=CLOCK.cycle_now())
     finally:
         cluster.close()
 
@@ -58,7 +61,7 @@ def _record_rolls(twin: ClusterTwin) -> tuple[list[str], list[int]]:
 def test_a_strategy_change_rolls_each_device_plugin_pod_exactly_once() -> None:
     desired = _desired()
     # The ClusterPolicy on `single`, the inventory `mixed`; GPUs already cut as the inventory says.
-    with ClusterTwin.from_inventory(INVENTORY, strategy="single") as twin:
+    with ClusterTwin.from_inventory(INVENTORY, strategy="single", **CLOCK.twin_kwargs()) as twin:
         twin.settle()
         nodes = sorted(
             p["spec"]["nodeName"]

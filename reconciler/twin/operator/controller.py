@@ -394,6 +394,13 @@ class GpuOperator:
                 run.wait = clientwait.ClientWait(float("-inf"))
         self.mark_node(node)
 
+    def projected(self, cm_name: str) -> None:
+        """Drift injection: the ConfigMap's current content counts as projected into every pod already."""
+        with self._cv:
+            versions = self._cm_versions.get(cm_name)
+            if versions:
+                versions[:] = [(float("-inf"), versions[-1][1])]
+
     def tick(self) -> None:
         """Look at the clock again: nodes whose mig-manager is waiting re-check their timeout."""
         with self._cv:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from twinclock import TwinClock
+
 from reconciler.adapters.kube import KubeCluster
 from reconciler.adapters.kubeobserve import mig_manager_error
 from reconciler.commands.reconcile import load_desired
@@ -17,6 +19,7 @@ from reconciler.twin.cluster import ClusterTwin
 INVENTORY = Path(__file__).parents[2] / "inventory"
 NODE = "gpu-h200-02"
 NS = "gpu-operator"
+CLOCK = TwinClock()  # each cycle one configPropagationSeconds after the last; the twins model the kubelet's delay
 WAIT_LINE = (
     "Error: failed to wait for pods to be deleted: device-plugin pod did not shutdown: context deadline exceeded"
 )
@@ -31,14 +34,14 @@ def _desired() -> DesiredState:
 def _run(twin: ClusterTwin, desired: DesiredState) -> CycleResult:
     cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
     try:
-        return reconcile_once(desired=desired, cluster=cluster)
+        return reconcile_once(desired=desired, cluster=cluster, now=CLOCK.cycle_now())
     finally:
         cluster.close()
 
 
 def test_a_wedged_node_is_reported_with_the_way_out_and_left_alone() -> None:
     desired = _desired()
-    with ClusterTwin.from_inventory(INVENTORY, drift=[f"mig-manager-wedged:{NODE}"]) as twin:
+    with ClusterTwin.from_inventory(INVENTORY, drift=[f"mig-manager-wedged:{NODE}"], **CLOCK.twin_kwargs()) as twin:
         twin.settle()
         result = _run(twin, desired)
         assert result.report is not None and not result.errors
@@ -57,7 +60,12 @@ def test_a_wedged_node_is_reported_with_the_way_out_and_left_alone() -> None:
         # The drift left the node on a config that is not its plan's: migplan's usual relabel is a new label value,
         # which wakes mig-manager (main.go SyncableMigConfig). Its GPUs already have the plan's layout, so the run's
         # assert passes and setState("success") turns the paused labels back to true (reconfigure.go Run).
-        assert [c.kind for c in result.applied if c.subject == f"node/{NODE}"] == [Kind.NODE_MIG_CONFIG]
+        # (migplan's config names go into the ConfigMap first; the relabel waits one propagation delay.)
+        assert not [c for c in result.applied if c.subject == f"node/{NODE}"]
+        twin.settle()
+        relabel = _run(twin, desired)
+        assert relabel.report is not None and [f.node for f in relabel.report.findings if f.code == "MP522"] == [NODE]
+        assert [c.kind for c in relabel.applied if c.subject == f"node/{NODE}"] == [Kind.NODE_MIG_CONFIG]
         twin.settle()
         labels = twin.store.get("nodes", NODE)["metadata"]["labels"]
         assert labels["nvidia.com/mig.config.state"] == "success"

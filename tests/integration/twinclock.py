@@ -1,0 +1,43 @@
+"""One simulated clock for a cluster twin and the migplan cycles run against it (instead of sleeping).
+
+migplan relabels a node to a config only once the ConfigMap holding it is `configPropagationSeconds` old
+(default 150 s, the kubelet's ConfigMap volume refresh), and the twin's mig-manager reads the ConfigMap as the
+kubelet has projected it by then. Both read this clock: the twin through `monotonic` (ClusterTwin(clock=...)),
+migplan through `cycle_now()`, which moves the clock one controller interval (`step`) forward first, so each cycle
+runs as a real controller's next cycle would, that much later.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from reconciler.model.inventory import CONFIG_PROPAGATION_SECONDS
+
+START = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+
+
+class TwinClock:
+    """A clock the test moves: `monotonic()` for the twin, `cycle_now()` / `now()` for migplan."""
+
+    def __init__(self, *, step: float = CONFIG_PROPAGATION_SECONDS, start: datetime = START) -> None:
+        self.step = step
+        self.start = start
+        self.seconds = 0.0
+
+    def monotonic(self) -> float:
+        return self.seconds
+
+    def now(self) -> datetime:
+        return self.start + timedelta(seconds=self.seconds)
+
+    def advance(self, seconds: float) -> datetime:
+        self.seconds += seconds
+        return self.now()
+
+    def cycle_now(self) -> datetime:
+        """The next controller cycle's time: one step later."""
+        return self.advance(self.step)
+
+    def twin_kwargs(self) -> dict[str, object]:
+        """ClusterTwin arguments that make the twin model the kubelet's delay on this clock."""
+        return {"clock": self.monotonic, "config_propagation_seconds": float(CONFIG_PROPAGATION_SECONDS)}
