@@ -13,15 +13,14 @@ from datetime import UTC, datetime, timedelta
 
 from reconciler.model.inventory import CONFIG_PROPAGATION_SECONDS
 
-START = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
-
 
 class TwinClock:
     """A clock the test moves: `monotonic()` for the twin, `cycle_now()` / `now()` for migplan."""
 
-    def __init__(self, *, step: float = CONFIG_PROPAGATION_SECONDS, start: datetime = START) -> None:
+    def __init__(self, *, step: float = CONFIG_PROPAGATION_SECONDS, start: datetime | None = None) -> None:
         self.step = step
-        self.start = start
+        # From the real time, so stamps a real-clock `migplan` process writes in the same test are in the past.
+        self.start = start or datetime.now(UTC).replace(microsecond=0)
         self.seconds = 0.0
 
     def monotonic(self) -> float:
