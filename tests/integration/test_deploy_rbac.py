@@ -67,13 +67,18 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
     (root / "srv").mkdir()
     bare = make_bare(root / "srv", "inv")
     inv = inventory_dir()
-    seed(bare, root / "work", {str(p.relative_to(inv)): p.read_text() for p in inv.rglob("*.yaml")})
+    files = {str(p.relative_to(inv)): p.read_text() for p in inv.rglob("*.yaml")}
+    # One cycle must make every kind of write, node labels included: no wait for the ConfigMap to propagate
+    # (the twin's kubelet projects it at once).
+    no_wait = "  apply:\n    configPropagationSeconds: 0\n"
+    files["cluster.yaml"] = files["cluster.yaml"].replace("  apply:\n", no_wait, 1)
+    seed(bare, root / "work", files)
     return Env(root, bare)
 
 
 def article_twin() -> ClusterTwin:
     # The article's cluster: single strategy and a stale device-plugin config, so a cycle has to write
-    # every kind of change (ConfigMap, ClusterPolicy, DaemonSet restart, node labels).
+    # every kind of change (ConfigMap, ClusterPolicy, node labels; the DaemonSet is the operator's).
     twin = ClusterTwin.from_inventory(
         inventory_dir(), strategy="single", device_plugin_config="device-plugin-config", tls=False
     ).start()
