@@ -108,6 +108,7 @@ def child_validate(root: Path) -> None:
     """Run in a fresh process: time validate's whole work and report peak RSS."""
     from reconciler.adapters.fsinventory import read_inventory_dir
     from reconciler.catalog import load_catalog
+    from reconciler.commands import gcpause
     from reconciler.logic import schemas, validation
 
     # Per-process setup, timed apart (printed as "setup s"): the catalog, and the schemas loaded and
@@ -120,7 +121,8 @@ def child_validate(root: Path) -> None:
     setup = time.perf_counter() - s0
     t0, c0 = time.perf_counter(), time.process_time()
     files = read_inventory_dir(root)
-    result = validation.validate_inventory(files, catalog=catalog)
+    with gcpause.paused():  # as `migplan validate` runs it
+        result = validation.validate_inventory(files, catalog=catalog)
     t1, c1 = time.perf_counter(), time.process_time()
     assert result.valid, [str(d) for d in result.diagnostics[:5]]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

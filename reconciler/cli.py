@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "agent": "agent",
     "demo": "demo",
     "twin": "twin",
+    "check-workloads": "checkworkloads",
+    "import": "adopt",
 }
 
 

@@ -30,7 +30,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.adapters import signatures
 from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot
@@ -68,6 +68,26 @@ def node_removal_refusal(applied: DesiredState, candidate: DesiredState) -> str 
 STATE_DAMAGED = "MP722"  # the last known good state file cannot be read or is damaged: ignored
 
 Validator = Callable[..., ValidationResult]
+
+
+class InventoryGit(Protocol):
+    """What sourcing needs of a Git repository (the port; reconciler.adapters.gitsource.InventoryRepo is
+    the adapter over pygit2, tests/unit/test_sourcing.py has an in-memory fake). Every failure is a
+    GitFailure value, never an exception."""
+
+    def fetch(self) -> GitFailure | None: ...
+    def resolve(self, rev: str) -> Revision | GitFailure: ...
+    def branch_named(self, rev: str) -> str | None: ...
+    def read(
+        self, revision: Revision, root: str = "", *, exclude: str | None = None, previous: Snapshot | None = None
+    ) -> Snapshot | GitFailure: ...
+    def signature(self, sha: str) -> tuple[bytes, bytes] | None: ...
+    def pin(self, name: str, sha: str) -> GitFailure | None: ...
+    def has_commit(self, sha: str) -> bool: ...
+
+
+# Opens the repository a remote names (the cache clone for a URL): InventoryRepo.open in production.
+Opener = Callable[[GitRemote], "InventoryGit | GitFailure"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +166,10 @@ def load_revision(
     cache: ParseCache | None = None,
     fetch: bool = True,
     validate: Validator = validate_inventory,
+    open_repo: Opener = InventoryRepo.open,
 ) -> LoadedRevision | GitFailure:
     """Fetch (remote URLs), resolve `rev`, read `root` at it and validate. For one-shot commands."""
-    repo = InventoryRepo.open(remote)
+    repo = open_repo(remote)
     if isinstance(repo, GitFailure):
         return repo
     if fetch and (failure := repo.fetch()) is not None:
@@ -190,14 +211,16 @@ class InventorySource:
         verify: VerifySettings | None = None,
         cache: ParseCache | None = None,
         validate: Validator = validate_inventory,
+        open_repo: Opener = InventoryRepo.open,
     ) -> None:
         self.remote = remote
+        self._open = open_repo
         self.ref = ref
         self.root = normalize_root(root)
         self.verify_override = verify
         self.cache = cache if cache is not None else ParseCache()
         self._validate = validate
-        self._repo: InventoryRepo | None = None
+        self._repo: InventoryGit | None = None
         self._applied: _Applied | None = None
         self._refused: Refusal | None = None
         self._restored = False
@@ -230,7 +253,7 @@ class InventorySource:
             return GitFailure(STATE_NOT_SAVED, f"cannot save the last known good revision: {exc}")
         return pinned
 
-    def _restore(self, repo: InventoryRepo) -> None:
+    def _restore(self, repo: InventoryGit) -> None:
         """After a restart: load the last known good revision from the cache, without the network."""
         self._restored = True
         try:
@@ -273,7 +296,7 @@ class InventorySource:
     def _cycle(self) -> SourceResult:
         repo = self._repo
         if repo is None:
-            opened = InventoryRepo.open(self.remote)
+            opened = self._open(self.remote)
             if isinstance(opened, GitFailure):
                 return self._carry_on(None, source_error=opened)
             repo = self._repo = opened
@@ -350,7 +373,7 @@ class InventorySource:
 
     @staticmethod
     def _check_signature(
-        repo: InventoryRepo, revision: Revision, verify: VerifySettings
+        repo: InventoryGit, revision: Revision, verify: VerifySettings
     ) -> signatures.SignatureCheck | None:
         if verify.mode is not VerifyMode.HEAD:
             return None
@@ -365,7 +388,7 @@ class InventorySource:
         # reports.path is relative to the repository top level; ignore it when inside the root
         return desired.cluster.reports.path
 
-    def _without_reports(self, repo: InventoryRepo, snap: Snapshot, desired: DesiredState) -> Snapshot:
+    def _without_reports(self, repo: InventoryGit, snap: Snapshot, desired: DesiredState) -> Snapshot:
         """The snapshot minus files under reports.path, so report commits never look like changes."""
         path = normalize_root(self._reports_path(desired))
         if not path:
@@ -417,3 +440,9 @@ class InventorySource:
             warnings=applied.warnings,
             signature=applied.signature,
         )
+
+
+if TYPE_CHECKING:
+
+    def _conforms(x: InventoryRepo) -> InventoryGit:
+        return x

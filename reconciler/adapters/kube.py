@@ -263,6 +263,14 @@ class KubeCluster:
                 return obj
         return None
 
+    def list_objects(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Iterator[Mapping[str, Any]]:
+        """Every item of a paginated LIST as raw JSON (timeouts, retries and errors as for observe)."""
+        return self._pages(what, fn, **kwargs)
+
+    def find_one(self, what: str, fn: Callable[..., Any], name: str, **kwargs: Any) -> Mapping[str, Any] | None:
+        """The object named `name`, by a LIST with a metadata.name field selector (no GET), or None."""
+        return self._one(what, fn, name, **kwargs)
+
     def observe(self, ops: GpuOperatorSettings) -> ObservedState:
         nodes = list(self._pages("list nodes", self.core.list_node))
         cp_obj = self._one(

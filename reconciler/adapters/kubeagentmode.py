@@ -4,8 +4,10 @@ node agents talk through.
 Keys (all owned by migplan; nothing else on the Node is written):
 - annotation `migplan.io/mig-desired`  — written by the controller: the node's desired layout with an
   exact placement per partition, JSON (see `encode_desired`).
-- annotation `migplan.io/mig-observed` — written by the agent: per GPU, MIG mode current/pending and the
-  instances with profile, placement, GPU-instance id, MIG UUID and the PIDs using it, JSON.
+- annotation `migplan.io/mig-observed` — written by the agent (observer, every apply mode): the node's
+  observation, v2 (reconciler.logic.observedcodec): per GPU, MIG mode current/pending and the instances
+  with profile, placement, GPU-instance id, MIG UUID, PIDs and holders, the state of each source. Written
+  when it changed or when the published one is a heartbeat old (`observedAt` must stay fresh).
 - label `migplan.io/mig.state` — written by the agent: pending | success | failed (mig-manager's words).
 - annotation `migplan.io/mig.state.reason` — why, in one line; `migplan.io/mig.state.revision` — the
   inventory revision the state refers to.
@@ -17,26 +19,30 @@ writes nothing). The JSON is compact with sorted keys so equal states give equal
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.logic import observedcodec
 from reconciler.logic.agentplan import (
     DesiredGpu,
     DesiredNode,
     DesiredPartition,
     MigState,
     ObservedGpu,
-    ObservedInstance,
 )
 from reconciler.model import strict
 from reconciler.model.errors import MigplanError, Transient
 from reconciler.model.inventory import Placement
+from reconciler.model.nodeobservation import NodeObservation
 
 if TYPE_CHECKING:
     from reconciler.agent import NodeStatePort
+
+log = logging.getLogger("migplan.agent")
 
 DESIRED = "migplan.io/mig-desired"
 OBSERVED = "migplan.io/mig-observed"
@@ -119,72 +125,15 @@ def decode_desired(node: str, text: str) -> DesiredNode:
         raise MigplanError(f"node {node}: annotation {DESIRED} is malformed: {exc}", code="MP910") from exc
 
 
-def encode_observed(observed: Sequence[ObservedGpu]) -> str:
-    return _dump(
-        {
-            "version": FORMAT_VERSION,
-            "gpus": [
-                {
-                    "index": g.index,
-                    "uuid": g.uuid,
-                    "name": g.name,
-                    "migCapable": g.mig_capable,
-                    "mig": {"current": g.mig_current, "pending": g.mig_pending},
-                    "instances": [
-                        {
-                            "profile": i.profile,
-                            "start": i.placement.start,
-                            "size": i.placement.size,
-                            "gpuInstanceId": i.gpu_instance_id,
-                            "uuid": i.uuid,
-                            "processes": list(i.processes),
-                        }
-                        for i in g.instances
-                    ],
-                }
-                for g in observed
-            ],
-        }
-    )
-
-
 def decode_observed(text: str) -> tuple[ObservedGpu, ...]:
-    """Parse the observed annotation an agent wrote, as strictly as decode_desired."""
+    """The GPUs of an observed annotation (v1 or v2), as strictly as decode_desired."""
+    return decode_observation(text).gpus
+
+
+def decode_observation(text: str) -> NodeObservation:
+    """Parse the observed annotation an agent or observer wrote (reconciler.logic.observedcodec)."""
     try:
-        doc = strict.require_mapping(strict.loads_json(text), "the document")
-        out = []
-        for i, raw in enumerate(strict.require_list(doc.get("gpus"), "gpus", max_len=_MAX_GPU_INDEX + 1)):
-            g = strict.require_mapping(raw, f"gpus[{i}]")
-            mig = strict.require_mapping(g.get("mig"), f"gpus[{i}].mig")
-            instances = []
-            for j, rawi in enumerate(strict.require_list(g.get("instances"), f"gpus[{i}].instances")):
-                inst = strict.require_mapping(rawi, f"gpus[{i}].instances[{j}]")
-                where = f"gpus[{i}].instances[{j}]"
-                uuid = inst.get("uuid")
-                instances.append(
-                    ObservedInstance(
-                        gpu_instance_id=strict.require_int(inst.get("gpuInstanceId"), f"{where}.gpuInstanceId"),
-                        profile=strict.require_str(inst.get("profile"), f"{where}.profile", max_len=64),
-                        placement=_placement(inst, where),
-                        uuid=None if uuid is None else strict.require_str(uuid, f"{where}.uuid"),
-                        processes=tuple(
-                            strict.require_int(p, f"{where}.processes")
-                            for p in strict.require_list(inst.get("processes", []), f"{where}.processes")
-                        ),
-                    )
-                )
-            out.append(
-                ObservedGpu(
-                    index=strict.require_int(g.get("index"), f"gpus[{i}].index", high=_MAX_GPU_INDEX),
-                    uuid=strict.require_str(g.get("uuid"), f"gpus[{i}].uuid"),
-                    name=strict.require_str(g.get("name"), f"gpus[{i}].name"),
-                    mig_capable=strict.require_bool(g.get("migCapable"), f"gpus[{i}].migCapable"),
-                    mig_current=strict.require_bool(mig.get("current"), f"gpus[{i}].mig.current"),
-                    mig_pending=strict.require_bool(mig.get("pending"), f"gpus[{i}].mig.pending"),
-                    instances=tuple(instances),
-                )
-            )
-        return tuple(out)
+        return observedcodec.decode(text)
     except strict.StrictValueError as exc:
         raise MigplanError(f"annotation {OBSERVED} is malformed: {exc}", code="MP911") from exc
 
@@ -207,8 +156,9 @@ def _labels(node_obj: Any) -> dict[str, str]:
 class KubeNodeState:
     """The agent's view of its own Node (implements reconciler.agent.NodeStatePort)."""
 
-    def __init__(self, api: client.CoreV1Api) -> None:
+    def __init__(self, api: client.CoreV1Api, *, heartbeat_seconds: float = observedcodec.HEARTBEAT_SECONDS) -> None:
         self._api = api
+        self._heartbeat = heartbeat_seconds
         self._seen: dict[str, dict[str, dict[str, str]]] = {}  # node -> last annotations/labels read or written
 
     def _read(self, node: str) -> Any:
@@ -246,10 +196,21 @@ class KubeNodeState:
         text = _annotations(self._read(node)).get(DESIRED)
         return decode_desired(node, text) if text else None
 
-    def publish_observed(self, node: str, observed: Sequence[ObservedGpu]) -> None:
-        text = encode_observed(observed)
-        if self._current(node)["annotations"].get(OBSERVED) != text:
-            self._patch(node, annotations={OBSERVED: text})
+    def publish_observed(self, node: str, observed: NodeObservation) -> None:
+        """Write the observation when it changed (its time aside) or the published one is a heartbeat old.
+
+        The comparison is against what this process last read or wrote; the first pass reads the Node."""
+        text = observedcodec.encode(observed)
+        if not observedcodec.publish_due(
+            self._current(node)["annotations"].get(OBSERVED), observed, heartbeat_seconds=self._heartbeat
+        ):
+            return
+        if not observed.truncated and observedcodec.decode(text).truncated:
+            log.warning(
+                "observation over the annotation cap: published without its detail",
+                extra={"code": "MP938", "node": node, "bytes": len(text)},
+            )
+        self._patch(node, annotations={OBSERVED: text})
 
     def publish_state(self, node: str, state: MigState, reason: str, *, revision: str) -> None:
         cur = self._current(node)

@@ -108,8 +108,19 @@ def node_from_json(obj: Mapping[str, Any]) -> ObservedNode:
         allocatable=allocatable,
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable", False)),
         resource_version=meta.get("resourceVersion", ""),
+        taints=_taints((obj.get("spec") or {}).get("taints")),
         malformed=tuple(bad),
     )
+
+
+def _taints(raw: Any) -> tuple[tuple[str, str, str], ...]:
+    """spec.taints as (key, value, effect); entries that are not taints are skipped (the API refuses them)."""
+    out = []
+    for t in raw if isinstance(raw, list) else []:
+        if isinstance(t, Mapping) and isinstance(t.get("key"), str) and isinstance(t.get("effect"), str):
+            value = t.get("value")
+            out.append((t["key"][:316], value[:63] if isinstance(value, str) else "", t["effect"][:32]))
+    return tuple(out)
 
 
 def _containers(spec: Mapping[str, Any], bad: list[Malformed]) -> tuple[ContainerResources, ...]:

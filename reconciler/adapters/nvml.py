@@ -28,6 +28,7 @@ from reconciler.model.inventory import Placement
 
 if TYPE_CHECKING:
     from reconciler.agent import GpuPort
+    from reconciler.observer import GpuSurveyPort
 
 # NVML return codes (nvml.h; same values in pynvml) that decide the error kind.
 _IN_USE = 19
@@ -177,9 +178,13 @@ class NvmlGpu:
         return out
 
     def _mig_devices(self, handle: Any) -> dict[int, tuple[str, tuple[int, ...]]]:
-        """GPU instance id -> (MIG device UUID, PIDs running on it)."""
+        """GPU instance id -> (first MIG device UUID, PIDs running on any of its MIG devices)."""
+        return {gi: (uuids[0], pids) for gi, (uuids, pids) in self._mig_device_uuids(handle).items()}
+
+    def _mig_device_uuids(self, handle: Any) -> dict[int, tuple[tuple[str, ...], tuple[int, ...]]]:
+        """GPU instance id -> (every MIG device UUID, in NVML's MIG-device order; PIDs on any of them)."""
         nvml = self.nvml
-        out: dict[int, tuple[str, tuple[int, ...]]] = {}
+        out: dict[int, tuple[tuple[str, ...], tuple[int, ...]]] = {}
         with translate_nvml_errors(nvml, "max MIG device count"):
             slots = int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
         for k in range(slots):
@@ -202,67 +207,83 @@ class NvmlGpu:
                     with translate_nvml_errors(nvml, "running processes"):
                         raise
                 pids = ()
-            prev = out.get(gi_id)
-            out[gi_id] = (prev[0] if prev else uuid, tuple(sorted({*(prev[1] if prev else ()), *pids})))
+            prev_uuids, prev_pids = out.get(gi_id, ((), ()))
+            out[gi_id] = ((*prev_uuids, uuid), tuple(sorted({*prev_pids, *pids})))
         return out
 
     # --- GpuPort --------------------------------------------------------------------------------------
 
+    def _count(self) -> int:
+        with translate_nvml_errors(self.nvml, "device count"):
+            return int(self.nvml.nvmlDeviceGetCount())
+
     def observe(self) -> tuple[ObservedGpu, ...]:
-        nvml = self.nvml
-        with translate_nvml_errors(nvml, "device count"):
-            n = int(nvml.nvmlDeviceGetCount())
-        gpus: list[ObservedGpu] = []
-        for index in range(n):
-            handle = self._handle(index)
-            with translate_nvml_errors(nvml, f"gpu {index}: name/uuid"):
-                name = _text(nvml.nvmlDeviceGetName(handle))
-                uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+        """Every GPU, or the first NVML error (the actuator must not plan on a partial read)."""
+        return tuple(self._observe_gpu(index) for index in range(self._count()))
+
+    def survey(self) -> tuple[tuple[ObservedGpu, ...], tuple[str, ...]]:
+        """Every GPU NVML can read, and one line per GPU it cannot (reconciler.observer.GpuSurveyPort).
+
+        The observer publishes what it could read; a GPU whose MIG mode or instances NVML refuses is left
+        out and named, never published with a guessed layout. The device count failing raises."""
+        read: list[ObservedGpu] = []
+        problems: list[str] = []
+        for index in range(self._count()):
             try:
-                current, pending = nvml.nvmlDeviceGetMigMode(handle)
-            except nvml.NVMLError as exc:
-                if getattr(exc, "value", None) != _NOT_SUPPORTED:
-                    with translate_nvml_errors(nvml, f"gpu {index}: MIG mode"):
-                        raise
-                # NOT_SUPPORTED is NVML's way of saying "not MIG-capable" (mig-parted's IsMigCapable).
-                gpus.append(ObservedGpu(index, uuid, name, False, False, False))
-                continue
-            model = self._catalog.resolve(name)
-            ids = self._profile_ids(handle, model)
-            possible = {p: self._possible(handle, pid) for p, pid in ids.items()}
-            instances: list[ObservedInstance] = []
-            if current:
-                names = {pid: p for p, pid in ids.items()}
-                devices = self._mig_devices(handle)
-                for pid in sorted(set(ids.values())):
-                    for gi in self._gpu_instances(handle, pid):
-                        with translate_nvml_errors(nvml, f"gpu {index}: instance info"):
-                            info = nvml.nvmlGpuInstanceGetInfo(gi)
-                        gi_id = int(info.id)
-                        mig_uuid, pids = devices.get(gi_id, (None, ()))
-                        instances.append(
-                            ObservedInstance(
-                                gpu_instance_id=gi_id,
-                                profile=names.get(int(info.profileId), f"profile-id:{int(info.profileId)}"),
-                                placement=Placement(int(info.placement.start), int(info.placement.size)),
-                                uuid=mig_uuid,
-                                processes=pids,
-                            )
+                read.append(self._observe_gpu(index))
+            except MigplanError as exc:
+                where = "" if exc.message.startswith(f"gpu {index}:") else f"gpu {index}: "
+                problems.append(f"{where}{exc.message} [{exc.code}]")
+        return tuple(read), tuple(problems)
+
+    def _observe_gpu(self, index: int) -> ObservedGpu:
+        nvml = self.nvml
+        handle = self._handle(index)
+        with translate_nvml_errors(nvml, f"gpu {index}: name/uuid"):
+            name = _text(nvml.nvmlDeviceGetName(handle))
+            uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+        try:
+            current, pending = nvml.nvmlDeviceGetMigMode(handle)
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) != _NOT_SUPPORTED:
+                with translate_nvml_errors(nvml, f"gpu {index}: MIG mode"):
+                    raise
+            # NOT_SUPPORTED is NVML's way of saying "not MIG-capable" (mig-parted's IsMigCapable).
+            return ObservedGpu(index, uuid, name, False, False, False)
+        model = self._catalog.resolve(name)
+        ids = self._profile_ids(handle, model)
+        possible = {p: self._possible(handle, pid) for p, pid in ids.items()}
+        instances: list[ObservedInstance] = []
+        if current:
+            names = {pid: p for p, pid in ids.items()}
+            devices = self._mig_device_uuids(handle)
+            for pid in sorted(set(ids.values())):
+                for gi in self._gpu_instances(handle, pid):
+                    with translate_nvml_errors(nvml, f"gpu {index}: instance info"):
+                        info = nvml.nvmlGpuInstanceGetInfo(gi)
+                    gi_id = int(info.id)
+                    uuids, pids = devices.get(gi_id, ((), ()))
+                    instances.append(
+                        ObservedInstance(
+                            gpu_instance_id=gi_id,
+                            profile=names.get(int(info.profileId), f"profile-id:{int(info.profileId)}"),
+                            placement=Placement(int(info.placement.start), int(info.placement.size)),
+                            uuid=uuids[0] if uuids else None,
+                            processes=pids,
+                            compute_uuids=uuids if len(uuids) > 1 else (),
                         )
-            instances.sort(key=lambda i: i.placement.start)
-            gpus.append(
-                ObservedGpu(
-                    index=index,
-                    uuid=uuid,
-                    name=name,
-                    mig_capable=True,
-                    mig_current=bool(current),
-                    mig_pending=bool(pending),
-                    instances=tuple(instances),
-                    possible={k: v for k, v in possible.items() if v},
-                )
-            )
-        return tuple(gpus)
+                    )
+        instances.sort(key=lambda i: i.placement.start)
+        return ObservedGpu(
+            index=index,
+            uuid=uuid,
+            name=name,
+            mig_capable=True,
+            mig_current=bool(current),
+            mig_pending=bool(pending),
+            instances=tuple(instances),
+            possible={k: v for k, v in possible.items() if v},
+        )
 
     def set_mig_mode(self, index: int, *, enabled: bool) -> MigMode:
         nvml = self.nvml
@@ -328,4 +349,7 @@ class NvmlGpu:
 if TYPE_CHECKING:
 
     def _conforms(x: NvmlGpu) -> GpuPort:
+        return x
+
+    def _surveys(x: NvmlGpu) -> GpuSurveyPort:
         return x

@@ -39,6 +39,7 @@ class Profile:
     memory_gib: float | None
     placements: PlacementRule | None  # None: not published; checked on slice counts only
     placement_source: str  # "published" | "derived:<model>" | "unknown"
+    profile_id_confirmed: bool = True  # False: no source gave the nvidia-smi ID (profile_id is then None)
 
     @property
     def resource_name(self) -> str:
@@ -96,9 +97,45 @@ class Catalog:
         return self._models.get(key)
 
     def resolve(self, name: str) -> GpuModel | None:
-        """Look a model up by catalog key, GFD product label, NVML name or PCI device id."""
-        key = self._aliases.get(name.strip().lower())
+        """Look a model up by catalog key, GFD product label, NVML name or PCI device id.
+
+        A GFD `nvidia.com/gpu.product` is accepted as GFD writes it in every mode: under `single` it is
+        `<product>-MIG-<profile>` (or `-MIG-INVALID`), with shared replicas `<product>-SHARED`
+        (k8s-device-plugin internal/lm, stack-facts §2), so those suffixes are stripped. A PCI device id is
+        accepted as mig-parted's device filters write it (`0x233510DE`) and as lspci/NFD do (`10de:2335`).
+        """
+        text = name.strip().lower()
+        key = self._aliases.get(text)
+        if key is None:
+            key = self._aliases.get(_gfd_base(text)) or self._aliases.get(_pci_filter_form(text) or "")
         return self._models[key] if key else None
+
+    def by_pci_device_id(self, device_id: str) -> GpuModel | None:
+        """The model a PCI device id (`0x233510DE`, `10de:2335`) belongs to, else None."""
+        form = _pci_filter_form(device_id.strip().lower())
+        key = self._aliases.get(form) if form else None
+        return self._models[key] if key else None
+
+
+_SHARED_SUFFIX = "-shared"
+_MIG_INFIX = "-mig-"
+
+
+def _gfd_base(product: str) -> str:
+    """`nvidia-h200-mig-1g.18gb` -> `nvidia-h200`; `nvidia-a100-pcie-40gb-shared` -> `nvidia-a100-pcie-40gb`."""
+    base = product.removesuffix(_SHARED_SUFFIX)
+    cut = base.rfind(_MIG_INFIX)
+    return base[:cut] if cut > 0 else base
+
+
+def _pci_filter_form(text: str) -> str | None:
+    """A PCI device id in mig-parted's filter form (`0x<device>10de`, lower case), or None when it is not one."""
+    t = text.removeprefix("0x")
+    if t.startswith("10de:"):
+        t = t[len("10de:") :] + "10de"
+    if len(t) != 8 or not t.endswith("10de") or any(c not in "0123456789abcdef" for c in t):
+        return None
+    return "0x" + t
 
 
 def _model_from(key: str, raw: Mapping[str, Any]) -> GpuModel:
@@ -117,6 +154,7 @@ def _model_from(key: str, raw: Mapping[str, Any]) -> GpuModel:
             memory_gib=p.get("memory_gib"),
             placements=PlacementRule(tuple(pl["starts"]), int(pl["size"])) if pl else None,
             placement_source=p["placement_source"],
+            profile_id_confirmed=bool(p.get("profile_id_confirmed", True)),
         )
     return GpuModel(
         key=key,

@@ -31,46 +31,66 @@ MODELS = [
     "GH200-144GB",
     "H200-141GB",
     "B200-180GB",
+    "GB200-186GB",
+    "B300-288GB",
+    "GB300-288GB",
+    "RTX-PRO-6000-96GB",
 ]
 # The H200 is the GH100 die with the H100 80GB's slice fractions; NVIDIA publishes its placements
 # only as a diagram, so the geometry is borrowed and marked derived.
 DERIVED_GEOMETRY = {"H200-141GB": "H100-80GB"}
 
-# GFD gpu.product values (sanitised product names) seen for each model [reference S20/S21].
+# GFD gpu.product values (sanitised NVML names) per model. Seen in public repositories [reference S20, S26]
+# unless marked "sanitise()": those are GFD's sanitise() (internal/lm/resource.go, S21) applied to an NVML name
+# that was seen. The first entry is the twin's GFD label, so new names go at the end. Under `single` GFD
+# appends "-MIG-<profile>" and with shared replicas "-SHARED"; Catalog.resolve strips both.
 GFD_PRODUCTS = {
     "A30-24GB": ["NVIDIA-A30"],
-    "A100-40GB": ["NVIDIA-A100-SXM4-40GB", "A100-SXM4-40GB"],
-    "A100-80GB": ["NVIDIA-A100-SXM4-80GB"],
-    "H100-80GB": ["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe"],
+    "A100-40GB": ["NVIDIA-A100-SXM4-40GB", "A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"],
+    # "NVIDIA-A800-80GB-PCIe": sanitise() of the NVML name "NVIDIA A800 80GB PCIe" [S22]
+    "A100-80GB": ["NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-80GB-PCIe", "NVIDIA-A800-80GB-PCIe"],
+    "H100-80GB": ["NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe", "NVIDIA-H800"],
     "H100-94GB": ["NVIDIA-H100-NVL"],
     "H100-96GB": ["NVIDIA-GH200-480GB"],
     "GH200-144GB": [],
-    "H200-141GB": ["NVIDIA-H200"],
+    "H200-141GB": ["NVIDIA-H200", "NVIDIA-H200-NVL"],
     "B200-180GB": ["NVIDIA-B200"],
+    "GB200-186GB": ["NVIDIA-GB200"],
+    "B300-288GB": [],  # not seen: resolved by PCI device id
+    "GB300-288GB": [],  # not seen: resolved by PCI device id
+    # "...-Workstation-Edition": sanitise() of the NVML name seen [S26]
+    "RTX-PRO-6000-96GB": [
+        "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+        "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition",
+        "NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition",
+    ],
 }
 NVML_NAMES = {
     "A30-24GB": ["NVIDIA A30"],
-    "A100-40GB": ["NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"],
-    "A100-80GB": ["NVIDIA A100-SXM4-80GB", "NVIDIA A800 80GB PCIe"],
-    "H100-80GB": ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"],
+    "A100-40GB": ["NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"],
+    "A100-80GB": ["NVIDIA A100-SXM4-80GB", "NVIDIA A800 80GB PCIe", "NVIDIA A100 80GB PCIe"],
+    "H100-80GB": ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H800"],
     "H100-94GB": ["NVIDIA H100 NVL"],
     "H100-96GB": ["NVIDIA GH200 480GB"],
     "GH200-144GB": [],
-    "H200-141GB": ["NVIDIA H200"],
+    "H200-141GB": ["NVIDIA H200", "NVIDIA H200 NVL"],
     "B200-180GB": ["NVIDIA B200"],
+    "GB200-186GB": ["NVIDIA GB200"],
+    "B300-288GB": [],
+    "GB300-288GB": [],
+    "RTX-PRO-6000-96GB": [
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+    ],
 }
-ENUMS = {
-    "1_SLICE": 0x0,
-    "2_SLICE": 0x1,
-    "3_SLICE": 0x2,
-    "4_SLICE": 0x3,
-    "7_SLICE": 0x4,
-    "8_SLICE": 0x5,
-    "6_SLICE": 0x6,
-    "1_SLICE_REV1": 0x7,
-    "2_SLICE_REV1": 0x8,
-    "1_SLICE_REV2": 0x9,
-}
+_ENUM_PREFIX = "NVML_GPU_INSTANCE_PROFILE_"
+
+
+def _enums(ref: dict[str, Any]) -> dict[str, int]:
+    """NVML_GPU_INSTANCE_PROFILE_* values from the reference's nvml.h table, without the prefix."""
+    table = ref["nvml_gpu_instance_profile_enum"]
+    return {k.removeprefix(_ENUM_PREFIX): int(v) for k, v in table.items() if not k.endswith("_COUNT")}
 
 
 def _slices(text: Any) -> int:
@@ -83,10 +103,12 @@ def _slices(text: Any) -> int:
 
 
 def _derive_enum(name: str, compute: int, memory: int) -> str:
-    # go-nvlib naming rule read backwards: "+me" is REV1; a 1g profile with 2 memory slices is REV2.
+    # go-nvlib naming rule read backwards: "+me" is REV1, "+me.all" ALL_ME, "+gfx" GFX, "-me" NO_ME;
+    # a 1g profile with 2 memory slices is REV2.
     base = f"{compute}_SLICE"
-    if name.endswith("+me"):
-        return base + "_REV1"
+    for suffix, enum_suffix in (("+me.all", "_ALL_ME"), ("+me", "_REV1"), ("+gfx", "_GFX"), ("-me", "_NO_ME")):
+        if name.endswith(suffix):
+            return base + enum_suffix
     if compute == 1 and memory == 2:
         return base + "_REV2"
     return base
@@ -94,6 +116,7 @@ def _derive_enum(name: str, compute: int, memory: int) -> str:
 
 def build(ref: dict[str, Any]) -> dict[str, Any]:
     by_key = {m["key"]: m for m in ref["models"]}
+    enums = _enums(ref)
     out: dict[str, Any] = {}
     for key in MODELS:
         m = by_key[key]
@@ -134,9 +157,11 @@ def build(ref: dict[str, Any]) -> dict[str, Any]:
                     "memory_slices": memory,
                     "max_instances": int(p["max_instances"]),
                     "nvml_profile": enum_name,
-                    "nvml_profile_value": ENUMS[enum_name],
+                    "nvml_profile_value": enums[enum_name],
                     "nvml_profile_derived": enum_derived,
                     "profile_id": pid if isinstance(pid, int) else None,
+                    # No source gave this profile's nvidia-smi ID: NVML on the node must say.
+                    "profile_id_confirmed": isinstance(pid, int),
                     "memory_gib": p.get("lgip_memory_gib"),
                     "placements": (
                         {"starts": list(placements["starts"]), "size": int(placements["size"])} if placements else None
@@ -161,6 +186,8 @@ HEADER = """\
 # GPU catalog: MIG GPU-instance profiles per GPU model, as package data.
 # GENERATED from reconciler/catalog/reference/gpu-profiles.yaml by `python -m reconciler.catalog._build`; do not edit
 # by hand (tests/unit/test_catalog.py rebuilds it from the reference and compares).
+# profile_id_confirmed: false where no source (real lgip output, NVIDIA text) gave the nvidia-smi profile ID.
+# Memory slices marked "(inferred)" in the reference (GH200-144GB, GB200, B300, GB300, RTX PRO 6000) are inferred.
 # placement_source: published (NVIDIA text or real nvidia-smi output) | derived:<model> (borrowed
 # geometry, e.g. H200 <- H100-80GB, same GH100 die) | unknown (checked on slice counts only).
 # Placements are in memory-slice units (nvmlGpuInstancePlacement_t start/size). On a node, NVML's

@@ -37,9 +37,11 @@ MAX_NODE_ROWS = 50  # text output lists per-node occupancy up to this many nodes
 
 def load_desired(inventory: Path) -> tuple[DesiredState | None, tuple[Diagnostic, ...]]:
     """The validated desired state of an inventory directory, or None with the diagnostics why not."""
+    from reconciler.commands import gcpause
     from reconciler.logic.validation import validate_inventory
 
-    result = validate_inventory(read_inventory_dir(inventory))
+    with gcpause.paused():
+        result = validate_inventory(read_inventory_dir(inventory))
     return result.desired, tuple(result.diagnostics)
 
 

@@ -32,6 +32,7 @@ import orjson
 from reconciler import __version__, resources
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
 from reconciler.catalog import Catalog, load_catalog
+from reconciler.commands import gcpause
 from reconciler.logic import ciannotations
 from reconciler.logic.reporttarget import normalize_root
 from reconciler.logic.validation import ValidationResult, solver_choices, validate_inventory
@@ -212,9 +213,15 @@ def command(
         click.echo(f"migplan validate: {exc}", err=True)
         sys.exit(2)
     catalog = load_catalog()
-    result = validate_inventory(
-        files, catalog=catalog, revision=revision, blob_ids=blob_ids, followed_branch=branch, root=normalize_root(path)
-    )
+    with gcpause.paused():
+        result = validate_inventory(
+            files,
+            catalog=catalog,
+            revision=revision,
+            blob_ids=blob_ids,
+            followed_branch=branch,
+            root=normalize_root(path),
+        )
     if output == "json":
         sys.stdout.buffer.write(render_json(result, root=label, catalog=catalog))
         sys.stdout.flush()

@@ -26,12 +26,14 @@ Rules, per GPU (a GPU the desired layout does not name is never touched):
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from reconciler.catalog import Catalog
 from reconciler.logic import placement as placements
 from reconciler.model.inventory import NodePlan, Placement
+from reconciler.model.nodeobservation import ObservedGpu as ObservedGpu
+from reconciler.model.nodeobservation import ObservedInstance as ObservedInstance
 
 
 class MigState(enum.StrEnum):
@@ -40,35 +42,6 @@ class MigState(enum.StrEnum):
     PENDING = "pending"
     SUCCESS = "success"
     FAILED = "failed"
-
-
-@dataclass(frozen=True, slots=True)
-class ObservedInstance:
-    """One GPU instance as NVML reports it."""
-
-    gpu_instance_id: int
-    profile: str  # catalog profile name ("3g.71gb"); "profile-id:<n>" when the id is unknown to the catalog
-    placement: Placement
-    uuid: str | None = None  # the MIG device UUID ("MIG-…"), when a compute instance exists
-    processes: tuple[int, ...] = ()  # PIDs running on it
-
-    @property
-    def in_use(self) -> bool:
-        return bool(self.processes)
-
-
-@dataclass(frozen=True, slots=True)
-class ObservedGpu:
-    index: int
-    uuid: str
-    name: str  # NVML device name ("NVIDIA H200")
-    mig_capable: bool
-    mig_current: bool
-    mig_pending: bool
-    instances: tuple[ObservedInstance, ...] = ()
-    # profile -> the placements NVML says this GPU offers (nvmlDeviceGetGpuInstancePossiblePlacements);
-    # empty when NVML did not say (MIG disabled on some drivers), then the catalog is the reference.
-    possible: Mapping[str, tuple[Placement, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

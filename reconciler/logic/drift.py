@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 import yaml
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import migparted, occupancy
+from reconciler.logic import migparted, occupancy, podrules
 from reconciler.logic.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model.drift import (
     DriftReport,
@@ -35,6 +35,8 @@ from reconciler.model.observed import (
     CLIENT_WAIT_SELECTORS,
     CORDONED_ANNOTATION,
     GPU_CLIENT_DEPLOY_LABELS,
+    GPU_COUNT_LABEL,
+    GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     LAYOUT_REFUSALS,
     MIG_CONFIG_LABEL,
@@ -82,10 +84,15 @@ FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
         "mig-manager gave up waiting for GPU client pods to leave the node: state pending, clients paused, "
         "until its pod is restarted",
     ),
+    "MP560": (
+        WARNING,
+        "a pod's container holds more than one device of a MIG profile (CUDA uses one; the others sit idle)",
+    ),
     "MP530": (
         ERROR,
         "a value migplan reads on the node (label, annotation, quantity) is malformed: the node is left alone",
     ),
+    "MP531": (WARNING, "the inventory lists fewer GPUs for a node than the node has (nvidia.com/gpu.count)"),
 }
 
 STUCK_AFTER = timedelta(minutes=15)
@@ -163,6 +170,7 @@ def analyze(
         if not any(m.field.startswith("status.") for m in node.malformed):
             # With a quantity unread, any count comparison would be a guess (MP530 says why).
             out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources, behind_its_back))
+        out.extend(_gpu_count_findings(name, plan, node.labels))
         out.extend(
             _mig_manager_findings(
                 name,
@@ -397,24 +405,19 @@ def _pending_gpu_findings(desired: DesiredState, observed: ObservedState) -> Ite
 
 
 def _invalid_request_findings(observed: ObservedState) -> Iterable[Finding]:
+    """The article's rules on every running GPU pod, judged by the same function as manifests before merge
+    (reconciler.logic.podrules): MP560 for more than one device of a MIG profile in a container, MP512 for
+    the rest."""
     for pod in sorted(observed.pods, key=lambda p: p.key):
         if not pod.active:
             continue
-        problems: list[str] = []
-        for c in pod.containers:
-            for res in sorted(set(c.requests) & set(c.limits)):
-                if is_gpu_resource(res) and c.requests[res] != c.limits[res]:
-                    problems.append(f"container {c.name} requests {c.requests[res]} {res} but limits {c.limits[res]}")
-            migs = sorted(r for r, n in c.effective.items() if is_mig_resource(r) and n > 0)
-            if len(migs) > 1:
-                problems.append(f"container {c.name} asks for {len(migs)} MIG profiles ({', '.join(migs)})")
-        if problems:
-            yield finding(
-                "MP512",
-                f"pod {pod.key}: " + "; ".join(problems),
-                node=pod.node,
-                pods=(pod.key,),
-            )
+        problems = [p for c in pod.containers for p in podrules.container_problems(c)]
+        several = [p.message for p in problems if p.kind is podrules.ProblemKind.COUNT_ABOVE_ONE]
+        others = [p.message for p in problems if p.kind is not podrules.ProblemKind.COUNT_ABOVE_ONE]
+        if several:
+            yield finding("MP560", f"pod {pod.key}: " + "; ".join(several), node=pod.node, pods=(pod.key,))
+        if others:
+            yield finding("MP512", f"pod {pod.key}: " + "; ".join(others), node=pod.node, pods=(pod.key,))
 
 
 def _saturation_findings(
@@ -482,6 +485,31 @@ def _advertised_findings(
                 desired=w,
                 observed=h,
             )
+
+
+def _gpu_count_findings(name: str, plan: NodePlan, labels: Mapping[str, str]) -> Iterable[Finding]:
+    """MP531: GFD counts more physical GPUs on the node than its file lists.
+
+    `nvidia.com/gpu.count` is the number of physical GPUs, MIG-enabled ones included, except under the `single`
+    strategy on a MIG node, where GFD relabels the node with the MIG device count and a `<product>-MIG-<profile>`
+    product (k8s-device-plugin internal/lm mig-strategy.go; stack-facts §2): then the count says nothing about
+    GPUs and is not compared. An unreadable count is MP530's (the kube adapter checks it), not compared here."""
+    count = labels.get(GPU_COUNT_LABEL)
+    if count is None or not (count.isascii() and count.isdigit() and len(count) < 6):
+        return
+    if "-MIG-" in labels.get(GPU_PRODUCT_LABEL, ""):
+        return
+    listed = len({g.index for g in plan.gpus})
+    if listed < int(count):
+        yield finding(
+            "MP531",
+            f"{name} has {int(count)} GPUs ({GPU_COUNT_LABEL}) but its inventory lists {listed}: the others are "
+            f"not planned and keep whatever cut they have; add GPUs {listed}..{int(count) - 1} to nodes/{name}.yaml "
+            "(mig: {enabled: false} for a GPU without MIG)",
+            node=name,
+            desired=listed,
+            observed=int(count),
+        )
 
 
 def _mig_manager_findings(

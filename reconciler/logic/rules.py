@@ -47,6 +47,7 @@ list; the README and `migplan validate` output refer to it.
 | MP312 | warning | model's placements unknown: checked on slice counts and instance limits only |
 | MP313 | error   | a GPU needs exactly one of `mig:` or `layout:` |
 | MP314 | error   | layout restricted to another GPU model |
+| MP315 | error   | a node's GPU indexes are not 0..n-1 (a gap, or an index past the GPUs listed) |
 | MP401 | error   | migStrategy single with more than one MIG device type on a node |
 | MP402 | error   | migStrategy single with MIG-enabled and MIG-disabled GPUs on one node |
 | MP403 | warning | MIG partitions under migStrategy none (not schedulable) |
@@ -125,6 +126,7 @@ CODES: Mapping[str, Rule] = {
         Rule("MP312", W, "placements unknown for the model"),
         Rule("MP313", E, "GPU needs exactly one of mig or layout"),
         Rule("MP314", E, "layout restricted to another model"),
+        Rule("MP315", E, "GPU indexes not 0..n-1"),
         Rule("MP401", E, "single strategy with several MIG device types"),
         Rule("MP402", E, "single strategy with mixed MIG modes"),
         Rule("MP403", W, "MIG partitions under strategy none"),

@@ -25,7 +25,6 @@ All errors of all files are reported in one run; DesiredState is returned only w
 from __future__ import annotations
 
 import difflib
-import gc
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -206,24 +205,14 @@ def validate_inventory(
     (MP412); an unknown branch (None) is treated as the reports branch, the safe assumption."""
     if unreadable is None:
         unreadable = files.unreadable if isinstance(files, InventoryFiles) else {}
-    # Validation allocates hundreds of thousands of small acyclic objects (partitions, GPU plans):
-    # the cycle collector would walk the growing heap again and again for nothing to free.
-    # Paused for the run, restored after it, whatever happens.
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        result = _validate(
-            files,
-            revision=revision,
-            cache=cache,
-            blob_ids=blob_ids,
-            catalog=catalog,
-            where=(followed_branch, root),
-        )
-    finally:
-        if paused:
-            gc.enable()
+    result = _validate(
+        files,
+        revision=revision,
+        cache=cache,
+        blob_ids=blob_ids,
+        catalog=catalog,
+        where=(followed_branch, root),
+    )
     problems = unreadable_diagnostics(unreadable)
     if not problems:
         return result
@@ -561,9 +550,37 @@ def _node_entry(doc: YamlDoc, file: str, catalog: Catalog, memo: _GpuMemo) -> _E
                 source=gsrc,
             )
         )
+    out.extend(_index_gaps(doc, file, name, v["spec"]["gpus"]))
     labels = dict(v["metadata"].get("labels", {}))
     node = NodePlan(name=name, gpus=tuple(gpus), labels=labels, source=name_src)
     return _Entry(file, "Node", tuple(out), node=node, layout_refs=refs)
+
+
+def _index_gaps(doc: YamlDoc, file: str, name: str, raw_gpus: list[Any]) -> list[Diagnostic]:
+    """MP315: a node's GPU indexes must be 0..n-1, as NVML numbers them.
+
+    An error, not a warning: a gap (0, 1, 3) means either a typo or a GPU the file does not describe, and
+    migplan renders `devices: [i]` per listed GPU, so the GPU left out keeps whatever cut it has while its
+    neighbour's plan lands on the wrong device. A node with fewer GPUs listed than it has, all from 0, is
+    valid here and reported by drift instead (MP531), because only the cluster knows the count.
+    Duplicates are MP406's; they are ignored here."""
+    seen: dict[int, int] = {}
+    for i, g in enumerate(raw_gpus):
+        seen.setdefault(g["index"], i)
+    expected = range(len(seen))
+    if sorted(seen) == list(expected):
+        return []
+    missing = [k for k in expected if k not in seen]
+    first_bad = min((k for k in seen if k >= len(seen)), default=max(seen))
+    return [
+        diag(
+            "MP315",
+            f"node {name}: GPU indexes must be 0..{len(seen) - 1} as NVML numbers them, found "
+            f"{', '.join(map(str, sorted(seen)))} (missing {', '.join(map(str, missing))}); describe every GPU "
+            "from index 0 (mig: {enabled: false} for one without MIG) or fix the index",
+            _src(doc, file, "spec", "gpus", seen[first_bad], "index"),
+        )
+    ]
 
 
 # --------------------------------------------------------------------------------------------

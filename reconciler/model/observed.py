@@ -109,6 +109,8 @@ class ObservedNode:
     allocatable: Mapping[str, int] = field(default_factory=dict)  # GPU resources only
     unschedulable: bool = False
     resource_version: str = ""
+    # spec.taints as (key, value, effect); what workloads must tolerate to run there.
+    taints: tuple[tuple[str, str, str], ...] = ()
     # Values migplan needs and could not read (MP530). A node with any is observed, reported and
     # never written: no relabel, no cordon or uncordon, no re-apply.
     malformed: tuple[Malformed, ...] = ()

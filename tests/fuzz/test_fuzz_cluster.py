@@ -14,13 +14,13 @@ Log lines (a device plugin's, mig-manager's) are fuzzed as free text. Derandomiz
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import mutations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,17 +30,6 @@ from reconciler.logic import drift, planner
 from reconciler.logic.reports import render_reports
 from reconciler.model.errors import MigplanError
 from reconciler.twin.cluster import ClusterTwin
-
-
-def _load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-mutations = _load("mutations")
 
 INVENTORY = Path(__file__).parents[2] / "inventory"
 DRIFT = (

@@ -15,7 +15,6 @@ Derandomized, so CI runs the same cases every time; deadline=None, bounded by ma
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import mutations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,17 +34,6 @@ from reconciler.logic import drift, planner, rules, validation
 from reconciler.logic.reports import render_reports
 from reconciler.logic.validation import ParseCache, ValidationResult, validate_inventory
 from reconciler.model.observed import ObservedState
-
-
-def _load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-mutations = _load("mutations")
 
 EXAMPLE: dict[str, bytes] = {p: b for p, b in read_inventory_dir(resources.inventory_dir()).items()}
 DOCS: dict[str, Any] = {p: yaml.safe_load(b) for p, b in EXAMPLE.items() if p.endswith(".yaml")}

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from twinclock import TwinClock
+from helpers.twinclock import TwinClock
 
 from reconciler.adapters.kube import KubeCluster
 from reconciler.commands.reconcile import load_desired

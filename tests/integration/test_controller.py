@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 from gitserver import GitDaemon, git, make_bare, seed
+from helpers.twinclock import TwinClock
 from kubernetes import client
-from twinclock import TwinClock
 
 from reconciler.adapters.kubeevents import REASON_ANNOTATION, STATE_ANNOTATION
 from reconciler.commands.run import GitCycle

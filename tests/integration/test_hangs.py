@@ -115,3 +115,14 @@ def test_a_request_after_the_deadline_is_not_sent(silent_api: Path, request: pyt
     finally:
         cluster.close()
     assert server.accepted == 0
+
+
+def test_import_ends_within_its_deadline_when_the_api_server_never_answers(silent_api: Path, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    proc = _migplan("import", "--kubeconfig", str(silent_api), "--out", str(tmp_path / "inv"), "--deadline", "6",
+                    cwd=tmp_path)  # fmt: skip
+    took = time.monotonic() - t0
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "MP580" in proc.stderr and "Traceback" not in proc.stderr
+    assert took < 40, took
+    assert not (tmp_path / "inv").exists()  # nothing written

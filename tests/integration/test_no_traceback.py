@@ -29,6 +29,7 @@ from reconciler.cli import cli
 from reconciler.twin.cluster import ClusterTwin
 
 INVENTORY = Path(__file__).parents[2] / "inventory"
+WORKLOADS = Path(__file__).resolve().parents[1] / "corpus-workloads" / "good-article-pod.yaml"
 
 KUBECONFIGS: dict[str, bytes] = {
     "kc-not-yaml": b": : :\n{[\n",
@@ -46,6 +47,18 @@ KUBECONFIGS: dict[str, bytes] = {
         b"certificate-authority-data: 'bm90IGEgY2VydA=='}}]\nusers: [{name: u, user: {client-certificate-data: "
         b"'!!!', client-key-data: 'zz'}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
     ),
+}
+_UNREACHABLE = (
+    b"apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+    b"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+)
+MIG_PARTED_FILES: dict[str, bytes] = {
+    "mig-parted-binary": b"\x00\x01\xff" * 64,
+    "mig-parted-not-yaml": b"version: [\n",
+    "mig-parted-no-model": b"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n"
+    b"      mig-devices: {'1g.10gb': 7}\n",
+    "mig-parted-does-not-fit": b"version: v1\nmig-configs:\n  a:\n    - device-filter: '0x233010DE'\n"
+    b"      devices: all\n      mig-enabled: true\n      mig-devices: {'3g.40gb': 3}\n",
 }
 SETTINGS_FILES: dict[str, bytes] = {
     "settings-binary": b"\x00\x01\x02\xff" * 64,
@@ -151,6 +164,10 @@ def _cases() -> dict[str, tuple[str, Case]]:
             "reconcile",
             lambda w, kc=kc: ["reconcile", "--once", "--kubeconfig", kc(w), "--inventory", str(INVENTORY)],
         )
+        cases[f"import-{name}"] = (
+            "import",
+            lambda w, kc=kc, n=name: ["import", "--kubeconfig", kc(w), "--out", str(w.tmp / f"import-{n}")],
+        )
         cases[f"reconcile-repo-{name}"] = (
             "reconcile",
             lambda w, kc=kc: ["reconcile", "--once", "--kubeconfig", kc(w), "--repo", w.url,
@@ -176,6 +193,10 @@ def _cases() -> dict[str, tuple[str, Case]]:
         )
         cases[f"run-{name}"] = ("run", lambda w, kc=kc: ["run", "--repo", w.url, "--kubeconfig", kc(w)])
         cases[f"agent-{name}"] = ("agent", lambda w, kc=kc: ["agent", "--once", "--node", "n1", "--kubeconfig", kc(w)])
+        cases[f"check-workloads-{name}"] = (
+            "check-workloads",
+            lambda w, kc=kc: ["check-workloads", str(WORKLOADS), "--kubeconfig", kc(w)],
+        )
     cases["reconcile-missing-context"] = (
         "reconcile",
         lambda w: ["reconcile", "--once", "--kubeconfig", str(w.kubeconfig), "--context", "nope",
@@ -230,6 +251,20 @@ def _cases() -> dict[str, tuple[str, Case]]:
     cases["validate-root-missing"] = ("validate", lambda w: ["validate", str(w.tmp / "no-such-inventory")])
     cases["validate-root-is-a-file"] = ("validate", lambda w: ["validate", w.broken("root-file", b"x")])
     cases["validate-repo-not-a-repository"] = ("validate", lambda w: ["validate", "--repo", str(w.tmp / "broken")])
+    cases["check-workloads-path-missing"] = ("check-workloads", lambda w: ["check-workloads", str(w.tmp / "nope.yaml")])
+    cases["check-workloads-plan-empty"] = (
+        "check-workloads",
+        lambda w: ["check-workloads", str(WORKLOADS), "--inventory", str((w.tmp / "empty-dir").resolve())],
+    )
+    cases["check-workloads-repo-not-a-repository"] = (
+        "check-workloads",
+        lambda w: ["check-workloads", str(WORKLOADS), "--repo", str(w.tmp / "broken")],
+    )
+    cases["check-workloads-no-reports-branch"] = (
+        "check-workloads",
+        lambda w: ["check-workloads", str(WORKLOADS), "--repo", w.url, "--reports-from-git",
+                   "--cache-dir", str(w.tmp / "c-cw")],
+    )  # fmt: skip
     for name, data in SETTINGS_FILES.items():
         cases[f"run-{name}"] = (
             "run",
@@ -244,6 +279,23 @@ def _cases() -> dict[str, tuple[str, Case]]:
         "twin",
         lambda w: ["twin", "--inventory", str(INVENTORY), "--kubeconfig-out", w.broken("kc-parent", b"x") + "/kc"],
     )
+    cases["import-out-is-a-file"] = (
+        "import",
+        lambda w: ["import", "--kubeconfig", str(w.kubeconfig), "--out", w.broken("import-out-file", b"x")],
+    )
+    cases["import-out-holds-an-inventory"] = (
+        "import",
+        lambda w: ["import", "--kubeconfig", str(w.kubeconfig), "--out", str(INVENTORY)],
+    )
+    cases["import-unreachable-cluster"] = (
+        "import",
+        lambda w: ["import", "--kubeconfig", w.broken("kc-unreachable", _UNREACHABLE), "--out", str(w.tmp / "imp-u")],
+    )
+    for name, data in MIG_PARTED_FILES.items():
+        cases[f"import-{name}"] = (
+            "import",
+            lambda w, n=name, d=data: ["import", "--from-mig-parted", w.broken(n, d), "--out", str(w.tmp / f"i-{n}")],
+        )
     cases["demo-workdir-is-a-file"] = ("demo", lambda w: ["demo", "--workdir", w.broken("workdir-file", b"x")])
     cases["demo-unknown-drift"] = ("demo", lambda w: ["demo", "--drift", "no-such-case", "--workdir", str(w.tmp / "d")])
     return cases

@@ -4,11 +4,10 @@ report every write not made, write nothing in report-only mode or with --dry-run
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
+
+from helpers import planning as fixtures
 
 from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, EXIT_IN_SYNC, reconcile_once
 from reconciler.model.errors import Transient
@@ -16,14 +15,6 @@ from reconciler.model.inventory import ApplyMode, GpuOperatorSettings
 from reconciler.model.observed import ObservedState
 from reconciler.model.plans import Change
 
-_LOADER = Path(__file__).parents[1] / "fixtures" / "planning" / "loader.py"
-if "planning_fixtures" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("planning_fixtures", _LOADER)
-    assert _spec and _spec.loader
-    _mod = importlib.util.module_from_spec(_spec)
-    sys.modules["planning_fixtures"] = _mod
-    _spec.loader.exec_module(_mod)
-fixtures: Any = sys.modules["planning_fixtures"]
 NOW = datetime(2026, 12, 2, 10, tzinfo=UTC)
 
 

@@ -19,8 +19,8 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
+from helpers.twinclock import TwinClock
 from httpforward import forward
-from twinclock import TwinClock
 
 from reconciler.adapters.kube import KubeCluster
 from reconciler.commands.reconcile import load_desired

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from twinclock import TwinClock
+from helpers.twinclock import TwinClock
 
 from reconciler.adapters.kube import KubeCluster
 from reconciler.commands.reconcile import load_desired

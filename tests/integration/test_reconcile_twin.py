@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from twinclock import TwinClock
+from helpers.twinclock import TwinClock
 
 from reconciler.adapters.kube import KubeCluster
 from reconciler.commands.reconcile import load_desired

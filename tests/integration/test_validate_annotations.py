@@ -7,7 +7,6 @@ checked against OASIS's schema (tests/reference/sarif/).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -18,6 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from helpers.corpus import build_case
 
 from reconciler.commands.validate import command as validate
 from reconciler.logic.rules import CODES
@@ -29,12 +29,8 @@ CASES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir() and not p.name.sta
 
 
 def _build(name: str, dest: Path) -> None:
-    """Lay a corpus case out as its own test does (tests/unit/test_validation_corpus.py)."""
-    spec = importlib.util.spec_from_file_location("corpus_cases", TESTS / "unit" / "test_validation_corpus.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.build_case(name, dest)
+    """Lay a corpus case out as its own test does (tests/helpers/corpus.py)."""
+    build_case(name, dest)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from twinclock import TwinClock
+from helpers.twinclock import TwinClock
 
 from reconciler.adapters.kube import KubeCluster
 from reconciler.adapters.kubeobserve import mig_manager_error

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import planning as fixtures
 
 from reconciler.logic import drift, planner
 from reconciler.model.plans import Action
-
-_LOADER = Path(__file__).parents[1] / "fixtures" / "planning" / "loader.py"
-_spec = importlib.util.spec_from_file_location("planning_fixtures", _LOADER)
-assert _spec and _spec.loader
-fixtures = importlib.util.module_from_spec(_spec)
-sys.modules["planning_fixtures"] = fixtures
-_spec.loader.exec_module(fixtures)
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import yaml
+from helpers import planning as fixtures
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.logic import drift, planner, reports
-
-_LOADER = Path(__file__).parents[1] / "fixtures" / "planning" / "loader.py"
-if "planning_fixtures" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("planning_fixtures", _LOADER)
-    assert _spec and _spec.loader
-    _mod = importlib.util.module_from_spec(_spec)
-    sys.modules["planning_fixtures"] = _mod
-    _spec.loader.exec_module(_mod)
-fixtures: Any = sys.modules["planning_fixtures"]
 
 
 def _report(case: str, now: datetime) -> Any:
@@ -51,7 +40,7 @@ def test_drift_yaml_is_the_report_as_data() -> None:
             {"pod": "ml/vllm-1", "count": 1, "owner": "vllm-llama-70b"},
         ],
     }
-    assert {f["code"] for f in doc["clusterFindings"]} == {"MP512", "MP513"}
+    assert {f["code"] for f in doc["clusterFindings"]} == {"MP512", "MP513", "MP560"}
     assert doc["summary"]["Error"] == 1 and doc["inSync"] is False
 
 

@@ -11,33 +11,13 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
+from helpers.corpus import CASES, CORPUS, build_case
 
 from reconciler.adapters.fsinventory import read_inventory_dir
 from reconciler.logic.rules import CODES
 from reconciler.logic.validation import validate_inventory
-
-CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-CASES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir() and not p.name.startswith("_"))
-
-
-def build_case(name: str, dest: Path) -> dict[str, Any]:
-    case = CORPUS / name
-    expect: dict[str, Any] = yaml.safe_load((case / "expect.yaml").read_text("utf-8"))
-    shutil.copytree(CORPUS / "_base", dest)
-    for rel in expect.get("remove", []):
-        (dest / rel).unlink()
-    overlay = case / "root"
-    if overlay.is_dir():
-        shutil.copytree(overlay, dest, dirs_exist_ok=True)
-    if "pad" in expect:
-        target = dest / expect["file"]
-        data = target.read_bytes()
-        target.write_bytes(data + b"# padding\n" * ((expect["pad"] - len(data)) // 10 + 1))
-    return expect
 
 
 def test_corpus_is_large_enough() -> None:

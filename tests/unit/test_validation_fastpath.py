@@ -4,13 +4,14 @@ corpus case, on a generated fleet, and on the YAML 1.1 / 1.2 corner cases the by
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import load_script
+from helpers.corpus import CASES, build_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,22 +23,8 @@ from reconciler.logic.validation import ValidationResult, validate_inventory
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str, path: Path) -> Any:
-    # tests/ is not a package (rootdir-relative imports are the suite's convention): load by path.
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _bench() -> Any:
-    return _load("bench_validate", REPO / "benchmarks" / "validate.py")
-
-
-_corpus = _load("corpus_cases", Path(__file__).with_name("test_validation_corpus.py"))
-CASES: list[str] = _corpus.CASES
-build_case = _corpus.build_case
+    return load_script("bench_validate", REPO / "benchmarks" / "validate.py")
 
 
 def both(files: Mapping[str, bytes], monkeypatch: pytest.MonkeyPatch) -> tuple[ValidationResult, ValidationResult]:
@@ -105,14 +92,14 @@ metadata:
   labels: {rack: r1}
 spec:
   gpus:
-    - index: 1
+    - index: 0
       model: H100-80GB
       mig:
         enabled: true
         partitions:
           - {profile: 3g.40gb, placement: 4, owner: team-a, purpose: serving}
           - {profile: 2g.20gb, owner: team-b}
-    - index: 2
+    - index: 1
       model: H100-80GB
       layout: halves
 """
@@ -147,8 +134,8 @@ EDITS = [
     ("{rack: r1}", "{null: r1}"),
     ("  name: n1\n", "  name: n1\n  name: n1\n"),
     ("  labels: {rack: r1}\n", "  labels:\n    name: n2\n"),
-    ("    - index: 2\n", "    -\n      index: 2\n"),
-    ("    - index: 2\n", "    - # gpu two\n      index: 2\n"),
+    ("    - index: 1\n", "    -\n      index: 1\n"),
+    ("    - index: 1\n", "    - # gpu two\n      index: 1\n"),
     ("          - {profile: 2g.20gb, owner: team-b}\n", "          - profile: 2g.20gb\n            owner: team-b\n"),
     ("purpose: serving}", "purpose: serving,\n             owner: x}"),
     ("purpose: serving", "purpose: serving # trailing: comment & more"),

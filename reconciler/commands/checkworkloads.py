@@ -1,0 +1,300 @@
+"""`migplan check-workloads PATH...|-`: the manifests that ask for partitions, against the plan, before merge.
+
+    migplan check-workloads deploy/ [--inventory ROOT]           the plan of a directory (default: the example)
+    migplan check-workloads - --repo R --rev REV [--path P]      the plan at a Git revision; manifests on stdin
+        [--reports-from-git]                                     free partitions from the last committed report
+        [--kubeconfig F]                                         free partitions, labels and taints from the cluster
+
+`helm template ... | migplan check-workloads -` and `kubectl kustomize ... | migplan check-workloads -` work.
+Exit codes as `validate`: 0 no error (warnings allowed), 1 findings of severity error, 2 usage or I/O error
+(an unreadable path, an invalid inventory, a report or cluster that cannot be read). Output: text lines
+`file:line: severity CODE: message`, `-o json` for scripts, and `-o github|codequality|sarif` for CI annotations
+on the manifest's changed line (the same codes, messages, files and lines as `-o json`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from reconciler import __version__
+from reconciler.catalog import load_catalog
+from reconciler.logic import ciannotations, workloads
+from reconciler.logic.manifests import Manifest, read_manifests
+from reconciler.logic.reporttarget import normalize_root
+from reconciler.logic.validation import validate_inventory
+from reconciler.model.diagnostics import Diagnostic
+from reconciler.model.inventory import DesiredState
+from reconciler.model.revisions import WORKDIR, Revision
+
+EXTENSIONS = (".yaml", ".yml", ".json")
+MAX_FILES = 100_000
+ANNOTATIONS = ("github", "codequality", "sarif")
+
+
+class InputError(Exception):
+    """A path cannot be read, or the plan, the report or the cluster cannot be had: exit 2."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Manifest files below a directory, sorted; hidden directories and symbolic links skipped."""
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for f in sorted(filenames):
+            if f.endswith(EXTENSIONS):
+                yield Path(dirpath) / f
+
+
+def _read_file(path: Path, label: str) -> tuple[list[Manifest], list[Diagnostic]]:
+    try:
+        st = path.lstat()
+    except OSError as exc:
+        raise InputError("MP620", f"{label}: {exc.strerror or exc}") from exc
+    if stat.S_ISLNK(st.st_mode):
+        st = path.stat()
+    if not stat.S_ISREG(st.st_mode):
+        # A FIFO or a device would block or never end: refused before it is opened.
+        return [], [Diagnostic("MP600", "not a regular file (FIFO, device or socket): not read", file=label)]
+    if st.st_size > workloads_max_bytes():
+        return [], [Diagnostic("MP600", f"file of {st.st_size} bytes is too large to be a manifest", file=label)]
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return [], [Diagnostic("MP600", f"cannot be read: {exc.strerror or exc}", file=label)]
+    return read_manifests(data, file=label)
+
+
+def workloads_max_bytes() -> int:
+    from reconciler.logic.manifests import MAX_FILE_BYTES
+
+    return MAX_FILE_BYTES
+
+
+def read_inputs(paths: tuple[str, ...]) -> tuple[list[Manifest], list[Diagnostic]]:
+    manifests: list[Manifest] = []
+    diags: list[Diagnostic] = []
+    count = 0
+    for p in paths:
+        if p == "-":
+            from reconciler.logic.manifests import MAX_FILE_BYTES
+
+            data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
+            ms, ds = read_manifests(data, file="<stdin>")
+            manifests.extend(ms)
+            diags.extend(ds)
+            continue
+        path = Path(p)
+        if path.is_dir():
+            files: Iterator[Path] = _walk(path)
+        elif path.exists() or path.is_symlink():
+            files = iter([path])
+        else:
+            raise InputError("MP620", f"{p}: no such file or directory")
+        for f in files:
+            count += 1
+            if count > MAX_FILES:
+                raise InputError("MP620", f"more than {MAX_FILES} manifest files under {p}")
+            ms, ds = _read_file(f, f.as_posix())
+            manifests.extend(ms)
+            diags.extend(ds)
+    return manifests, diags
+
+
+def load_plan(
+    inventory: Path | None, repo: str | None, rev: str | None, path: str, cache_dir: Path | None
+) -> tuple[str, DesiredState]:
+    from reconciler.commands.validate import GitLoadError, load_files, load_revision_files
+
+    revision: Revision = WORKDIR
+    blob_ids: Mapping[str, str] | None = None
+    try:
+        if repo is not None:
+            label, files, blob_ids, revision, _branch = load_revision_files(
+                repo, rev or "HEAD", path=path, cache_dir=cache_dir
+            )
+        else:
+            label, files = load_files(inventory)
+    except (OSError, GitLoadError, ValueError) as exc:
+        raise InputError("MP621", f"the plan cannot be read: {exc}") from exc
+    result = validate_inventory(
+        files, catalog=load_catalog(), revision=revision, blob_ids=blob_ids, root=normalize_root(path)
+    )
+    if result.desired is None or not result.valid:
+        first = "; ".join(str(d) for d in result.errors[:3])
+        raise InputError(
+            "MP621",
+            f"the plan at {label} is invalid ({len(result.errors)} error(s): {first}); "
+            "run `migplan validate` on it first",
+        )
+    return label, result.desired
+
+
+def free_from_git(repo: str, desired: DesiredState, cache_dir: Path | None) -> tuple[str, dict[str, dict[str, int]]]:
+    from reconciler.commands.validate import GitLoadError, load_revision_files
+
+    reports = desired.cluster.reports
+    try:
+        _label, files, _blobs, revision, _b = load_revision_files(
+            repo, reports.branch, path=reports.path, cache_dir=cache_dir
+        )
+    except GitLoadError as exc:
+        raise InputError("MP622", f"the last report cannot be read from branch {reports.branch}: {exc}") from exc
+    data = files.get("drift.yaml")
+    if data is None:
+        raise InputError("MP622", f"branch {reports.branch} has no {reports.path}/drift.yaml")
+    try:
+        computed_at, free = workloads.free_from_drift_report(data)
+    except workloads.ReportUnreadable as exc:
+        raise InputError("MP622", str(exc)) from exc
+    return f"the report committed at {revision} (computed against {computed_at})", free
+
+
+def live_facts(
+    kubeconfig: str, context: str | None, desired: DesiredState, nodes: tuple[workloads.NodeFacts, ...]
+) -> tuple[workloads.NodeFacts, ...]:
+    from reconciler.adapters.kube import KubeCluster
+    from reconciler.logic.occupancy import node_occupancy, resource_of
+    from reconciler.model.errors import MigplanError
+    from reconciler.model.observed import GPU_RESOURCE
+
+    try:
+        cluster = KubeCluster.from_kubeconfig(kubeconfig, context=context)
+        try:
+            observed = cluster.observe(desired.cluster.gpu_operator)
+        finally:
+            cluster.close()
+    except MigplanError as exc:
+        raise InputError("MP623", f"the cluster cannot be read: {exc.code}: {exc.message}") from exc
+    by_node = observed.pods_by_node()
+    free: dict[str, dict[str, int]] = {}
+    for name, plan in desired.nodes.items():
+        occ = node_occupancy(
+            node=name,
+            plan=plan,
+            strategy=desired.cluster.mig_strategy,
+            pods=by_node.get(name, ()),
+            observed=observed.nodes.get(name),
+        )
+        free[name] = {(GPU_RESOURCE if o.profile == "gpu" else resource_of(o.profile)): o.free for o in occ.entries}
+    present = {n: o for n, o in observed.nodes.items() if n in desired.nodes}
+    return workloads.with_cluster_facts(
+        nodes,
+        free={n: f for n, f in free.items() if n in present},
+        labels={n: dict(o.labels) for n, o in present.items()},
+        taints={n: tuple(workloads.Taint(*t) for t in o.taints) for n, o in present.items()},
+        unschedulable=[n for n, o in present.items() if o.unschedulable],
+    )
+
+
+def render_text(diags: list[Diagnostic], summaries: list[dict[str, Any]], *, plan: str, free: str | None) -> str:
+    lines = [str(d) for d in diags]
+    errors = sum(1 for d in diags if d.is_error)
+    source = f"; free partitions per {free}" if free else ""
+    lines.append(
+        f"{len(summaries)} GPU workload(s) checked against the plan at {plan}{source}: "
+        f"{errors} error(s), {len(diags) - errors} warning(s)"
+    )
+    return "\n".join(lines) + "\n"
+
+
+@click.command("check-workloads")
+@click.argument("paths", nargs=-1, required=True)
+@click.option(
+    "--inventory",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The plan: an inventory root (default: the embedded example).",
+)
+@click.option("--repo", default=None, help="The plan at a Git revision of this repository (URL or local path).")
+@click.option("--rev", default=None, help="Branch, tag or commit (with --repo; default HEAD).")
+@click.option("--path", "path", default="", help="Inventory root inside the repository (with --repo).")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
+@click.option("--reports-from-git", is_flag=True, help="Free partitions from the last report on the reports branch.")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Free partitions, node labels and taints from the cluster.",
+)
+@click.option("--context", default=None, help="kubeconfig context (with --kubeconfig).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json", *ANNOTATIONS]),
+    default="text",
+    show_default=True,
+    help="Output format (github, codequality, sarif: CI annotations).",
+)
+def command(
+    paths: tuple[str, ...],
+    inventory: Path | None,
+    repo: str | None,
+    rev: str | None,
+    path: str,
+    cache_dir: Path | None,
+    reports_from_git: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    output: str,
+) -> None:
+    """Check Kubernetes manifests (files, directories, - for stdin) against the MIG plan.
+
+    Exit status: 0 no error (warnings allowed), 1 findings of severity error, 2 usage or I/O error."""
+    if repo is not None and inventory is not None:
+        raise click.UsageError("give either --inventory or --repo, not both")
+    if repo is None and (rev is not None or path or reports_from_git):
+        raise click.UsageError("--rev, --path and --reports-from-git need --repo")
+    if reports_from_git and kubeconfig is not None:
+        raise click.UsageError("give either --reports-from-git or --kubeconfig, not both")
+    try:
+        label, desired = load_plan(inventory, repo, rev, path, cache_dir)
+        manifests, read_diags = read_inputs(paths)
+        catalog = load_catalog()
+        nodes = workloads.plan_nodes(desired, catalog)
+        free_source: str | None = None
+        if reports_from_git:
+            assert repo is not None
+            free_source, free = free_from_git(repo, desired, cache_dir)
+            nodes = workloads.with_cluster_facts(nodes, free=free)
+        elif kubeconfig is not None:
+            nodes = live_facts(kubeconfig, context, desired, nodes)
+            free_source = "the cluster now"
+    except InputError as exc:
+        click.echo(f"migplan check-workloads: error {exc.code}: {exc.message}", err=True)
+        sys.exit(2)
+    diags, summaries = workloads.check_workloads(manifests, desired=desired, nodes=nodes, free_source=free_source)
+    diags = read_diags + diags
+    diags.sort(key=lambda d: (d.file or "", d.line or 0, d.code))
+    if output == "json":
+        doc = {
+            "ok": not any(d.is_error for d in diags),
+            "plan": label,
+            "free": free_source,
+            "errors": [d.to_json() for d in diags if d.is_error],
+            "warnings": [d.to_json() for d in diags if not d.is_error],
+            "workloads": summaries,
+        }
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    elif output == "github":
+        sys.stdout.write(ciannotations.github_commands(diags))
+    elif output == "codequality":
+        sys.stdout.buffer.write(orjson.dumps(ciannotations.codequality(diags), option=orjson.OPT_INDENT_2) + b"\n")
+    elif output == "sarif":
+        doc2 = ciannotations.sarif(diags, version=__version__, registry=workloads.CODES)
+        sys.stdout.buffer.write(orjson.dumps(doc2, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        click.echo(render_text(diags, summaries, plan=label, free=free_source), nl=False)
+    sys.stdout.flush()
+    sys.exit(1 if any(d.is_error for d in diags) else 0)
