@@ -13,11 +13,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from helpers.twinclock import TwinClock
+from helpers.twinclock import TwinClock, desired_from, reconcile_cycle
 
-from reconciler.adapters.kube import KubeCluster
-from reconciler.commands.reconcile import load_desired
-from reconciler.engine import CycleResult, reconcile_once
+from reconciler.engine import CycleResult
 from reconciler.model.inventory import CONFIG_PROPAGATION_SECONDS, DesiredState
 from reconciler.model.plans import Kind
 from reconciler.twin.cluster import ClusterTwin
@@ -43,17 +41,11 @@ def _inventory(root: Path, *, propagation: int | None = None) -> DesiredState:
         cluster.write_text(
             cluster.read_text().replace("  apply:\n", f"  apply:\n    configPropagationSeconds: {propagation}\n", 1)
         )
-    desired, diagnostics = load_desired(root)
-    assert desired is not None, [str(d) for d in diagnostics]
-    return desired
+    return desired_from(root)
 
 
 def _run(twin: ClusterTwin, desired: DesiredState, clock: TwinClock) -> CycleResult:
-    cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
-    try:
-        return reconcile_once(desired=desired, cluster=cluster, now=clock.cycle_now())
-    finally:
-        cluster.close()
+    return reconcile_cycle(twin, desired, clock)
 
 
 def _states(twin: ClusterTwin) -> list[str]:

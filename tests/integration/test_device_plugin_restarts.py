@@ -10,11 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers.twinclock import TwinClock
+from helpers.twinclock import TwinClock, desired_from, reconcile_cycle
 
-from reconciler.adapters.kube import KubeCluster
-from reconciler.commands.reconcile import load_desired
-from reconciler.engine import CycleResult, reconcile_once
+from reconciler.engine import CycleResult
 from reconciler.model.inventory import DesiredState
 from reconciler.model.plans import Kind
 from reconciler.twin.cluster import ClusterTwin
@@ -27,17 +25,11 @@ DS = "nvidia-device-plugin-daemonset"
 
 
 def _desired() -> DesiredState:
-    desired, diagnostics = load_desired(INVENTORY)
-    assert desired is not None, [str(d) for d in diagnostics]
-    return desired
+    return desired_from(INVENTORY)
 
 
 def _run(twin: ClusterTwin, desired: DesiredState) -> CycleResult:
-    cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
-    try:
-        return reconcile_once(desired=desired, cluster=cluster, now=CLOCK.cycle_now())
-    finally:
-        cluster.close()
+    return reconcile_cycle(twin, desired, CLOCK)
 
 
 def _record_rolls(twin: ClusterTwin) -> tuple[list[str], list[int]]:

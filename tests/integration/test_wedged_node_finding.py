@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers.twinclock import TwinClock
+from helpers.twinclock import TwinClock, desired_from, reconcile_cycle
 
-from reconciler.adapters.kube import KubeCluster
 from reconciler.adapters.kubeobserve import mig_manager_error
-from reconciler.commands.reconcile import load_desired
-from reconciler.engine import CycleResult, reconcile_once
+from reconciler.engine import CycleResult
 from reconciler.model.inventory import DesiredState
 from reconciler.model.plans import Kind
 from reconciler.twin.cluster import ClusterTwin
@@ -26,17 +24,11 @@ WAIT_LINE = (
 
 
 def _desired() -> DesiredState:
-    desired, diagnostics = load_desired(INVENTORY)
-    assert desired is not None, [str(d) for d in diagnostics]
-    return desired
+    return desired_from(INVENTORY)
 
 
 def _run(twin: ClusterTwin, desired: DesiredState) -> CycleResult:
-    cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
-    try:
-        return reconcile_once(desired=desired, cluster=cluster, now=CLOCK.cycle_now())
-    finally:
-        cluster.close()
+    return reconcile_cycle(twin, desired, CLOCK)
 
 
 def test_a_wedged_node_is_reported_with_the_way_out_and_left_alone() -> None:
