@@ -12,9 +12,11 @@ real run would write. Order (stack-facts §1.6 last bullet, §3):
    strategy. Going *to* `single` is deferred until every node's layout has settled: the plugin
    crash-loops under `single` while a node still carries a mixed geometry (gpu-operator #460);
 3. the device-plugin DaemonSet restarted like `kubectl rollout restart` (a strategic merge patch of
-   the pod template's restartedAt annotation) when the strategy changed; a marker annotation on
-   the DaemonSet records the strategy it was restarted for, so a run killed between 2 and 3
-   still restarts it on the next run;
+   the pod template's restartedAt annotation) when the strategy changed and the DaemonSet is not the
+   GPU Operator's (the operator's own one, controlled by the ClusterPolicy, is rolled by the operator
+   itself: applyMIGConfiguration puts the strategy in its env, and its whole-object update would drop
+   migplan's marker); a marker annotation on the DaemonSet records the strategy it was restarted for,
+   so a run killed between 2 and 3 still restarts it on the next run, and never twice;
 4. per node, by name: with allowDisruption and pods in the way, the drain (reconciler/logic/drain.py:
    cordon, evictions through the Eviction API, the relabel held until the pods are gone, a timeout),
    then the `nvidia.com/mig.config` label, and uncordon once mig-manager reports success. At most
@@ -238,9 +240,8 @@ def _config_map_cleanup(
         if value:
             referenced.add(value)
     before = desired_config_text(desired, observed, rendered, aliases)
-    after = migparted.config_map_text(
-        rendered, observed_text=before, referenced=referenced, aliases=frozenset(a for a in aliases if a in referenced)
-    )
+    # Every alias of this plan is kept: either a node is relabelled to it now, or one waits for it to propagate.
+    after = migparted.config_map_text(rendered, observed_text=before, referenced=referenced, aliases=aliases)
     if after == before:
         return None
     ops = desired.cluster.gpu_operator
@@ -318,8 +319,15 @@ def _restart_change(desired: DesiredState, observed: ObservedState, *, strategy_
     want = desired.cluster.mig_strategy.value
     if ds is None:
         return Change(subject, Action.SKIP, Kind.RESTART_DEVICE_PLUGIN, reason="DaemonSet not found (MP518)")
-    # Restart when the strategy changes in this plan, or when migplan changed it in an earlier run
-    # that did not get as far as the restart (killed between the two writes).
+    if ds.operator_owned:
+        # The GPU Operator's own DaemonSet: its env carries spec.mig.strategy (object_controls.go
+        # applyMIGConfiguration), so the operator's update of the DaemonSet on the ClusterPolicy change rolls the
+        # pods, and that update replaces the object whole, dropping any marker migplan would leave on it. A restart
+        # from migplan would be a second roll for the same change and, marker lost, owed again every cycle.
+        return Change(subject, Action.UNCHANGED, Kind.RESTART_DEVICE_PLUGIN)
+    # Not the operator's (a device plugin deployed on its own): nobody else restarts it. Restart when the strategy
+    # changes in this plan, or when migplan changed it in an earlier run that did not get as far as the restart
+    # (killed between the two writes); the marker on the DaemonSet says it was done for this strategy.
     pending_restart = (
         cp is not None
         and cp.mig_strategy == want
@@ -414,6 +422,9 @@ def _strategy_settled(desired: DesiredState, observed: ObservedState) -> bool:
     want = desired.cluster.mig_strategy.value
     if cp is None or cp.mig_strategy != want:
         return False
+    if ds is not None and ds.operator_owned:
+        # Settled once the operator has rendered the strategy into the DaemonSet (its pods then roll).
+        return ds.template_mig_strategy in (None, want)
     restart_owed = cp.annotations.get(STRATEGY_SET_ANNOTATION) == want and (
         ds is not None and ds.annotations.get(RESTARTED_FOR_ANNOTATION) != want
     )
@@ -605,6 +616,8 @@ def _node_changes(
             )
             continue
         if hold is not None:
+            if reapply:
+                aliases.add(config)  # written now, so that it reaches mig-manager's file before the label names it
             changes.append(_held(subject, node.mig_config, config, hold))
             continue
         if name not in draining:

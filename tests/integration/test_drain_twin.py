@@ -43,7 +43,9 @@ GPU1_RECUT = {
 
 def _inventory(root: Path, gpus: list[dict[str, Any]]) -> Path:
     (root / "nodes").mkdir(parents=True)
-    spec = {"migStrategy": "mixed", "apply": {"allowDisruption": True, "drainTimeoutSeconds": 600}}
+    # configPropagationSeconds 0: these cycles run on the real clock (the delay is shown in test_config_propagation_twin)
+    apply = {"allowDisruption": True, "drainTimeoutSeconds": 600, "configPropagationSeconds": 0}
+    spec = {"migStrategy": "mixed", "apply": apply}
     (root / "cluster.yaml").write_text(
         yaml.safe_dump({"apiVersion": "migplan/v1", "kind": "Cluster", "metadata": {"name": "t"}, "spec": spec})
     )
