@@ -43,7 +43,7 @@ GPU1_RECUT = {
 
 def _inventory(root: Path, gpus: list[dict[str, Any]]) -> Path:
     (root / "nodes").mkdir(parents=True)
-    # configPropagationSeconds 0: these cycles run on the real clock (the delay is shown in test_config_propagation_twin)
+    # configPropagationSeconds 0: these cycles run on the real clock (test_config_propagation_twin shows the delay)
     apply = {"allowDisruption": True, "drainTimeoutSeconds": 600, "configPropagationSeconds": 0}
     spec = {"migStrategy": "mixed", "apply": apply}
     (root / "cluster.yaml").write_text(
