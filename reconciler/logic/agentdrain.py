@@ -93,7 +93,7 @@ class LayoutDisruption:
     effect: str  # what is destroyed, in words
     source: str  # where the holders come from, said in the change's reason
     holders: tuple[str, ...] = ()  # pods (namespace/name) holding a destroyed instance
-    outside: tuple[str, ...] = ()  # instances in use by processes no pod accounts for
+    outside: tuple[str, ...] = ()  # "pids … on gpu …": instances in use by processes no pod accounts for
     resources: frozenset[str] | None = frozenset()
 
 
@@ -146,7 +146,7 @@ def layout_disruption(node: ObservedNode, layout: DesiredNode) -> LayoutDisrupti
                 holders |= {h.pod_key for h in i.holders}
                 if i.processes and not i.holders and obs.holders_known:
                     pids = ", ".join(map(str, i.processes))
-                    outside.append(f"gpu {d.index} {i.profile}@{i.placement} (pids {pids}, no pod holds it)")
+                    outside.append(f"pids {pids} on gpu {d.index} {i.profile}@{i.placement} (no pod holds it)")
         effect = _describe(words)
         if obs.holders_known:
             return LayoutDisruption(

@@ -739,7 +739,7 @@ def _agent_layout_changes(desired: DesiredState, observed: ObservedState, now: d
                 hold(
                     f"cannot drain: processes outside Kubernetes use what the layout destroys "
                     f"({'; '.join(found.outside)}); the agent would hold the GPU ({in_use})",
-                    blocked_by=blockers,
+                    blocked_by=tuple(sorted(set(blockers) | set(vanished))) + found.outside,
                     code=drain.UNDRAINABLE if settings.allow_disruption else "MP519",
                 )
             )
