@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from reconciler.logic import desiredcodec, observedcodec
-from reconciler.logic.agentplan import DesiredGpu, DesiredNode, MigState
+from reconciler.logic.agentplan import DesiredGpu, DesiredNode, MigState, plan_node
 from reconciler.model import strict
 from reconciler.model.nodeobservation import NodeObservation, ObservedGpu, ObservedInstance
 from reconciler.model.observed import GPU_RESOURCE, ObservedNode
@@ -51,12 +51,21 @@ def read_observation(node: ObservedNode) -> tuple[NodeObservation | None, str]:
         return None, f"observation unreadable ({OBSERVED_ANNOTATION}: {exc})"
 
 
-def agent_reported_success(node: ObservedNode, revision: str) -> bool:
-    """The node's agent says `success` for the layout published at `revision` (not an older one)."""
-    return (
-        node.labels.get(STATE_LABEL) == MigState.SUCCESS.value
-        and node.annotations.get(STATE_REVISION_ANNOTATION) == revision
-    )
+def agent_reported_success(node: ObservedNode, layout: DesiredNode) -> bool:
+    """The node's agent says `success` for the published `layout`, not for the one before it.
+
+    The state label and its revision annotation (`migplan.io/mig.state.revision`) must name the layout's
+    revision; and since two layouts can share a revision (`reconcile --once` from a directory has no commit),
+    the agent's own observation, which it publishes before its state, must show that layout built
+    (reconciler/logic/agentplan.py: nothing left to do). An unreadable observation is not a success."""
+    if node.labels.get(STATE_LABEL) != MigState.SUCCESS.value:
+        return False
+    if node.annotations.get(STATE_REVISION_ANNOTATION) != layout.revision:
+        return False
+    if OBSERVED_ANNOTATION not in node.annotations:
+        return True  # an agent too old to publish observations: its state is all there is
+    obs, _ = read_observation(node)
+    return obs is not None and plan_node(layout.gpus, obs.gpus).is_empty
 
 
 def published_layout(node: ObservedNode) -> DesiredNode | None:

@@ -686,7 +686,7 @@ def _agent_layout_changes(desired: DesiredState, observed: ObservedState, now: d
         if not desiredcodec.needs_publishing(current, layout):
             published = agentdrain.published_layout(node)
             if ours and name not in unreadable:
-                if published is not None and agentdrain.agent_reported_success(node, published.revision):
+                if published is not None and agentdrain.agent_reported_success(node, published):
                     out.append(_after_success(node))  # frees its slot
                 else:
                     slots.add(name)  # the agent has not applied it yet: still unavailable
