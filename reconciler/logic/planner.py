@@ -674,7 +674,10 @@ def _agent_layout_changes(desired: DesiredState, observed: ObservedState, now: d
     pods_by_node = observed.pods_by_node()
     unreadable = drift.unreadable_nodes(observed)
     out: list[Change] = []
-    todo: list[tuple[ObservedNode, DesiredNode, str | None]] = []
+    # (node, layout, problems, already published): a published layout the agent has not built yet may still
+    # need a drain (a pod took a destroyed instance after the publication, or it was published before this
+    # controller held publications); the agent holds it meanwhile.
+    todo: list[tuple[ObservedNode, DesiredNode, str | None, bool]] = []
     slots: set[str] = set()  # nodes holding a maxUnavailableNodes slot (cordoned by migplan, or draining)
     for name in sorted(desired.nodes):
         node = observed.nodes.get(name)
@@ -685,21 +688,27 @@ def _agent_layout_changes(desired: DesiredState, observed: ObservedState, now: d
         ours = node.annotations.get(CORDONED_ANNOTATION) == "true"
         if not desiredcodec.needs_publishing(current, layout):
             published = agentdrain.published_layout(node)
+            done = published is not None and agentdrain.agent_reported_success(node, published)
             if ours and name not in unreadable:
-                if published is not None and agentdrain.agent_reported_success(node, published):
+                if done:
                     out.append(_after_success(node))  # frees its slot
-                else:
-                    slots.add(name)  # the agent has not applied it yet: still unavailable
+                    continue
+                slots.add(name)  # the agent has not applied it yet: still unavailable
+            if published is not None and not done:
+                todo.append((node, published, None, True))
             continue
         if (ours or drain.draining_for(node) == agentdrain.layout_key(layout)) and node.unschedulable:
             slots.add(name)
-        todo.append((node, layout, "; ".join(problems) or None))
+        todo.append((node, layout, "; ".join(problems) or None, False))
     in_flight = len(slots)
-    for node, layout, note in todo:
+    for node, layout, note, already in todo:
         subject = f"node/{node.name}"
         found = agentdrain.layout_disruption(node, layout)
+        if already and not found.measured:
+            continue  # only measured holders: the agent reports what holds it (pending) by itself
         pods = pods_by_node.get(node.name, ())
         vanished: tuple[str, ...] = ()
+        source = found.source
         if found.measured:
             on_node = {p.key for p in pods}
             blockers = tuple(k for k in found.holders if k in on_node)
@@ -707,7 +716,14 @@ def _agent_layout_changes(desired: DesiredState, observed: ObservedState, now: d
             # elsewhere): waited for until the observer's next pass shows the device freed, never evicted.
             vanished = tuple(k for k in found.holders if k not in on_node)
         else:
-            blockers = blocking_pods(pods, found.resources)
+            resources = found.resources
+            if resources is None and _converged(desired.nodes[node.name], node, desired.cluster.mig_strategy):
+                # Nothing says what the GPUs hold, but the node advertises exactly its plan's counts (as in
+                # gpu-operator mode): taken as built. Counts can hide other placements; the agent still refuses
+                # to destroy an instance in use and holds that GPU.
+                resources = frozenset()
+                source += "; the node advertises exactly its plan's counts: taken as built"
+            blockers = blocking_pods(pods, resources)
         current = node.annotations.get(desiredcodec.ANNOTATION)
         text = desiredcodec.encode(layout)
 
@@ -733,7 +749,7 @@ def _agent_layout_changes(desired: DesiredState, observed: ObservedState, now: d
                 pdbs=pdbs,
             )
 
-        in_use = f"{found.effect}; {found.source}"
+        in_use = f"{found.effect}; {source}" + ("; published, the agent holds it" if already else "")
         if found.outside:
             out.append(
                 hold(
@@ -772,6 +788,8 @@ def _agent_layout_changes(desired: DesiredState, observed: ObservedState, now: d
                 _drain(desired, observed, node, key, pods, blockers, in_use, now=now, hold=hold, vanished=vanished)
             )
             continue
+        if already:
+            continue  # nothing in use in the way: the agent builds it on its next pass
         why = "publish the node's layout for its migplan agent" + (f" ({note})" if note else "")
         if node.annotations.get(CORDONED_ANNOTATION) == "true":
             why += "; drained, uncordoned once the agent reports success"
