@@ -101,7 +101,10 @@ def _node(obs: NodeObservation | str | None, **annotations: str) -> ObservedNode
     return ObservedNode(name="n", labels={"nvidia.com/gpu.present": "true"}, annotations=ann)
 
 
-def _pod(name: str, resource: str, *, owner: OwnerRef | None = OwnerRef("ReplicaSet", "rs-1")) -> ObservedPod:
+RS = OwnerRef("ReplicaSet", "rs-1")
+
+
+def _pod(name: str, resource: str, *, owner: OwnerRef | None = RS) -> ObservedPod:
     return ObservedPod(
         namespace="ml",
         name=name,
