@@ -34,7 +34,9 @@ In `apply.mode: agent` 2. and 3. are planned (without migManager.config.name), a
 `migplan.io/mig-desired` annotation its NVML agent applies (reconciler/logic/desiredcodec.py): written
 only when the node's layout changed, so every entry point (`migplan run`, `reconcile --once` from a
 directory or a repository, the demo) publishes the layouts the same way, dry-run first, through the
-same applier and write fencing as every other change.
+same applier and write fencing as every other change. The disruption guard and the drain hold that publication
+(reconciler/logic/agentdrain.py: the agent's model, holders from the node observer or inferred), and the node
+is uncordoned once its agent reports success for the published layout (`_agent_layout_changes`).
 
 Only fields and labels migplan owns appear in a patch.
 """

@@ -22,10 +22,12 @@ from kubernetes import client
 
 from reconciler.adapters.kube import KubeCluster
 from reconciler.adapters.kubeagentmode import DESIRED, KubeNodeState, decode_desired
+from reconciler.adapters.kubeevents import KubeSignals
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.agent import actuate_once
 from reconciler.commands.reconcile import load_desired
+from reconciler.controller import signals
 from reconciler.controller.loop import kube_configuration
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.logic.agentplan import MigState
@@ -99,6 +101,16 @@ def _cycle(twin: ClusterTwin, desired: DesiredState, minutes: float) -> CycleRes
     return result
 
 
+def _events(twin: ClusterTwin, result: CycleResult) -> list[dict[str, Any]]:
+    """The Events the controller loop writes after the cycle about the node (controller/loop.py)."""
+    assert result.report is not None
+    intents, _ = signals.build(
+        report=result.report, plan=result.plan, applied=result.applied, errors=[], cluster_policy="cluster-policy"
+    )
+    KubeSignals(_core(twin), instance="test").emit(intents)
+    return [e for e in twin.store.list("events", "default") if e["involvedObject"]["name"] == NODE]
+
+
 def _node(twin: ClusterTwin) -> dict[str, Any]:
     node: dict[str, Any] = twin.store.get("nodes", NODE)
     return node
@@ -169,6 +181,7 @@ def test_agent_mode_drain_evicts_publishes_applies_and_uncordons(
     assert held.action is Action.SKIP and held.blocked_by == ("default/emb-0",)
     (eviction,) = [c for c in first.applied if c.kind is Kind.EVICT]
     assert "gpu 1: destroys" in eviction.reason and "holders observed by the node observer" in eviction.reason
+    assert any(e["reason"] == "Draining" and "default/emb-0" in e["message"] for e in _events(tw, first))
     assert _node(tw)["spec"]["unschedulable"] is True
     assert _published(tw) == old_layout  # not published while the pod holds the instance
 
@@ -218,6 +231,8 @@ def test_agent_mode_pdb_allowing_none_holds_the_layout_and_forces_nothing(
         assert held.blocked_by == ("default/emb-0",)
         named = next(f for f in result.report.findings if f.code == "MP537" and f.pods)  # type: ignore[union-attr]
         assert named.pods == ("default/emb-0",)
+        blocked = [e for e in _events(tw, result) if e["reason"] == "DrainBlocked"]
+        assert blocked and "default/emb-0" in blocked[-1]["message"] and blocked[-1]["type"] == "Warning"
         tw.settle()
         _observe(tw)
     late = _cycle(tw, desired, 11)  # drainTimeoutSeconds 600 are over
