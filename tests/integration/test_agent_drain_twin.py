@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from helpers.draintwin import (
+    GPU0,
+    GPU1_CUT,
+    GPU1_RECUT,
+    NODE,
+    pod_disruption_budget,
+    replicaset_pod,
+    write_inventory,
+)
 from kubernetes import client
 
 from reconciler.adapters.kube import KubeCluster
@@ -37,29 +45,10 @@ from reconciler.observer import publish_pass
 from reconciler.twin.cluster import ClusterTwin
 
 T0 = datetime(2026, 12, 2, 10, tzinfo=UTC)
-NODE = "n"
-GPU0 = {"index": 0, "model": "H200-141GB", "mig": {"enabled": True, "partitions": [{"profile": "7g.141gb"}]}}
-GPU1_CUT = {
-    "index": 1,
-    "model": "H200-141GB",
-    "mig": {"enabled": True, "partitions": [{"profile": p} for p in ("3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb")]},
-}
-GPU1_RECUT = {
-    "index": 1,
-    "model": "H200-141GB",
-    "mig": {"enabled": True, "partitions": [{"profile": "1g.18gb"} for _ in range(7)]},
-}
 
 
 def _inventory(root: Path, gpus: list[dict[str, Any]]) -> DesiredState:
-    (root / "nodes").mkdir(parents=True)
-    spec = {"migStrategy": "mixed", "apply": {"mode": "agent", "allowDisruption": True, "drainTimeoutSeconds": 600}}
-    (root / "cluster.yaml").write_text(
-        yaml.safe_dump({"apiVersion": "migplan/v1", "kind": "Cluster", "metadata": {"name": "t"}, "spec": spec})
-    )
-    node = {"apiVersion": "migplan/v1", "kind": "Node", "metadata": {"name": NODE}, "spec": {"gpus": gpus}}
-    (root / "nodes" / f"{NODE}.yaml").write_text(yaml.safe_dump(node))
-    desired, diagnostics = load_desired(root)
+    desired, diagnostics = load_desired(write_inventory(root, gpus, mode="agent"))
     assert desired is not None, [str(d) for d in diagnostics]
     return desired
 
@@ -120,28 +109,8 @@ def _published(twin: ClusterTwin) -> Any:
     return decode_desired(NODE, _node(twin)["metadata"]["annotations"][DESIRED])
 
 
-def _pod(twin: ClusterTwin, name: str, resources: dict[str, str]) -> None:
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "emb-5d", "uid": "rs-1", "controller": True}
-    container: dict[str, Any] = {"name": "main", "image": "registry.example/emb:1"}
-    if resources:
-        container["resources"] = {"requests": resources, "limits": resources}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "emb"}, "ownerReferences": [owner]},
-        "spec": {"nodeName": NODE, "containers": [container]},
-    }
-    twin.store.create("pods", pod, "default")
-
-
-def _budget(twin: ClusterTwin, min_available: int) -> None:
-    pdb = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "emb"},
-        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "emb"}}},
-    }
-    twin.store.create("poddisruptionbudgets.policy", pdb, "default")
+_pod = replicaset_pod
+_budget = pod_disruption_budget
 
 
 @pytest.fixture
