@@ -181,10 +181,19 @@ def main() -> int:
     del twin.info["layouts"]
     cluster = KubeCluster.from_kubeconfig(kubeconfig, page_size=args.page_size)
 
+    # Simulated controller time: each cycle one configPropagationSeconds after the last, so a relabel waiting
+    # for the ConfigMap to reach mig-manager is made on the next cycle (the twin projects it at once).
+    from datetime import UTC, datetime, timedelta
+
+    from reconciler.model.inventory import CONFIG_PROPAGATION_SECONDS
+
+    clock = [datetime.now(UTC)]
+
     def cycle() -> tuple[Any, float, dict[tuple[str, str, str], int]]:
         twin.call("reset")
+        clock[0] += timedelta(seconds=CONFIG_PROPAGATION_SECONDS)
         start = time.perf_counter()
-        result = reconcile_once(desired=desired, cluster=cluster)
+        result = reconcile_once(desired=desired, cluster=cluster, now=clock[0])
         elapsed = time.perf_counter() - start
         return result, elapsed, twin.call("counts")
 

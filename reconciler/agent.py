@@ -67,6 +67,18 @@ class NodeStatePort(Protocol):
     def publish_state(self, node: str, state: MigState, reason: str, *, revision: str) -> None: ...
 
 
+class GpuClientsPort(Protocol):
+    """The GPU Operator's GPU clients on the node (device plugin, GFD, DCGM): mig-manager's pause and restart
+    around a re-cut (reconfigure.go shutdownKubernetesGPUClients / waitForPodsToBeDeleted /
+    restartKubernetesGPUClients), so the device plugin starts again and advertises the new partitions."""
+
+    def pause(self, node: str) -> None: ...
+
+    def wait_gone(self, node: str) -> str | None: ...
+
+    def restore(self, node: str) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AgentOutcome:
     state: MigState | None  # None: nothing published (no desired layout for this node)
@@ -154,6 +166,17 @@ def _verdict(final: AgentPlan | None, run: _Run, observe_error: str | None) -> t
     return MigState.SUCCESS, f"in sync ({len(run.executed)} step(s) applied)"
 
 
+def _restore(clients: GpuClientsPort, node: str, state: MigState, reason: str) -> tuple[MigState, str]:
+    """restartKubernetesGPUClients before the state is published; a failure to do it fails the pass (the next
+    pass restores from the record it left)."""
+    try:
+        clients.restore(node)
+    except MigplanError as exc:
+        log.warning("agent could not restart the GPU clients", extra={"node": node, "code": exc.code})
+        return MigState.FAILED, f"{reason}; GPU clients not restarted: {exc.message} [MP914]"
+    return state, reason
+
+
 def actuate_once(
     *,
     gpus: GpuPort,
@@ -161,8 +184,15 @@ def actuate_once(
     node: str,
     may_write: Callable[[], bool] = lambda: True,
     holders: HoldersPort | None = None,
+    clients: GpuClientsPort | None = None,
 ) -> AgentOutcome:
-    """One agent pass: observe, plan against the published desired layout, apply, publish the outcome."""
+    """One agent pass: observe, plan against the published desired layout, apply, publish the outcome.
+
+    With `clients`, a pass that changes the GPUs first takes the node's GPU clients off it and waits for their
+    pods to go, and brings them back before publishing its state, whatever happened (mig-manager's dance): the
+    new device-plugin pod advertises the new partitions. A pause left over by a pass that died is undone first."""
+    if clients is not None:
+        clients.restore(node)
     try:
         desired = node_state.read_desired(node)
     except MigplanError as exc:
@@ -184,12 +214,21 @@ def actuate_once(
     final: AgentPlan | None = None
     observe_error: str | None = None
     state, reason = MigState.FAILED, "interrupted"
+    paused = False
     try:
         if plan.steps:
             node_state.publish_state(
                 node, MigState.PENDING, f"applying {len(plan.steps)} step(s)", revision=desired.revision
             )
-            _execute(plan, gpus, run, may_write)
+            blocked = None
+            if clients is not None and may_write():
+                paused = True
+                clients.pause(node)
+                blocked = clients.wait_gone(node)
+            if blocked is None:
+                _execute(plan, gpus, run, may_write)
+            else:
+                run.waiting[min(s.gpu for s in plan.steps)] = blocked
         try:
             after = report_once(gpus=gpus, node_state=node_state, node=node, holders=holders)
             final = plan_node(desired.gpus, after)
@@ -200,6 +239,8 @@ def actuate_once(
         state, reason = MigState.FAILED, f"agent error: {exc}"
         raise
     finally:
+        if paused and clients is not None:
+            state, reason = _restore(clients, node, state, reason)
         node_state.publish_state(node, state, reason, revision=desired.revision)
         log.info("agent pass", extra={"node": node, "state": str(state), "reason": reason})
     return AgentOutcome(state, reason, desired.revision, plan, tuple(run.executed))

@@ -130,6 +130,12 @@ class Settings:
     # the kubelet's PodResources API (v1), the source of which pod holds which device
     pod_resources_socket: str = DEFAULT_POD_RESOURCES_SOCKET
     pod_resources_timeout_seconds: float = 5.0
+    # where the GPU Operator runs the node's GPU clients, which the agent pauses around a re-cut (mig-manager's
+    # dance, reconciler/adapters/kubegpuclients.py), and how long it waits for their pods to leave (5 min as
+    # mig-manager's waitForPodsToBeDeleted)
+    gpu_operator_namespace: str = "gpu-operator"
+    device_plugin_daemonset: str = "nvidia-device-plugin-daemonset"
+    gpu_clients_wait_seconds: float = 300.0
     # show the traceback of an internal error (MP899) instead of one line; MIGPLAN_DEBUG=1
     debug: bool = False
 

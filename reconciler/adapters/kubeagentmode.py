@@ -26,7 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.adapters.kube import api_error
-from reconciler.logic import desiredcodec, observedcodec
+from reconciler.logic import agentdrain, desiredcodec, observedcodec
 from reconciler.logic.agentplan import (
     DesiredNode,
     MigState,
@@ -42,10 +42,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("migplan.agent")
 
 DESIRED = desiredcodec.ANNOTATION
-OBSERVED = "migplan.io/mig-observed"
-STATE = "migplan.io/mig.state"
+OBSERVED = agentdrain.OBSERVED_ANNOTATION  # "migplan.io/mig-observed"; the controller's planner reads it too
+STATE = agentdrain.STATE_LABEL  # "migplan.io/mig.state"
 STATE_REASON = "migplan.io/mig.state.reason"
-STATE_REVISION = "migplan.io/mig.state.revision"
+STATE_REVISION = agentdrain.STATE_REVISION_ANNOTATION  # "migplan.io/mig.state.revision"
 FIELD_MANAGER = "migplan"
 _MERGE = "application/merge-patch+json"
 _MAX_REASON = 1024  # annotations are small by convention; the full story is in the log

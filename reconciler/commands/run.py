@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,8 @@ log = logging.getLogger("migplan.run")
 class GitCycle:
     """The production cycle: Git source → engine → agent-mode publish → report commit."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, now: Callable[[], datetime] | None = None) -> None:
+        """`now`: the cycles' clock (default the real one; a simulation passes its own)."""
         from reconciler.adapters.commitsigning import load_signer
         from reconciler.adapters.gitreports import BotIdentity
         from reconciler.adapters.gitsource import GitAuth, GitRemote
@@ -46,6 +49,7 @@ class GitCycle:
             known_hosts=Path(settings.git_known_hosts) if settings.git_known_hosts else None,
         )
         self.settings = settings
+        self.now = now
         self.bot = BotIdentity(settings.report_author_name, settings.report_author_email)
         # Loaded (and proven to sign) before the first cycle: a wrong key stops `migplan run` with MP730.
         self.signer = (
@@ -78,6 +82,7 @@ class GitCycle:
                 lock_timeout=self.settings.cache_lock_timeout_seconds,
                 bot=self.bot,
                 signer=self.signer,
+                now=self.now() if self.now is not None else None,
             )
         except MigplanError as exc:  # the cache directory is held by another process, or unusable
             return CycleOutcome("failed", errors=(f"{exc.code}: {exc.message}",), message=exc.message)

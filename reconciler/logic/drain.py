@@ -7,6 +7,8 @@ kubectl drain's order, as Changes of the plan: cordon, evict the pods through th
 retried on the next cycle, never forced; past `apply.drainTimeoutSeconds` the change is held and the pods
 and PodDisruptionBudgets that block it are named (MP538). Only the pods holding what the change destroys
 are evicted (the apply mode's disruption model, reconciler/logic/disruption.py), not every pod of the node.
+In apply.mode agent the change held is the publication of the node's layout (planner `_agent_layout_changes`;
+who holds what it destroys: reconciler/logic/agentdrain.py) and the uncordon waits for the agent's success.
 
 Which pods drain can remove follows kubectl's filters (k8s.io/kubectl/pkg/drain/filters.go `makeFilters`,
 in that order), for the pods that hold a destroyed device:

@@ -32,13 +32,17 @@ from reconciler.model.drift import (
 )
 from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
+    CLIENT_WAIT_FAILED,
+    CLIENT_WAIT_SELECTORS,
     CORDONED_ANNOTATION,
+    GPU_CLIENT_DEPLOY_LABELS,
     GPU_COUNT_LABEL,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     LAYOUT_REFUSALS,
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
+    PAUSED_FOR_MIG_CHANGE,
     REQUESTED_AT_ANNOTATION,
     MigConfigState,
     ObservedState,
@@ -140,6 +144,7 @@ def analyze(
                 now,
                 stuck_after,
                 observed.mig_manager_errors.get(name),
+                namespace=desired.cluster.gpu_operator.namespace,
             )
         )
         for o in occ[name].entries:
@@ -479,9 +484,12 @@ def _mig_manager_findings(
     now: datetime | None,
     stuck_after: timedelta,
     reason: str | None = None,
+    *,
+    namespace: str = "gpu-operator",
 ) -> Iterable[Finding]:
     label = labels.get(MIG_CONFIG_LABEL)
     state = labels.get(MIG_CONFIG_STATE_LABEL)
+    wedged = _wedged_finding(name, labels, reason, namespace)
     if label != config:
         yield finding(
             "MP514",
@@ -500,6 +508,8 @@ def _mig_manager_findings(
             desired=config,
             observed=reason or state,
         )
+    elif wedged is not None:
+        yield wedged
     elif state in (MigConfigState.PENDING, MigConfigState.REBOOTING):
         since = _parse_time(annotations.get(REQUESTED_AT_ANNOTATION))
         if state == MigConfigState.PENDING and now is not None and since is not None and now - since > stuck_after:
@@ -514,6 +524,39 @@ def _mig_manager_findings(
         else:
             msg = f"mig-manager is applying {label} on {name} (state {state})"
             yield finding("MP509", msg, node=name, observed=state)
+
+
+def _wedged_finding(name: str, labels: Mapping[str, str], reason: str | None, namespace: str) -> Finding | None:
+    """MP522: mig-manager's wait for the GPU clients gave up and left the node `pending` with them paused.
+
+    mig-parted pkg/mig/reconfigure/reconfigure.go `Run` returns `failed to wait for pods to be deleted: ...`
+    without `setState`, and main.go then waits for another label value; the GPU Operator honours a paused
+    `nvidia.com/gpu.deploy.*` value (gpu-operator state_manager.go addGPUStateLabels). A restarted mig-manager
+    runs the label's config again and its `setState` turns every paused label back to `true`. migplan only
+    reports it: the pod that would not leave is outside what it knows, and restarting mig-manager while that pod
+    stays only wedges the node again 5 minutes later, after another apply attempt."""
+    if labels.get(MIG_CONFIG_STATE_LABEL) != MigConfigState.PENDING or not reason or CLIENT_WAIT_FAILED not in reason:
+        return None
+    paused = sorted(k for k in GPU_CLIENT_DEPLOY_LABELS if labels.get(k) == PAUSED_FOR_MIG_CHANGE)
+    if not paused:
+        return None
+    which = next((sel for words, sel in CLIENT_WAIT_SELECTORS.items() if f"{words} did not shutdown" in reason), None)
+    if which is not None:
+        check = f"kubectl -n {namespace} get pods -l {which} --field-selector spec.nodeName={name}"
+    else:  # third-party clients: DaemonSet pods whose nodeSelector names nvidia.com/gpu.deploy.client
+        check = (
+            f"kubectl get pods -A --field-selector spec.nodeName={name} (DaemonSet pods selecting gpu.deploy.client)"
+        )
+    restart = f"kubectl -n {namespace} delete pod -l app=nvidia-mig-manager --field-selector spec.nodeName={name}"
+    return finding(
+        "MP522",
+        f"mig-manager gave up on {name} ({reason}) and left it pending with {', '.join(paused)}="
+        f"{PAUSED_FOR_MIG_CHANGE}; it acts again only on a new nvidia.com/mig.config value or when restarted. "
+        f"Way out: make sure that pod has left the node ({check}), then restart the node's mig-manager ({restart}): "
+        "it runs the label's config again and sets the paused labels back to true",
+        node=name,
+        observed=reason,
+    )
 
 
 def _parse_time(text: str | None) -> datetime | None:

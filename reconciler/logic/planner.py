@@ -12,9 +12,11 @@ real run would write. Order (stack-facts §1.6 last bullet, §3):
    strategy. Going *to* `single` is deferred until every node's layout has settled: the plugin
    crash-loops under `single` while a node still carries a mixed geometry (gpu-operator #460);
 3. the device-plugin DaemonSet restarted like `kubectl rollout restart` (a strategic merge patch of
-   the pod template's restartedAt annotation) when the strategy changed; a marker annotation on
-   the DaemonSet records the strategy it was restarted for, so a run killed between 2 and 3
-   still restarts it on the next run;
+   the pod template's restartedAt annotation) when the strategy changed and the DaemonSet is not the
+   GPU Operator's (the operator's own one, controlled by the ClusterPolicy, is rolled by the operator
+   itself: applyMIGConfiguration puts the strategy in its env, and its whole-object update would drop
+   migplan's marker); a marker annotation on the DaemonSet records the strategy it was restarted for,
+   so a run killed between 2 and 3 still restarts it on the next run, and never twice;
 4. per node, by name: with allowDisruption and pods in the way, the drain (reconciler/logic/drain.py:
    cordon, evictions through the Eviction API, the relabel held until the pods are gone, a timeout),
    then the `nvidia.com/mig.config` label, and uncordon once mig-manager reports success. At most
@@ -34,7 +36,9 @@ In `apply.mode: agent` 2. and 3. are planned (without migManager.config.name), a
 `migplan.io/mig-desired` annotation its NVML agent applies (reconciler/logic/desiredcodec.py): written
 only when the node's layout changed, so every entry point (`migplan run`, `reconcile --once` from a
 directory or a repository, the demo) publishes the layouts the same way, dry-run first, through the
-same applier and write fencing as every other change.
+same applier and write fencing as every other change. The disruption guard and the drain hold that publication
+(reconciler/logic/agentdrain.py: the agent's model, holders from the node observer or inferred), and the node
+is uncordoned once its agent reports success for the published layout (`_agent_layout_changes`).
 
 Only fields and labels migplan owns appear in a patch.
 """
@@ -43,11 +47,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import desiredcodec, disruption, drain, drift, migparted
-from reconciler.logic.agentplan import desired_from_node_plan
+from reconciler.logic import agentdrain, desiredcodec, disruption, drain, drift, migparted
+from reconciler.logic.agentplan import DesiredNode, desired_from_node_plan
 from reconciler.logic.occupancy import expected_resources
 from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
@@ -100,7 +104,7 @@ def plan(
     changes.extend(_cluster_policy_changes(desired, observed, nodes_settled=nodes_settled, stamp=stamp))
     changes.extend(node_changes)
     if agent:
-        changes.extend(_agent_layout_changes(desired, observed))
+        changes.extend(_agent_layout_changes(desired, observed, now))
     cleanup = None if agent else _config_map_cleanup(desired, observed, rendered, node_changes, aliases)
     if cleanup is not None:
         changes.append(cleanup)
@@ -238,9 +242,8 @@ def _config_map_cleanup(
         if value:
             referenced.add(value)
     before = desired_config_text(desired, observed, rendered, aliases)
-    after = migparted.config_map_text(
-        rendered, observed_text=before, referenced=referenced, aliases=frozenset(a for a in aliases if a in referenced)
-    )
+    # Every alias of this plan is kept: either a node is relabelled to it now, or one waits for it to propagate.
+    after = migparted.config_map_text(rendered, observed_text=before, referenced=referenced, aliases=aliases)
     if after == before:
         return None
     ops = desired.cluster.gpu_operator
@@ -318,8 +321,15 @@ def _restart_change(desired: DesiredState, observed: ObservedState, *, strategy_
     want = desired.cluster.mig_strategy.value
     if ds is None:
         return Change(subject, Action.SKIP, Kind.RESTART_DEVICE_PLUGIN, reason="DaemonSet not found (MP518)")
-    # Restart when the strategy changes in this plan, or when migplan changed it in an earlier run
-    # that did not get as far as the restart (killed between the two writes).
+    if ds.operator_owned:
+        # The GPU Operator's own DaemonSet: its env carries spec.mig.strategy (object_controls.go
+        # applyMIGConfiguration), so the operator's update of the DaemonSet on the ClusterPolicy change rolls the
+        # pods, and that update replaces the object whole, dropping any marker migplan would leave on it. A restart
+        # from migplan would be a second roll for the same change and, marker lost, owed again every cycle.
+        return Change(subject, Action.UNCHANGED, Kind.RESTART_DEVICE_PLUGIN)
+    # Not the operator's (a device plugin deployed on its own): nobody else restarts it. Restart when the strategy
+    # changes in this plan, or when migplan changed it in an earlier run that did not get as far as the restart
+    # (killed between the two writes); the marker on the DaemonSet says it was done for this strategy.
     pending_restart = (
         cp is not None
         and cp.mig_strategy == want
@@ -414,6 +424,9 @@ def _strategy_settled(desired: DesiredState, observed: ObservedState) -> bool:
     want = desired.cluster.mig_strategy.value
     if cp is None or cp.mig_strategy != want:
         return False
+    if ds is not None and ds.operator_owned:
+        # Settled once the operator has rendered the strategy into the DaemonSet (its pods then roll).
+        return ds.template_mig_strategy in (None, want)
     restart_owed = cp.annotations.get(STRATEGY_SET_ANNOTATION) == want and (
         ds is not None and ds.annotations.get(RESTARTED_FOR_ANNOTATION) != want
     )
@@ -605,6 +618,8 @@ def _node_changes(
             )
             continue
         if hold is not None:
+            if reapply:
+                aliases.add(config)  # written now, so that it reaches mig-manager's file before the label names it
             changes.append(_held(subject, node.mig_config, config, hold))
             continue
         if name not in draining:
@@ -652,35 +667,169 @@ def _node_changes(
     return changes, settled, frozenset(aliases)
 
 
-def _agent_layout_changes(desired: DesiredState, observed: ObservedState) -> list[Change]:
+def _agent_layout_changes(desired: DesiredState, observed: ObservedState, now: datetime) -> list[Change]:
     """apply.mode agent: publish each node's layout (exact placements) where the node does not hold it yet.
 
     Nodes not in the cluster get nothing (MP510 says so). A GPU whose partitions cannot be placed is left
-    out of the published layout and named in the reason: publishing a guess would be worse."""
+    out of the published layout and named in the reason: publishing a guess would be worse.
+
+    The disruption guard and the drain, as in gpu-operator mode but with the agent's model (only the instances
+    that change are destroyed, reconciler/logic/agentdrain.py): a layout whose publication destroys instances
+    running pods hold is held back and names them (MP519) unless allowDisruption, then the node is drained
+    (cordon, evictions, the publication held until the pods are gone, drainTimeoutSeconds) and uncordoned once
+    its agent reports `success` for the published layout's revision. Nodes migplan has cordoned count against
+    maxUnavailableNodes; a publication that destroys nothing in use makes no node unavailable and is not
+    counted. Holding the publication (rather than publishing and letting the agent hold the GPU) keeps every
+    GPU of the node on one layout and names the pods at plan time, in the merge request as in the report; the
+    agent's own refusal to destroy an instance in use stays the last guard (a pod that arrives between the
+    controller's observation and the agent's pass)."""
     catalog = load_catalog()
+    settings = desired.cluster.apply
+    budget = max(settings.max_unavailable_nodes, 0)
+    pods_by_node = observed.pods_by_node()
+    unreadable = drift.unreadable_nodes(observed)
     out: list[Change] = []
+    # (node, layout, problems, already published): a published layout the agent has not built yet may still
+    # need a drain (a pod took a destroyed instance after the publication, or it was published before this
+    # controller held publications); the agent holds it meanwhile.
+    todo: list[tuple[ObservedNode, DesiredNode, str | None, bool]] = []
+    slots: set[str] = set()  # nodes holding a maxUnavailableNodes slot (cordoned by migplan, or draining)
     for name in sorted(desired.nodes):
         node = observed.nodes.get(name)
         if node is None:
             continue
         layout, problems = desired_from_node_plan(desired.nodes[name], revision=str(desired.revision), catalog=catalog)
         current = node.annotations.get(desiredcodec.ANNOTATION)
+        ours = node.annotations.get(CORDONED_ANNOTATION) == "true"
         if not desiredcodec.needs_publishing(current, layout):
+            published = agentdrain.published_layout(node)
+            done = published is not None and agentdrain.agent_reported_success(node, published)
+            if ours and name not in unreadable:
+                if done:
+                    out.append(_after_success(node))  # frees its slot
+                    continue
+                slots.add(name)  # the agent has not applied it yet: still unavailable
+            if published is not None and not done:
+                todo.append((node, published, None, True))
             continue
+        if (ours or drain.draining_for(node) == agentdrain.layout_key(layout)) and node.unschedulable:
+            slots.add(name)
+        todo.append((node, layout, "; ".join(problems) or None, False))
+    in_flight = len(slots)
+    for node, layout, note, already in todo:
+        subject = f"node/{node.name}"
+        found = agentdrain.layout_disruption(node, layout)
+        if already and not found.measured:
+            continue  # only measured holders: the agent reports what holds it (pending) by itself
+        pods = pods_by_node.get(node.name, ())
+        vanished: tuple[str, ...] = ()
+        source = found.source
+        if found.measured:
+            on_node = {p.key for p in pods}
+            blockers = tuple(k for k in found.holders if k in on_node)
+            # A holder the API no longer lists on this node is gone (a StatefulSet's replacement takes its name
+            # elsewhere): waited for until the observer's next pass shows the device freed, never evicted.
+            vanished = tuple(k for k in found.holders if k not in on_node)
+        else:
+            resources = found.resources
+            if resources is None and _converged(desired.nodes[node.name], node, desired.cluster.mig_strategy):
+                # Nothing says what the GPUs hold, but the node advertises exactly its plan's counts (as in
+                # gpu-operator mode): taken as built. Counts can hide other placements; the agent still refuses
+                # to destroy an instance in use and holds that GPU.
+                resources = frozenset()
+                source += "; the node advertises exactly its plan's counts: taken as built"
+            blockers = blocking_pods(pods, resources)
+        current = node.annotations.get(desiredcodec.ANNOTATION)
         text = desiredcodec.encode(layout)
-        why = "publish the node's layout for its migplan agent" + (f" ({'; '.join(problems)})" if problems else "")
+
+        def hold(
+            reason: str,
+            *,
+            blocked_by: tuple[str, ...] = (),
+            code: str = "",
+            pdbs: tuple[str, ...] = (),
+            subject: str = subject,
+            current: str | None = current,
+            layout: DesiredNode = layout,
+        ) -> Change:
+            return Change(
+                subject,
+                Action.SKIP,
+                Kind.AGENT_LAYOUT,
+                None if current is None else {desiredcodec.ANNOTATION: "(previous layout)"},
+                {desiredcodec.ANNOTATION: f"{len(layout.gpus)} GPU(s) at {layout.revision}"},
+                reason,
+                blocked_by=blocked_by,
+                code=code,
+                pdbs=pdbs,
+            )
+
+        in_use = f"{found.effect}; {source}" + ("; published, the agent holds it" if already else "")
+        if found.outside:
+            out.append(
+                hold(
+                    f"cannot drain: processes outside Kubernetes use what the layout destroys "
+                    f"({'; '.join(found.outside)}); the agent would hold the GPU ({in_use})",
+                    blocked_by=tuple(sorted(set(blockers) | set(vanished))) + found.outside,
+                    code=drain.UNDRAINABLE if settings.allow_disruption else "MP519",
+                )
+            )
+            continue
+        if blockers or vanished:
+            if not settings.allow_disruption:
+                out.append(
+                    hold(
+                        f"disruption guard: running pods hold partitions this layout destroys ({in_use})",
+                        blocked_by=tuple(sorted(set(blockers) | set(vanished))),
+                        code="MP519",
+                    )
+                )
+                continue
+            if node.name in unreadable:
+                out.append(hold("held: a value migplan reads on the node is malformed (MP530)"))
+                continue
+            if node.name not in slots:
+                if in_flight >= budget:
+                    out.append(
+                        hold(
+                            f"waiting: maxUnavailableNodes={settings.max_unavailable_nodes} node(s) "
+                            "already reconfiguring"
+                        )
+                    )
+                    continue
+                in_flight += 1
+            key = agentdrain.layout_key(layout)
+            out.extend(
+                _drain(desired, observed, node, key, pods, blockers, in_use, now=now, hold=hold, vanished=vanished)
+            )
+            continue
+        if already:
+            continue  # nothing in use in the way: the agent builds it on its next pass
+        why = "publish the node's layout for its migplan agent" + (f" ({note})" if note else "")
+        if node.annotations.get(CORDONED_ANNOTATION) == "true":
+            why += "; drained, uncordoned once the agent reports success"
         out.append(
             Change(
-                f"node/{name}",
+                subject,
                 Action.CREATE if current is None else Action.CONFIGURE,
                 Kind.AGENT_LAYOUT,
                 None if current is None else {desiredcodec.ANNOTATION: "(previous layout)"},
                 {desiredcodec.ANNOTATION: f"{len(layout.gpus)} GPU(s) at {desired.revision}"},
                 why,
-                patch={"metadata": {"annotations": {desiredcodec.ANNOTATION: text}}},
+                patch={"metadata": {"annotations": {desiredcodec.ANNOTATION: text, **drain.end_marks(node)}}},
             )
         )
+    kind_order = {k: i for i, k in enumerate(Kind)}
+    out.sort(key=lambda c: (drain.node_of(c), kind_order[c.kind], c.subject))
     return out
+
+
+class _Hold(Protocol):
+    """Builds the held change of a node (its relabel, or its layout's publication in agent mode)."""
+
+    def __call__(
+        self, reason: str, *, blocked_by: tuple[str, ...] = (), code: str = "", pdbs: tuple[str, ...] = ()
+    ) -> Change: ...
 
 
 def _drain(
@@ -693,19 +842,28 @@ def _drain(
     effect: str,
     *,
     now: datetime,
+    hold: _Hold | None = None,
+    vanished: tuple[str, ...] = (),
 ) -> list[Change]:
     """The drain of a node whose change destroys what running pods hold (reconciler/logic/drain.py): cordon,
-    evict, and the relabel held until the pods are gone; held with the reason when drain cannot proceed."""
+    evict, and the change (the relabel, or in agent mode the layout's publication: `hold`) held until the pods
+    are gone; held with the reason when drain cannot proceed. `config` names what the drain is for (the drain
+    marks). `vanished`: pods the node observer still sees holding a device that the API no longer lists (gone
+    since): waited for, not evicted."""
     subject = f"node/{node.name}"
+    if hold is None:
+
+        def hold(
+            reason: str, *, blocked_by: tuple[str, ...] = (), code: str = "", pdbs: tuple[str, ...] = ()
+        ) -> Change:
+            return _held(subject, node.mig_config, config, reason, blocked_by=blocked_by, code=code, pdbs=pdbs)
+
     held = {p.key: p for p in pods if p.key in blockers}
     verdict = drain.classify(held.values())
     if verdict.refused:
         why = "; ".join(f"{k}: {reason}" for k, reason in verdict.refused)
         return [
-            _held(
-                subject,
-                node.mig_config,
-                config,
+            hold(
                 f"cannot drain: {why}; the change destroys what they hold ({effect})",
                 blocked_by=tuple(k for k, _ in verdict.refused),
                 code=drain.UNDRAINABLE,
@@ -715,19 +873,17 @@ def _drain(
     pdb_text = (
         f"; PodDisruptionBudgets allowing no disruption: {drain.describe_pdbs(pdbs, observed.pdbs)}" if pdbs else ""
     )
+    pods_left = tuple(sorted(set(verdict.pods) | set(vanished)))
     timeout = desired.cluster.apply.drain_timeout_seconds
     clock = drain.drain_clock(node, config, now)
     if clock.unreadable is not None or clock.elapsed(now) > timedelta(seconds=timeout):
         why = clock.unreadable or f"the drain started at {rfc3339(clock.started or now)}"
         return [
-            _held(
-                subject,
-                node.mig_config,
-                config,
-                f"drain timed out (drainTimeoutSeconds={timeout}; {why}): {', '.join(verdict.pods)} still hold what "
+            hold(
+                f"drain timed out (drainTimeoutSeconds={timeout}; {why}): {', '.join(pods_left)} still hold what "
                 f"the change destroys{pdb_text}; nothing is deleted by force (remove the "
                 f"{DRAIN_STARTED_ANNOTATION} annotation to drain again)",
-                blocked_by=verdict.pods,
+                blocked_by=pods_left,
                 code=drain.TIMED_OUT,
                 pdbs=pdbs,
             )
@@ -735,17 +891,19 @@ def _drain(
     out: list[Change] = []
     if clock.started is None or not node.unschedulable:
         # Cordoned again if someone lifted the cordon mid-drain; the drain keeps its start (and its timeout).
-        out.append(drain.start_change(node, config, rfc3339(clock.started or now), verdict.pods))
+        out.append(drain.start_change(node, config, rfc3339(clock.started or now), pods_left))
     for p in verdict.evict:
         out.append(drain.eviction(p, node.name, f"drain {subject}: it holds what the change destroys ({effect})"))
-    waiting = ", ".join(verdict.pods)
+    gone_text = (
+        f"; {', '.join(vanished)} no longer in the API, waiting for the node observer to see the devices freed"
+        if vanished
+        else ""
+    )
     out.append(
-        _held(
-            subject,
-            node.mig_config,
-            config,
-            f"draining: waiting for {waiting} to go (evicted through the Eviction API){pdb_text}",
-            blocked_by=verdict.pods,
+        hold(
+            f"draining: waiting for {', '.join(pods_left)} to go (evicted through the Eviction API){pdb_text}"
+            f"{gone_text}",
+            blocked_by=pods_left,
             code=drain.PDB_BLOCKS if pdbs else drain.DRAINING,
             pdbs=pdbs,
         )

@@ -36,6 +36,7 @@ from reconciler.logic.rules import GpuCheck, diag
 from reconciler.logic.yamldocs import YamlDoc
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import (
+    CONFIG_PROPAGATION_SECONDS,
     ApplyMode,
     ApplySettings,
     ClusterSpec,
@@ -383,7 +384,7 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
             max_unavailable_nodes=a.get("maxUnavailableNodes", 1),
             allow_disruption=a.get("allowDisruption", False),
             confirm_node_removal=a.get("confirmNodeRemoval", 0),
-            config_propagation_seconds=a.get("configPropagationSeconds", 0),
+            config_propagation_seconds=a.get("configPropagationSeconds", CONFIG_PROPAGATION_SECONDS),
             drain_timeout_seconds=a.get("drainTimeoutSeconds", ApplySettings().drain_timeout_seconds),
         ),
         gpu_operator=GpuOperatorSettings(

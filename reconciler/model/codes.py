@@ -204,6 +204,14 @@ DECLARED: tuple[Code, ...] = (
     Code("MP520", FINDING, W, "pods hold more partitions of a profile on the node than its plan gives it"),
     Code("MP521", FINDING, INFO, "the node is cordoned by migplan while it is reconfigured", traits=IN_PROGRESS),
     Code(
+        "MP522",
+        FINDING,
+        E,
+        "mig-manager gave up waiting for GPU client pods to leave the node: state pending, clients paused, "
+        "until its pod is restarted",
+        traits=GPU_OPERATOR,
+    ),
+    Code(
         "MP530",
         FINDING,
         E,
@@ -348,6 +356,9 @@ DECLARED: tuple[Code, ...] = (
     Code("MP901", AGENT, E, "a profile NVML does not know for this GPU"),
     Code("MP910", AGENT, E, "the desired agent-mode annotation is malformed"),
     Code("MP911", AGENT, E, "the observed agent-mode annotation is malformed"),
+    Code("MP912", AGENT, E, "GPU client pods did not leave the node before a re-cut"),
+    Code("MP913", AGENT, E, "the GPU-clients pause record (migplan.io/gpu-clients-paused) is malformed"),
+    Code("MP914", AGENT, E, "GPU clients not restarted"),
     Code("MP920", AGENT, E, "the agent could not apply the node's layout"),
     Code("MP930", OBSERVER, E, "the pod-resources socket is missing or not a socket"),
     Code("MP931", OBSERVER, E, "the pod-resources socket is unreachable or did not answer within the timeout"),

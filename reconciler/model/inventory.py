@@ -116,6 +116,15 @@ class LayoutSpec:
     source: SourceRef | None = None
 
 
+# The kubelet refreshes a ConfigMap volume when it syncs the pod: every syncFrequency (KubeletConfiguration default
+# 1m, kubernetes pkg/kubelet/apis/config/v1beta1 defaults) plus up to 50% jitter (pkg/kubelet/pod_workers.go
+# workerResyncIntervalJitterFactor = 0.5, wait.Jitter), from its ConfigMap manager, which under the `Cache`
+# configMapAndSecretChangeDetectionStrategy serves a copy up to defaultTTL = 1m old (pkg/kubelet/configmap/
+# configmap_manager.go; under the default `Watch` strategy the watch delay is far shorter). kubernetes.io "Mounted
+# ConfigMaps are updated automatically": "kubelet sync period + cache propagation delay". 60 s x 1.5 + 60 s.
+CONFIG_PROPAGATION_SECONDS = 150
+
+
 @dataclass(frozen=True, slots=True)
 class ApplySettings:
     mode: ApplyMode = ApplyMode.GPU_OPERATOR
@@ -124,10 +133,9 @@ class ApplySettings:
     # A revision that removes many nodes of the last applied one is refused (MP725) unless this
     # says how many it removes, exactly (so a confirmation left in place confirms nothing later).
     confirm_node_removal: int = 0
-    # How long the kubelet may take to project a ConfigMap change into mig-manager's mounted config.yaml
-    # (kubelet syncFrequency 1m + ConfigMap cache TTL 1m by default); a node is relabelled to a config only
-    # once the ConfigMap content holding it is at least this old.
-    config_propagation_seconds: int = 0  # TODO(issue 11): 120 once the twin integration tests advance their clock
+    # How long the kubelet may take to project a ConfigMap change into mig-manager's mounted config.yaml; a node
+    # is relabelled to a config only once the ConfigMap content holding it is at least this old.
+    config_propagation_seconds: int = CONFIG_PROPAGATION_SECONDS
     # With allow_disruption: how long migplan drains a node (evictions through the Eviction API, PodDisruptionBudgets
     # honoured) before it gives up and holds the change (MP538); pods are never deleted by force.
     drain_timeout_seconds: int = 900

@@ -36,6 +36,28 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 RESTARTED_AT_ANNOTATION = "kubectl.kubernetes.io/restartedAt"
 MIG_MANAGER_APP_LABEL = ("app", "nvidia-mig-manager")  # the GPU Operator's mig-manager DaemonSet pods
+# mig-manager's pause of the node's GPU clients (mig-parted pkg/mig/reconfigure/reconfigure.go
+# shutdownKubernetesGPUClients: each label maybeSetPaused; gpu.deploy.client only when it has a value).
+GPU_CLIENT_DEPLOY_LABELS = (
+    "nvidia.com/gpu.deploy.device-plugin",
+    "nvidia.com/gpu.deploy.gpu-feature-discovery",
+    "nvidia.com/gpu.deploy.dcgm-exporter",
+    "nvidia.com/gpu.deploy.dcgm",
+    "nvidia.com/gpu.deploy.nvsm",
+    "nvidia.com/gpu.deploy.client",
+)
+PAUSED_FOR_MIG_CHANGE = "paused-for-mig-change"
+# reconfigure.go Run: the error when waitForPodsToBeDeleted gave up (each wait 5 min); Run returns it before
+# setState, so the state stays `pending` and the clients stay paused until mig-manager runs again.
+CLIENT_WAIT_FAILED = "failed to wait for pods to be deleted"
+# waitForPodsToBeDeleted's waits, by the words of their errors ("<client> pod did not shutdown") -> what it lists
+# (label selector, with spec.nodeName=<node>, in mig-manager's DEFAULT_GPU_CLIENTS_NAMESPACE).
+CLIENT_WAIT_SELECTORS = {
+    "device-plugin pod": "app=nvidia-device-plugin-daemonset",
+    "gpu-feature-discovery pod": "app=gpu-feature-discovery",
+    "dcgm-exporter pod": "app=nvidia-dcgm-exporter",
+    "dcgm pod": "app=nvidia-dcgm",
+}
 # stack-facts §1.4: match on this substring, whatever wraps it.
 MIXED_LAYOUT_ERROR = "more than one MIG device type present on node"
 # The device plugin's refusals of a node's layout (k8s-device-plugin internal/rm/device_map.go
@@ -111,6 +133,11 @@ class ObservedNode:
     @property
     def mig_config_state(self) -> str | None:
         return self.labels.get(MIG_CONFIG_STATE_LABEL)
+
+    @property
+    def paused_gpu_clients(self) -> tuple[str, ...]:
+        """The nvidia.com/gpu.deploy.* labels mig-manager left at paused-for-mig-change."""
+        return tuple(k for k in GPU_CLIENT_DEPLOY_LABELS if self.labels.get(k) == PAUSED_FOR_MIG_CHANGE)
 
     @property
     def is_gpu_node(self) -> bool:
@@ -274,6 +301,14 @@ class DevicePluginState:
     generation: int = 0
     pods: tuple[DevicePluginPod, ...] = ()
     annotations: Mapping[str, str] = field(default_factory=dict)  # metadata.annotations
+    controller_kind: str | None = None  # kind of the controlling ownerReference ("ClusterPolicy": the operator's)
+    template_mig_strategy: str | None = None  # env MIG_STRATEGY of the template's nvidia-device-plugin container
+
+    @property
+    def operator_owned(self) -> bool:
+        """The GPU Operator renders this DaemonSet (object_controls.go SetControllerReference to the ClusterPolicy)
+        and replaces it whole when its rendering changes: a spec.mig.strategy change rolls it by itself."""
+        return self.controller_kind == "ClusterPolicy"
 
     def pod_on(self, node: str) -> DevicePluginPod | None:
         for p in self.pods:
@@ -306,7 +341,8 @@ class ObservedState:
     # The ConfigMap named by spec.devicePlugin.config.name, when it exists (to tell whether it
     # contradicts the strategy).
     device_plugin_config_map: ConfigMapState | None = None
-    # node -> the nvidia-mig-manager pod's error line, read only for nodes whose state is `failed`.
+    # node -> the nvidia-mig-manager pod's error line, read only for nodes whose state is `failed`, or `pending`
+    # with GPU clients paused (mig-manager may have given up waiting for them: MP522).
     mig_manager_errors: Mapping[str, str] = field(default_factory=dict)
     # PodDisruptionBudgets in namespaces where a GPU pod runs (to name the ones that block a drain).
     pdbs: tuple[ObservedPdb, ...] = ()

@@ -52,7 +52,7 @@ from reconciler.twin.gpus import TwinGpu
 from reconciler.twin.kubelet import PodResourcesServer
 from reconciler.twin.nvml import NvmlTwin
 from reconciler.twin.operator import controller as ctl
-from reconciler.twin.operator import deviceplugin, gfd
+from reconciler.twin.operator import deviceplugin, dsupdate, gfd
 from reconciler.twin.operator.controller import MIG_CONFIG, MIG_CONFIG_STATE, GpuOperator
 
 __all__ = ["ClusterTwin"]
@@ -284,6 +284,11 @@ class ClusterTwin:
     def settle(self, timeout: float = 30.0) -> None:
         self.operator.settle(timeout)
 
+    def tick(self, timeout: float = 30.0) -> None:
+        """After the twin's clock moved: timers (mig-manager's client wait) look at it again, then settle."""
+        self.operator.tick()
+        self.operator.settle(timeout)
+
     def request_counts(self) -> dict[tuple[str, str, str], int]:
         return self.api.request_counts()
 
@@ -346,11 +351,11 @@ class ClusterTwin:
         )
         if self.dp_config is not None:
             self._create_dp_config()
-        cp = self._cluster_policy()
-        store.create("clusterpolicies.nvidia.com", cp)
-        store.create(
-            "daemonsets.apps", ctl.device_plugin_daemonset(s.device_plugin_daemonset, s.namespace, cp), s.namespace
-        )
+        cp = store.create("clusterpolicies.nvidia.com", self._cluster_policy())
+        # Created as the operator creates it: rendered whole, the ClusterPolicy as controller, its hash annotation.
+        ds = dsupdate.apply_rendered(None, ctl.operator_daemonset(s.device_plugin_daemonset, s.namespace, cp))
+        assert ds is not None
+        store.create("daemonsets.apps", ds, s.namespace)
         store.create("daemonsets.apps", ctl.mig_manager_daemonset(s.namespace, cp), s.namespace)
         helper.load_caches()
         for name in sorted(self.fleet.nodes):
@@ -531,6 +536,10 @@ class ClusterTwin:
             elif d.kind in ("mig-config-failed", "mig-config-pending"):
                 if d.arg not in self.fleet.nodes:
                     raise ValueError(f"{d}: no such node in the inventory")
+            elif d.kind == "mig-manager-wedged":
+                if d.arg not in self.fleet.nodes or not self.fleet.nodes[d.arg].gpus:
+                    raise ValueError(f"{d}: no such GPU node in the inventory")
+                self._late.append(d)  # made by the twin's mig-manager itself, once it runs
             elif d.kind == "pod-wants-gpu":
                 self._late.append(d)
             elif d.kind == "foreign-holder" and d.arg:
@@ -611,6 +620,15 @@ class ClusterTwin:
             value = self.fleet.node_config[d.arg]
             self.operator.processed(d.arg, value)
             store.patch("nodes", d.arg, {"metadata": {"labels": {MIG_CONFIG: value, MIG_CONFIG_STATE: "success"}}})
+        elif d.kind == "mig-manager-wedged" and d.arg:
+            # The stuck pod finally goes; the labels as a successful run would leave them (no GPU was touched).
+            self.operator.stuck_terminating.discard(d.arg)
+            value = self.fleet.node_config[d.arg]
+            self.operator.processed(d.arg, value)
+            labels: dict[str, str | None] = {MIG_CONFIG: value, MIG_CONFIG_STATE: "success"}
+            node_labels = store.get("nodes", d.arg)["metadata"].get("labels") or {}
+            labels.update({k: "true" for k in ctl.DEPLOY_LABELS if node_labels.get(k) == ctl.PAUSED})
+            store.patch("nodes", d.arg, {"metadata": {"labels": labels}})
         elif d.kind == "node-missing" and d.arg:
             self.fleet.absent.discard(d.arg)
             self._create_node(self.operator, d.arg, with_dp_pod=False)
@@ -672,6 +690,17 @@ class ClusterTwin:
                 store.patch("nodes", d.arg, {"metadata": {"labels": {MIG_CONFIG: value, MIG_CONFIG_STATE: "failed"}}})
             else:
                 store.patch("nodes", d.arg, {"metadata": {"labels": {MIG_CONFIG_STATE: "pending"}}})
+        elif d.kind == "mig-manager-wedged" and d.arg:
+            # A run of mig-manager whose wait for the device-plugin pod cannot end: a new config on the node, the
+            # plugin pod stuck Terminating, and the 5-minute timeout (reconfigure.go waitForPodsToBeDeleted) run out.
+            value = self._add_stale_config(d.arg)
+            self._add_config_entry(value)
+            self.settle()
+            self.operator.projected(self.fleet.settings.mig_config_map)  # the config was there long before
+            self.operator.stuck_terminating.add(d.arg)
+            store.patch("nodes", d.arg, {"metadata": {"labels": {MIG_CONFIG: value}}})
+            self.settle()
+            self.operator.expire_client_waits(d.arg)
         elif d.kind == "node-missing" and d.arg:
             for key in [k for k, node in self.operator.pods_on(d.arg).items() if node]:
                 ns, name = key.split("/", 1)

@@ -22,6 +22,9 @@ Drift cases (stable names, also accepted by `migplan twin --drift`):
   mig-config-failed:<node>        nvidia.com/mig.config points at a config that mig-manager failed to apply
                                   (state `failed`, GPUs unchanged)
   mig-config-pending:<node>       nvidia.com/mig.config.state stuck at `pending`
+  mig-manager-wedged:<node>       the node's device-plugin pod cannot terminate during a mig-manager run: its
+                                  client wait times out and leaves state `pending` with the
+                                  nvidia.com/gpu.deploy.* labels `paused-for-mig-change` (reconfigure.go)
   pod-wants-gpu[:<node>]          a pod asks for `nvidia.com/gpu` on a MIG node and stays Pending
   foreign-holder:<node>[:<gpu>]   (build time) the pod holding that GPU's first owned partition belongs to
                                   another owner of the fleet (its name and app label), not the plan's owner
@@ -71,6 +74,7 @@ DRIFT_KINDS = (
     "pod-wants-gpu",
     "foreign-holder",
     "driver-placed",
+    "mig-manager-wedged",
 )
 BUILD_ONLY = ("foreign-holder", "driver-placed")
 STRATEGIES = ("none", "single", "mixed")
@@ -104,7 +108,14 @@ def parse_drift(text: str | DriftCase) -> DriftCase:
     if kind not in DRIFT_KINDS:
         raise ValueError(f"unknown drift case {text!r}; known: {', '.join(DRIFT_KINDS)}")
     arg, _, extra = rest.partition(":")
-    needs_node = ("gpu-recut", "node-missing", "mig-config-failed", "mig-config-pending", *BUILD_ONLY)
+    needs_node = (
+        "gpu-recut",
+        "node-missing",
+        "mig-config-failed",
+        "mig-config-pending",
+        "mig-manager-wedged",
+        *BUILD_ONLY,
+    )
     if kind in needs_node and not arg:
         raise ValueError(f"drift case {kind} needs a node: {kind}:<node>")
     if kind == "wrong-strategy" and arg and arg not in STRATEGIES:

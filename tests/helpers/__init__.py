@@ -1,4 +1,4 @@
-"""Helpers shared by several test files: the planning-fixture reader, the validation corpus builder,
+"""Helpers shared by several test files: the planning-fixture reader, the validation corpus builder, the twin clock,
 hostile-value mutations for the fuzz suite, and loading a benchmark script as a module."""
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from helpers.agentmode import publish
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
@@ -28,7 +29,6 @@ from reconciler.agent import actuate_once
 from reconciler.catalog import GpuModel, load_catalog
 from reconciler.commands.reconcile import load_desired
 from reconciler.controller.loop import kube_configuration
-from reconciler.logic import desiredcodec
 from reconciler.logic import placement as placements
 from reconciler.logic.agentplan import (
     DesiredGpu,
@@ -234,12 +234,6 @@ def meta(obj: Any) -> Any:
 
 def core_api(twin: ClusterTwin) -> client.CoreV1Api:
     return client.CoreV1Api(client.ApiClient(kube_configuration(str(twin.kubeconfig))))
-
-
-def publish(core: client.CoreV1Api, layout: DesiredNode) -> None:
-    """Write the layout the way the controller's plan does (a merge patch of the one annotation)."""
-    body = {"metadata": {"annotations": {kubeagentmode.DESIRED: desiredcodec.encode(layout)}}}
-    core.patch_node(layout.node, body, field_manager="migplan", _content_type="application/merge-patch+json")
 
 
 def test_in_sync_node_round_trip_through_the_api(cluster: ClusterTwin) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from gitserver import GitDaemon, git, make_bare, seed
+from helpers.twinclock import TwinClock
 from kubernetes import client
 
 from reconciler.adapters.kubeevents import REASON_ANNOTATION, STATE_ANNOTATION
@@ -56,6 +57,9 @@ def wait_for(what: str, predicate: Callable[[], bool], timeout: float = 60.0) ->
         time.sleep(0.1)
 
 
+CLOCK = TwinClock()
+
+
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     root = tmp_path_factory.mktemp("ctl")
@@ -64,7 +68,9 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     bare = make_bare(root / "srv", "inventory")
     seed(bare, root / "work", inventory_files(inventory_dir()), message="inventory")
     daemon.start()
-    twin = ClusterTwin.from_inventory(inventory_dir(), strategy="single", device_plugin_config="device-plugin-config")
+    twin = ClusterTwin.from_inventory(
+        inventory_dir(), strategy="single", device_plugin_config="device-plugin-config", **CLOCK.twin_kwargs()
+    )
     twin.start()
     twin.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "migplan"}})
     settings = load_settings(
@@ -86,7 +92,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
             "shutdown_grace_seconds": 10,
         },
     )
-    cycle = GitCycle(settings)
+    cycle = GitCycle(settings, now=CLOCK.cycle_now)  # each cycle a propagation delay after the last (simulated)
     controller = Controller(settings, cycle, kube_config=kube_configuration(str(twin.kubeconfig)))
     controller.start()
     try:

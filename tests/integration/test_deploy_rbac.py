@@ -23,6 +23,7 @@ from kubernetes import client
 from rbacproxy import Authorizer, RbacProxy
 
 from reconciler.adapters.kubeagentmode import KubeNodeState
+from reconciler.adapters.kubegpuclients import KubeGpuClients
 from reconciler.adapters.kubelease import KubeLease
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.agent import actuate_once
@@ -66,13 +67,18 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
     (root / "srv").mkdir()
     bare = make_bare(root / "srv", "inv")
     inv = inventory_dir()
-    seed(bare, root / "work", {str(p.relative_to(inv)): p.read_text() for p in inv.rglob("*.yaml")})
+    files = {str(p.relative_to(inv)): p.read_text() for p in inv.rglob("*.yaml")}
+    # One cycle must make every kind of write, node labels included: no wait for the ConfigMap to propagate
+    # (the twin's kubelet projects it at once).
+    no_wait = "  apply:\n    configPropagationSeconds: 0\n"
+    files["cluster.yaml"] = files["cluster.yaml"].replace("  apply:\n", no_wait, 1)
+    seed(bare, root / "work", files)
     return Env(root, bare)
 
 
 def article_twin() -> ClusterTwin:
     # The article's cluster: single strategy and a stale device-plugin config, so a cycle has to write
-    # every kind of change (ConfigMap, ClusterPolicy, DaemonSet restart, node labels).
+    # every kind of change (ConfigMap, ClusterPolicy, node labels; the DaemonSet is the operator's).
     twin = ClusterTwin.from_inventory(
         inventory_dir(), strategy="single", device_plugin_config="device-plugin-config", tls=False
     ).start()
@@ -130,8 +136,10 @@ def full_run(env: Env) -> Iterator[tuple[RbacProxy, RbacProxy, ClusterTwin]]:
         # The agent's own calls: read its Node, write its annotations and label.
         akc = write_kubeconfig(env.root / "agent-kubeconfig", agent_proxy.url, twin.api.token)
         core = client.CoreV1Api(client.ApiClient(kube_configuration(str(akc))))
+        agent_clients = KubeGpuClients(core)
         with NvmlGpu(nvml=twin.nvml("gpu-h200-01")) as gpus:
-            actuate_once(gpus=gpus, node_state=KubeNodeState(core), node="gpu-h200-01")
+            actuate_once(gpus=gpus, node_state=KubeNodeState(core), node="gpu-h200-01", clients=agent_clients)
+        agent_clients.remaining("gpu-h200-01")  # the wait for GPU client pods a re-cut makes
         yield ctl_proxy, agent_proxy, twin
     finally:
         ctl_proxy.stop()
@@ -151,7 +159,6 @@ def test_deploy_rbac_is_enough_for_a_full_cycle(full_run: tuple[RbacProxy, RbacP
     for needed in (
         "patch core/nodes",
         "patch nvidia.com/clusterpolicies",
-        "patch apps/daemonsets in gpu-operator",
         "patch core/configmaps in gpu-operator",
         "create core/events in default",
         "update coordination.k8s.io/leases in migplan",
@@ -182,10 +189,13 @@ def test_every_granted_verb_is_needed(full_run: tuple[RbacProxy, RbacProxy, Clus
     # `create` on the mig-parted ConfigMap and on the Lease are needed on a fresh cluster only (the
     # twin starts with the ConfigMap; the Lease is created by the first replica): checked below.
     # `create` on pods/eviction is needed only when a drain evicts (allowDisruption): checked by
-    # test_drain_evictions_are_granted_and_needed.
+    # test_drain_evictions_are_granted_and_needed. `patch` on the device-plugin DaemonSet is needed only when the
+    # GPU Operator does not own it (the twin's is the operator's, which rolls itself on a strategy change):
+    # planner fixture strategy-marker-dropped-own-daemonset.
     assert set(unused) <= {
         "Role/migplan-controller rule 0: create",
         "ClusterRole/migplan-controller rule 2: create",
+        "Role/migplan-controller rule 3: patch",
     }, unused
 
 
@@ -212,7 +222,8 @@ def test_create_verbs_are_used_on_a_fresh_cluster(env: Env) -> None:
         ("ClusterRole", "migplan-controller", "nodes", "patch"),
         ("ClusterRole", "migplan-controller", "pods", "list"),
         ("ClusterRole", "migplan-controller", "clusterpolicies", "patch"),
-        ("Role", "migplan-controller", "daemonsets", "patch"),
+        # (no daemonsets/patch: the twin's device-plugin DaemonSet is the GPU Operator's, which migplan never
+        # restarts — the operator's own update rolls it on a strategy change)
     ],
 )
 def test_a_cycle_without_one_verb_fails_cleanly(env: Env, kind: str, name: str, resource: str, verb: str) -> None:
@@ -300,7 +311,7 @@ def _drain_twin(root: Path) -> tuple[ClusterTwin, Any]:
 
     def inventory(where: Path, gpu1: list[str]) -> Path:
         (where / "nodes").mkdir(parents=True)
-        spec = {"migStrategy": "mixed", "apply": {"allowDisruption": True}}
+        spec = {"migStrategy": "mixed", "apply": {"allowDisruption": True, "configPropagationSeconds": 0}}
         doc = {"apiVersion": "migplan/v1", "kind": "Cluster", "metadata": {"name": "t"}, "spec": spec}
         (where / "cluster.yaml").write_text(yaml.safe_dump(doc))
         gpus = [

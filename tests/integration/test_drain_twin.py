@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from helpers.draintwin import GPU0, GPU1_CUT, GPU1_RECUT, pod_disruption_budget, replicaset_pod, write_inventory
 from kubernetes import client
 
 from reconciler.adapters.kube import KubeCluster
@@ -28,28 +28,10 @@ from reconciler.model.plans import Action, Kind
 from reconciler.twin.cluster import ClusterTwin
 
 T0 = datetime(2026, 12, 2, 10, tzinfo=UTC)
-GPU0 = {"index": 0, "model": "H200-141GB", "mig": {"enabled": True, "partitions": [{"profile": "7g.141gb"}]}}
-GPU1_CUT = {
-    "index": 1,
-    "model": "H200-141GB",
-    "mig": {"enabled": True, "partitions": [{"profile": p} for p in ("3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb")]},
-}
-GPU1_RECUT = {
-    "index": 1,
-    "model": "H200-141GB",
-    "mig": {"enabled": True, "partitions": [{"profile": "1g.18gb"} for _ in range(7)]},
-}
 
 
 def _inventory(root: Path, gpus: list[dict[str, Any]]) -> Path:
-    (root / "nodes").mkdir(parents=True)
-    spec = {"migStrategy": "mixed", "apply": {"allowDisruption": True, "drainTimeoutSeconds": 600}}
-    (root / "cluster.yaml").write_text(
-        yaml.safe_dump({"apiVersion": "migplan/v1", "kind": "Cluster", "metadata": {"name": "t"}, "spec": spec})
-    )
-    node = {"apiVersion": "migplan/v1", "kind": "Node", "metadata": {"name": "n"}, "spec": {"gpus": gpus}}
-    (root / "nodes" / "n.yaml").write_text(yaml.safe_dump(node))
-    return root
+    return write_inventory(root, gpus)
 
 
 def _desired(root: Path) -> DesiredState:
@@ -58,29 +40,8 @@ def _desired(root: Path) -> DesiredState:
     return desired
 
 
-def _pod(twin: ClusterTwin, name: str, resources: dict[str, str]) -> None:
-    """A ReplicaSet's pod on node n (the twin's kubelet admits it onto free devices and marks it Ready)."""
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "emb-5d", "uid": "rs-1", "controller": True}
-    container: dict[str, Any] = {"name": "main", "image": "registry.example/emb:1"}
-    if resources:
-        container["resources"] = {"requests": resources, "limits": resources}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "emb"}, "ownerReferences": [owner]},
-        "spec": {"nodeName": "n", "containers": [container]},
-    }
-    twin.store.create("pods", pod, "default")
-
-
-def _pdb(twin: ClusterTwin, min_available: int) -> None:
-    pdb = {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "emb"},
-        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "emb"}}},
-    }
-    twin.store.create("poddisruptionbudgets.policy", pdb, "default")
+_pod = replicaset_pod
+_pdb = pod_disruption_budget
 
 
 @pytest.fixture

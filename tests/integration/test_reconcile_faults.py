@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
+from helpers.twinclock import TwinClock
 from httpforward import forward
 
 from reconciler.adapters.kube import KubeCluster
@@ -106,7 +107,7 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture()
 def rig(tmp_path: Path) -> Iterator[tuple[ClusterTwin, FaultProxy, Path]]:
     with ClusterTwin.from_inventory(
-        INVENTORY, strategy="single", device_plugin_config="old-plugin-config", tls=False
+        INVENTORY, strategy="single", device_plugin_config="old-plugin-config", tls=False, **CLOCK.twin_kwargs()
     ) as twin:
         twin.settle()
         proxy = FaultProxy(upstream=twin.url)
@@ -125,6 +126,9 @@ def rig(tmp_path: Path) -> Iterator[tuple[ClusterTwin, FaultProxy, Path]]:
             server.server_close()
 
 
+CLOCK = TwinClock()  # each cycle one configPropagationSeconds after the last; the twins model the delay
+
+
 def _desired() -> DesiredState:
     desired, diagnostics = load_desired(INVENTORY)
     assert desired is not None, diagnostics
@@ -134,7 +138,7 @@ def _desired() -> DesiredState:
 def _run(kubeconfig: Path) -> CycleResult:
     cluster = KubeCluster.from_kubeconfig(str(kubeconfig), page_size=3, request_timeout=(2.0, 1.0))
     try:
-        return reconcile_once(desired=_desired(), cluster=cluster)
+        return reconcile_once(desired=_desired(), cluster=cluster, now=CLOCK.cycle_now())
     finally:
         cluster.close()
 
@@ -149,25 +153,31 @@ def test_transient_failures_are_retried_with_backoff(rig: tuple[ClusterTwin, Fau
     ]
     result = _run(kubeconfig)
     assert not result.errors, result.errors
+    twin.settle()
+    relabels = _run(kubeconfig)  # one propagation delay later: the node relabels (and their PATCH fault)
+    assert not relabels.errors, relabels.errors
     assert all(f.hits == 1 for f in proxy.faults)
-    assert {c.kind for c in result.applied} >= {Kind.MIG_CONFIG_MAP, Kind.CLUSTER_POLICY, Kind.NODE_MIG_CONFIG}
+    assert {c.kind for c in result.applied} >= {Kind.MIG_CONFIG_MAP, Kind.CLUSTER_POLICY}
+    assert Kind.NODE_MIG_CONFIG in {c.kind for c in relabels.applied}
     assert twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")["spec"]["mig"]["strategy"] == "mixed"
 
 
 def test_persistent_failure_is_reported_and_the_next_run_resumes(rig: tuple[ClusterTwin, FaultProxy, Path]) -> None:
     twin, proxy, kubeconfig = rig
-    proxy.faults = [Fault("PATCH", "/daemonsets/", 503, times=-1)]
+    proxy.faults = [Fault("PATCH", "/clusterpolicies/", 503, times=-1)]
     first = _run(kubeconfig)
     (err,) = first.errors
-    assert err.code == "MP554" and "daemonset/gpu-operator/nvidia-device-plugin-daemonset" in err.message
-    assert "2 of" in err.message  # ConfigMap and ClusterPolicy were written before it
-    assert first.not_applied[0].kind is Kind.RESTART_DEVICE_PLUGIN
+    assert err.code == "MP554" and "clusterpolicy/cluster-policy" in err.message
+    assert "1 of" in err.message  # the ConfigMap was written before it
+    assert first.not_applied[0].kind is Kind.CLUSTER_POLICY
     assert first.exit_code == EXIT_ERROR and first.report is not None
 
     proxy.faults = []
-    second = _run(kubeconfig)  # the strategy is already mixed: the restart is still owed and made now
+    second = _run(kubeconfig)  # the ClusterPolicy patch is still owed and made now
     assert not second.errors
-    assert Kind.RESTART_DEVICE_PLUGIN in [c.kind for c in second.applied]
+    assert Kind.CLUSTER_POLICY in [c.kind for c in second.applied]
+    # The DaemonSet is the operator's: its own update rolled it for the strategy; migplan never restarts it.
+    assert Kind.RESTART_DEVICE_PLUGIN not in [c.kind for c in (*first.applied, *second.applied)]
     twin.settle()
     third = _run(kubeconfig)
     twin.settle()
@@ -200,7 +210,7 @@ def test_killed_mid_apply_converges_on_the_next_run(rig: tuple[ClusterTwin, Faul
         reached.set()
         time.sleep(30)  # the process is killed while this write is in flight
 
-    proxy.faults = [Fault("PATCH", "/daemonsets/", 0, before=hold)]
+    proxy.faults = [Fault("PATCH", "/clusterpolicies/", 0, before=hold)]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     proc = subprocess.Popen(
         [
@@ -219,17 +229,19 @@ def test_killed_mid_apply_converges_on_the_next_run(rig: tuple[ClusterTwin, Faul
         stderr=subprocess.DEVNULL,
     )
     try:
-        assert reached.wait(60), "the reconcile never reached the DaemonSet write"
+        assert reached.wait(60), "the reconcile never reached the ClusterPolicy write"
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(10)
     proxy.faults = []
-    assert twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")["spec"]["mig"]["strategy"] == "mixed"
-    for _ in range(4):
+    assert twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")["spec"]["mig"]["strategy"] == "single"
+    for _ in range(5):
         result = _run(kubeconfig)
         twin.settle()
         if result.converged:
             break
     assert result.converged
     ds = twin.store.get("daemonsets.apps", "nvidia-device-plugin-daemonset", "gpu-operator")
-    assert "kubectl.kubernetes.io/restartedAt" in ds["spec"]["template"]["metadata"]["annotations"]
+    (plugin,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "nvidia-device-plugin"]
+    assert {"name": "MIG_STRATEGY", "value": "mixed"} in plugin["env"]  # rendered by the operator, which rolled it
+    assert "kubectl.kubernetes.io/restartedAt" not in (ds["spec"]["template"]["metadata"].get("annotations") or {})

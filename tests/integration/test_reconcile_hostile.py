@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.twinclock import TwinClock
 
 from reconciler.adapters.kube import KubeCluster
 from reconciler.commands.reconcile import load_desired
@@ -68,6 +69,9 @@ CASES: list[tuple[str, dict[str, Any], str | None, str]] = [
 ]
 
 
+CLOCK = TwinClock()  # each cycle one configPropagationSeconds after the last
+
+
 def _desired() -> DesiredState:
     desired, diagnostics = load_desired(INVENTORY)
     assert desired is not None, [str(d) for d in diagnostics]
@@ -77,7 +81,7 @@ def _desired() -> DesiredState:
 def _run(twin: ClusterTwin, desired: DesiredState) -> CycleResult:
     cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig), page_size=2)
     try:
-        return reconcile_once(desired=desired, cluster=cluster)
+        return reconcile_once(desired=desired, cluster=cluster, now=CLOCK.cycle_now())
     finally:
         cluster.close()
 
@@ -104,7 +108,9 @@ def test_one_poisoned_node_is_reported_and_left_alone_while_the_others_converge(
         before = twin.store.get("nodes", POISONED)
         others = sorted(n for n in desired.nodes if n != POISONED)
         twin.api.reset_counts()
-        result = _run(twin, desired)
+        first = _run(twin, desired)  # migplan's config names into the ConfigMap ...
+        assert not first.errors, [str(e) for e in first.errors]
+        result = _run(twin, desired)  # ... and one propagation delay later, the relabels
         assert not result.errors, [str(e) for e in result.errors]
         assert result.report is not None and result.plan is not None
         poisoned = next(n for n in result.report.nodes if n.name == POISONED)

@@ -50,7 +50,12 @@ def test_a_cordon_someone_else_put_back_is_not_lifted(tmp_path: Path) -> None:
         + "".join("          - {profile: 1g.18gb}\n" for _ in range(7))
     )
     cluster_file = root / "cluster.yaml"
-    cluster_file.write_text(cluster_file.read_text().replace("allowDisruption: false", "allowDisruption: true"))
+    # configPropagationSeconds 0: the relabel may follow the ConfigMap in the same cycle (the delay has its own tests)
+    cluster_file.write_text(
+        cluster_file.read_text().replace(
+            "allowDisruption: false", "allowDisruption: true\n    configPropagationSeconds: 0"
+        )
+    )
     desired, diagnostics = load_desired(root)
     assert desired is not None, [str(d) for d in diagnostics]
     t0 = datetime(2026, 12, 2, 10, tzinfo=UTC)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.twinclock import TwinClock
 
 from reconciler.adapters.kube import KubeCluster
 from reconciler.commands.reconcile import load_desired
@@ -34,12 +35,28 @@ def _desired(root: Path = INVENTORY) -> DesiredState:
     return desired
 
 
+# One simulated clock for every twin of this module and the cycles run against them: each cycle runs one
+# configPropagationSeconds after the one before (a controller's next cycle), and the twins' mig-manager reads the
+# ConfigMap as the kubelet has projected it by then.
+CLOCK = TwinClock()
+
+
 def _run(twin: ClusterTwin, desired: DesiredState, *, dry_run: bool = False) -> CycleResult:
     cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig), page_size=2)
     try:
-        return reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run)
+        return reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run, now=CLOCK.cycle_now())
     finally:
         cluster.close()
+
+
+def _instant_inventory(root: Path) -> Path:
+    """The example inventory with configPropagationSeconds: 0, for the CLI runs (real clock, seconds apart)
+    against a twin that projects ConfigMaps at once: these tests are about outputs and exit codes."""
+    shutil.copytree(INVENTORY, root)
+    cluster = root / "cluster.yaml"
+    text = cluster.read_text()
+    cluster.write_text(text.replace("  apply:\n", "  apply:\n    configPropagationSeconds: 0\n", 1))
+    return root
 
 
 def _writes(counts: dict[tuple[str, str, str], int]) -> dict[tuple[str, str, str], int]:
@@ -48,6 +65,16 @@ def _writes(counts: dict[tuple[str, str, str], int]) -> dict[tuple[str, str, str
 
 @pytest.fixture()
 def article_twin() -> Iterator[ClusterTwin]:
+    with ClusterTwin.from_inventory(
+        INVENTORY, strategy="single", device_plugin_config="old-plugin-config", **CLOCK.twin_kwargs()
+    ) as twin:
+        twin.settle()
+        yield twin
+
+
+@pytest.fixture()
+def article_twin_instant() -> Iterator[ClusterTwin]:
+    """The same cluster with a kubelet that projects ConfigMaps at once (for the real-clock CLI runs)."""
     with ClusterTwin.from_inventory(INVENTORY, strategy="single", device_plugin_config="old-plugin-config") as twin:
         twin.settle()
         yield twin
@@ -62,7 +89,9 @@ def test_article_story_converges_and_second_run_writes_nothing(article_twin: Clu
     refusal = next(f for f in first.report.findings if f.code == "MP504" and f.node == NODE)
     assert MIXED_LAYOUT_ERROR in refusal.message  # the device plugin's own log line, quoted
     kinds = [c.kind for c in first.applied]
-    assert kinds.index(Kind.MIG_CONFIG_MAP) < kinds.index(Kind.CLUSTER_POLICY) < kinds.index(Kind.RESTART_DEVICE_PLUGIN)
+    assert kinds.index(Kind.MIG_CONFIG_MAP) < kinds.index(Kind.CLUSTER_POLICY)
+    # The device-plugin DaemonSet is the operator's: the strategy in its env (applyMIGConfiguration) rolls it.
+    assert Kind.RESTART_DEVICE_PLUGIN not in kinds
     assert first.exit_code == EXIT_DRIFT
 
     store = twin.store
@@ -70,19 +99,31 @@ def test_article_story_converges_and_second_run_writes_nothing(article_twin: Clu
     assert spec["mig"]["strategy"] == "mixed"
     assert "config" not in spec["devicePlugin"]  # the old config removed explicitly
     assert spec["migManager"]["config"]["name"] == desired.cluster.gpu_operator.mig_config_map
-    ds = store.get("daemonsets.apps", "nvidia-device-plugin-daemonset", "gpu-operator")
-    assert "kubectl.kubernetes.io/restartedAt" in ds["spec"]["template"]["metadata"]["annotations"]
-
     twin.settle()
+    ds = store.get("daemonsets.apps", "nvidia-device-plugin-daemonset", "gpu-operator")
+    (plugin,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "nvidia-device-plugin"]
+    assert {"name": "MIG_STRATEGY", "value": "mixed"} in plugin["env"]
+    assert "kubectl.kubernetes.io/restartedAt" not in (ds["spec"]["template"]["metadata"].get("annotations") or {})
+
     allocatable = store.get("nodes", NODE)["status"]["allocatable"]
     assert allocatable["nvidia.com/mig-1g.18gb"] == "4"
     assert allocatable["nvidia.com/mig-2g.35gb"] == "2"
     assert allocatable["nvidia.com/mig-3g.71gb"] == "2"
     assert allocatable["nvidia.com/gpu"] == "0"
 
+    # The nodes keep their labels this cycle: the configs were added to the ConfigMap just now, and mig-manager
+    # reads its mounted copy, which the kubelet refreshes within configPropagationSeconds.
+    assert not [c for c in first.applied if c.kind is Kind.NODE_MIG_CONFIG]
+    second = _run(twin, desired)  # one propagation delay later: the relabels (same layouts under migplan's names)
+    assert second.report is not None and not second.errors
+    assert [c for c in second.applied if c.kind is Kind.NODE_MIG_CONFIG]
+    twin.settle()
+    states = {n["metadata"]["labels"].get("nvidia.com/mig.config.state") for n in store.list("nodes")}
+    assert "failed" not in states  # mig-manager found every config it was pointed at
+
     twin.reset_counts()
-    second = _run(twin, desired)
-    assert second.converged and second.exit_code == EXIT_IN_SYNC, [str(f) for f in second.report.findings]  # type: ignore[union-attr]
+    third = _run(twin, desired)
+    assert third.converged and third.exit_code == EXIT_IN_SYNC, [str(f) for f in third.report.findings]  # type: ignore[union-attr]
     counts = twin.request_counts()
     assert _writes(counts) == {}
     assert {verb for (_, _, verb) in counts} == {"list"}
@@ -100,7 +141,7 @@ def test_layout_change_on_a_busy_node_is_held_back(tmp_path: Path) -> None:
         + "".join("          - {profile: 1g.18gb}\n" for _ in range(7))
     )
     desired = _desired(root)
-    with ClusterTwin.from_inventory(INVENTORY) as twin:
+    with ClusterTwin.from_inventory(INVENTORY, **CLOCK.twin_kwargs()) as twin:
         twin.settle()
         result = _run(twin, desired)
         blocked = [c for c in result.plan.changes if c.subject == f"node/{NODE}"]  # type: ignore[union-attr]
@@ -117,7 +158,7 @@ def test_layout_change_on_a_busy_node_is_held_back(tmp_path: Path) -> None:
 
 
 def test_failing_mig_manager_is_reported() -> None:
-    with ClusterTwin.from_inventory(INVENTORY, drift=["mig-config-failed:gpu-h200-02"]) as twin:
+    with ClusterTwin.from_inventory(INVENTORY, drift=["mig-config-failed:gpu-h200-02"], **CLOCK.twin_kwargs()) as twin:
         twin.settle()
         result = _run(twin, _desired(), dry_run=True)
         assert result.report is not None
@@ -147,13 +188,15 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_text_json_and_exit_codes(article_twin: ClusterTwin, tmp_path: Path) -> None:
+def test_cli_text_json_and_exit_codes(article_twin_instant: ClusterTwin, tmp_path: Path) -> None:
+    article_twin = article_twin_instant
     kc = str(article_twin.kubeconfig)
-    first = _cli("--once", "--kubeconfig", kc, "--inventory", str(INVENTORY))
+    inventory = _instant_inventory(tmp_path / "inventory")
+    first = _cli("--once", "--kubeconfig", kc, "--inventory", str(inventory))
     assert first.returncode == EXIT_DRIFT, first.stderr
     assert "Plan:" in first.stdout and "MP504" in first.stdout and "Occupancy:" in first.stdout
     article_twin.settle()
-    second = _cli("--once", "--kubeconfig", kc, "--inventory", str(INVENTORY), "-o", "json")
+    second = _cli("--once", "--kubeconfig", kc, "--inventory", str(inventory), "-o", "json")
     assert second.returncode == EXIT_IN_SYNC, second.stdout[-3000:]
     doc = json.loads(second.stdout)
     assert doc["converged"] is True and doc["plan"]["changes"] == [] and doc["report"]["inSync"] is True
@@ -170,15 +213,20 @@ def test_cli_text_json_and_exit_codes(article_twin: ClusterTwin, tmp_path: Path)
 
 def test_gpus_recut_by_hand_are_reapplied_and_converge() -> None:
     desired = _desired()
-    with ClusterTwin.from_inventory(INVENTORY) as twin:
+    with ClusterTwin.from_inventory(INVENTORY, **CLOCK.twin_kwargs()) as twin:
         twin.settle()
-        _run(twin, desired)  # adoption: relabel to migplan's config names
+        _run(twin, desired)  # adoption: migplan's config names into the ConfigMap ...
+        twin.settle()
+        _run(twin, desired)  # ... and, once the kubelet has had time to project them, the relabels
         twin.settle()
         assert _run(twin, desired).converged
         twin.inject("gpu-recut:gpu-h200-02:1")  # GPU 1 cut differently behind mig-manager's back
         found = _run(twin, desired)
         assert {f.code for f in found.report.findings if f.node == "gpu-h200-02"} == {"MP501"}  # type: ignore[union-attr]
-        (relabel,) = [c for c in found.applied if c.subject == "node/gpu-h200-02"]
+        # The re-apply alias goes into the ConfigMap first; the node is relabelled to it once it has propagated.
+        assert not [c for c in found.applied if c.subject == "node/gpu-h200-02"]
+        twin.settle()
+        (relabel,) = [c for c in _run(twin, desired).applied if c.subject == "node/gpu-h200-02"]
         assert str((relabel.after or {})["nvidia.com/mig.config"]).endswith("-reapply")
         for _ in range(3):
             twin.settle()
@@ -210,7 +258,12 @@ def test_allow_disruption_holds_pods_drain_cannot_remove_then_applies_once_they_
         + "".join("          - {profile: 1g.18gb}\n" for _ in range(7))
     )
     cluster_file = root / "cluster.yaml"
-    cluster_file.write_text(cluster_file.read_text().replace("allowDisruption: false", "allowDisruption: true"))
+    cluster_file.write_text(
+        cluster_file.read_text().replace(
+            "allowDisruption: false",
+            "allowDisruption: true\n    configPropagationSeconds: 0  # its own clock below; the twin projects at once",
+        )
+    )
     desired = _desired(root)
     t0 = datetime(2026, 12, 2, 10, tzinfo=UTC)
 
@@ -247,9 +300,9 @@ def test_allow_disruption_holds_pods_drain_cannot_remove_then_applies_once_they_
         assert twin.store.get("nodes", NODE)["status"]["allocatable"]["nvidia.com/mig-1g.18gb"] == "9"
 
 
-def test_cli_from_a_git_repo_commits_the_report(article_twin: ClusterTwin, tmp_path: Path) -> None:
-    repo = tmp_path / "inventory-repo"
-    shutil.copytree(INVENTORY, repo)
+def test_cli_from_a_git_repo_commits_the_report(article_twin_instant: ClusterTwin, tmp_path: Path) -> None:
+    article_twin = article_twin_instant
+    repo = _instant_inventory(tmp_path / "inventory-repo")
     git_env = {
         **os.environ,
         "GIT_AUTHOR_NAME": "t",
@@ -308,7 +361,7 @@ def test_mode_flip_on_gpu_1_is_held_while_a_pod_runs_on_gpu_0(tmp_path: Path) ->
         tmp_path / "after", [_GPU0_7G, {"index": 1, "model": "H200-141GB", "mig": {"enabled": False}}]
     )
     desired = _desired(after)
-    with ClusterTwin.from_inventory(before) as twin:
+    with ClusterTwin.from_inventory(before, **CLOCK.twin_kwargs()) as twin:
         twin.settle()
         result = _run(twin, desired)
         (held,) = [c for c in result.plan.changes if c.subject == "node/n"]  # type: ignore[union-attr]
@@ -321,6 +374,7 @@ def test_mode_flip_on_gpu_1_is_held_while_a_pod_runs_on_gpu_0(tmp_path: Path) ->
         assert twin.store.get("nodes", "n")["metadata"]["labels"]["nvidia.com/mig.config"] != config
         # A per-GPU model (only GPU 1 changes, and nothing holds a GPU-1 profile) would have relabelled the
         # node; the twin's mig-manager shows what that does: GPU 0's instance is in use, the apply fails.
+        CLOCK.advance(CLOCK.step)  # once the kubelet has projected the new ConfigMap
         twin.store.patch("nodes", "n", {"metadata": {"labels": {"nvidia.com/mig.config": config}}})
         twin.settle()
         assert twin.store.get("nodes", "n")["metadata"]["labels"]["nvidia.com/mig.config.state"] == "failed"
@@ -358,7 +412,7 @@ def test_recut_of_one_partition_is_held_by_a_pod_on_another_partition_of_the_sam
     gpu1 = {"index": 1, "model": "H200-141GB", "mig": {"enabled": True, "partitions": [{"profile": "7g.141gb"}]}}
     before = _two_gpu_inventory(tmp_path / "before", [gpu0, gpu1])
     desired = _desired(_two_gpu_inventory(tmp_path / "after", [recut, gpu1]))
-    with ClusterTwin.from_inventory(before) as twin:
+    with ClusterTwin.from_inventory(before, **CLOCK.twin_kwargs()) as twin:
         twin.settle()
         result = _run(twin, desired)
         (held,) = [c for c in result.plan.changes if c.subject == "node/n"]  # type: ignore[union-attr]

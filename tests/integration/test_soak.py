@@ -38,10 +38,13 @@ SECRET = "soak-webhook-secret"
 CP = "clusterpolicies.nvidia.com"
 
 
+SOAK_PROPAGATION_SECONDS = 5.0  # cluster.yaml below says configPropagationSeconds: 5
+
+
 def inventory(nodes: int) -> dict[str, str]:
     files = {
         "cluster.yaml": "apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: soak}\n"
-        "spec:\n  migStrategy: mixed\n  apply: {maxUnavailableNodes: 5}\n",
+        "spec:\n  migStrategy: mixed\n  apply: {maxUnavailableNodes: 5, configPropagationSeconds: 5}\n",
         "layouts/bal.yaml": "apiVersion: migplan/v1\nkind: Layout\nmetadata: {name: bal}\nspec:\n  model: H200-141GB\n"
         "  mig:\n    enabled: true\n    partitions:\n"
         + "".join(f"      - {{profile: {p}}}\n" for p in ("3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb")),
@@ -110,7 +113,8 @@ def test_soak(tmp_path: Path) -> None:
         (inv_dir / rel).parent.mkdir(parents=True, exist_ok=True)
         (inv_dir / rel).write_text(text)
     daemon = GitDaemon(srv).start()
-    twin = ClusterTwin.from_inventory(inv_dir).start()
+    # Real processes on the real clock: a kubelet that projects ConfigMaps within 5 s, and migplan told so.
+    twin = ClusterTwin.from_inventory(inv_dir, config_propagation_seconds=SOAK_PROPAGATION_SECONDS).start()
     twin.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "migplan"}})
     procs: dict[str, subprocess.Popen[bytes]] = {}
     logs: dict[str, Path] = {}

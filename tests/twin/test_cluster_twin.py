@@ -179,6 +179,7 @@ def runtime() -> Iterator[ClusterTwin]:
         ("pod-wants-gpu", lambda o: o["pending"] == ["wants-gpu"]),
         ("mig-config-failed:gpu-a100-01", lambda o: o["nodes"]["gpu-a100-01"][1] == "failed"),
         ("mig-config-pending:gpu-a100-01", lambda o: o["nodes"]["gpu-a100-01"][1] == "pending"),
+        ("mig-manager-wedged:gpu-a100-01", lambda o: o["nodes"]["gpu-a100-01"][1] == "pending"),
         ("undocumented-node", lambda o: "gpu-undocumented-01" in o["nodes"]),
         ("node-missing:gpu-h100-01", lambda o: "gpu-h100-01" not in o["nodes"]),
         ("gpu-recut:gpu-h200-02", lambda o: o["nodes"]["gpu-h200-02"][0]["nvidia.com/mig-1g.18gb"] == "9"),

@@ -48,7 +48,7 @@ import yaml
 
 from reconciler.twin.fleet import Fleet, TwinNode
 from reconciler.twin.gpus import TwinGpu
-from reconciler.twin.operator import deviceplugin, gfd, migparted, scheduler
+from reconciler.twin.operator import clientwait, deviceplugin, dsupdate, gfd, migparted, scheduler
 from reconciler.twin.operator.deviceplugin import Advertised, Unit
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "PAUSED",
     "GpuOperator",
     "device_plugin_daemonset",
+    "operator_daemonset",
     "render_device_plugin_template",
 ]
 
@@ -179,6 +180,12 @@ def device_plugin_daemonset(name: str, namespace: str, cp: Mapping[str, Any]) ->
     }
 
 
+def operator_daemonset(name: str, namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
+    """The device-plugin DaemonSet exactly as the operator renders it for `cp` (controller reference included),
+    before its hash annotation (dsupdate.apply_rendered adds it)."""
+    return dsupdate.with_controller(device_plugin_daemonset(name, namespace, cp), cp)
+
+
 def mig_manager_daemonset(namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
     """The mig-manager DaemonSet (§3.1: nodeSelector nvidia.com/gpu.deploy.mig-manager=true), fields the twin needs."""
     mm = (cp.get("spec") or {}).get("migManager") or {}
@@ -256,6 +263,7 @@ class _Pod:
 class _MigRun:
     value: str
     captured: dict[str, str] = field(default_factory=dict)  # deploy labels when the run started
+    wait: clientwait.ClientWait | None = None  # waitForPodsToBeDeleted in progress
 
 
 class GpuOperator:
@@ -308,6 +316,9 @@ class GpuOperator:
         self._mm_done: dict[str, str] = {}
         self._mm_run: dict[str, _MigRun] = {}
         self.mig_manager_log: dict[str, list[str]] = {}
+        # Nodes whose kubelet cannot finish the device-plugin pod's deletion (the container does not die): the pod
+        # stays Terminating, which is how mig-manager's client wait times out (drift case mig-manager-wedged).
+        self.stuck_terminating: set[str] = set()
         self._revision: tuple[str, str] = ("", "")
         self.errors: list[str] = []
 
@@ -384,6 +395,34 @@ class GpuOperator:
     def pods_on(self, node: str) -> dict[str, str]:
         with self._cv:
             return {k: node for k in self._by_node.get(node, {})}
+
+    def expire_client_waits(self, node: str) -> None:
+        """Let mig-manager's wait for the GPU clients on `node` run out now (the 5 minutes skipped)."""
+        with self._cv:
+            run = self._mm_run.get(node)
+            if run is not None:
+                run.wait = clientwait.ClientWait(float("-inf"))
+        self.mark_node(node)
+
+    def projected(self, cm_name: str) -> None:
+        """Drift injection: the ConfigMap's current content counts as projected into every pod already."""
+        with self._cv:
+            versions = self._cm_versions.get(cm_name)
+            if versions:
+                versions[:] = [(float("-inf"), versions[-1][1])]
+
+    def tick(self) -> None:
+        """Look at the clock again: nodes whose mig-manager is waiting re-check their timeout."""
+        with self._cv:
+            waiting = [n for n, r in self._mm_run.items() if r.wait is not None]
+        self.mark(*(f"node:{n}" for n in waiting))
+
+    def _device_plugin_present(self, node: str) -> bool:
+        """waitForPodDeletion("app=nvidia-device-plugin-daemonset") on the node: a Terminating pod still lists."""
+        _, value = clientwait.DEVICE_PLUGIN_SELECTOR
+        if node in self._dp_pods:
+            return True
+        return any(p.app in (value, self.ds_name) for p in self._on(node))
 
     def restart_device_plugin(self, node: str) -> None:
         with self._cv:
@@ -505,9 +544,14 @@ class GpuOperator:
                     keys.append("global")
                     keys += [f"node:{n}" for n in self.fleet.nodes]
             elif kind == "DaemonSet" and name == self.ds_name and meta.get("namespace") == self.ns:
-                old_gen = (self._ds or {}).get("metadata", {}).get("generation")
+                old_meta = (self._ds or {}).get("metadata", {})
                 self._ds = obj if event_type != "DELETED" else None
-                if event_type == "DELETED" or meta.get("generation") != old_gen:
+                # The operator watches the DaemonSets it owns: a spec or annotation change (its hash) re-renders.
+                if (
+                    event_type == "DELETED"
+                    or meta.get("generation") != old_meta.get("generation")
+                    or meta.get("annotations") != old_meta.get("annotations")
+                ):
                     keys.append("global")
                     keys += [f"node:{n}" for n in self.fleet.nodes]
             elif kind == "DaemonSet" and name == MM_DS and meta.get("namespace") == self.ns:
@@ -567,9 +611,17 @@ class GpuOperator:
             _, node, pod = key.split(":", 2)
             if self._mm_pods.get(node) == pod:
                 del self._mm_pods[node]
+                # The process died with its pod (a run in progress included); the next one's informer AddFunc
+                # sets the current label value, which it runs once (mig-parted main.go SyncableMigConfig).
+                self._mm_run.pop(node, None)
+                self._mm_done.pop(node, None)
                 self.mark(f"node:{node}")
         elif key.startswith("dpgone:"):
             _, node, pod = key.split(":", 2)
+            with self._cv:
+                again = self._pods.get(f"{self.ns}/{pod}")
+            if again is not None and not again.deleting:
+                return  # a new pod of the same name (a Terminating one finished late): that one stays
             if self._dp_pods.get(node, ("",))[0] == pod:
                 del self._dp_pods[node]
                 self._dp_state.pop(node, None)
@@ -581,16 +633,16 @@ class GpuOperator:
 
     # ================================================================ operator: ClusterPolicy → DaemonSet
     def _reconcile_operator(self) -> None:
+        """object_controls.go DaemonSet(): render the device-plugin DaemonSet whole from the ClusterPolicy and, when
+        its hash differs from the live object's nvidia.com/last-applied-hash, replace the live object with it
+        (dsupdate.py): annotations the operator does not render are dropped, a changed template rolls the pods."""
         cp, ds = self._cp, self._ds
         if cp is None or ds is None:
             return
-        template = ds["spec"]["template"]
-        wanted = render_device_plugin_template(template, cp)
-        if wanted == template:
+        write = dsupdate.apply_rendered(ds, operator_daemonset(self.ds_name, self.ns, cp))
+        if write is None:
             return
-        fresh = self.store.get("daemonsets.apps", self.ds_name, self.ns)
-        fresh["spec"]["template"] = render_device_plugin_template(fresh["spec"]["template"], cp)
-        self.store.update("daemonsets.apps", fresh, self.ns)
+        self.store.update("daemonsets.apps", write, self.ns)
 
     def _daemonset_status(self) -> None:
         ds = self._ds
@@ -686,9 +738,9 @@ class GpuOperator:
             self._delete_pod(dp[0], self.ns)
         self.mark("dsstatus")
 
-    def _delete_pod(self, name: str, namespace: str) -> None:
+    def _delete_pod(self, name: str, namespace: str, *, graceful: bool = False) -> None:
         try:
-            self.store.delete("pods", name, namespace, grace_period_seconds=0)
+            self.store.delete("pods", name, namespace, grace_period_seconds=None if graceful else 0)
         except Exception as exc:
             if getattr(exc, "code", None) != 404:
                 raise
@@ -725,9 +777,19 @@ class GpuOperator:
             self._log_mm(name, f"Updating to MIG config: {value}")
             self._log_mm(name, "Changing the 'nvidia.com/mig.config.state' node label to 'pending'")
             self._patch_labels(name, patch)
+            self.mark_node(name)  # a restarted run finds the labels already paused: the patch may change nothing
             return True
-        # waitForPodsToBeDeleted: wait for the device-plugin pod to leave the node (the DaemonSet step removes it).
-        if name in self._dp_pods:
+        # waitForPodsToBeDeleted: wait for the device-plugin pod to leave the node (the DaemonSet step removes it),
+        # at most 5 minutes on the twin's clock; then Run returns without setState (clientwait.py).
+        if self._device_plugin_present(name):
+            now = self.clock()
+            if run.wait is None:
+                run.wait = clientwait.ClientWait(now)
+            if not run.wait.expired(now):
+                return False
+            self._log_mm(name, clientwait.wait_failed_line())
+            del self._mm_run[name]
+            self._mm_done[name] = run.value  # main.go: back to migConfig.Get(), which waits for another value
             return False
         entries, lines = self._mig_config(name, tw, value or run.value)
         if not lines:
@@ -930,7 +992,8 @@ class GpuOperator:
         if have is not None and (not desired or have[1] != gen):
             del self._dp_pods[name]
             self._dp_state.pop(name, None)
-            self._delete_pod(have[0], self.ns)
+            # The real DaemonSet controller deletes gracefully; the twin's kubelet finishes at once unless stuck.
+            self._delete_pod(have[0], self.ns, graceful=name in self.stuck_terminating)
             have = None
             self.mark("dsstatus")
         if desired and have is None and ds is not None:
@@ -1116,7 +1179,8 @@ class GpuOperator:
             return list(self._by_node.get(node, {}).values())
 
     def _kubelet_finish_deletions(self, node: str) -> None:
-        for info in [p for p in self._on(node) if p.deleting]:
+        stuck = node in self.stuck_terminating
+        for info in [p for p in self._on(node) if p.deleting and not (stuck and p.app == self.ds_name)]:
             self._release(info.key)
             self._delete_pod(info.name, info.namespace)
 
