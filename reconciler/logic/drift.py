@@ -167,7 +167,9 @@ def analyze(
         pods = pods_by_node.get(name, ())
         joined = joins.get(name)
         if joined is not None and joined.holders_known:
-            occ[name] = occupancy.observed_occupancy(node=name, plan=plan, strategy=strategy, joined=joined)
+            occ[name] = occupancy.observed_occupancy(
+                node=name, plan=plan, strategy=strategy, joined=joined, pods=pods_by_key
+            )
         else:
             occ[name] = occupancy.node_occupancy(node=name, plan=plan, strategy=strategy, pods=pods)
         if joined is not None:
@@ -225,7 +227,9 @@ def analyze(
         )
         joined = joins.get(name)
         if joined is not None and joined.holders_known:
-            occ[name] = occupancy.observed_occupancy(node=name, plan=None, strategy=strategy, joined=joined)
+            occ[name] = occupancy.observed_occupancy(
+                node=name, plan=None, strategy=strategy, joined=joined, pods=pods_by_key
+            )
         else:
             occ[name] = occupancy.node_occupancy(
                 node=name, plan=None, strategy=strategy, pods=pods_by_node.get(name, ()), observed=node

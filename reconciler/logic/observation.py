@@ -274,17 +274,20 @@ def observer_findings(
             )
         )
     if obs.version == "v1" or obs.observer != controller:
-        seen = obs.observer or f"an observer writing format {obs.version}"
+        seen = short(obs.observer) if obs.observer else f"format {obs.version}"
+        who = (
+            "the observer writes format v1 (an agent older than observation: no holders, they are inferred)"
+            if obs.version == "v1"
+            else f"the observer is {seen}"
+        )
         out.append(
             _finding(
                 "MP544",
                 W,
-                f"{name}: the observer is {short(seen)}, the controller {controller}"
-                + (": its format has no holders, they are inferred" if obs.version == "v1" else "")
-                + "; roll the agent DaemonSet to the controller's image",
+                f"{name}: {who}, the controller is {controller}; roll the agent DaemonSet to the controller's image",
                 node=name,
                 desired=controller,
-                observed=short(seen),
+                observed=seen,
             )
         )
     if obs.version != "v1":
@@ -371,8 +374,10 @@ def layout_findings(j: NodeJoin) -> list[Finding]:
             continue
         plan = g.plan
         if plan.mig_enabled and g.observed.mig_current:
-            differs = any(i.moved or not i.planned for i in g.instances) or bool(g.missing)
-            if differs:
+            # Same partitions, other places: mig-parted (counts only) calls that applied and never moves
+            # them. A GPU whose counts differ is being (or will be) re-cut: MP501 says that.
+            same_cut = not g.missing and all(i.planned for i in g.instances)
+            if same_cut and any(i.moved for i in g.instances):
                 out.append(_placement_finding(j.node, g))
         if j.holders_known:
             for i in g.instances:
@@ -414,7 +419,7 @@ def _placement_finding(node: str, g: GpuJoin) -> Finding:
     want = (
         ", ".join(
             _where(p.profile, starts[k] if starts else None)
-            for k, p in sorted(enumerate(plan.partitions), key=lambda kp: (starts[kp[0]] if starts else kp[0]))
+            for k, p in sorted(enumerate(plan.partitions), key=lambda kp: starts[kp[0]] if starts else kp[0])
         )
         or "nothing"
     )

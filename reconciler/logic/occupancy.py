@@ -154,11 +154,28 @@ def _assign(
     return taken
 
 
-def observed_occupancy(*, node: str, plan: NodePlan | None, strategy: MigStrategy, joined: NodeJoin) -> NodeOccupancy:
+def observed_occupancy(
+    *,
+    node: str,
+    plan: NodePlan | None,
+    strategy: MigStrategy,
+    joined: NodeJoin,
+    pods: Mapping[str, ObservedPod] | None = None,
+) -> NodeOccupancy:
     """Occupancy of a node whose observer reports its holders (reconciler.logic.observation): totals are
     the partitions the GPUs really have, used are those the kubelet allocated to a pod, per extended
     resource as the device plugin names them under the strategy. Nothing is inferred; the entries say
-    `observed`. The assignment maps each planned partition matched to a real one to its holder(s)."""
+    `observed`. The assignment maps each planned partition matched to a real one to its holder(s). A
+    holder's owner is the owner of a partition it holds when it is that owner's pod (matched as the
+    inference matches, on `pods`, the node's listed pods by namespace/name), else none: a pod holding
+    another owner's partition is not that owner's."""
+    listed = pods or {}
+
+    def belongs(pod: str, owner: str) -> bool:
+        found = listed.get(pod)
+        ids = pod_identities(found) if found is not None else frozenset({pod, *pod.split("/", 1)})
+        return owner in ids
+
     totals: dict[str, int] = {}
     used: dict[str, int] = {}
     held: dict[str, dict[str, int]] = {}  # resource -> pod -> partitions (or whole GPUs) it holds
@@ -171,7 +188,7 @@ def observed_occupancy(*, node: str, plan: NodePlan | None, strategy: MigStrateg
         per = held.setdefault(res, {})
         for pod in pods:
             per[pod] = per.get(pod, 0) + 1
-            if owner is not None:
+            if owner is not None and belongs(pod, owner):
                 owner_of.setdefault((res, pod), owner)
 
     for g in joined.gpus:

@@ -41,7 +41,9 @@ def _profiles(plan: NodePlan) -> list[str]:
     return sorted({p.profile for g in plan.gpus if g.mig_enabled for p in g.partitions})
 
 
-def workload_issues(pod: ObservedPod, plans: Mapping[str, NodePlan], strategy: MigStrategy) -> tuple[WorkloadIssue, ...]:
+def workload_issues(
+    pod: ObservedPod, plans: Mapping[str, NodePlan], strategy: MigStrategy
+) -> tuple[WorkloadIssue, ...]:
     """What the pod does that names a card rather than a partition, each with its fix (see module doc)."""
     out: list[WorkloadIssue] = []
     requested = pod.requested()

@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.logic import disruption, drift, migparted
+from reconciler.logic import disruption, drift, migparted, observation
 from reconciler.logic.occupancy import expected_resources
 from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
@@ -378,6 +378,30 @@ def destroyed_resources(
     return None if found is None else found[1]
 
 
+def guard_holders(
+    node: ObservedNode,
+    pods: tuple[ObservedPod, ...],
+    destroyed: frozenset[str] | None,
+    gpus: frozenset[int] | None,
+    *,
+    now: datetime | None,
+) -> tuple[str, ...]:
+    """The pods the disruption guard names for a node change that destroys the partitions of `gpus`
+    (None: unknown, every GPU) and the extended resources `destroyed`.
+
+    With the node's observer reporting its holders (reconciler.logic.observation), it reasons per GPU: a pod
+    the kubelet allocated a device of another GPU to is not in the way. Pods the observation does not name
+    (bound after the observer's last pass) are still judged by their requests, as without an observer."""
+    if gpus is None or node.observation is None or not observation.usable(node, now=now):
+        return blocking_pods(pods, destroyed)
+    if not node.observation.holders_known:
+        return blocking_pods(pods, destroyed)
+    joined = observation.join(node.name, None, node.observation)
+    seen = {p for g in joined.gpus for p in (*g.whole_holders, *(h for i in g.instances for h in i.holders))}
+    unseen = tuple(p for p in pods if p.key not in seen)
+    return tuple(sorted(set(joined.holders_on(gpus)) | set(blocking_pods(unseen, destroyed))))
+
+
 def blocking_pods(pods: tuple[ObservedPod, ...], destroyed: frozenset[str] | None) -> tuple[str, ...]:
     out = []
     for p in pods:
@@ -496,7 +520,7 @@ def _node_changes(
                     f"node/{name}",
                     node.mig_config,
                     config,
-                    "held: a value migplan reads on the node is malformed (MP530)",
+                    "held: a value migplan reads on the node is malformed (MP530, MP547)",
                 )
             )
             continue
@@ -578,7 +602,9 @@ def _node_changes(
                 )
             )
             continue
-        blockers = blocking_pods(pods_by_node.get(name, ()), destroyed)
+        blockers = guard_holders(
+            node, pods_by_node.get(name, ()), destroyed, found[0].gpus if found is not None else None, now=now
+        )
         if blockers and not settings.allow_disruption:
             changes.append(
                 _held(
