@@ -124,7 +124,9 @@ def test_a_hostile_annotation_is_mp547_and_the_node_is_never_written(text: str) 
 
 def test_join_matches_same_placement_first_then_same_profile() -> None:
     plan = _plan_gpu(0, "1g.18gb a", "1g.18gb b", "3g.71gb c", starts=(0, 1, 4))
-    seen = _gpu(0, _inst("1g.18gb", 1, 1, "ml/x"), _inst("1g.18gb", 3, 1), _inst("3g.71gb", 4, 4), _inst("2g.35gb", 6, 2))
+    seen = _gpu(
+        0, _inst("1g.18gb", 1, 1, "ml/x"), _inst("1g.18gb", 3, 1), _inst("3g.71gb", 4, 4), _inst("2g.35gb", 6, 2)
+    )
     j = observation.join_gpu(plan, seen, 0)
     by_start = {i.placement.start: i for i in j.instances}
     assert by_start[1].owner == "b" and not by_start[1].moved  # exact match first, even though listed first

@@ -136,3 +136,25 @@ def test_readme_and_svg_say_observed() -> None:
     assert any("held by ml/stray (observed: the kubelet's allocation); not in the plan" in t for t in titles)
     desc = svg.find(f"{ns}desc")
     assert desc is not None and "Cut: observed on the GPU" in (desc.text or "")
+
+
+def test_metrics_rows_owner_holdings_and_observer_states() -> None:
+    from reconciler.controller import signals
+    from reconciler.controller.metrics import ControllerMetrics
+
+    report = _report("observed-layout-and-owners")
+    rows = {(o, p): (h, f) for o, p, h, f in signals.owner_holding_rows(report)}
+    assert rows[("vllm", "7g.141gb")] == (0, 1) and rows[("embeddings", "1g.18gb")] == (1, 0)
+    assert all(o for o, _ in rows)  # labels: owners and profiles only, never pods
+    owner = {(o, p): (t, u) for o, p, t, u in signals.owner_rows(report)}
+    assert ("", "1g.18gb") not in owner  # the 1g.18gb the GPU has and the plan lacks is no one's
+    assert owner[("embeddings", "1g.18gb")] == (2, 1)
+    health = _report("observer-health")
+    assert signals.observer_counts(health) == {"silent": 1, "reporting": 2, "malformed": 1}
+    m = ControllerMetrics()
+    m.set_observers(signals.observer_counts(health))
+    m.set_owner_holdings(signals.owner_holding_rows(report))
+    text = m.render().decode()
+    assert 'migplan_observers{state="silent"} 1.0' in text and 'migplan_observers{state="absent"} 0.0' in text
+    assert 'migplan_owner_holdings{owner="vllm",profile="7g.141gb",state="held_by_other_owners"} 1.0' in text
+    assert "notebook" not in text
