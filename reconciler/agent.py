@@ -4,7 +4,8 @@ Orchestration only; no library imports. `GpuPort` is the node's GPUs (reconciler
 or the NVML twin behind it in tests); `NodeStatePort` is what the agent reads from and writes to the
 Kubernetes API about its own node (reconciler.adapters.kubeagentmode.KubeNodeState).
 
-- `report_once`: observe the GPUs and publish the real MIG state (annotation `migplan.io/mig-observed`).
+- `report_once`: observe the GPUs, join the kubelet's allocations (reconciler.observer) and publish the
+  node's observation (annotation `migplan.io/mig-observed`, v2: layout, holders, sources).
 - `actuate_once`: read the desired layout the controller published (`migplan.io/mig-desired`), plan with
   the pure planner (reconciler.logic.agentplan), carry out the steps, observe and plan again, and publish
   a terminal state — label `migplan.io/mig.state` = success | pending | failed and the reason in the
@@ -20,8 +21,9 @@ impossible on this GPU.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Protocol
 
 from reconciler.logic.agentplan import (
@@ -37,6 +39,8 @@ from reconciler.logic.agentplan import (
 )
 from reconciler.model.errors import MigplanError, Waiting
 from reconciler.model.inventory import Placement
+from reconciler.model.nodeobservation import SOURCE_OK, NodeObservation
+from reconciler.observer import HoldersPort, observation
 
 log = logging.getLogger("migplan.agent")
 
@@ -58,7 +62,7 @@ class NodeStatePort(Protocol):
 
     def read_desired(self, node: str) -> DesiredNode | None: ...
 
-    def publish_observed(self, node: str, observed: Sequence[ObservedGpu]) -> None: ...
+    def publish_observed(self, node: str, observed: NodeObservation) -> None: ...
 
     def publish_state(self, node: str, state: MigState, reason: str, *, revision: str) -> None: ...
 
@@ -72,9 +76,22 @@ class AgentOutcome:
     executed: tuple[Step, ...] = ()
 
 
-def report_once(*, gpus: GpuPort, node_state: NodeStatePort, node: str) -> tuple[ObservedGpu, ...]:
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def report_once(
+    *,
+    gpus: GpuPort,
+    node_state: NodeStatePort,
+    node: str,
+    holders: HoldersPort | None = None,
+    clock: Callable[[], datetime] = _now,
+) -> tuple[ObservedGpu, ...]:
+    """Observe every GPU (an NVML error raises: the actuator never plans on a partial read), join the
+    kubelet's allocations and publish the observation; returns the GPUs for the planner."""
     observed = gpus.observe()
-    node_state.publish_observed(node, observed)
+    node_state.publish_observed(node, observation(observed, nvml_state=SOURCE_OK, holders=holders, now=clock()))
     return observed
 
 
@@ -143,6 +160,7 @@ def actuate_once(
     node_state: NodeStatePort,
     node: str,
     may_write: Callable[[], bool] = lambda: True,
+    holders: HoldersPort | None = None,
 ) -> AgentOutcome:
     """One agent pass: observe, plan against the published desired layout, apply, publish the outcome."""
     try:
@@ -151,9 +169,9 @@ def actuate_once(
         # A desired layout we cannot read is a failure to publish, not a reason to stay silent.
         reason = f"desired layout unreadable: {exc.message} [{exc.code}]"
         node_state.publish_state(node, MigState.FAILED, reason, revision="")
-        report_once(gpus=gpus, node_state=node_state, node=node)
+        report_once(gpus=gpus, node_state=node_state, node=node, holders=holders)
         return AgentOutcome(MigState.FAILED, reason)
-    observed = report_once(gpus=gpus, node_state=node_state, node=node)
+    observed = report_once(gpus=gpus, node_state=node_state, node=node, holders=holders)
     if desired is None:
         return AgentOutcome(None, "no desired layout published for this node")
     plan = plan_node(desired.gpus, observed)
@@ -173,7 +191,7 @@ def actuate_once(
             )
             _execute(plan, gpus, run, may_write)
         try:
-            after = report_once(gpus=gpus, node_state=node_state, node=node)
+            after = report_once(gpus=gpus, node_state=node_state, node=node, holders=holders)
             final = plan_node(desired.gpus, after)
         except MigplanError as exc:
             observe_error = exc.message

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from reconciler.logic.observedcodec import HEARTBEAT_SECONDS
 from reconciler.model.errors import MigplanError
 from reconciler.model.redaction import redact
 
@@ -32,6 +33,8 @@ FIELD_MANAGER = "migplan"
 CODE = "MP800"  # settings errors
 DEFAULT_CYCLE_DEADLINE = 30.0  # seconds; well under the default interval (60 s)
 DEFAULT_LOCK_TIMEOUT = 60.0  # seconds to wait for another process's cycle on the same cache directory
+# where the kubelet serves its PodResources API (the path DCGM exporter reads too)
+DEFAULT_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 
 class Secret:
@@ -120,6 +123,13 @@ class Settings:
     log_level: str = "INFO"
     # the node agent
     node_name: str = ""
+    # the node observer (`migplan agent`, every apply mode): it rewrites its observation when it changed or
+    # when the published one is a heartbeat old; the controller calls it silent after 3 heartbeats.
+    observe_heartbeat_seconds: float = HEARTBEAT_SECONDS
+    observe_only: bool = False  # observe and publish, never change the GPUs (gpu-operator, report-only)
+    # the kubelet's PodResources API (v1), the source of which pod holds which device
+    pod_resources_socket: str = DEFAULT_POD_RESOURCES_SOCKET
+    pod_resources_timeout_seconds: float = 5.0
     # show the traceback of an internal error (MP899) instead of one line; MIGPLAN_DEBUG=1
     debug: bool = False
 
@@ -282,6 +292,10 @@ def _validate(s: Settings) -> None:
         raise _error("cycle_deadline_seconds", "must be greater than 0")
     if s.http_read_timeout_seconds <= 0:
         raise _error("http_read_timeout_seconds", "must be greater than 0")
+    if s.observe_heartbeat_seconds <= 0:
+        raise _error("observe_heartbeat_seconds", "must be greater than 0")
+    if s.pod_resources_timeout_seconds <= 0:
+        raise _error("pod_resources_timeout_seconds", "must be greater than 0")
     if s.http_max_connections < 1:
         raise _error("http_max_connections", "must be at least 1")
     if s.backoff_base_seconds > s.backoff_max_seconds:

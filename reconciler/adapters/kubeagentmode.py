@@ -4,8 +4,10 @@ node agents talk through.
 Keys (all owned by migplan; nothing else on the Node is written):
 - annotation `migplan.io/mig-desired`  — written by the controller: the node's desired layout with an
   exact placement per partition, JSON (see `encode_desired`).
-- annotation `migplan.io/mig-observed` — written by the agent: per GPU, MIG mode current/pending and the
-  instances with profile, placement, GPU-instance id, MIG UUID and the PIDs using it, JSON.
+- annotation `migplan.io/mig-observed` — written by the agent (observer, every apply mode): the node's
+  observation, v2 (reconciler.logic.observedcodec): per GPU, MIG mode current/pending and the instances
+  with profile, placement, GPU-instance id, MIG UUID, PIDs and holders, the state of each source. Written
+  when it changed or when the published one is a heartbeat old (`observedAt` must stay fresh).
 - label `migplan.io/mig.state` — written by the agent: pending | success | failed (mig-manager's words).
 - annotation `migplan.io/mig.state.reason` — why, in one line; `migplan.io/mig.state.revision` — the
   inventory revision the state refers to.
@@ -17,6 +19,7 @@ writes nothing). The JSON is compact with sorted keys so equal states give equal
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +41,8 @@ from reconciler.model.nodeobservation import NodeObservation
 
 if TYPE_CHECKING:
     from reconciler.agent import NodeStatePort
+
+log = logging.getLogger("migplan.agent")
 
 DESIRED = "migplan.io/mig-desired"
 OBSERVED = "migplan.io/mig-observed"
@@ -180,8 +185,9 @@ def _labels(node_obj: Any) -> dict[str, str]:
 class KubeNodeState:
     """The agent's view of its own Node (implements reconciler.agent.NodeStatePort)."""
 
-    def __init__(self, api: client.CoreV1Api) -> None:
+    def __init__(self, api: client.CoreV1Api, *, heartbeat_seconds: float = observedcodec.HEARTBEAT_SECONDS) -> None:
         self._api = api
+        self._heartbeat = heartbeat_seconds
         self._seen: dict[str, dict[str, dict[str, str]]] = {}  # node -> last annotations/labels read or written
 
     def _read(self, node: str) -> Any:
@@ -219,10 +225,21 @@ class KubeNodeState:
         text = _annotations(self._read(node)).get(DESIRED)
         return decode_desired(node, text) if text else None
 
-    def publish_observed(self, node: str, observed: Sequence[ObservedGpu]) -> None:
-        text = encode_observed(observed)
-        if self._current(node)["annotations"].get(OBSERVED) != text:
-            self._patch(node, annotations={OBSERVED: text})
+    def publish_observed(self, node: str, observed: NodeObservation) -> None:
+        """Write the observation when it changed (its time aside) or the published one is a heartbeat old.
+
+        The comparison is against what this process last read or wrote; the first pass reads the Node."""
+        text = observedcodec.encode(observed)
+        if not observedcodec.publish_due(
+            self._current(node)["annotations"].get(OBSERVED), observed, heartbeat_seconds=self._heartbeat
+        ):
+            return
+        if not observed.truncated and observedcodec.decode(text).truncated:
+            log.warning(
+                "observation over the annotation cap: published without its detail",
+                extra={"code": "MP938", "node": node, "bytes": len(text)},
+            )
+        self._patch(node, annotations={OBSERVED: text})
 
     def publish_state(self, node: str, state: MigState, reason: str, *, revision: str) -> None:
         cur = self._current(node)

@@ -28,6 +28,7 @@ from reconciler.model.inventory import Placement
 
 if TYPE_CHECKING:
     from reconciler.agent import GpuPort
+    from reconciler.observer import GpuSurveyPort
 
 # NVML return codes (nvml.h; same values in pynvml) that decide the error kind.
 _IN_USE = 19
@@ -208,61 +209,76 @@ class NvmlGpu:
 
     # --- GpuPort --------------------------------------------------------------------------------------
 
+    def _count(self) -> int:
+        with translate_nvml_errors(self.nvml, "device count"):
+            return int(self.nvml.nvmlDeviceGetCount())
+
     def observe(self) -> tuple[ObservedGpu, ...]:
-        nvml = self.nvml
-        with translate_nvml_errors(nvml, "device count"):
-            n = int(nvml.nvmlDeviceGetCount())
-        gpus: list[ObservedGpu] = []
-        for index in range(n):
-            handle = self._handle(index)
-            with translate_nvml_errors(nvml, f"gpu {index}: name/uuid"):
-                name = _text(nvml.nvmlDeviceGetName(handle))
-                uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+        """Every GPU, or the first NVML error (the actuator must not plan on a partial read)."""
+        return tuple(self._observe_gpu(index) for index in range(self._count()))
+
+    def survey(self) -> tuple[tuple[ObservedGpu, ...], tuple[str, ...]]:
+        """Every GPU NVML can read, and one line per GPU it cannot (reconciler.observer.GpuSurveyPort).
+
+        The observer publishes what it could read; a GPU whose MIG mode or instances NVML refuses is left
+        out and named, never published with a guessed layout. The device count failing raises."""
+        read: list[ObservedGpu] = []
+        problems: list[str] = []
+        for index in range(self._count()):
             try:
-                current, pending = nvml.nvmlDeviceGetMigMode(handle)
-            except nvml.NVMLError as exc:
-                if getattr(exc, "value", None) != _NOT_SUPPORTED:
-                    with translate_nvml_errors(nvml, f"gpu {index}: MIG mode"):
-                        raise
-                # NOT_SUPPORTED is NVML's way of saying "not MIG-capable" (mig-parted's IsMigCapable).
-                gpus.append(ObservedGpu(index, uuid, name, False, False, False))
-                continue
-            model = self._catalog.resolve(name)
-            ids = self._profile_ids(handle, model)
-            possible = {p: self._possible(handle, pid) for p, pid in ids.items()}
-            instances: list[ObservedInstance] = []
-            if current:
-                names = {pid: p for p, pid in ids.items()}
-                devices = self._mig_devices(handle)
-                for pid in sorted(set(ids.values())):
-                    for gi in self._gpu_instances(handle, pid):
-                        with translate_nvml_errors(nvml, f"gpu {index}: instance info"):
-                            info = nvml.nvmlGpuInstanceGetInfo(gi)
-                        gi_id = int(info.id)
-                        mig_uuid, pids = devices.get(gi_id, (None, ()))
-                        instances.append(
-                            ObservedInstance(
-                                gpu_instance_id=gi_id,
-                                profile=names.get(int(info.profileId), f"profile-id:{int(info.profileId)}"),
-                                placement=Placement(int(info.placement.start), int(info.placement.size)),
-                                uuid=mig_uuid,
-                                processes=pids,
-                            )
+                read.append(self._observe_gpu(index))
+            except MigplanError as exc:
+                where = "" if exc.message.startswith(f"gpu {index}:") else f"gpu {index}: "
+                problems.append(f"{where}{exc.message} [{exc.code}]")
+        return tuple(read), tuple(problems)
+
+    def _observe_gpu(self, index: int) -> ObservedGpu:
+        nvml = self.nvml
+        handle = self._handle(index)
+        with translate_nvml_errors(nvml, f"gpu {index}: name/uuid"):
+            name = _text(nvml.nvmlDeviceGetName(handle))
+            uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+        try:
+            current, pending = nvml.nvmlDeviceGetMigMode(handle)
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) != _NOT_SUPPORTED:
+                with translate_nvml_errors(nvml, f"gpu {index}: MIG mode"):
+                    raise
+            # NOT_SUPPORTED is NVML's way of saying "not MIG-capable" (mig-parted's IsMigCapable).
+            return ObservedGpu(index, uuid, name, False, False, False)
+        model = self._catalog.resolve(name)
+        ids = self._profile_ids(handle, model)
+        possible = {p: self._possible(handle, pid) for p, pid in ids.items()}
+        instances: list[ObservedInstance] = []
+        if current:
+            names = {pid: p for p, pid in ids.items()}
+            devices = self._mig_devices(handle)
+            for pid in sorted(set(ids.values())):
+                for gi in self._gpu_instances(handle, pid):
+                    with translate_nvml_errors(nvml, f"gpu {index}: instance info"):
+                        info = nvml.nvmlGpuInstanceGetInfo(gi)
+                    gi_id = int(info.id)
+                    mig_uuid, pids = devices.get(gi_id, (None, ()))
+                    instances.append(
+                        ObservedInstance(
+                            gpu_instance_id=gi_id,
+                            profile=names.get(int(info.profileId), f"profile-id:{int(info.profileId)}"),
+                            placement=Placement(int(info.placement.start), int(info.placement.size)),
+                            uuid=mig_uuid,
+                            processes=pids,
                         )
-            instances.sort(key=lambda i: i.placement.start)
-            gpus.append(
-                ObservedGpu(
-                    index=index,
-                    uuid=uuid,
-                    name=name,
-                    mig_capable=True,
-                    mig_current=bool(current),
-                    mig_pending=bool(pending),
-                    instances=tuple(instances),
-                    possible={k: v for k, v in possible.items() if v},
-                )
-            )
-        return tuple(gpus)
+                    )
+        instances.sort(key=lambda i: i.placement.start)
+        return ObservedGpu(
+            index=index,
+            uuid=uuid,
+            name=name,
+            mig_capable=True,
+            mig_current=bool(current),
+            mig_pending=bool(pending),
+            instances=tuple(instances),
+            possible={k: v for k, v in possible.items() if v},
+        )
 
     def set_mig_mode(self, index: int, *, enabled: bool) -> MigMode:
         nvml = self.nvml
@@ -328,4 +344,7 @@ class NvmlGpu:
 if TYPE_CHECKING:
 
     def _conforms(x: NvmlGpu) -> GpuPort:
+        return x
+
+    def _surveys(x: NvmlGpu) -> GpuSurveyPort:
         return x

@@ -1,7 +1,11 @@
-"""`migplan agent`: the NVML node agent for `apply.mode: agent` (one per GPU node, a DaemonSet pod).
+"""`migplan agent`: the node observer on every GPU node, and the NVML actuator for `apply.mode: agent`.
 
-Every interval (and on SIGHUP) it opens NVML, reports the node's real MIG state into the Node
-annotation `migplan.io/mig-observed`, reads the layout the controller published in
+One DaemonSet pod per GPU node. Every interval (and on SIGHUP) it opens NVML, reads the kubelet's
+PodResources API (`--pod-resources-socket`) and publishes the node's observation — real layout and who holds
+each partition — in the Node annotation `migplan.io/mig-observed` (reconciler.observer). With
+`--observe-only` (apply modes gpu-operator and report-only) that is all it does: a source it cannot read is
+published as a reason, and the pass still succeeds. Without it (apply.mode: agent) it also reads the layout
+the controller published in
 `migplan.io/mig-desired`, applies only what differs with exact placements, and publishes
 `migplan.io/mig.state` (pending | success | failed) with the reason — see reconciler.agent.
 It talks to the API only about its own Node (`--node`, from the downward API `spec.nodeName`).
@@ -12,6 +16,7 @@ Exit codes: 0 stopped cleanly (SIGTERM) or `--once` ended in success; 1 `--once`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from typing import Any
@@ -31,12 +36,31 @@ log = logging.getLogger("migplan.agent")
 @click.option("--interval", "interval_seconds", type=float, help="Seconds between passes.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), help="Log format.")
 @click.option("--log-level", help="Log level.")
+@click.option(
+    "--observe-only",
+    "observe_only",
+    flag_value=True,
+    default=None,
+    help="Observe and publish only; never change the GPUs (apply modes gpu-operator, report-only).",
+)
+@click.option(
+    "--pod-resources-socket",
+    "pod_resources_socket",
+    help="The kubelet's PodResources socket (default /var/lib/kubelet/pod-resources/kubelet.sock).",
+)
+@click.option(
+    "--heartbeat",
+    "observe_heartbeat_seconds",
+    type=float,
+    help="Seconds after which an unchanged observation is rewritten.",
+)
 @click.option("--once", is_flag=True, help="One pass, then exit with its state.")
 def command(config_file: str | None, once: bool, **given: Any) -> None:
-    """Report and apply this node's MIG layout through NVML."""
+    """Observe this node's GPUs and their holders; apply its MIG layout through NVML unless --observe-only."""
     from reconciler.adapters import kubeclient
     from reconciler.adapters.kubeagentmode import KubeNodeState
     from reconciler.adapters.nvml import NvmlGpu
+    from reconciler.adapters.podresources import KubeletPodResources
     from reconciler.agent import actuate_once
     from reconciler.controller.logs import setup_logging
     from reconciler.logic.agentplan import MigState
@@ -58,18 +82,45 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
     except MigplanError as exc:
         click.echo(f"error {exc.code}: cannot load the Kubernetes configuration: {exc.message}", err=True)
         sys.exit(2)
-    node_state = KubeNodeState(api)
+    node_state = KubeNodeState(api, heartbeat_seconds=settings.observe_heartbeat_seconds)
+    holders = KubeletPodResources(settings.pod_resources_socket, timeout_seconds=settings.pod_resources_timeout_seconds)
     last: list[Any] = []
 
+    def observe_pass(trigger: str) -> None:
+        from reconciler.observer import publish_pass
+
+        obs = publish_pass(open_gpus=NvmlGpu, holders=holders, node_state=node_state, node=settings.node_name)
+        last[:] = [obs]
+        log.info("observer pass", extra={"trigger": trigger, "sources": dict(obs.sources)})
+
     def one_pass(trigger: str) -> None:
-        with NvmlGpu() as gpus:
-            outcome = actuate_once(gpus=gpus, node_state=node_state, node=settings.node_name)
+        from reconciler.observer import publish_pass
+
+        with contextlib.ExitStack() as stack:
+            try:
+                gpus = stack.enter_context(NvmlGpu())
+            except MigplanError:
+                # NVML cannot be opened: say so on the Node (the observation), then fail the pass.
+                publish_pass(open_gpus=NvmlGpu, holders=holders, node_state=node_state, node=settings.node_name)
+                raise
+            outcome = actuate_once(gpus=gpus, node_state=node_state, node=settings.node_name, holders=holders)
         last[:] = [outcome]
         log.info("agent pass", extra={"trigger": trigger, "state": str(outcome.state), "reason": outcome.reason})
         if outcome.state is MigState.FAILED:
             raise MigplanError(outcome.reason, code="MP920")  # counts towards the backoff
 
-    runner = CycleRunner(one_pass, backoff_base=settings.backoff_base_seconds, backoff_max=settings.backoff_max_seconds)
+    runner = CycleRunner(
+        observe_pass if settings.observe_only else one_pass,
+        backoff_base=settings.backoff_base_seconds,
+        backoff_max=settings.backoff_max_seconds,
+    )
+    if once and settings.observe_only:
+        record = runner.run("once")
+        obs = last[0] if last else None
+        if obs is None or record is None:
+            sys.exit(2)
+        click.echo("observed: " + ", ".join(f"{k} {v}" for k, v in sorted(obs.sources.items())))
+        sys.exit(0)
     if once:
         record = runner.run("once")
         outcome = last[0] if last else None

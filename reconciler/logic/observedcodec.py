@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC
 from typing import Any
 
@@ -115,6 +116,28 @@ def encode(obs: NodeObservation) -> str:
             break
         text = _dump(_doc(obs, pids=pids, unknown=unknown, holders=holders, truncated=True))
     return text
+
+
+def publish_due(published: str | None, obs: NodeObservation, *, heartbeat_seconds: float = HEARTBEAT_SECONDS) -> bool:
+    """Whether the observer must write `obs` over the `published` annotation value.
+
+    Yes when nothing (or something unreadable, or another version) is published, when the observation
+    differs in anything but its time, or when the published time is a heartbeat old (or in the future:
+    a clock that jumped back must not freeze the heartbeat). No otherwise, so an observer on an
+    unchanged node writes once per heartbeat, not once per pass.
+    """
+    if not published or obs.observed_at is None:
+        return True
+    try:
+        old = decode(published)
+    except strict.StrictValueError:
+        return True
+    if old.version != VERSION or old.observed_at is None:
+        return True
+    age = (obs.observed_at - old.observed_at).total_seconds()
+    if age >= heartbeat_seconds or age < 0:
+        return True
+    return encode(replace(obs, observed_at=old.observed_at)) != published
 
 
 def _placement(p: Mapping[str, Any], what: str) -> Placement:

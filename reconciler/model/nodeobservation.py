@@ -79,6 +79,23 @@ class UnknownDevice:
 
 
 @dataclass(frozen=True, slots=True)
+class KubeletAllocation:
+    """What the kubelet's PodResources API (v1 `List`) says one container was given for one resource.
+
+    `device_ids` are the device plugin's IDs: for NVIDIA's plugin the GPU UUID or the MIG device UUID
+    (k8s-device-plugin internal/rm/devices.go `BuildDevice`: `dev.ID = uuid`), with `::<replica>` appended
+    when the device is shared by time-slicing or MPS (`NewAnnotatedID`). Not published as such: the
+    observer joins them with NVML's UUIDs into holders and unknown devices.
+    """
+
+    namespace: str
+    pod: str
+    container: str
+    resource: str
+    device_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class NodeObservation:
     """One observer pass on one node."""
 

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -35,6 +37,7 @@ import yaml
 from reconciler.twin.apiserver.errors import ApiError
 from reconciler.twin.apiserver.twin import ApiServerTwin, clusterpolicy_required_spec
 from reconciler.twin.fleet import (
+    BUILD_ONLY,
     POD_NAMESPACE,
     STALE_DP_CONFIG,
     UNDOCUMENTED_NODE,
@@ -46,6 +49,7 @@ from reconciler.twin.fleet import (
     undocumented_seeds,
 )
 from reconciler.twin.gpus import TwinGpu
+from reconciler.twin.kubelet import PodResourcesServer
 from reconciler.twin.nvml import NvmlTwin
 from reconciler.twin.operator import controller as ctl
 from reconciler.twin.operator import deviceplugin, gfd
@@ -104,6 +108,8 @@ class ClusterTwin:
         self._api: ApiServerTwin | None = None
         self._operator: GpuOperator | None = None
         self._nvml: dict[str, NvmlTwin] = {}
+        self._kubelets: dict[str, PodResourcesServer] = {}
+        self._socket_dir: Path | None = None
         self._late: list[DriftCase] = []
         self._apply_build_drift()
 
@@ -182,6 +188,12 @@ class ClusterTwin:
         return self
 
     def stop(self) -> None:
+        for server in self._kubelets.values():
+            server.stop()
+        self._kubelets.clear()
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
         if self._operator is not None:
             self._operator.stop()
             self._operator = None
@@ -233,6 +245,25 @@ class ClusterTwin:
             tw = self.fleet.nodes[node]
             self._nvml[node] = NvmlTwin(tw.gpus, lock=tw.lock, on_change=lambda: self.gpus_changed(node))
         return self._nvml[node]
+
+    def kubelet(self, node: str) -> PodResourcesServer:
+        """The node's kubelet PodResources v1 server (started on first use)."""
+        if node not in self.fleet.nodes:
+            raise KeyError(node)
+        if node not in self._kubelets:
+            if self._socket_dir is None:
+                # a short directory of its own: unix socket paths are limited to about 107 bytes
+                self._socket_dir = Path(tempfile.mkdtemp(prefix="mp-kubelet-"))
+            name = hashlib.sha1(node.encode()).hexdigest()[:12] + ".sock"
+            operator = self.operator
+            self._kubelets[node] = PodResourcesServer(
+                self._socket_dir / name, lambda: operator.pod_resources(node)
+            ).start()
+        return self._kubelets[node]
+
+    def pod_resources_socket(self, node: str) -> Path:
+        """Where the node's kubelet serves PodResources v1 (point `migplan agent --pod-resources-socket` at it)."""
+        return self.kubelet(node).socket_path
 
     def gpus(self, node: str) -> list[TwinGpu]:
         return self.fleet.nodes[node].gpus
@@ -502,6 +533,46 @@ class ClusterTwin:
                     raise ValueError(f"{d}: no such node in the inventory")
             elif d.kind == "pod-wants-gpu":
                 self._late.append(d)
+            elif d.kind == "foreign-holder" and d.arg:
+                self._check_gpu(d)
+                self.fleet.give_to_other_owner(d.arg, int(d.extra or 0))
+            elif d.kind == "driver-placed" and d.arg:
+                self._check_gpu(d)
+                self._driver_place(d.arg, int(d.extra or 0))
+
+    def _check_gpu(self, d: DriftCase) -> None:
+        if d.arg not in self.fleet.nodes:
+            raise ValueError(f"{d}: no such node in the inventory")
+        if int(d.extra or 0) >= len(self.fleet.nodes[d.arg].gpus):
+            raise ValueError(f"{d}: no such GPU")
+
+    def _driver_place(self, node: str, gpu_index: int) -> None:
+        """driver-placed: the GPU was cut by hand in the plan's partition order without placements
+        (`nvidia-smi mig -cgi <profiles> -C`, the MIG User Guide's way), so the driver chose every start
+        (TwinGpu.create_gpu_instance's automatic placement). The profile counts are the plan's, so
+        mig-parted's assert (counts, placement ignored) accepts the GPU and mig-manager leaves it as it is:
+        only an observer sees that the placements differ. The GPU's pods hold the instances of their
+        profile in the same rank (by start) as before."""
+        tw = self.fleet.nodes[node]
+        gpu = tw.gpus[gpu_index]
+        seed = tw.seeds[gpu_index]
+        with tw.lock:
+            before = {gi.id: (gi.profile.name, gi.start) for gi in gpu.gpu_instances.values()}
+            gpu.clear()
+            for part in seed.partitions:
+                gpu.add_partition(part.profile)  # no start: the driver places it
+            fresh: dict[str, list[tuple[int, int]]] = {}
+            for gi in sorted(gpu.gpu_instances.values(), key=lambda g: g.start):
+                fresh.setdefault(gi.profile.name, []).append((gi.id, min(gi.compute_instances)))
+        pods = sorted(
+            (k for k, p in enumerate(self.fleet.pods) if p.node == node and p.gpu_index == gpu_index),
+            key=lambda k: before[self.fleet.pods[k].gi_id or 0][1],
+        )
+        for k in pods:
+            p = self.fleet.pods[k]
+            gi_id, ci_id = fresh[before[p.gi_id or 0][0]].pop(0)
+            self.fleet.pods[k] = replace(p, gi_id=gi_id, ci_id=ci_id)
+        self.fleet.refresh_config(node)
 
     def _recut(self, node: str, gpu_index: int) -> None:
         if node not in self.fleet.nodes:
@@ -554,6 +625,8 @@ class ClusterTwin:
 
     def _inject_runtime(self, d: DriftCase) -> None:
         store = self.store
+        if d.kind in BUILD_ONLY:
+            raise ValueError(f"{d}: a build-time drift case (ClusterTwin(..., drift=[...]) or `migplan twin --drift`)")
         if d.kind == "wrong-strategy":
             self._patch_cp({"spec": {"mig": {"strategy": d.arg or _other(self.inventory_strategy)}}})
         elif d.kind == "stale-device-plugin-config":

@@ -23,6 +23,12 @@ Drift cases (stable names, also accepted by `migplan twin --drift`):
                                   (state `failed`, GPUs unchanged)
   mig-config-pending:<node>       nvidia.com/mig.config.state stuck at `pending`
   pod-wants-gpu[:<node>]          a pod asks for `nvidia.com/gpu` on a MIG node and stays Pending
+  foreign-holder:<node>[:<gpu>]   (build time) the pod holding that GPU's first owned partition belongs to
+                                  another owner of the fleet (its name and app label), not the plan's owner
+  driver-placed:<node>[:<gpu>]    (build time) that GPU was cut by hand in the plan's partition order
+                                  without placements (`nvidia-smi mig -cgi ... -C`: the driver chooses), so
+                                  its placements may differ from the plan's while mig-parted's assert
+                                  (counts only) passes; its pods hold the instances of their profile there
 Not pure (TwinGpu is mutable), but performs no I/O except reading the inventory files.
 """
 
@@ -33,7 +39,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +69,10 @@ DRIFT_KINDS = (
     "mig-config-failed",
     "mig-config-pending",
     "pod-wants-gpu",
+    "foreign-holder",
+    "driver-placed",
 )
+BUILD_ONLY = ("foreign-holder", "driver-placed")
 STRATEGIES = ("none", "single", "mixed")
 UNDOCUMENTED_NODE = "gpu-undocumented-01"
 STALE_DP_CONFIG = "device-plugin-config"
@@ -95,7 +104,8 @@ def parse_drift(text: str | DriftCase) -> DriftCase:
     if kind not in DRIFT_KINDS:
         raise ValueError(f"unknown drift case {text!r}; known: {', '.join(DRIFT_KINDS)}")
     arg, _, extra = rest.partition(":")
-    if kind in ("gpu-recut", "node-missing", "mig-config-failed", "mig-config-pending") and not arg:
+    needs_node = ("gpu-recut", "node-missing", "mig-config-failed", "mig-config-pending", *BUILD_ONLY)
+    if kind in needs_node and not arg:
         raise ValueError(f"drift case {kind} needs a node: {kind}:<node>")
     if kind == "wrong-strategy" and arg and arg not in STRATEGIES:
         raise ValueError(f"wrong-strategy:{arg}: strategy must be one of {', '.join(STRATEGIES)}")
@@ -442,6 +452,19 @@ class Fleet:
             else:
                 for _ in range(small.max_instances):
                     gpu.add_partition(small.name)
+
+    def give_to_other_owner(self, node: str, gpu_index: int = 0) -> PodSeed:
+        """foreign-holder: the first owned partition of the GPU is held by a pod of another owner."""
+        owners = sorted({p.owner for p in self.pods})
+        for k, p in enumerate(self.pods):
+            if p.node != node or p.gpu_index != gpu_index:
+                continue
+            other = next((o for o in owners if o != p.owner), "someone-else")
+            base = re.sub(r"[^a-z0-9-]+", "-", other.lower()).strip("-")[:30] or "pod"
+            name = f"{base}-borrowed-{node}-g{gpu_index}"[:63].rstrip("-")
+            self.pods[k] = replace(p, name=name, owner=other)
+            return self.pods[k]
+        raise ValueError(f"foreign-holder:{node}:{gpu_index}: no owned partition on that GPU")
 
     def restore(self, node: str) -> None:
         """Heal a recut: put the node's GPUs back as planned (no pod re-attached)."""

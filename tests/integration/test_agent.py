@@ -39,6 +39,7 @@ from reconciler.logic.agentplan import (
     plan_node,
 )
 from reconciler.model.inventory import Placement
+from reconciler.model.nodeobservation import NodeObservation
 from reconciler.resources import inventory_dir
 from reconciler.twin.cluster import ClusterTwin
 from reconciler.twin.gpus import TwinGpu
@@ -58,8 +59,8 @@ class MemoryNodeState:
     def read_desired(self, node: str) -> DesiredNode | None:
         return self.desired
 
-    def publish_observed(self, node: str, observed: Sequence[ObservedGpu]) -> None:
-        self.observed = tuple(observed)
+    def publish_observed(self, node: str, observed: NodeObservation) -> None:
+        self.observed = observed.gpus
 
     def publish_state(self, node: str, state: MigState, reason: str, *, revision: str) -> None:
         self.states.append((state, reason))

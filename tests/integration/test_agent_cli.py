@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from reconciler.logic import observedcodec
 from reconciler.twin.apiserver import ApiServerTwin
 
 
@@ -57,7 +58,35 @@ def test_agent_once_with_no_published_layout(tmp_path: Path) -> None:
         assert proc.stdout.startswith("no-layout")
         assert "migplan.io/mig-observed" in node["metadata"]["annotations"]
     else:
-        # No libnvidia-ml here: NVML's own error, translated, and exit 2 — nothing written to the node.
+        # No libnvidia-ml here: NVML's own error, translated, and exit 2. The observation says why, with
+        # no GPU in it (never a guessed layout), and nothing else is written to the node.
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "nvmlInit" in proc.stderr and "NVML_ERROR_LIBRARY_NOT_FOUND" in proc.stderr
-        assert "migplan.io/mig-observed" not in (node["metadata"].get("annotations") or {})
+        annotations = node["metadata"].get("annotations") or {}
+        obs = observedcodec.decode(annotations["migplan.io/mig-observed"])
+        assert obs.gpus == () and obs.sources["nvml"].startswith("MP935: ")
+        assert "NVML_ERROR_LIBRARY_NOT_FOUND" in obs.sources["nvml"]
+        assert obs.sources["podResources"].startswith("MP930: ")  # no kubelet socket on this machine
+        assert "migplan.io/mig.state.reason" not in annotations
+
+
+def test_observe_only_publishes_what_it_could_read_and_succeeds(tmp_path: Path) -> None:
+    """Every apply mode runs the observer: an unreadable source is a published reason, never a crash."""
+    with ApiServerTwin() as api:
+        api.store.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        socket = tmp_path / "kubelet.sock"
+        proc = migplan(
+            "agent", "--once", "--observe-only", "--node", "n1", "--kubeconfig", str(kubeconfig),
+            "--pod-resources-socket", str(socket),
+        )  # fmt: skip
+        node = api.store.get("nodes", "n1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    obs = observedcodec.decode(node["metadata"]["annotations"]["migplan.io/mig-observed"])
+    assert obs.sources["podResources"] == f"MP930: pod-resources socket {socket} does not exist (is " + (
+        "/var/lib/kubelet/pod-resources mounted?)"
+    )
+    if not nvml_present():
+        assert obs.gpus == () and obs.sources["nvml"].startswith("MP935: ")
+    assert "migplan.io/mig.state" not in (node["metadata"].get("labels") or {})  # it never actuates

@@ -249,6 +249,7 @@ class _Pod:
     generation: str | None
     deleting: bool
     sched_msg: str | None = None
+    containers: tuple[str, ...] = ()  # spec.containers[].name, in order (the kubelet's PodResources lists them)
 
 
 @dataclass(slots=True)
@@ -301,6 +302,9 @@ class GpuOperator:
         self._dp_pods: dict[str, tuple[str, str]] = {}  # node → (pod name, template generation)
         self._dp_state: dict[str, Advertised] = {}
         self._allocations: dict[str, list[tuple[str, Unit]]] = {}  # pod key → [(node, unit)]
+        # the kubelet's device manager checkpoint: pod key → [(container, resource, device ID)], IDs fixed at
+        # allocation (a device destroyed later keeps its ID here, as the kubelet's checkpoint does)
+        self._devices: dict[str, list[tuple[str, str, str]]] = {}
         self._mm_done: dict[str, str] = {}
         self._mm_run: dict[str, _MigRun] = {}
         self.mig_manager_log: dict[str, list[str]] = {}
@@ -343,7 +347,13 @@ class GpuOperator:
         for seed in self.fleet.pods:
             key = f"{seed.namespace}/{seed.name}"
             if key in self._pods:
-                self._allocations[key] = [(seed.node, Unit(seed.gpu_index, seed.gi_id, seed.ci_id))]
+                unit = Unit(seed.gpu_index, seed.gi_id, seed.ci_id)
+                self._allocations[key] = [(seed.node, unit)]
+                tw = self.fleet.nodes.get(seed.node)
+                did = deviceplugin.device_id(tw.gpus[seed.gpu_index], unit) if tw is not None else None
+                containers = self._pods[key].containers
+                if did is not None and containers:
+                    self._devices[key] = [(containers[0], seed.resource, did)]
 
     def start(self) -> None:
         self.load_caches()
@@ -442,6 +452,7 @@ class GpuOperator:
             generation=labels.get("pod-template-generation"),
             deleting=bool(meta.get("deletionTimestamp")),
             sched_msg=old.sched_msg if old is not None and old.uid == meta.get("uid") else None,
+            containers=tuple(str(c.get("name", "")) for c in (obj.get("spec") or {}).get("containers") or []),
         )
         if old is not None and old.node != info.node:
             self._by_node.get(old.node, {}).pop(key, None)
@@ -1104,6 +1115,8 @@ class GpuOperator:
             self._delete_pod(info.name, info.namespace)
 
     def _release(self, key: str) -> None:
+        with self._cv:
+            self._devices.pop(key, None)
         for node, unit in self._allocations.pop(key, []):
             tw = self.fleet.nodes.get(node)
             if tw is None:
@@ -1145,14 +1158,12 @@ class GpuOperator:
             if info.app in (self.ds_name, MM_DS):
                 continue
             free = self._free_units(node, tw)
-            take: list[Unit] = []
             short = None
             for res, n in sorted(info.requests.items()):
                 avail = free.get(res, [])
                 if len(avail) < n:
                     short = (res, n, len(avail))
                     break
-                take += avail[:n]
             containers = [c for c in self._containers(info)]
             if short is not None:
                 res, n, have = short
@@ -1163,6 +1174,18 @@ class GpuOperator:
                 status = {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": msg, "startTime": _now()}
                 self.store.patch("pods", info.name, {"status": status}, info.namespace, subresource="status")
                 continue
+            # The device manager allocates per container, in spec order (kubelet cm/devicemanager
+            # `Allocate(pod, container)`), each from what is still free; the plugin's IDs are recorded then.
+            take: list[Unit] = []
+            devices: list[tuple[str, str, str]] = []
+            for cname, wanted in self._container_requests(info):
+                for res, n in sorted(wanted.items()):
+                    units, free[res] = free.get(res, [])[:n], free.get(res, [])[n:]
+                    for u in units:
+                        did = deviceplugin.device_id(tw.gpus[u.gpu_index], u)
+                        if did is not None:
+                            devices.append((cname, res, did))
+                    take += units
             for u in take:
                 gpu = tw.gpus[u.gpu_index]
                 if u.gi_id is None:
@@ -1170,6 +1193,8 @@ class GpuOperator:
                 else:
                     gpu.gpu_instances[u.gi_id].compute_instances[u.ci_id or 0].holder = info.key
             self._allocations[info.key] = [(node, u) for u in take]
+            with self._cv:
+                self._devices[info.key] = devices
             self.store.patch(
                 "pods",
                 info.name,
@@ -1177,6 +1202,31 @@ class GpuOperator:
                 info.namespace,
                 subresource="status",
             )
+
+    def _container_requests(self, info: _Pod) -> list[tuple[str, dict[str, int]]]:
+        try:
+            pod = self.store.get("pods", info.name, info.namespace)
+        except Exception:
+            return []
+        return scheduler.container_requests(pod)
+
+    def pod_resources(self, node: str) -> list[tuple[str, str, list[tuple[str, list[tuple[str, list[str]]]]]]]:
+        """What the node's kubelet answers to PodResources `List` (kubernetes pkg/kubelet/apis/podresources
+        server_v1.go `List`): every pod bound to the node, every container of its spec in order, with the
+        devices the device manager allocated to it grouped by resource. (namespace, name, containers)."""
+        out = []
+        with self._cv:
+            for key, info in sorted(self._by_node.get(node, {}).items()):
+                got = self._devices.get(key, [])
+                containers = []
+                for cname in info.containers:
+                    by_res: dict[str, list[str]] = {}
+                    for c, res, did in got:
+                        if c == cname:
+                            by_res.setdefault(res, []).append(did)
+                    containers.append((cname, sorted(by_res.items())))
+                out.append((info.namespace, info.name, containers))
+        return out
 
     def _containers(self, info: _Pod) -> list[str]:
         try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from reconciler.twin.gpus import TwinGpu
 
-__all__ = ["Advertised", "Unit", "evaluate", "resource_for_profile"]
+__all__ = ["Advertised", "Unit", "device_id", "evaluate", "resource_for_profile"]
 
 GPU_RESOURCE = "nvidia.com/gpu"
 STRATEGIES = ("none", "single", "mixed")
@@ -74,6 +74,21 @@ class Advertised:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+def device_id(gpu: TwinGpu, unit: Unit) -> str | None:
+    """The ID the plugin registers a unit under, which the kubelet allocates and PodResources lists.
+
+    `internal/rm/devices.go` `BuildDevice`: `dev.ID = uuid`, the device's NVML UUID — `nvmlDevice.GetUUID` for a
+    whole GPU (`GPU-…`), `nvmlMigDevice.GetUUID` (NVML's UUID of the MIG device handle, `MIG-…`) for a MIG
+    device (`internal/rm/nvml_devices.go`), under every strategy: the strategy only decides which units exist
+    and under which resource name (`evaluate`). Replicas (`<id>::<n>`, `NewAnnotatedID`) come only with
+    time-slicing/MPS sharing, which the twin does not model. None when the unit no longer exists."""
+    if unit.gi_id is None:
+        return gpu.uuid
+    gi = gpu.gpu_instances.get(unit.gi_id)
+    ci = gi.compute_instances.get(unit.ci_id or 0) if gi is not None else None
+    return ci.uuid if ci is not None else None
 
 
 def resource_for_profile(profile: str) -> str:

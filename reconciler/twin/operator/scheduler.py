@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NodeView", "fit", "gpu_requests", "unschedulable_message"]
+__all__ = ["NodeView", "container_requests", "fit", "gpu_requests", "unschedulable_message"]
 
 SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 UNSCHEDULABLE = "node(s) were unschedulable"
@@ -28,18 +28,29 @@ class NodeView:
     free: Mapping[str, int]  # resource → free devices right now
 
 
-def gpu_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """Sum of `nvidia.com/*` requests (limits if no request) over the pod's containers."""
-    out: dict[str, int] = {}
+def container_requests(pod: Mapping[str, Any]) -> list[tuple[str, dict[str, int]]]:
+    """Per container, in spec order: its `nvidia.com/*` requests (limits if no request)."""
+    out: list[tuple[str, dict[str, int]]] = []
     for c in (pod.get("spec") or {}).get("containers") or []:
         res = c.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        wanted: dict[str, int] = {}
         for k, v in merged.items():
             if k.startswith("nvidia.com/"):
                 try:
-                    out[k] = out.get(k, 0) + int(str(v))
+                    wanted[k] = int(str(v))
                 except ValueError:
                     continue
+        out.append((str(c.get("name", "")), wanted))
+    return out
+
+
+def gpu_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """Sum of `nvidia.com/*` requests (limits if no request) over the pod's containers."""
+    out: dict[str, int] = {}
+    for _, wanted in container_requests(pod):
+        for k, n in wanted.items():
+            out[k] = out.get(k, 0) + n
     return out
 
 

@@ -1,0 +1,145 @@
+"""The twin kubelet's PodResources API (v1): a real gRPC server on a unix socket, one per twin node.
+
+What `migplan agent` reads on a real node from `/var/lib/kubelet/pod-resources/kubelet.sock`, served from the
+twin's state: the GPU Operator twin's kubelet records, at admission, which device IDs the device plugin handed
+each container (reconciler/twin/operator/controller.py `pod_resources`, IDs from deviceplugin.device_id). Built
+from kubernetes/kubernetes pkg/kubelet/apis/podresources/server_v1.go (`List`: every pod of the node, every
+container of its spec in order, its devices from the device manager; `GetAllocatableResources`: the devices
+known; `Get`: one pod, NotFound-style error when absent) and served through the generated stubs of the
+vendored proto (reconciler/kubeletapi). Assumptions: ASSUMPTIONS-operator.md "Kubelet PodResources".
+
+`answer` replaces the servicer's answer for tests of hostile kubelets: raw bytes (garbage, or a message larger
+than a client accepts) sent as the `List` response as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from reconciler.kubeletapi.podresources.v1 import api_pb2
+
+__all__ = ["PodListing", "PodResourcesServer"]
+
+# (namespace, name, [(container, [(resource, [device IDs])])])
+PodListing = tuple[str, str, list[tuple[str, list[tuple[str, list[str]]]]]]
+SERVICE = api_pb2.DESCRIPTOR.services_by_name["PodResourcesLister"].full_name  # "v1.PodResourcesLister"
+# the kubelet's own server limit (pkg/kubelet/apis/podresources: DefaultMaxMsgSize = 16 MiB)
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+def _pod(p: PodListing) -> api_pb2.PodResources:
+    namespace, name, containers = p
+    return api_pb2.PodResources(
+        name=name,
+        namespace=namespace,
+        containers=[
+            api_pb2.ContainerResources(
+                name=cname,
+                devices=[api_pb2.ContainerDevices(resource_name=r, device_ids=ids) for r, ids in devices],
+            )
+            for cname, devices in containers
+        ],
+    )
+
+
+class _Servicer:
+    """The three methods of `v1.PodResourcesLister`, on the generated messages."""
+
+    def __init__(self, pods: Callable[[], Sequence[PodListing]]) -> None:
+        self._pods = pods
+
+    def List(self, request: Any, context: Any) -> api_pb2.ListPodResourcesResponse:  # gRPC name
+        return api_pb2.ListPodResourcesResponse(pod_resources=[_pod(p) for p in self._pods()])
+
+    def GetAllocatableResources(self, request: Any, context: Any) -> api_pb2.AllocatableResourcesResponse:
+        seen: dict[str, set[str]] = {}
+        for _, _, containers in self._pods():
+            for _, devices in containers:
+                for r, ids in devices:
+                    seen.setdefault(r, set()).update(ids)
+        return api_pb2.AllocatableResourcesResponse(
+            devices=[
+                api_pb2.ContainerDevices(resource_name=r, device_ids=sorted(ids)) for r, ids in sorted(seen.items())
+            ]
+        )
+
+    def Get(self, request: Any, context: Any) -> api_pb2.GetPodResourcesResponse:
+        for p in self._pods():
+            if (p[0], p[1]) == (request.pod_namespace, request.pod_name):
+                return api_pb2.GetPodResourcesResponse(pod_resources=_pod(p))
+        context.abort(grpc.StatusCode.NOT_FOUND, f"pod {request.pod_name} not found in {request.pod_namespace}")
+        raise AssertionError("unreachable: abort raises")
+
+
+class PodResourcesServer:
+    """A PodResourcesLister on `socket_path` (start()/stop(), or a with-block)."""
+
+    def __init__(self, socket_path: str | Path, pods: Callable[[], Sequence[PodListing]]) -> None:
+        self.socket_path = Path(socket_path)
+        self._pods = pods
+        self._server: Any = None
+        self._lock = threading.Lock()
+        self.answer: bytes | None = None  # raw List answer override (hostile-kubelet tests)
+        self.delay_seconds = 0.0  # a kubelet that answers late (timeout tests)
+
+    def _list_raw(self, request: bytes, context: Any) -> bytes:
+        if self.delay_seconds:
+            threading.Event().wait(self.delay_seconds)
+        if self.answer is not None:
+            return self.answer
+        return bytes(
+            api_pb2.ListPodResourcesResponse(pod_resources=[_pod(p) for p in self._pods()]).SerializeToString()
+        )
+
+    def start(self) -> PodResourcesServer:
+        with self._lock:
+            if self._server is not None:
+                return self
+            if self.socket_path.exists():
+                os.unlink(self.socket_path)
+            server = grpc.server(
+                futures.ThreadPoolExecutor(max_workers=4),
+                options=[("grpc.max_send_message_length", 64 * 1024 * 1024)],
+            )
+            servicer = _Servicer(self._pods)
+            # List goes through a raw-bytes handler so tests can make the kubelet answer anything (the bytes
+            # are the serialized ListPodResourcesResponse unless overridden); the others are typed handlers.
+            handlers = {
+                "List": grpc.unary_unary_rpc_method_handler(self._list_raw),
+                "GetAllocatableResources": grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAllocatableResources,
+                    request_deserializer=api_pb2.AllocatableResourcesRequest.FromString,
+                    response_serializer=api_pb2.AllocatableResourcesResponse.SerializeToString,
+                ),
+                "Get": grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=api_pb2.GetPodResourcesRequest.FromString,
+                    response_serializer=api_pb2.GetPodResourcesResponse.SerializeToString,
+                ),
+            }
+            server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+            server.add_insecure_port(f"unix://{self.socket_path}")
+            server.start()
+            self._server = server
+        return self
+
+    def stop(self) -> None:
+        with self._lock:
+            server, self._server = self._server, None
+        if server is not None:
+            server.stop(grace=None)
+        if self.socket_path.exists():
+            os.unlink(self.socket_path)
+
+    def __enter__(self) -> PodResourcesServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
