@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,9 @@ class GitCycle:
                 lock_timeout=self.settings.cache_lock_timeout_seconds,
                 bot=self.bot,
                 signer=self.signer,
+                silent_after=timedelta(
+                    seconds=self.settings.observe_heartbeat_seconds * self.settings.observe_silent_heartbeats
+                ),
             )
         except MigplanError as exc:  # the cache directory is held by another process, or unusable
             return CycleOutcome("failed", errors=(f"{exc.code}: {exc.message}",), message=exc.message)

@@ -81,11 +81,13 @@ def plan(
     *,
     now: datetime,
     rendered: migparted.MigPartedConfig | None = None,
+    silent_after: timedelta = observation.SILENT_AFTER,
 ) -> Plan:
-    """The ordered changes for this cycle (see the module docstring for the order and the rules)."""
+    """The ordered changes for this cycle (see the module docstring for the order and the rules).
+    `silent_after`: how old a node observer's report may be and still feed the disruption guard."""
     rendered = rendered or migparted.render(desired)
     stamp = rfc3339(now)
-    node_changes, nodes_settled, aliases = _node_changes(desired, observed, rendered, now)
+    node_changes, nodes_settled, aliases = _node_changes(desired, observed, rendered, now, silent_after)
     agent = desired.cluster.apply.mode is ApplyMode.AGENT
     changes: list[Change] = []
     if not agent:  # the node agent applies layouts itself: no mig-parted ConfigMap, no mig-manager
@@ -385,6 +387,7 @@ def guard_holders(
     gpus: frozenset[int] | None,
     *,
     now: datetime | None,
+    silent_after: timedelta = observation.SILENT_AFTER,
 ) -> tuple[str, ...]:
     """The pods the disruption guard names for a node change that destroys the partitions of `gpus`
     (None: unknown, every GPU) and the extended resources `destroyed`.
@@ -392,7 +395,7 @@ def guard_holders(
     With the node's observer reporting its holders (reconciler.logic.observation), it reasons per GPU: a pod
     the kubelet allocated a device of another GPU to is not in the way. Pods the observation does not name
     (bound after the observer's last pass) are still judged by their requests, as without an observer."""
-    if gpus is None or node.observation is None or not observation.usable(node, now=now):
+    if gpus is None or node.observation is None or not observation.usable(node, now=now, silent_after=silent_after):
         return blocking_pods(pods, destroyed)
     if not node.observation.holders_known:
         return blocking_pods(pods, destroyed)
@@ -485,7 +488,11 @@ def _failed_recently(node: ObservedNode, config: str, now: datetime) -> bool:
 
 
 def _node_changes(
-    desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig, now: datetime
+    desired: DesiredState,
+    observed: ObservedState,
+    rendered: migparted.MigPartedConfig,
+    now: datetime,
+    silent_after: timedelta = observation.SILENT_AFTER,
 ) -> tuple[list[Change], bool, frozenset[str]]:
     """Per-node changes, whether every node has settled (no change wanted, none in flight), and the
     re-apply aliases the ConfigMap must carry for them."""
@@ -603,7 +610,12 @@ def _node_changes(
             )
             continue
         blockers = guard_holders(
-            node, pods_by_node.get(name, ()), destroyed, found[0].gpus if found is not None else None, now=now
+            node,
+            pods_by_node.get(name, ()),
+            destroyed,
+            found[0].gpus if found is not None else None,
+            now=now,
+            silent_after=silent_after,
         )
         if blockers and not settings.allow_disruption:
             changes.append(
