@@ -484,9 +484,11 @@ def foreign_holders(j: NodeJoin, pods: Mapping[str, ObservedPod]) -> list[tuple[
         return []
     out: list[tuple[JoinedInstance, str, str | None]] = []
     instances = [i for g in j.gpus for i in g.instances]
+    # every owner the node's plan names (a pod of an owner reserving only other profiles is still its pod)
+    named = {p.owner for g in j.gpus if g.plan is not None for p in g.plan.partitions if p.owner}
     for profile in sorted({i.profile for i in instances}):
         mine = [i for i in instances if i.profile == profile]
-        owners = {i.owner for i in mine if i.owner}
+        owners = named | {i.owner for i in mine if i.owner}
         reserved: dict[str | None, int] = {}
         for g in j.gpus:
             if g.plan is not None and g.plan.mig_enabled:
