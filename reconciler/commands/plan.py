@@ -21,6 +21,7 @@ MIGPLAN_GIT_SSH_KEY and MIGPLAN_GIT_KNOWN_HOSTS, as for the controller.
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -297,7 +298,7 @@ def command(
             except MigplanError as exc:
                 click.echo(f"migplan plan: cannot observe the cluster: {exc.code}: {exc.message}", err=True)
                 sys.exit(2)
-        disrupts = disruptions(diff, old.validation.desired, new.validation.desired, observed)
+        disrupts = disruptions(diff, old.validation.desired, new.validation.desired, observed, datetime.now(UTC))
     maps_md = ""
     if maps_dir is not None and diff is not None:
         try:

@@ -95,9 +95,7 @@ def report_to_json(report: DriftReport) -> dict[str, Any]:
         "summary": report.counts(),
         "clusterFindings": [f.to_json() for f in report.cluster_findings],
         "owners": [a.to_json() for a in report.owners],
-        "nodes": [
-            _node_json(n, report.slice_maps.get(n.name, ()) if n.name in detailed else ()) for n in report.nodes
-        ],
+        "nodes": [_node_json(n, report.slice_maps.get(n.name, ()) if n.name in detailed else ()) for n in report.nodes],
     }
 
 
