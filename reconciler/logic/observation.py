@@ -476,7 +476,9 @@ def foreign_holders(j: NodeJoin, pods: Mapping[str, ObservedPod]) -> list[tuple[
     """(instance, pod, the pod's own owner) for each pod holding a partition the plan reserves for another
     owner, beyond what the device plugin's free choice explains.
 
-    The device plugin hands out any free device of a profile (it knows no owners), so two owners' pods may
+    The device plugin hands out any free device of a profile (it knows no owners: NVIDIA/k8s-device-plugin
+    internal/rm/allocate.go `greedyAlloc` picks among every available device of the resource, ranked only by
+    per-GPU replica counts for its distributed/packed/spread policies), so two owners' pods may
     swap partitions of one profile on a node: that is not a misuse, each still holds no more than the plan
     reserves for it there. A pod counts as foreign only when its owner (or, for a pod of no inventory
     owner, anyone) holds more partitions of that profile on the node than the plan reserves for it."""
