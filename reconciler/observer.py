@@ -102,8 +102,9 @@ def observation(
 def survey(gpus: GpuSurveyPort | None, nvml_error: MigplanError | None = None) -> tuple[tuple[ObservedGpu, ...], str]:
     """(GPUs read, NVML source state): every GPU NVML could read, and why the others are missing."""
     if gpus is None:
-        err = nvml_error or MigplanError("NVML is not available", code="MP935")
-        return (), f"MP935: {err.message} [{err.code}]" if err.code != "MP935" else reason(err)
+        if nvml_error is None:
+            return (), "MP935: NVML is not available"
+        return (), f"MP935: {nvml_error.message} [{nvml_error.code}]"
     try:
         read, problems = gpus.survey()
     except MigplanError as exc:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
@@ -123,35 +123,6 @@ def decode_desired(node: str, text: str) -> DesiredNode:
         return DesiredNode(node=node, revision=revision, gpus=tuple(gpus))
     except strict.StrictValueError as exc:
         raise MigplanError(f"node {node}: annotation {DESIRED} is malformed: {exc}", code="MP910") from exc
-
-
-def encode_observed(observed: Sequence[ObservedGpu]) -> str:
-    return _dump(
-        {
-            "version": FORMAT_VERSION,
-            "gpus": [
-                {
-                    "index": g.index,
-                    "uuid": g.uuid,
-                    "name": g.name,
-                    "migCapable": g.mig_capable,
-                    "mig": {"current": g.mig_current, "pending": g.mig_pending},
-                    "instances": [
-                        {
-                            "profile": i.profile,
-                            "start": i.placement.start,
-                            "size": i.placement.size,
-                            "gpuInstanceId": i.gpu_instance_id,
-                            "uuid": i.uuid,
-                            "processes": list(i.processes),
-                        }
-                        for i in g.instances
-                    ],
-                }
-                for g in observed
-            ],
-        }
-    )
 
 
 def decode_observed(text: str) -> tuple[ObservedGpu, ...]:

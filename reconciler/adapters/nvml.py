@@ -178,9 +178,13 @@ class NvmlGpu:
         return out
 
     def _mig_devices(self, handle: Any) -> dict[int, tuple[str, tuple[int, ...]]]:
-        """GPU instance id -> (MIG device UUID, PIDs running on it)."""
+        """GPU instance id -> (first MIG device UUID, PIDs running on any of its MIG devices)."""
+        return {gi: (uuids[0], pids) for gi, (uuids, pids) in self._mig_device_uuids(handle).items()}
+
+    def _mig_device_uuids(self, handle: Any) -> dict[int, tuple[tuple[str, ...], tuple[int, ...]]]:
+        """GPU instance id -> (every MIG device UUID, in NVML's MIG-device order; PIDs on any of them)."""
         nvml = self.nvml
-        out: dict[int, tuple[str, tuple[int, ...]]] = {}
+        out: dict[int, tuple[tuple[str, ...], tuple[int, ...]]] = {}
         with translate_nvml_errors(nvml, "max MIG device count"):
             slots = int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))
         for k in range(slots):
@@ -203,8 +207,8 @@ class NvmlGpu:
                     with translate_nvml_errors(nvml, "running processes"):
                         raise
                 pids = ()
-            prev = out.get(gi_id)
-            out[gi_id] = (prev[0] if prev else uuid, tuple(sorted({*(prev[1] if prev else ()), *pids})))
+            prev_uuids, prev_pids = out.get(gi_id, ((), ()))
+            out[gi_id] = ((*prev_uuids, uuid), tuple(sorted({*prev_pids, *pids})))
         return out
 
     # --- GpuPort --------------------------------------------------------------------------------------
@@ -252,20 +256,21 @@ class NvmlGpu:
         instances: list[ObservedInstance] = []
         if current:
             names = {pid: p for p, pid in ids.items()}
-            devices = self._mig_devices(handle)
+            devices = self._mig_device_uuids(handle)
             for pid in sorted(set(ids.values())):
                 for gi in self._gpu_instances(handle, pid):
                     with translate_nvml_errors(nvml, f"gpu {index}: instance info"):
                         info = nvml.nvmlGpuInstanceGetInfo(gi)
                     gi_id = int(info.id)
-                    mig_uuid, pids = devices.get(gi_id, (None, ()))
+                    uuids, pids = devices.get(gi_id, ((), ()))
                     instances.append(
                         ObservedInstance(
                             gpu_instance_id=gi_id,
                             profile=names.get(int(info.profileId), f"profile-id:{int(info.profileId)}"),
                             placement=Placement(int(info.placement.start), int(info.placement.size)),
-                            uuid=mig_uuid,
+                            uuid=uuids[0] if uuids else None,
                             processes=pids,
+                            compute_uuids=uuids if len(uuids) > 1 else (),
                         )
                     )
         instances.sort(key=lambda i: i.placement.start)

@@ -18,7 +18,8 @@ when something changed):
    "gpus": [{"index", "uuid", "name", "migCapable", "mig": {"current", "pending"},
              "holders": [<holder>],                       # whole-GPU holders
              "instances": [{"profile", "start", "size", "gpuInstanceId", "uuid", "processes": [pid],
-                            "holders": [{"namespace", "pod", "container", "resource"}]}]}],
+                            "holders": [{"namespace", "pod", "container", "resource"}],
+                            "computeUuids": [uuid]}]}],      # only with several compute instances
    "unknownDevices": [{"namespace", "pod", "container", "resource", "deviceId"}],
    "truncated": false}
 v1 (the agent's format before observation existed) has only "version" and "gpus" without holders.
@@ -93,6 +94,7 @@ def _doc(obs: NodeObservation, *, pids: bool, unknown: bool, holders: bool, trun
                         "uuid": i.uuid,
                         "processes": list(i.processes) if pids else [],
                         "holders": [_holder_doc(h) for h in i.holders] if holders else [],
+                        **({"computeUuids": list(i.compute_uuids)} if i.compute_uuids else {}),
                     }
                     for i in g.instances
                 ],
@@ -174,6 +176,10 @@ def _instance(raw: object, what: str, *, v2: bool) -> ObservedInstance:
             for p in strict.require_list(inst.get("processes", []), f"{what}.processes", max_len=_MAX_PIDS)
         ),
         holders=_holders(inst.get("holders"), f"{what}.holders") if v2 else (),
+        compute_uuids=tuple(
+            strict.require_str(u, f"{what}.computeUuids")
+            for u in strict.require_list(inst.get("computeUuids", []), f"{what}.computeUuids", max_len=_MAX_SLICE)
+        ),
     )
 
 

@@ -9,10 +9,12 @@ device under its MIG device UUID (k8s-device-plugin internal/rm/devices.go `Buil
 internal/rm/nvml_devices.go `nvmlMigDevice.GetUUID` asks NVML for the MIG handle's UUID), whatever the MIG
 strategy: under `single` the resource is `nvidia.com/gpu` and the IDs are MIG UUIDs, under `mixed` the
 resource is `nvidia.com/mig-<profile>`, under `none` (or on a MIG-disabled GPU) the IDs are GPU UUIDs. A
-shared device (time-slicing, MPS) gets `<uuid>::<replica>` (`NewAnnotatedID`); the replica is dropped here,
-as DCGM exporter does, so every replica's container is a holder of the one device.
+shared device (time-slicing, MPS) gets `<uuid>::<replica>` (`NewAnnotatedID`); the replica is dropped here as
+the plugin itself does (`AnnotatedID.GetID`), so every replica's container is a holder of the one device.
 
 Rules, and why:
+- A GPU instance with several compute instances has one MIG device (and UUID) per compute instance; a holder
+  of any of them is a holder of that GPU instance.
 - Only resources under `nvidia.com/` are joined: the kubelet lists every device plugin's devices (NICs,
   FPGAs), which NVML cannot know and which are not unknown GPUs.
 - A device ID that is neither a GPU UUID nor a MIG device UUID NVML listed is an `UnknownDevice`, but only
@@ -95,8 +97,9 @@ def join(
     for gi, g in enumerate(gpus):
         by_gpu[g.uuid] = gi
         for ii, inst in enumerate(g.instances):
-            if inst.uuid:
-                by_mig[inst.uuid] = (gi, ii)
+            for uuid in (inst.uuid, *inst.compute_uuids):
+                if uuid:
+                    by_mig[uuid] = (gi, ii)
     inst_holders: dict[tuple[int, int], set[Holder]] = {}
     gpu_holders: dict[int, set[Holder]] = {}
     unknown: set[UnknownDevice] = set()

@@ -48,6 +48,10 @@ class ObservedInstance:
     uuid: str | None = None  # the MIG device UUID ("MIG-…"), when a compute instance exists
     processes: tuple[int, ...] = ()  # PIDs running on it
     holders: tuple[Holder, ...] = ()  # from the kubelet; empty when none (or unknown: see NodeObservation)
+    # Every MIG device UUID of this GPU instance, in compute-instance order, when it has more than one compute
+    # instance (a `1c.3g.71gb` cut: one MIG device per compute instance, each allocatable on its own under the
+    # `single` strategy); empty otherwise, `uuid` being the only one. Additive in v2 (key "computeUuids").
+    compute_uuids: tuple[str, ...] = ()
 
     @property
     def in_use(self) -> bool:

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from reconciler.commands.agent import command as agent_command
 from reconciler.commands.run import command as run_command
 from reconciler.controller.loop import kube_configuration
 from reconciler.settings import load_settings
@@ -78,7 +79,7 @@ def test_base_and_overlay_render(rendered: list[dict[str, Any]]) -> None:
     kinds = sorted({o["kind"] for o in base})
     assert kinds == sorted(
         {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
-         "Deployment", "Service", "DaemonSet"}
+         "Deployment", "Service", "DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     )  # fmt: skip
     assert {o["kind"] for o in rendered} - set(kinds) == {"Secret", "ServiceMonitor", "PrometheusRule"}
     dep = find(rendered, "Deployment", "migplan-controller")
@@ -152,9 +153,53 @@ def test_service_servicemonitor_and_agent(rendered: list[dict[str, Any]]) -> Non
     assert not any(pod.get(k) for k in ("hostPID", "hostIPC", "hostNetwork"))
     (c,) = pod["containers"]
     assert not c["securityContext"].get("privileged", False)
+    # every apply mode runs the observer: observe-only, no capability, no MIG configuration access
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert c["args"][:2] == ["agent", "--observe-only"] and any(e["name"] == "NODE_NAME" for e in c["env"])
+    assert "NVIDIA_MIG_CONFIG_DEVICES" not in {e["name"] for e in c["env"]}
+    # the only host path: the kubelet's pod-resources directory, read-only, where the settings look for it
+    host = [v for v in pod["volumes"] if "hostPath" in v]
+    assert host == [
+        {"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}}
+    ]
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == "pod-resources"]
+    assert mount == {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}
+    env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
+    socket = load_settings(env={"MIGPLAN_POD_RESOURCES_SOCKET": env["MIGPLAN_POD_RESOURCES_SOCKET"]})
+    assert Path(socket.pod_resources_socket).parent == Path(mount["mountPath"])
+    assert socket.pod_resources_socket == load_settings(env={}).pod_resources_socket  # the kubelet's default
+    agent_command.make_context("agent", list(c["args"][1:]))  # every flag exists
+    assert load_settings(flags={"observe_only": True}, env={}).observe_only
+
+
+def test_agent_mode_overlay_lets_the_same_agent_actuate() -> None:
+    objs = render(DEPLOY / "overlays" / "agent-mode")
+    ds = find(objs, "DaemonSet", "migplan-agent")
+    (c,) = ds["spec"]["template"]["spec"]["containers"]
+    assert "--observe-only" not in c["args"] and c["args"][0] == "agent"
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
-    assert not pod.get("volumes") or all("hostPath" not in v for v in pod["volumes"])
-    assert c["args"][0] == "agent" and any(e["name"] == "NODE_NAME" for e in c["env"])
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["NVIDIA_MIG_CONFIG_DEVICES"] == "all" and env["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+    assert any(m["name"] == "pod-resources" and m["readOnly"] for m in c["volumeMounts"])  # it observes too
+    agent_command.make_context("agent", list(c["args"][1:]))
+
+
+def test_agent_may_write_only_its_own_node(rendered: list[dict[str, Any]]) -> None:
+    """RBAC grants `patch nodes` cluster-wide; the admission policy narrows it to the agent's own Node."""
+    role = find(rendered, "ClusterRole", "migplan-agent")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    vap = find(rendered, "ValidatingAdmissionPolicy", "migplan-agent-own-node")
+    binding = find(rendered, "ValidatingAdmissionPolicyBinding", "migplan-agent-own-node")
+    assert binding["spec"] == {"policyName": "migplan-agent-own-node", "validationActions": ["Deny"]}
+    assert vap["spec"]["failurePolicy"] == "Fail"
+    (rule,) = vap["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["nodes"] and rule["operations"] == ["UPDATE"]
+    (cond,) = vap["spec"]["matchConditions"]
+    sa = find(rendered, "ServiceAccount", "migplan-agent")["metadata"]
+    assert f'"system:serviceaccount:{sa["namespace"]}:{sa["name"]}"' in cond["expression"]
+    exprs = " ".join(v["expression"] for v in vap["spec"]["validations"])
+    assert "object.metadata.name == variables.nodeName" in exprs and "object.spec == oldObject.spec" in exprs
+    assert "authentication.kubernetes.io/node-name" in vap["spec"]["variables"][0]["expression"]
 
 
 def test_dockerfile_builds_from_files_that_exist() -> None:
@@ -212,6 +257,8 @@ PLURALS = {
     "ClusterRoleBinding": "clusterrolebindings",
     "ServiceMonitor": "servicemonitors",
     "PrometheusRule": "prometheusrules",
+    "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
 }
 
 
@@ -271,9 +318,10 @@ def test_every_object_is_created_on_the_twin(rendered: list[dict[str, Any]], twi
         "Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "ServiceMonitor", "Deployment", "Service",
         "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "PrometheusRule",
     } <= set(created)  # fmt: skip
-    # The twin serves no Secrets (migplan reads none but its own, mounted by the kubelet): a known gap,
-    # not a silent skip — when the twin learns a kind, this test starts creating it.
-    assert set(unserved) <= {"Secret"}
+    # The twin serves no Secrets (migplan reads none but its own, mounted by the kubelet) and no admission
+    # policies (it does not enforce them either: the agent's own-node policy is checked by rendering only):
+    # known gaps, not silent skips — when the twin learns a kind, this test starts creating it.
+    assert set(unserved) <= {"Secret", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     print(
         f"\ncreated on the twin (after dryRun=All): {sorted(set(created))}; "
         f"not served by the twin: {sorted(set(unserved))}"

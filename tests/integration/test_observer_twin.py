@@ -253,3 +253,44 @@ def test_size_of_an_eight_gpu_node_with_56_partitions() -> None:
     assert not obs.truncated and obs.holders_known
     print(f"\nannotation size, 8 GPUs x 7 partitions, 56 holders: {len(text)} bytes")
     assert len(text) < observedcodec.MAX_OBSERVED_BYTES // 2
+
+
+def test_every_compute_instance_of_a_gpu_instance_is_joined() -> None:
+    """A 3g GPU instance cut into three 1-slice compute instances: three MIG devices, three UUIDs; a pod
+    holding the second or third is a holder of that GPU instance, not an unknown device."""
+    import pynvml
+
+    model = CATALOG.get("H200-141GB")
+    assert model is not None
+    fleet = Fleet(ClusterSettings(name="ci", mig_strategy="single"))
+    fleet.add_node("gpu-ci-01", [GpuSeed(0, model, True, ())])
+    with ClusterTwin(fleet) as twin:
+        twin.settle()
+        gpu = twin.gpus("gpu-ci-01")[0]
+        prof = gpu.profile_by_name("3g.71gb")
+        assert prof is not None
+        with twin.fleet.nodes["gpu-ci-01"].lock:
+            gi = gpu.create_gpu_instance(prof.id)
+            cis = [gpu.create_compute_instance(gi, pynvml.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE) for _ in range(3)]
+        kubelet = twin.kubelet("gpu-ci-01")
+        kubelet.answer = api_pb2.ListPodResourcesResponse(
+            pod_resources=[
+                api_pb2.PodResources(
+                    name=f"worker-{k}",
+                    namespace="batch",
+                    containers=[
+                        api_pb2.ContainerResources(
+                            name="main",
+                            devices=[api_pb2.ContainerDevices(resource_name="nvidia.com/gpu", device_ids=[ci.uuid])],
+                        )
+                    ],
+                )
+                for k, ci in enumerate(cis)
+            ]
+        ).SerializeToString()
+        obs, text = observe_node(twin, "gpu-ci-01")
+    (inst,) = obs.gpus[0].instances
+    assert inst.uuid == cis[0].uuid and inst.compute_uuids == tuple(ci.uuid for ci in cis)
+    assert [h.pod for h in inst.holders] == ["worker-0", "worker-1", "worker-2"]
+    assert obs.unknown_devices == ()
+    assert '"computeUuids"' in text and observedcodec.decode(text) == obs
