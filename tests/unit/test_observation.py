@@ -217,3 +217,31 @@ def test_codes_emitted_here_have_the_tables_severity() -> None:
     assert {f.code for f in found} == {"MP540", "MP541", "MP542"}
     for f in found:
         assert f.severity is drift.FINDING_CODES[f.code][0]
+
+
+def test_hostile_names_in_an_observation_stay_text_in_every_report_file() -> None:
+    import yaml
+
+    from reconciler.logic import reports, slicesvg
+    from reconciler.model.inventory import ClusterSpec, DesiredState, MigStrategy
+    from reconciler.model.observed import ObservedState
+
+    evil_pod = "ns/a```\n# heading</title><script>alert(1)</script>|x"
+    evil_profile = "1g`|<b>\u2028"
+    gpu = _gpu(0, _inst("3g.71gb", 0, 4, evil_pod), _inst(evil_profile, 6, 1, evil_pod))
+    plan = NodePlan(name="gpu-a", gpus=(_plan_gpu(0, "3g.71gb vllm", starts=(4,)),))
+    desired = DesiredState(cluster=ClusterSpec(name="c", mig_strategy=MigStrategy.MIXED), nodes={"gpu-a": plan})
+    observed = ObservedState(nodes={"gpu-a": _node(_obs(gpu))})
+    analysis = drift.analyze(desired, observed, now=NOW)
+    report = drift.build_report(desired, observed, analysis, planner.plan(desired, observed, now=NOW))
+    files = reports.render_reports(report)
+    assert yaml.safe_load(files["drift.yaml"]) == reports.report_to_json(report)
+    text = files["README.md"].decode()
+    fences = [ln for ln in text.splitlines() if ln.startswith("```")]
+    assert len(fences) == 2 and fences[0] == fences[1] and len(fences[0]) > 3  # no name closes the fence
+    assert "\n# heading" not in text.split(fences[0])[0]  # nothing became a heading outside the fence
+    from xml.etree import ElementTree
+
+    svg = ElementTree.fromstring(files[slicesvg.gpu_map_name("gpu-a", 0)])
+    assert not [e for e in svg.iter() if e.tag.endswith("script")]
+    assert "MP542" in {f.code for f in report.findings}  # the hostile profile is a partition the plan lacks
