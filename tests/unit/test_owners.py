@@ -158,3 +158,16 @@ def test_metrics_rows_owner_holdings_and_observer_states() -> None:
     assert 'migplan_observers{state="silent"} 1.0' in text and 'migplan_observers{state="absent"} 0.0' in text
     assert 'migplan_owner_holdings{owner="vllm",profile="7g.141gb",state="held_by_other_owners"} 1.0' in text
     assert "notebook" not in text
+
+
+def test_each_map_says_what_was_observed_when_the_observer_is_partly_trusted() -> None:
+    report = _report("observer-health")
+    sources = {n: {(g.layout_source, g.holders_source) for g in gpus} for n, gpus in report.slice_maps.items()}
+    assert sources["gpu-b"] == {("planned", "inferred")}  # silent: nothing of it is used
+    assert sources["gpu-c"] == {("observed", "inferred")}  # the kubelet did not answer: layout only
+    assert sources["gpu-d"] == {("planned", "inferred")}  # malformed
+    assert sources["gpu-e"] == {("observed", "inferred")}  # v1: no holders in that format
+    occ = {n.name: {o.source for o in n.occupancy} for n in report.nodes}
+    assert occ == {"gpu-b": {"inferred"}, "gpu-c": {"inferred"}, "gpu-d": {"inferred"}, "gpu-e": {"inferred"}}
+    text = reports.render_reports(report)["README.md"].decode()
+    assert "[observed cut, holders inferred]" in text and "[planned cut, holders inferred]" in text
