@@ -22,6 +22,8 @@ adds them to the cycle's analysis.
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -47,16 +49,35 @@ SILENT_AFTER = HEARTBEAT * observedcodec.SILENT_AFTER_HEARTBEATS
 CONTROLLER_OBSERVER = f"migplan/{__version__}"  # what an observer of the same version writes
 
 
+# Decoding a full 8-GPU observation takes about a millisecond or more, and an unchanged node publishes the same
+# text for a heartbeat (5 minutes) while the controller lists it every cycle: the decoded value is memoised by a
+# digest of the text (the text itself is not kept), at most _MEMO_SIZE entries, oldest dropped first. Decoding is
+# a pure function of the text, so the memo changes nothing but the time.
+_MEMO_SIZE = 8192
+_memo: OrderedDict[bytes, tuple[NodeObservation | None, str | None]] = OrderedDict()
+
+
 def read_observation(annotations: Mapping[str, str]) -> tuple[NodeObservation | None, str | None]:
     """The node's observation from its annotations: (observation, None), (None, reason) when the
     annotation is malformed (MP547: the node is left alone), (None, None) when there is none."""
     text = annotations.get(OBSERVED_ANNOTATION)
     if text is None:
         return None, None
+    key = hashlib.blake2b(str(text).encode("utf-8", "surrogatepass"), digest_size=20).digest() + (
+        b"s" if isinstance(text, str) else b"x"
+    )
+    hit = _memo.get(key)
+    if hit is not None:
+        _memo.move_to_end(key)
+        return hit
     try:
-        return observedcodec.decode(text), None
+        found: tuple[NodeObservation | None, str | None] = (observedcodec.decode(text), None)
     except StrictValueError as exc:
-        return None, str(exc)
+        found = (None, str(exc))
+    _memo[key] = found
+    if len(_memo) > _MEMO_SIZE:
+        _memo.popitem(last=False)
+    return found
 
 
 def usable(node: ObservedNode | None, *, now: datetime | None, silent_after: timedelta = SILENT_AFTER) -> bool:

@@ -245,3 +245,25 @@ def test_hostile_names_in_an_observation_stay_text_in_every_report_file() -> Non
     svg = ElementTree.fromstring(files[slicesvg.gpu_map_name("gpu-a", 0)])
     assert not [e for e in svg.iter() if e.tag.endswith("script")]
     assert "MP542" in {f.code for f in report.findings}  # the hostile profile is a partition the plan lacks
+
+
+def test_an_unchanged_annotation_is_decoded_once_and_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+    real = observedcodec.decode
+
+    def counting(text: object) -> NodeObservation:
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(observedcodec, "decode", counting)
+    monkeypatch.setattr(observation, "_memo", type(observation._memo)())
+    monkeypatch.setattr(observation, "_MEMO_SIZE", 2)
+    texts = [observedcodec.encode(_obs(_gpu(i))) for i in range(3)]
+    first = observation.read_observation({OBSERVED_ANNOTATION: texts[0]})
+    again = observation.read_observation({OBSERVED_ANNOTATION: str(texts[0])})
+    assert first[0] is again[0] and len(calls) == 1
+    assert observation.read_observation({OBSERVED_ANNOTATION: texts[1]})[0] != first[0]
+    assert observation.read_observation({OBSERVED_ANNOTATION: "{"})[1]  # errors are remembered too
+    assert len(observation._memo) == 2  # bounded: the oldest went
+    observation.read_observation({OBSERVED_ANNOTATION: texts[0]})
+    assert len(calls) == 4  # it was dropped, so decoded again
