@@ -22,7 +22,7 @@ before it has read or written anything.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -104,6 +104,9 @@ def _source_notes(src: SourceResult) -> list[str]:
     return notes
 
 
+_LEAVE_ALONE = frozenset({"MP530", "MP547"})  # findings that keep migplan from writing to their node
+
+
 def run_gitops_cycle(
     *,
     source: InventorySource,
@@ -156,8 +159,12 @@ def _locked_cycle(
     errors: list[str] = []
     writes = not dry_run and may_write()
     if desired.cluster.apply.mode is ApplyMode.AGENT and publish_agent_layouts is not None and writes:
+        # A node with a value migplan cannot read (MP530, MP547) is left alone in agent mode too: no layout
+        # is published to it on a guess (its findings say why).
+        unreadable = {f.node for f in result.report.findings if f.code in _LEAVE_ALONE} if result.report else set()
+        target = replace(desired, nodes={n: p for n, p in desired.nodes.items() if n not in unreadable})
         try:
-            notes.extend(publish_agent_layouts(desired, str(src.revision)))
+            notes.extend(publish_agent_layouts(target, str(src.revision)))
         except MigplanError as exc:
             errors.append(f"publish agent layouts: {exc.code}: {exc.message}")
     if result.report is None:
