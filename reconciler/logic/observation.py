@@ -289,7 +289,8 @@ def observer_findings(
                 W,
                 f"{name}: the observer has not reported for {age // 60} min (more than "
                 f"{int(silent_after.total_seconds() // 60)}): its facts are not used; check the migplan agent pod "
-                f"on the node (kubectl -n migplan logs ds/migplan-agent, on that node)",
+                f"on it (kubectl -n migplan get pods -l app.kubernetes.io/component=agent "
+                f"--field-selector spec.nodeName={name}, then its log)",
                 node=name,
                 observed=obs.observed_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
             )
