@@ -79,7 +79,10 @@ FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
         "a value migplan reads on the node (label, annotation, quantity) is malformed: the node is left alone",
     ),
     # The node observer (issue 12): measured placements and holders, and the observer's own health.
-    "MP540": (WARNING, "a GPU's real placements differ from the plan's (and what that fragmentation blocks)"),
+    "MP540": (
+        INFO,
+        "a GPU's real placements differ from the plan's (a warning when that fragmentation blocks a later cut)",
+    ),
     "MP541": (WARNING, "a partition is held by a pod of another owner than the plan names"),
     "MP542": (WARNING, "a pod holds a partition (or GPU) the plan does not have"),
     "MP543": (WARNING, "the node's observer has not reported for a while (silent): its facts are not used"),

@@ -446,6 +446,7 @@ def _placement_finding(node: str, g: GpuJoin) -> Finding:
         or "nothing"
     )
     msg = f"GPU {g.index} of {node} has {have}; the plan places {want}"
+    severity = FindingSeverity.INFO  # the same partitions elsewhere: nothing lost until it blocks a cut
     # Fragmentation: the profiles one more instance of which would fit the plan's cut but not the real one.
     sizes = _catalog_slices(plan.model)
     real = [i.placement for i in g.instances]
@@ -454,6 +455,7 @@ def _placement_finding(node: str, g: GpuJoin) -> Finding:
         lost = sorted(_fits(plan.model, planned) - _fits(plan.model, real), key=lambda p: (-sizes.get(p, 0), p))
         if lost:
             msg += f"; the real placements leave no room for a {lost[0]} that the planned cut would fit"
+            severity = W
         blocked = sorted(
             {
                 pod
@@ -467,7 +469,7 @@ def _placement_finding(node: str, g: GpuJoin) -> Finding:
             msg += f"; cutting it as planned destroys partitions {', '.join(blocked)} hold(s)"
     return _finding(
         "MP540",
-        W,
+        severity,
         msg,
         node=node,
         gpu=g.index,
