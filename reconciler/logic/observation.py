@@ -551,8 +551,8 @@ def owner_findings(j: NodeJoin, pods: Mapping[str, ObservedPod]) -> list[Finding
                 "MP541",
                 W,
                 f"{pod} ({who}) holds {_where(i.profile, i.placement.start)} on GPU {i.gpu} of {j.node}, reserved "
-                f"for {i.owner}: name the owner's profile in the pod (nvidia.com/mig-{i.profile.replace('+', '.')}) "
-                "and give its owner partitions of it in the inventory",
+                f"for {i.owner}, whose pods may find none free: give {own or 'the pod an owner and'} its own "
+                f"{i.profile} partitions in the inventory, or move the pod",
                 node=j.node,
                 gpu=i.gpu,
                 profile=i.profile,

@@ -233,7 +233,7 @@ def _findings_table(findings: tuple[Finding, ...]) -> str:
 
 
 _STATE_NOTE = {
-    "moved": "placed by the driver, not as planned",
+    "moved": "placed by the driver",
     "unplanned": "not in the plan",
 }
 
@@ -264,7 +264,7 @@ def slice_map_text(gpu: GpuSliceMap) -> list[str]:
         held = f"held by {p.holder}" if p.holder else ("not on the GPU" if p.state == "missing" else "free")
         note = _STATE_NOTE.get(p.state, "")
         if p.state == "moved" and p.planned_start is not None:
-            note += f" (planned at {p.planned_start})"
+            note += f"; planned at {p.planned_start}"
         lines.append(f"  {p.profile:<12} {bar}  {where:<6} {owner}, {held}" + (f"  ({note})" if note else ""))
     return lines
 

@@ -128,7 +128,7 @@ def test_readme_and_svg_say_observed() -> None:
     files = reports.render_reports(report)
     text = files["README.md"].decode()
     assert "GPU 0  H200-141GB  MIG  [observed cut, holders observed]" in text
-    assert "placed by the driver, not as planned (planned at 1)" in text
+    assert "(placed by the driver; planned at 1)" in text
     assert "## Owners" in text and "ml/notebook" in text
     svg = ElementTree.fromstring(files[slicesvg.gpu_map_name("gpu-a", 3)])
     ns = "{http://www.w3.org/2000/svg}"
