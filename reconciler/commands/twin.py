@@ -107,6 +107,9 @@ def command(
             nodes = len(twin.store.list("nodes"))
             click.echo(f"cluster twin ready: {twin.url}", nl=True)
             click.echo(f"kubeconfig: {twin.kubeconfig}  ({nodes} nodes; Ctrl-C to stop)", nl=True)
+            for node in sorted(twin.fleet.nodes):
+                if node not in twin.fleet.absent:  # its kubelet's PodResources socket, for `migplan agent`
+                    click.echo(f"kubelet {node}: --pod-resources-socket {twin.pod_resources_socket(node)}", nl=True)
             while not stop.wait(0.5):
                 pass
     finally:

@@ -90,3 +90,25 @@ def test_observe_only_publishes_what_it_could_read_and_succeeds(tmp_path: Path) 
     if not nvml_present():
         assert obs.gpus == () and obs.sources["nvml"].startswith("MP935: ")
     assert "migplan.io/mig.state" not in (node["metadata"].get("labels") or {})  # it never actuates
+
+
+def test_observe_only_reads_the_twin_kubelet_over_its_socket() -> None:
+    """The real command, the real gRPC client, the twin's kubelet: the kubelet source answers; NVML is what
+    this machine has (none here: the reason is published and no kubelet device is called unknown)."""
+    from reconciler.resources import inventory_dir
+    from reconciler.twin.cluster import ClusterTwin
+
+    with ClusterTwin.from_inventory(inventory_dir()) as twin:
+        twin.settle()
+        node = "gpu-h200-01"
+        proc = migplan(
+            "agent", "--once", "--observe-only", "--node", node, "--kubeconfig", str(twin.kubeconfig),
+            "--pod-resources-socket", str(twin.pod_resources_socket(node)),
+        )  # fmt: skip
+        annotations = twin.store.get("nodes", node)["metadata"]["annotations"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    obs = observedcodec.decode(annotations["migplan.io/mig-observed"])
+    assert obs.sources["podResources"] == "ok"
+    if not nvml_present():
+        assert obs.gpus == () and obs.unknown_devices == ()
+        assert "podResources ok" in proc.stdout and "nvml MP935" in proc.stdout
