@@ -394,15 +394,21 @@ def guard_holders(
 
     With the node's observer reporting its holders (reconciler.logic.observation), it reasons per GPU: a pod
     the kubelet allocated a device of another GPU to is not in the way. Pods the observation does not name
-    (bound after the observer's last pass) are still judged by their requests, as without an observer."""
+    (bound after the observer's last pass) are still judged by their requests, as without an observer. An
+    observer of another migplan version (MP544) is not trusted to narrow the guard: the pods it names are
+    added to those the requests name."""
     if gpus is None or node.observation is None or not observation.usable(node, now=now, silent_after=silent_after):
         return blocking_pods(pods, destroyed)
     if not node.observation.holders_known:
         return blocking_pods(pods, destroyed)
     joined = observation.join(node.name, None, node.observation)
     seen = {p for g in joined.gpus for p in (*g.whole_holders, *(h for i in g.instances for h in i.holders))}
-    unseen = tuple(p for p in pods if p.key not in seen)
-    return tuple(sorted(set(joined.holders_on(gpus)) | set(blocking_pods(unseen, destroyed))))
+    judged = (
+        pods
+        if node.observation.observer != observation.CONTROLLER_OBSERVER
+        else (tuple(p for p in pods if p.key not in seen))
+    )
+    return tuple(sorted(set(joined.holders_on(gpus)) | set(blocking_pods(judged, destroyed))))
 
 
 def blocking_pods(pods: tuple[ObservedPod, ...], destroyed: frozenset[str] | None) -> tuple[str, ...]:

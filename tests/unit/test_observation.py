@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -214,6 +215,17 @@ def test_guard_with_observed_holders_reasons_per_gpu() -> None:
     blind = _node(_obs(*obs.gpus, podresources="timeout"))
     assert planner.guard_holders(blind, pods, lost, frozenset({1}), now=NOW) == ("ml/a", "ml/b", "ml/late")
     assert planner.guard_holders(node, pods, lost, None, now=NOW) == ("ml/a", "ml/b", "ml/late")
+    # an observer of another version: its holders are added to the requests' verdict, never narrow it
+    other = _node(replace(obs, observer="migplan/0.0.1"))
+    assert planner.guard_holders(other, pods, lost, frozenset({1}), now=NOW) == ("ml/a", "ml/b", "ml/late")
+    whole = _pod("ml/w", "7g.141gb")  # holds another resource: only the observation names it on GPU 1
+    seen = _node(replace(obs, observer="migplan/0.0.1", gpus=(obs.gpus[0], _gpu(1, _inst("7g.141gb", 0, 8, "ml/w")))))
+    assert planner.guard_holders(seen, (*pods, whole), lost, frozenset({1}), now=NOW) == (
+        "ml/a",
+        "ml/b",
+        "ml/late",
+        "ml/w",
+    )
 
 
 def test_codes_emitted_here_have_the_tables_severity() -> None:
