@@ -51,6 +51,8 @@ HELD = ("#2f5f9e", "#ffffff", "#1d3f6e")  # fill, text, stroke
 FREE = ("#dcefd5", "#1b3a12", "#4f8a3c")
 PLANNED = ("#e6e9f2", "#1f2a44", "#5b6b8f")  # occupancy not shown (migplan plan's before/after)
 UNALLOCATED = "#eeeeee"
+# An observed partition set against the plan: its outline says where it stands (dashed, in its colour).
+OFF_PLAN = {"moved": ("#b9770e", "placed by the driver, not as planned"), "unplanned": ("#c0392b", "not in the plan")}
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 
@@ -110,7 +112,9 @@ def _partition(
 ) -> list[str]:
     seen = observed_holders
     fill, ink, stroke = (HELD if p.holder else FREE) if occupancy else PLANNED
-    dash = ' stroke-dasharray="6 4"' if dashed else ""
+    dash = ' stroke-width="2" stroke-dasharray="6 4"' if dashed else ' stroke-width="2"'
+    if p.state in OFF_PLAN:
+        stroke, dash = OFF_PLAN[p.state][0], ' stroke-width="3" stroke-dasharray="8 3"'
     holder = p.holder or "free"
     if len(holder) * _CHAR_W > w - 10 and "/" in holder:
         holder = holder.split("/", 1)[1]  # the pod's name says more than its namespace (both in the title)
@@ -120,8 +124,7 @@ def _partition(
     title = title or partition_title(p, memory_slices, occupancy=occupancy, observed_holders=seen)
     out = [
         f"<g><title>{xml(title)}</title>",
-        f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6" fill="{fill}" stroke="{stroke}" '
-        f'stroke-width="2"{dash}/>',
+        f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6" fill="{fill}" stroke="{stroke}"{dash}/>',
     ]
     for i, (text, weight, size) in enumerate(lines):
         out.append(
@@ -132,11 +135,12 @@ def _partition(
     return out
 
 
-def _legend(y: int, occupancy: bool) -> list[str]:
+def _legend(y: int, occupancy: bool, states: frozenset[str] = frozenset()) -> list[str]:
     items = [(HELD[0], HELD[2], "held by a pod"), (FREE[0], FREE[2], "free")] if occupancy else []
     if not occupancy:
         items.append((PLANNED[0], PLANNED[2], "planned partition"))
     items.append((UNALLOCATED, "#bbbbbb", "unallocated"))
+    items += [("#ffffff", OFF_PLAN[s][0], OFF_PLAN[s][1]) for s in sorted(states & OFF_PLAN.keys())]
     out, x = [], _MARGIN
     for fill, stroke, label in items:
         out.append(f'<rect x="{x}" y="{y}" width="14" height="14" fill="{fill}" stroke="{stroke}"/>')
@@ -221,7 +225,7 @@ def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupa
             w = max(p.size, 1) * cell
             out += _partition(p, x + 2, y + 2, w - 4, _BAR_H - 4, slices, True, None, occupancy, observed_holders)
             x += w
-    out += _legend(legend_y, occupancy)
+    out += _legend(legend_y, occupancy, frozenset(p.state for p in gpu.partitions))
     out.append(f'<text x="{_MARGIN}" y="{legend_y + 36}" font-size="11" fill="#555555" {_FONT}>{xml(note)}</text>')
     out.append("</svg>")
     return ("\n".join(out) + "\n").encode("utf-8")

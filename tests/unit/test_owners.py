@@ -171,3 +171,15 @@ def test_each_map_says_what_was_observed_when_the_observer_is_partly_trusted() -
     assert occ == {"gpu-b": {"inferred"}, "gpu-c": {"inferred"}, "gpu-d": {"inferred"}, "gpu-e": {"inferred"}}
     text = reports.render_reports(report)["README.md"].decode()
     assert "[observed cut, holders inferred]" in text and "[planned cut, holders inferred]" in text
+
+
+def test_svg_outlines_partitions_off_the_plan() -> None:
+    files = reports.render_reports(_report("observed-layout-and-owners"))
+    ns = "{http://www.w3.org/2000/svg}"
+    gpu0 = ElementTree.fromstring(files[slicesvg.gpu_map_name("gpu-a", 0)])
+    strokes = {r.get("stroke") for r in gpu0.iter(f"{ns}rect")}
+    assert slicesvg.OFF_PLAN["moved"][0] in strokes and slicesvg.OFF_PLAN["unplanned"][0] not in strokes
+    legend = [t.text for t in gpu0.iter(f"{ns}text")]
+    assert "placed by the driver, not as planned" in legend
+    gpu3 = ElementTree.fromstring(files[slicesvg.gpu_map_name("gpu-a", 3)])
+    assert slicesvg.OFF_PLAN["unplanned"][0] in {r.get("stroke") for r in gpu3.iter(f"{ns}rect")}
