@@ -206,7 +206,10 @@ def join(node: str, plan: NodePlan | None, obs: NodeObservation) -> NodeJoin:
     planned = {g.index: g for g in plan.gpus} if plan is not None else {}
     seen = {g.index: g for g in obs.gpus}
     gpus = tuple(join_gpu(planned.get(i), seen.get(i), i) for i in sorted(set(planned) | set(seen)))
-    return NodeJoin(node=node, observation=obs, gpus=gpus, holders_known=obs.holders_known)
+    # Holders are used as the node's occupancy only when every GPU was read too: with NVML failing on one GPU,
+    # the kubelet's devices on it cannot be placed, and counting the rest would undercount the node.
+    complete = obs.holders_known and obs.sources.get("nvml") == SOURCE_OK
+    return NodeJoin(node=node, observation=obs, gpus=gpus, holders_known=complete)
 
 
 def joins(

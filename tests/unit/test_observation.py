@@ -170,6 +170,8 @@ def test_held_unplanned_partition_is_mp542_only_when_holders_are_measured() -> N
     assert f.code == "MP542" and f.pods == ("ml/stray",)
     blind = _obs(gpu, podresources="kubelet socket missing")
     assert observation.layout_findings(observation.join("gpu-a", plan, blind)) == []
+    partial = replace(_obs(gpu), sources={"nvml": "GPU 1: NVML_ERROR_GPU_IS_LOST", "podResources": "ok"})
+    assert not observation.join("gpu-a", plan, partial).holders_known  # a GPU unread: holders not complete
 
 
 def test_foreign_holder_tolerates_the_device_plugins_swap() -> None:
