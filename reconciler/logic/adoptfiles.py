@@ -43,7 +43,11 @@ def _scalar(text: str) -> str:
 
 
 def _comment(text: str) -> str:
-    return " ".join(text.split())  # one line, no newline can end the comment early
+    """One line of comment: whitespace runs (newlines, U+2028, NEL, which YAML also ends a line on) become one
+    space, and what is not printable (a control character the YAML reader refuses even in a comment, a bidi
+    override that would make the line read otherwise, a lone surrogate) is written as its escape."""
+    line = " ".join(text.split())
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in line)
 
 
 def _partition_line(profile: str, placement: int | None, indent: str) -> str:

@@ -1,0 +1,33 @@
+"""What `migplan import` writes carries values from the cluster (a GFD product label, a pod's app label) in
+comments and in quoted scalars: whatever they hold, the written file parses, every comment stays one line of
+printable text, every scalar reads back as the value, and `migplan validate` names the real problem (an
+unknown model), never a syntax error in a file migplan wrote."""
+
+from __future__ import annotations
+
+import yaml
+
+from reconciler.catalog import load_catalog
+from reconciler.logic.adopt import ConfigSource, NodeFacts, import_cluster
+from reconciler.logic.adoptfiles import render_inventory
+from reconciler.model.observed import ContainerResources, ObservedNode, ObservedPod
+
+HOSTILE = "\x1b[2J\u202eevil\x85owner: x\ud800"
+
+
+def _written(product: str, app: str) -> str:
+    labels = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": product, "nvidia.com/gpu.count": "1"}
+    pod = ObservedPod(
+        "ml", "p", "n1", "Running", (ContainerResources("c", {"nvidia.com/gpu": 1}),), labels={"app": app}
+    )
+    facts = NodeFacts(ObservedNode("n1", labels, allocatable={"nvidia.com/gpu": 1}), (pod,))
+    imported = import_cluster([facts], ConfigSource("cm", None, "none"), load_catalog())
+    return render_inventory(imported, None)["nodes/n1.yaml"]
+
+
+def test_a_control_character_or_bidi_override_in_a_comment_is_escaped() -> None:
+    text = _written("NVIDIA-H200", "vllm" + HOSTILE)
+    yaml.safe_load(text)  # the YAML reader refuses \x1b even in a comment
+    assert all(line.isprintable() for line in text.splitlines()), text
+    owners = next(line for line in text.splitlines() if "(pod ml/p)" in line)
+    assert owners == "#   nvidia.com/gpu: vllm\\x1b[2J\\u202eevil owner: x\\ud800 (pod ml/p)", owners
