@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -39,7 +38,30 @@ def _scalar(text: str) -> str:
             plain = False
         if plain:
             return text
-    return json.dumps(text)  # a JSON string is a YAML double-quoted scalar
+    return _double_quoted(text)
+
+
+def _double_quoted(text: str) -> str:
+    """A YAML double-quoted scalar that reads back as `text`. Not json.dumps: JSON writes a character beyond
+    U+FFFF as a surrogate pair (`\\ud83d\\ude42`), which YAML readers refuse (a syntax error in the file we
+    wrote), and leaves U+2028 raw, which YAML folds as a line break. Printable characters are kept, every
+    other one escaped; a lone surrogate (no UTF-8 form, no YAML escape) becomes U+FFFD, as Go's JSON does."""
+    out = ['"']
+    for c in text:
+        code = ord(c)
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\\ufffd")
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return "".join(out) + '"'
 
 
 def _comment(text: str) -> str:

@@ -5,11 +5,13 @@ unknown model), never a syntax error in a file migplan wrote."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from reconciler.catalog import load_catalog
 from reconciler.logic.adopt import ConfigSource, NodeFacts, import_cluster
 from reconciler.logic.adoptfiles import render_inventory
+from reconciler.logic.validation import validate_inventory
 from reconciler.model.observed import ContainerResources, ObservedNode, ObservedPod
 
 HOSTILE = "\x1b[2J\u202eevil\x85owner: x\ud800"
@@ -31,3 +33,22 @@ def test_a_control_character_or_bidi_override_in_a_comment_is_escaped() -> None:
     assert all(line.isprintable() for line in text.splitlines()), text
     owners = next(line for line in text.splitlines() if "(pod ml/p)" in line)
     assert owners == "#   nvidia.com/gpu: vllm\\x1b[2J\\u202eevil owner: x\\ud800 (pod ml/p)", owners
+
+
+@pytest.mark.parametrize(
+    ("product", "reads_back"),
+    [
+        ("H200\U0001f642", "H200\U0001f642"),  # JSON's surrogate pair escapes are a YAML syntax error
+        ("H200\u2028x", "H200\u2028x"),  # raw, YAML would fold it as a line break
+        ("H200" + HOSTILE, "H200" + HOSTILE.replace("\ud800", "\ufffd")),  # no YAML form for a lone surrogate
+    ],
+    ids=["beyond-bmp", "line-separator", "controls"],
+)
+def test_a_scalar_from_the_cluster_reads_back_and_validates_to_the_real_problem(product: str, reads_back: str) -> None:
+    text = _written(product, "vllm")
+    text.encode("utf-8")  # written with write_text(encoding="utf-8"): a lone surrogate would raise there
+    doc = yaml.safe_load(text)
+    assert set(doc) == {"apiVersion", "kind", "metadata", "spec"}
+    assert doc["spec"]["gpus"][0]["model"] == reads_back
+    codes = {d.code for d in validate_inventory({"nodes/n1.yaml": text.encode()}).diagnostics}
+    assert "MP301" in codes and "MP107" not in codes, codes  # unknown model, not a syntax error
