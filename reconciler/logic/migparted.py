@@ -164,6 +164,10 @@ def parse_strict(text: str) -> Mapping[str, tuple[ConfigEntry, ...]]:
         doc = yaml.load(text, Loader=yaml.CSafeLoader)
     except yaml.YAMLError as exc:
         raise MigPartedFormatError(f"unable to parse YAML: {exc}") from exc
+    except UnicodeEncodeError as exc:
+        # A lone surrogate (a JSON `\ud800` escape in the ConfigMap as the client decoded it): the C reader
+        # encodes the text to UTF-8 first and fails there; mig-parted (Go) never sees such text either.
+        raise MigPartedFormatError(f"unable to parse YAML: not UTF-8 text at character {exc.start}") from exc
     if not isinstance(doc, dict):
         raise MigPartedFormatError("config is not a mapping")
     if "version" not in doc:
