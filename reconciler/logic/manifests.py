@@ -208,8 +208,11 @@ def _build(node: yaml.Node, path: Path, lines: dict[Path, int], offset: int, dep
 def _scalar(node: yaml.Node) -> Any:
     try:
         return _SCALAR.construct_object(node)
-    except (yaml.constructor.ConstructorError, ValueError, OverflowError):
-        return node.value  # an unusual tag or value: keep the text, the rules say what is wrong
+    except (yaml.constructor.ConstructorError, ValueError, OverflowError, AttributeError, KeyError, TypeError):
+        # An unusual tag or value: keep the text, the rules say what is wrong. PyYAML's constructors raise
+        # more than ConstructorError on a value their tag does not fit: `!!timestamp x` is an AttributeError
+        # (its regex does not match), `!!bool maybe` a KeyError, `!!int 0x` a ValueError.
+        return node.value
 
 
 def _collect(
