@@ -63,8 +63,21 @@ def _existing(out: Path) -> dict[str, str]:
     }
 
 
+def _refuse_links(out: Path, files: dict[str, str]) -> None:
+    """Every file goes to a path inside `out` with no symbolic link on the way: a `nodes/` or `layouts/` that is a
+    link (committed in a cloned repository, say) would send the files, or with --force the overwrites, outside
+    --out. Checked for all files before anything is written or removed, so a refusal writes nothing."""
+    for rel in sorted(files):
+        here = out
+        for part in rel.split("/"):
+            here = here / part
+            if here.is_symlink():
+                raise OSError(f"{here} is a symbolic link: migplan import writes only inside {out}")
+
+
 def _write(out: Path, files: dict[str, str], *, replace: bool) -> None:
     try:
+        _refuse_links(out, files)
         if replace:
             for part in _INVENTORY_PARTS:
                 target = out / part
