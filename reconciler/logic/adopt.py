@@ -71,9 +71,18 @@ _NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 
 @dataclass(frozen=True, slots=True)
 class Problem:
+    """One import problem. The message is made one line of printable text here, once for every source: it quotes
+    what the cluster holds (a YAML error of a ConfigMap, a key of a mig-parted config), and a newline in it would
+    forge a `warning MPxxx:` line in the command's output."""
+
     code: str
     message: str
     node: str | None = None
+
+    def __post_init__(self) -> None:
+        line = " ".join(self.message.split())
+        line = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in line)
+        object.__setattr__(self, "message", line)
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
