@@ -32,6 +32,7 @@ from reconciler.logic.reporttarget import normalize_root
 from reconciler.logic.validation import validate_inventory
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState
+from reconciler.model.printable import escaped
 from reconciler.model.revisions import WORKDIR, Revision
 
 EXTENSIONS = (".yaml", ".yml", ".json")
@@ -84,8 +85,7 @@ def shown_path(path: Path) -> str:
     """A path as the diagnostics name it: bytes that are not UTF-8 as \\xNN (orjson refuses the surrogates
     Python decodes them to) and characters that are not printable (a newline, a bidi override) escaped, so
     a file name can neither break a `file:line:` line or a CI annotation nor disguise itself."""
-    text = os.fsencode(path.as_posix()).decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return escaped(os.fsencode(path.as_posix()).decode("utf-8", "backslashreplace"))
 
 
 def _read_file(path: Path, label: str) -> tuple[list[Manifest], list[Diagnostic]]:

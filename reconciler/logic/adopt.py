@@ -44,6 +44,7 @@ from reconciler.model.observed import (
     ObservedNode,
     ObservedPod,
 )
+from reconciler.model.printable import one_line
 
 IMPORT_CODES: Mapping[str, str] = {
     "MP580": "the cluster cannot be read (unreachable, refused, broken kubeconfig): nothing written",
@@ -80,9 +81,7 @@ class Problem:
     node: str | None = None
 
     def __post_init__(self) -> None:
-        line = " ".join(self.message.split())
-        line = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in line)
-        object.__setattr__(self, "message", line)
+        object.__setattr__(self, "message", one_line(self.message))
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"

@@ -19,6 +19,7 @@ import yaml
 from reconciler.catalog import Catalog, GpuModel
 from reconciler.logic.adopt import ClusterFacts, GpuCut, Imported, NodeImport, cut_problem
 from reconciler.logic.migparted import ConfigEntry, MigPartedFormatError, parse_strict
+from reconciler.model.printable import one_line
 
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _CutKey = tuple[str, bool, tuple[tuple[str, int | None], ...]]
@@ -68,8 +69,7 @@ def _comment(text: str) -> str:
     """One line of comment: whitespace runs (newlines, U+2028, NEL, which YAML also ends a line on) become one
     space, and what is not printable (a control character the YAML reader refuses even in a comment, a bidi
     override that would make the line read otherwise, a lone surrogate) is written as its escape."""
-    line = " ".join(text.split())
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in line)
+    return one_line(text)
 
 
 def _partition_line(profile: str, placement: int | None, indent: str) -> str:
