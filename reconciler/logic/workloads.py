@@ -37,6 +37,7 @@ from reconciler.logic.rules import Rule
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.inventory import DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, is_gpu_resource, is_mig_resource
+from reconciler.model.printable import one_line
 from reconciler.model.quantities import QuantityError, parse_count
 
 E, W = Severity.ERROR, Severity.WARNING
@@ -455,7 +456,9 @@ def with_cluster_facts(
 
 
 def _d(code: str, message: str, m: Manifest, line: int | None, **extra: Any) -> Diagnostic:
-    return Diagnostic(code, message, file=m.file, line=line, severity=CODES[code].severity, extra=extra)
+    # The message quotes the manifest (names, resources, selectors) before any API server validated them: one
+    # printable line, or a name holding a newline forges a `file:line: error ...` line of its own.
+    return Diagnostic(code, one_line(message), file=m.file, line=line, severity=CODES[code].severity, extra=extra)
 
 
 def _matches(req: Requirement, node: NodeFacts, known: frozenset[str]) -> bool | None:
