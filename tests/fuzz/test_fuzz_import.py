@@ -255,6 +255,7 @@ def test_hostile_cluster_objects_import_to_files_that_mean_what_they_say(cluster
     facts, configs = _facts(cluster)
     imported = import_cluster(facts, configs, CATALOG)
     assert {p.code for p in imported.problems} <= set(adopt.IMPORT_CODES), imported.problems
+    assert all(len(str(p).splitlines()) == 1 and str(p).isprintable() for p in imported.problems)
     files = render_inventory(imported, CLUSTER, catalog=CATALOG)
     _check_files({p: t for p, t in files.items() if p != "cluster.yaml"}, {f.node.name for f in facts})
     result = validate_inventory({p: t.encode() for p, t in files.items()})
@@ -352,3 +353,17 @@ def test_hostile_annotations_and_configs_through_the_command(tmp_path: Path) -> 
                 twin.store.patch("nodes", "gpu-h200-01", restore)
             else:
                 twin.store.patch("configmaps", cm_name, {"data": BASE["config_map"]["data"]}, namespace="gpu-operator")
+        # --out holding a link (nodes/ committed as a link in a cloned repository): refused, nothing outside.
+        linked, outside = tmp_path / "linked", tmp_path / "outside"
+        linked.mkdir()
+        outside.mkdir()
+        (linked / "nodes").symlink_to(outside)
+        p = subprocess.run(
+            [sys.executable, "-m", "reconciler", "import", "--kubeconfig", str(twin.kubeconfig), "--out", str(linked)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert p.returncode == 2 and "MP589" in p.stderr and "Traceback" not in p.stderr, p.stderr
+        assert list(outside.iterdir()) == [] and _tree(linked) == {"nodes"}

@@ -170,7 +170,7 @@ def _check(data: bytes) -> None:
         assert d.code in workloads.CODES, d
         assert d.file == "f.yaml", d
         assert d.line is None or d.line >= 1, d
-        str(d)
+        assert len(str(d).splitlines()) == 1 and str(d).isprintable(), str(d)  # no forged line
         json.dumps(d.to_json())
     json.dumps(summaries)
     assert elapsed < CASE_SECONDS, elapsed
