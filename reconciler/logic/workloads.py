@@ -879,6 +879,9 @@ def _owner_findings(
 # --- free devices from the last committed report ----------------------------------------------
 
 MAX_REPORT_BYTES = 256 * 1024 * 1024
+# Occupancy rows read from one report, all nodes together: a 5,000-node fleet of 8 GPUs writes under 300k. The
+# bound is on rows, not bytes: YAML aliases let a few KB name the same node and row lists millions of times.
+MAX_REPORT_ROWS = 1_000_000
 
 
 class ReportUnreadable(ValueError):
@@ -902,11 +905,18 @@ def free_from_drift_report(data: bytes) -> tuple[str, dict[str, dict[str, int]]]
     if not isinstance(doc, Mapping) or doc.get("kind") != "DriftReport" or not isinstance(doc.get("nodes"), list):
         raise ReportUnreadable("drift.yaml is not a migplan DriftReport (kind, nodes)")
     out: dict[str, dict[str, int]] = {}
+    rows = 0
     for i, node in enumerate(doc["nodes"]):
         if not isinstance(node, Mapping) or not isinstance(node.get("name"), str):
             raise ReportUnreadable(f"drift.yaml nodes[{i}] has no name")
+        occupancy = node.get("occupancy") or []
+        if not isinstance(occupancy, list):
+            raise ReportUnreadable(f"drift.yaml nodes[{i}].occupancy is not a list")
+        rows += 1 + len(occupancy)
+        if rows > MAX_REPORT_ROWS:
+            raise ReportUnreadable(f"drift.yaml has more than {MAX_REPORT_ROWS} nodes and occupancy rows (aliases?)")
         free: dict[str, int] = {}
-        for j, occ in enumerate(node.get("occupancy") or []):
+        for j, occ in enumerate(occupancy):
             if not isinstance(occ, Mapping):
                 raise ReportUnreadable(f"drift.yaml nodes[{i}].occupancy[{j}] is not a mapping")
             profile, total, used = occ.get("profile"), occ.get("total"), occ.get("used")
