@@ -288,3 +288,38 @@ def test_hostile_stdin_through_the_command(data: bytes) -> None:
     assert p.returncode == 1 and "Traceback" not in err and "MP899" not in err, err
     diags = [*json.loads(p.stdout)["errors"], *json.loads(p.stdout)["warnings"]]
     assert diags and all(d["code"] in workloads.CODES and d["file"] == "<stdin>" for d in diags), diags
+
+
+# --reports-from-git: drift.yaml comes from a branch people can push to. Mutated, it is free partitions per
+# node (then checked against as `free`) or ReportUnreadable (MP622), quickly.
+REPORT = {
+    "apiVersion": "migplan/v1",
+    "kind": "DriftReport",
+    "revision": "main@sha1:abc",
+    "nodes": [
+        {"name": "gpu-h200-01", "occupancy": [{"profile": "3g.71gb", "total": 1, "used": 1}]},
+        {"name": "gpu-h200-02", "occupancy": [{"profile": "3g.71gb", "total": 2, "used": 0}, {"profile": "gpu"}]},
+    ],
+}
+REPORT_CASES = 300
+POD = read_manifests(FILES["good-article-pod.yaml"].encode(), file="pod.yaml")[0]
+
+
+@pytest.mark.timeout(120)
+@settings(_SETTINGS, max_examples=REPORT_CASES)
+@given(doc=mutations.mutated(REPORT), flow=st.booleans())
+def test_a_mutated_drift_report_is_free_partitions_or_unreadable(doc: Any, flow: bool) -> None:
+    try:
+        data = yaml.safe_dump(doc, default_flow_style=flow, allow_unicode=True).encode("utf-8", "surrogatepass")
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return
+    start = time.monotonic()
+    try:
+        _, free = workloads.free_from_drift_report(data)
+    except workloads.ReportUnreadable as exc:
+        assert str(exc)
+        return
+    nodes = workloads.with_cluster_facts(NODES, free=free)
+    found, _ = workloads.check_workloads(POD, desired=DESIRED, nodes=nodes, free_source="the report")
+    assert all(d.code in workloads.CODES for d in found)
+    assert time.monotonic() - start < CASE_SECONDS
