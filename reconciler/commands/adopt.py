@@ -18,7 +18,9 @@ cluster MP580, existing inventory MP581, unreadable mig-parted file MP586/MP587,
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import sys
 from collections import Counter
 from pathlib import Path
@@ -198,7 +200,12 @@ def _from_file(
     output: str,
 ) -> None:
     try:
-        with path.open("rb") as fh:
+        # Opened non-blocking and checked on the descriptor: a FIFO (or a device) would block the open or the
+        # read forever; a mig-parted config is a regular file.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                _fail("MP586", f"{path} is not a regular file (a FIFO, a device or a socket): not read")
             raw = fh.read(MAX_MIG_PARTED_BYTES + 1)
     except OSError as exc:
         _fail("MP586", f"cannot read {path}: {exc.strerror or exc}")
