@@ -210,8 +210,8 @@ def render_inventory(
 
 
 def _existing_layout_keys(existing: Mapping[str, str], catalog: Catalog) -> dict[_CutKey, str]:
-    """Cut key -> name of each existing layout that pins a known model (what cannot be read is ignored: it is
-    the user's file, and `migplan validate` reports it)."""
+    """Cut key -> name of each existing layout that pins a known model and is named as its file (what cannot be
+    read, or is named otherwise, is ignored: it is the user's file, and `migplan validate` reports it)."""
     out: dict[_CutKey, str] = {}
     for path, text in sorted(existing.items()):
         if not path.startswith("layouts/"):
@@ -226,6 +226,8 @@ def _existing_layout_keys(existing: Mapping[str, str], catalog: Catalog) -> dict
             continue
         if model is None or mig.get("enabled") is not True or not parts or not isinstance(name, str):
             continue
+        if name != path[len("layouts/") : -len(".yaml")] or not _NAME_RE.fullmatch(name):
+            continue  # a name that is not its file's (MP408) or not a name: a node referring to it would not resolve
         if any(s is not None and (not isinstance(s, int) or isinstance(s, bool)) for _, s in parts):
             continue
         cut = GpuCut(0, model.key, True, tuple(parts))
