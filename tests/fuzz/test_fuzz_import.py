@@ -367,3 +367,49 @@ def test_hostile_annotations_and_configs_through_the_command(tmp_path: Path) -> 
         )
         assert p.returncode == 2 and "MP589" in p.stderr and "Traceback" not in p.stderr, p.stderr
         assert list(outside.iterdir()) == [] and _tree(linked) == {"nodes"}
+
+
+def _base_import() -> tuple[Any, dict[str, str]]:
+    facts, configs = _facts(BASE)
+    imported = import_cluster(facts, configs, CATALOG)
+    files = render_inventory(imported, CLUSTER, catalog=CATALOG)
+    return imported, {p: t for p, t in files.items() if p.startswith("layouts/")}
+
+
+BASE_IMPORT, BASE_LAYOUTS = _base_import()
+MERGE_CASES = 150
+
+
+@st.composite
+def hostile_layouts(draw: st.DrawFn) -> dict[str, str]:
+    """--merge: the layouts already in --out (a person's files), mutated as documents or replaced by raw text."""
+    out: dict[str, str] = {}
+    for path, text in BASE_LAYOUTS.items():
+        how = draw(st.sampled_from(["keep", "mutate", "mutate", "raw"]))
+        if how == "keep":
+            out[path] = text
+        elif how == "mutate":
+            doc = draw(mutations.mutated(yaml.safe_load(text)))
+            try:
+                out[path] = yaml.safe_dump(doc, allow_unicode=True)
+            except (yaml.YAMLError, ValueError, RecursionError):
+                out[path] = text
+        else:
+            out[path] = draw(st.sampled_from(_RAW) | HOSTILE)
+    return out
+
+
+@pytest.mark.timeout(120)
+@settings(_SETTINGS, max_examples=MERGE_CASES)
+@given(existing=hostile_layouts())
+def test_merge_over_hostile_existing_layouts_adds_files_and_touches_none(existing: dict[str, str]) -> None:
+    files = render_inventory(BASE_IMPORT, None, existing_layouts=existing, catalog=CATALOG)
+    assert not set(files) & set(existing)  # --merge never rewrites a file that is there
+    names = {n.name for n in BASE_IMPORT.nodes}
+    _check_files(files, names)
+    # Every layout a node file names is there: written now, or an existing one whose content is that cut.
+    for path, text in files.items():
+        if path.startswith("nodes/"):
+            for gpu in yaml.safe_load(text)["spec"]["gpus"]:
+                if "layout" in gpu:
+                    assert f"layouts/{gpu['layout']}.yaml" in {**existing, **files}, (path, gpu)
