@@ -222,8 +222,8 @@ def _existing_layout_keys(existing: Mapping[str, str], catalog: Catalog) -> dict
             model = catalog.resolve(str(spec["model"]))
             mig = spec["mig"]
             parts = [(str(x["profile"]), x.get("placement")) for x in mig["partitions"]]
-        except (yaml.YAMLError, KeyError, TypeError, AttributeError):
-            continue
+        except (yaml.YAMLError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # ValueError: PyYAML constructs `2026-13-45T00:00:00` as a date and fails there
         if model is None or mig.get("enabled") is not True or not parts or not isinstance(name, str):
             continue
         if name != path[len("layouts/") : -len(".yaml")] or not _NAME_RE.fullmatch(name):

@@ -33,3 +33,11 @@ def test_an_existing_layout_is_reused_only_under_its_file_name(name: str, reused
     else:
         assert "layout" not in gpu and len(gpu["mig"]["partitions"]) == 4  # inline: a single GPU has this cut
     assert "layouts/mine.yaml" not in files  # the person's file is never rewritten
+
+
+@pytest.mark.parametrize("text", ["2026-13-45T99:99:99+25:00", "when: 2026-02-30\n", "a: !!int x\n", "- [\n"])
+def test_an_existing_layout_that_pyyaml_cannot_construct_is_ignored(text: str) -> None:
+    node = NodeImport("n1", (GpuCut(0, "H200-141GB", True, CUT, "observed"),), ("observed",))
+    existing = {"layouts/mine.yaml": text}
+    files = render_inventory(Imported((node,)), None, existing_layouts=existing, catalog=load_catalog())
+    assert "layout" not in yaml.safe_load(files["nodes/n1.yaml"])["spec"]["gpus"][0]
