@@ -19,6 +19,7 @@ import yaml
 from reconciler.catalog import Catalog, GpuModel
 from reconciler.logic.adopt import ClusterFacts, GpuCut, Imported, NodeImport, cut_problem
 from reconciler.logic.migparted import ConfigEntry, MigPartedFormatError, parse_strict
+from reconciler.logic.yamldocs import is_yaml12_number
 from reconciler.model.printable import one_line
 
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -32,7 +33,11 @@ _CutKey = tuple[str, bool, tuple[tuple[str, int | None], ...]]
 def _scalar(text: str) -> str:
     """A flow-style YAML scalar: plain when both YAML 1.1 and 1.2 read it back as this string (`3g.71gb`,
     `H200-141GB`), double-quoted otherwise (a value from the cluster can hold anything)."""
-    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", text) and not re.fullmatch(r"[0-9._+-]+|[0-9.]+e[0-9+-]*", text):
+    if (
+        re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", text)
+        and not re.fullmatch(r"[0-9._+-]+|[0-9.]+e[0-9+-]*", text)
+        and not is_yaml12_number(text)  # `0o17`, `1E5`: text to PyYAML, numbers to YAML 1.2 (MP116)
+    ):
         try:
             plain = yaml.safe_load(text) == text
         except yaml.YAMLError:

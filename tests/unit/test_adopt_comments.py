@@ -52,3 +52,16 @@ def test_a_scalar_from_the_cluster_reads_back_and_validates_to_the_real_problem(
     assert doc["spec"]["gpus"][0]["model"] == reads_back
     codes = {d.code for d in validate_inventory({"nodes/n1.yaml": text.encode()}).diagnostics}
     assert "MP301" in codes and "MP107" not in codes, codes  # unknown model, not a syntax error
+
+
+@pytest.mark.parametrize("name", ["0o17", "1e5", "12e3"])
+def test_a_node_name_yaml_12_reads_as_a_number_is_quoted(name: str) -> None:
+    """Valid Kubernetes node names that YAML 1.2 reads as numbers: written plain, validate refuses the file
+    migplan wrote (MP116) instead of taking the node."""
+    labels = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "1E5", "nvidia.com/gpu.count": "1"}
+    facts = NodeFacts(ObservedNode(name, labels, allocatable={"nvidia.com/gpu": 1}))
+    imported = import_cluster([facts], ConfigSource("cm", None, "none"), load_catalog())
+    text = render_inventory(imported, None)[f"nodes/{name}.yaml"]
+    assert yaml.safe_load(text)["metadata"]["name"] == name
+    codes = {d.code for d in validate_inventory({f"nodes/{name}.yaml": text.encode()}).diagnostics}
+    assert "MP116" not in codes and "MP301" in codes, codes  # the unknown model 1E5 is the problem, nothing else
