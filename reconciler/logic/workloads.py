@@ -902,6 +902,8 @@ def free_from_drift_report(data: bytes) -> tuple[str, dict[str, dict[str, int]]]
         doc = yaml.load(data, Loader=loader)
     except yaml.YAMLError as exc:
         raise ReportUnreadable(f"drift.yaml is not YAML: {' '.join(str(exc).split())[:160]}") from exc
+    except (ValueError, AttributeError, KeyError, TypeError) as exc:  # PyYAML: a date or a tag that does not fit
+        raise ReportUnreadable(f"drift.yaml holds a value YAML cannot read ({type(exc).__name__})") from exc
     if not isinstance(doc, Mapping) or doc.get("kind") != "DriftReport" or not isinstance(doc.get("nodes"), list):
         raise ReportUnreadable("drift.yaml is not a migplan DriftReport (kind, nodes)")
     out: dict[str, dict[str, int]] = {}

@@ -31,3 +31,10 @@ def test_aliases_that_multiply_rows_are_refused_quickly() -> None:
     small = data.replace(",*n" * (n - 1), "").encode()
     _, free = workloads.free_from_drift_report(small)
     assert free == {"a": {"nvidia.com/mig-1g.18gb": 6 * n}}
+
+
+def test_a_value_pyyaml_cannot_construct_is_unreadable() -> None:
+    for value in ("2026-13-45", "!!int x", "!!bool maybe"):
+        data = f"kind: DriftReport\nrevision: {value}\nnodes: []\n".encode()
+        with pytest.raises(workloads.ReportUnreadable, match="cannot read"):
+            workloads.free_from_drift_report(data)
