@@ -307,12 +307,14 @@ POD = read_manifests(FILES["good-article-pod.yaml"].encode(), file="pod.yaml")[0
 
 @pytest.mark.timeout(120)
 @settings(_SETTINGS, max_examples=REPORT_CASES)
-@given(doc=mutations.mutated(REPORT), flow=st.booleans())
-def test_a_mutated_drift_report_is_free_partitions_or_unreadable(doc: Any, flow: bool) -> None:
+@given(doc=mutations.mutated(REPORT), flow=st.booleans(), raw=st.none() | st.sampled_from(RAW_VALUES))
+def test_a_mutated_drift_report_is_free_partitions_or_unreadable(doc: Any, flow: bool, raw: str | None) -> None:
     try:
         data = yaml.safe_dump(doc, default_flow_style=flow, allow_unicode=True).encode("utf-8", "surrogatepass")
     except (yaml.YAMLError, ValueError, RecursionError):
         return
+    if raw is not None:  # a value a YAML writer would have quoted, written raw after a key
+        data = re.sub(rb"(?m)^(\w+): .*$", lambda m: m.group(1) + b": " + raw.encode(), data, count=1)
     start = time.monotonic()
     try:
         _, free = workloads.free_from_drift_report(data)
