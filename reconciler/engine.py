@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from reconciler.logic import drift, planner
+from reconciler.logic import drift, observation, planner
 from reconciler.logic.reports import report_to_json
 from reconciler.model.drift import DriftReport
 from reconciler.model.errors import EvictionRefused, MigplanError
@@ -105,6 +105,8 @@ class Cycle:
     cluster: ClusterPort
     now: datetime
     dry_run: bool
+    # how old a node observer's report may be before it is silent (MP543) and its facts are not used
+    silent_after: timedelta = observation.SILENT_AFTER
     observed: ObservedState | None = None
     analysis: drift.Analysis | None = None
     plan: Plan | None = None
@@ -127,12 +129,12 @@ def observe(c: Cycle) -> None:
 
 def detect_drift(c: Cycle) -> None:
     assert c.observed is not None
-    c.analysis = drift.analyze(c.desired, c.observed, now=c.now)
+    c.analysis = drift.analyze(c.desired, c.observed, now=c.now, silent_after=c.silent_after)
 
 
 def make_plan(c: Cycle) -> None:
     assert c.observed is not None and c.analysis is not None
-    c.plan = planner.plan(c.desired, c.observed, now=c.now, rendered=c.analysis.rendered)
+    c.plan = planner.plan(c.desired, c.observed, now=c.now, rendered=c.analysis.rendered, silent_after=c.silent_after)
 
 
 def apply_plan(c: Cycle) -> None:
@@ -195,9 +197,17 @@ def reconcile_once(
     cluster: ClusterPort,
     dry_run: bool = False,
     now: datetime | None = None,
+    silent_after: timedelta | None = None,
 ) -> CycleResult:
-    """Run one cycle against a validated DesiredState; never raises migplan's own errors."""
-    c = Cycle(desired=desired, cluster=cluster, now=now or datetime.now(UTC), dry_run=dry_run)
+    """Run one cycle against a validated DesiredState; never raises migplan's own errors. `silent_after`:
+    how old a node observer's report may be before it counts as silent (default: 3 heartbeats of 300 s)."""
+    c = Cycle(
+        desired=desired,
+        cluster=cluster,
+        now=now or datetime.now(UTC),
+        dry_run=dry_run,
+        silent_after=silent_after or observation.SILENT_AFTER,
+    )
     for step in STEPS:
         try:
             step(c)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.adapters.cachelock import cache_lock
@@ -105,6 +105,7 @@ def run_gitops_cycle(
     now: datetime | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     deadline: float | None = None,
+    silent_after: timedelta | None = None,
 ) -> GitopsCycle:
     """One cycle (see the module docstring); raises CacheLocked / CacheUnusable (MP830 / MP831)
     when the cache directory cannot be had, before anything is read or written. `deadline`
@@ -118,6 +119,7 @@ def run_gitops_cycle(
             bot=bot,
             signer=signer,
             now=now,
+            silent_after=silent_after,
         )
 
 
@@ -130,13 +132,14 @@ def _locked_cycle(
     bot: BotIdentity,
     signer: CommitSigner | None,
     now: datetime | None,
+    silent_after: timedelta | None = None,
 ) -> GitopsCycle:
     src = source.cycle()
     notes = _source_notes(src)
     if src.desired is None or src.revision is None:
         return GitopsCycle(source=src, result=None, notes=tuple(notes) or ("no valid inventory revision yet",))
     desired = src.desired
-    result = reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run, now=now)
+    result = reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run, now=now, silent_after=silent_after)
     errors: list[str] = []
     writes = not dry_run and may_write()
     if result.report is None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.logic.observedcodec import HEARTBEAT_SECONDS
+from reconciler.logic.observedcodec import HEARTBEAT_SECONDS, SILENT_AFTER_HEARTBEATS
 from reconciler.model.errors import MigplanError
 from reconciler.model.redaction import redact
 
@@ -126,6 +126,9 @@ class Settings:
     # the node observer (`migplan agent`, every apply mode): it rewrites its observation when it changed or
     # when the published one is a heartbeat old; the controller calls it silent after 3 heartbeats.
     observe_heartbeat_seconds: float = HEARTBEAT_SECONDS
+    # the controller: an observer whose last report is older than this many heartbeats is silent (MP543) and
+    # its facts are not used
+    observe_silent_heartbeats: int = SILENT_AFTER_HEARTBEATS
     observe_only: bool = False  # observe and publish, never change the GPUs (gpu-operator, report-only)
     # the kubelet's PodResources API (v1), the source of which pod holds which device
     pod_resources_socket: str = DEFAULT_POD_RESOURCES_SOCKET
@@ -300,6 +303,8 @@ def _validate(s: Settings) -> None:
         raise _error("http_read_timeout_seconds", "must be greater than 0")
     if s.observe_heartbeat_seconds <= 0:
         raise _error("observe_heartbeat_seconds", "must be greater than 0")
+    if s.observe_silent_heartbeats < 1:
+        raise _error("observe_silent_heartbeats", "must be at least 1")
     if s.pod_resources_timeout_seconds <= 0:
         raise _error("pod_resources_timeout_seconds", "must be greater than 0")
     if s.http_max_connections < 1:

@@ -35,6 +35,7 @@ from reconciler.logic.agentplan import (
 from reconciler.model import strict
 from reconciler.model.errors import MigplanError
 from reconciler.model.nodeobservation import NodeObservation
+from reconciler.model.observed import OBSERVED_ANNOTATION
 
 if TYPE_CHECKING:
     from reconciler.agent import NodeStatePort
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("migplan.agent")
 
 DESIRED = desiredcodec.ANNOTATION
-OBSERVED = agentdrain.OBSERVED_ANNOTATION  # "migplan.io/mig-observed"; the controller's planner reads it too
+OBSERVED = OBSERVED_ANNOTATION  # "migplan.io/mig-observed"; the controller reads it too
 STATE = agentdrain.STATE_LABEL  # "migplan.io/mig.state"
 STATE_REASON = "migplan.io/mig.state.reason"
 STATE_REVISION = agentdrain.STATE_REVISION_ANNOTATION  # "migplan.io/mig.state.revision"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from reconciler.logic.observation import read_observation
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
@@ -129,6 +130,8 @@ def node_from_json(obj: Mapping[str, Any]) -> ObservedNode:
     capacity = _gpu_counts(status.get("capacity"), "status.capacity", bad)
     allocatable = _gpu_counts(status.get("allocatable"), "status.allocatable", bad)
     _check_marks(labels, annotations, bad)
+    # The node observer's report: decoded once here (strict, bounded); unreadable is MP547, not MP530.
+    observation, observation_error = read_observation(annotations)
     return ObservedNode(
         name=meta["name"],
         labels=labels,
@@ -140,6 +143,8 @@ def node_from_json(obj: Mapping[str, Any]) -> ObservedNode:
         resource_version=meta.get("resourceVersion", ""),
         taints=_taints((obj.get("spec") or {}).get("taints")),
         malformed=tuple(bad),
+        observation=observation,
+        observation_error=observation_error,
     )
 
 

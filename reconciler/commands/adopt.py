@@ -18,7 +18,9 @@ cluster MP580, existing inventory MP581, unreadable mig-parted file MP586/MP587,
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import sys
 from collections import Counter
 from pathlib import Path
@@ -63,8 +65,21 @@ def _existing(out: Path) -> dict[str, str]:
     }
 
 
+def _refuse_links(out: Path, files: dict[str, str]) -> None:
+    """Every file goes to a path inside `out` with no symbolic link on the way: a `nodes/` or `layouts/` that is a
+    link (committed in a cloned repository, say) would send the files, or with --force the overwrites, outside
+    --out. Checked for all files before anything is written or removed, so a refusal writes nothing."""
+    for rel in sorted(files):
+        here = out
+        for part in rel.split("/"):
+            here = here / part
+            if here.is_symlink():
+                raise OSError(f"{here} is a symbolic link: migplan import writes only inside {out}")
+
+
 def _write(out: Path, files: dict[str, str], *, replace: bool) -> None:
     try:
+        _refuse_links(out, files)
         if replace:
             for part in _INVENTORY_PARTS:
                 target = out / part
@@ -185,7 +200,12 @@ def _from_file(
     output: str,
 ) -> None:
     try:
-        with path.open("rb") as fh:
+        # Opened non-blocking and checked on the descriptor: a FIFO (or a device) would block the open or the
+        # read forever; a mig-parted config is a regular file.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                _fail("MP586", f"{path} is not a regular file (a FIFO, a device or a socket): not read")
             raw = fh.read(MAX_MIG_PARTED_BYTES + 1)
     except OSError as exc:
         _fail("MP586", f"cannot read {path}: {exc.strerror or exc}")

@@ -32,10 +32,12 @@ from reconciler.logic.reporttarget import normalize_root
 from reconciler.logic.validation import validate_inventory
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState
+from reconciler.model.printable import escaped
 from reconciler.model.revisions import WORKDIR, Revision
 
 EXTENSIONS = (".yaml", ".yml", ".json")
 MAX_FILES = 100_000
+MAX_DIR_DEPTH = 64  # a chart or a kustomize tree is a few levels deep
 ANNOTATIONS = ciannotations.FORMATS
 
 
@@ -48,31 +50,68 @@ class InputError(Exception):
         self.message = message
 
 
+def _names_a_directory(entry: os.DirEntry[str]) -> bool:
+    """A directory or a link to one; a link that cannot be followed (dangling, a loop) is a file that
+    cannot be read, said as MP600 when it is read."""
+    try:
+        return entry.is_dir(follow_symlinks=True)
+    except OSError:
+        return False
+
+
 def _walk(root: Path) -> Iterator[Path]:
-    """Manifest files below a directory, sorted; hidden directories and symbolic links skipped."""
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for f in sorted(filenames):
-            if f.endswith(EXTENSIONS):
-                yield Path(dirpath) / f
+    """Manifest files below a directory, sorted, a directory's files before its subdirectories; hidden
+    directories and symbolic links to directories skipped. Iterative (a tree thousands of directories
+    deep is no RecursionError), at most MAX_DIR_DEPTH deep, and a directory that cannot be listed is an
+    InputError (MP620), never a silently smaller set of manifests."""
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack:
+        directory, depth = stack.pop()
+        if depth > MAX_DIR_DEPTH:
+            raise InputError("MP620", f"{shown_path(directory)}: more than {MAX_DIR_DEPTH} nested directories")
+        try:
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            subdirs = [e for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+            files = [e for e in entries if e.name.endswith(EXTENSIONS) and not _names_a_directory(e)]
+        except OSError as exc:
+            raise InputError("MP620", f"{shown_path(directory)}: {exc.strerror or exc}") from exc
+        for e in files:
+            yield directory / e.name
+        stack.extend((directory / e.name, depth + 1) for e in reversed(subdirs))
+
+
+def shown_path(path: Path) -> str:
+    """A path as the diagnostics name it: bytes that are not UTF-8 as \\xNN (orjson refuses the surrogates
+    Python decodes them to) and characters that are not printable (a newline, a bidi override) escaped, so
+    a file name can neither break a `file:line:` line or a CI annotation nor disguise itself."""
+    return escaped(os.fsencode(path.as_posix()).decode("utf-8", "backslashreplace"))
 
 
 def _read_file(path: Path, label: str) -> tuple[list[Manifest], list[Diagnostic]]:
     try:
-        st = path.lstat()
+        path.lstat()
     except OSError as exc:
         raise InputError("MP620", f"{label}: {exc.strerror or exc}") from exc
-    if stat.S_ISLNK(st.st_mode):
-        st = path.stat()
-    if not stat.S_ISREG(st.st_mode):
-        # A FIFO or a device would block or never end: refused before it is opened.
-        return [], [Diagnostic("MP600", "not a regular file (FIFO, device or socket): not read", file=label)]
-    if st.st_size > workloads_max_bytes():
-        return [], [Diagnostic("MP600", f"file of {st.st_size} bytes is too large to be a manifest", file=label)]
     try:
-        data = path.read_bytes()
+        # Non-blocking, then checked on the open descriptor: a FIFO named in place of a file (or swapped
+        # in after a check) neither blocks the open nor the read; a dangling link or a link loop is an
+        # unreadable file, not a crash.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         return [], [Diagnostic("MP600", f"cannot be read: {exc.strerror or exc}", file=label)]
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return [], [Diagnostic("MP600", "not a regular file (FIFO, device or socket): not read", file=label)]
+        if st.st_size > workloads_max_bytes():
+            return [], [Diagnostic("MP600", f"file of {st.st_size} bytes is too large to be a manifest", file=label)]
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(workloads_max_bytes() + 1)
+    except OSError as exc:
+        return [], [Diagnostic("MP600", f"cannot be read: {exc.strerror or exc}", file=label)]
+    finally:
+        os.close(fd)
     return read_manifests(data, file=label)
 
 
@@ -101,12 +140,12 @@ def read_inputs(paths: tuple[str, ...]) -> tuple[list[Manifest], list[Diagnostic
         elif path.exists() or path.is_symlink():
             files = iter([path])
         else:
-            raise InputError("MP620", f"{p}: no such file or directory")
+            raise InputError("MP620", f"{shown_path(path)}: no such file or directory")
         for f in files:
             count += 1
             if count > MAX_FILES:
-                raise InputError("MP620", f"more than {MAX_FILES} manifest files under {p}")
-            ms, ds = _read_file(f, f.as_posix())
+                raise InputError("MP620", f"more than {MAX_FILES} manifest files under {shown_path(path)}")
+            ms, ds = _read_file(f, shown_path(f))
             manifests.extend(ms)
             diags.extend(ds)
     return manifests, diags

@@ -33,6 +33,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -407,7 +408,7 @@ def _plan_root(
             observed = observed_from_report(found.document)
             usage = usage_from_report(found.document)
             planned.pods_from = _report_words(found, old, time.time())
-    planned.disrupts = disruptions(planned.diff, base, target, observed)
+    planned.disrupts = disruptions(planned.diff, base, target, observed, datetime.now(UTC))
     planned.capacity = capacity_delta(base, target, usage)
     return planned
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,9 @@ class GitCycle:
                 bot=self.bot,
                 signer=self.signer,
                 now=self.now() if self.now is not None else None,
+                silent_after=timedelta(
+                    seconds=self.settings.observe_heartbeat_seconds * self.settings.observe_silent_heartbeats
+                ),
             )
         except MigplanError as exc:  # the cache directory is held by another process, or unusable
             return CycleOutcome("failed", errors=(f"{exc.code}: {exc.message}",), message=exc.message)

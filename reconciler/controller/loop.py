@@ -244,6 +244,8 @@ class Controller:
         self.metrics.set_partitions(signals.occupancy_rows(report))
         self.metrics.set_node_findings(signals.node_finding_rows(report))
         self.metrics.set_owner_partitions(signals.owner_rows(report))
+        self.metrics.set_owner_holdings(signals.owner_holding_rows(report))
+        self.metrics.set_observers(signals.observer_counts(report))
         # One log line per finding when it appears (not every cycle while it lasts), naming revision,
         # node and code so a log pipeline can follow a drift without parsing messages.
         current = {(f.node or "", f.code, f.message) for f in report.findings}

@@ -12,10 +12,14 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reconciler.model.plans import Kind
 
-__all__ = ["CONTENT_TYPE_LATEST", "REPORT_RESULTS", "ControllerMetrics"]
+__all__ = ["CONTENT_TYPE_LATEST", "OBSERVER_STATES", "OWNER_HOLDINGS", "REPORT_RESULTS", "ControllerMetrics"]
 
 # ReportOutcome.status values (reconciler.adapters.gitreports), exported as zeros from the start.
 REPORT_RESULTS = ("committed", "unchanged", "queued", "refused", "failed")
+# The state of a GPU node's observer (reconciler.logic.drift.Analysis.observers), exported as zeros.
+OBSERVER_STATES = ("reporting", "silent", "malformed", "absent")
+# Owner accounting beyond total/used/free (reconciler.model.drift.OwnerAccount).
+OWNER_HOLDINGS = ("held_by_owner", "held_by_other_owners")
 
 
 class ControllerMetrics:
@@ -82,6 +86,20 @@ class ControllerMetrics:
             ["owner", "profile", "state"],
             registry=r,
         )
+        self.owner_holdings = Gauge(
+            "migplan_owner_holdings",
+            "Per inventory owner and profile: partitions of the profile its pods hold (held_by_owner), and "
+            "pods of other owners holding partitions reserved for it (held_by_other_owners); observed where "
+            "the node's observer reports holders, inferred elsewhere.",
+            ["owner", "profile", "state"],
+            registry=r,
+        )
+        self.observers = Gauge(
+            "migplan_observers",
+            "GPU nodes by the state of their node observer (reporting, silent, malformed, absent).",
+            ["state"],
+            registry=r,
+        )
         self.report_pushes = Counter(
             "migplan_report_pushes_total",
             "Report commits by outcome (committed, unchanged, queued, refused, failed).",
@@ -110,6 +128,8 @@ class ControllerMetrics:
             self.report_pushes.labels(result)
         for kind in Kind:
             self.applied_changes.labels(kind.value)
+        for state in OBSERVER_STATES:
+            self.observers.labels(state)
 
     def set_findings(self, counts: Mapping[str, int]) -> None:
         self.findings.clear()
@@ -137,6 +157,18 @@ class ControllerMetrics:
             self.owner_partitions.labels(owner, profile, "total").set(total)
             self.owner_partitions.labels(owner, profile, "used").set(used)
             self.owner_partitions.labels(owner, profile, "free").set(max(0, total - used))
+
+    def set_owner_holdings(self, rows: Iterable[tuple[str, str, int, int]]) -> None:
+        """rows: (owner, profile, partitions its pods hold, pods of other owners on its partitions)."""
+        self.owner_holdings.clear()
+        for owner, profile, held, others in rows:
+            self.owner_holdings.labels(owner, profile, "held_by_owner").set(held)
+            self.owner_holdings.labels(owner, profile, "held_by_other_owners").set(others)
+
+    def set_observers(self, counts: Mapping[str, int]) -> None:
+        """GPU nodes per observer state; every state is exported (0 when none)."""
+        for state in OBSERVER_STATES:
+            self.observers.labels(state).set(counts.get(state, 0))
 
     def record_report(self, result: str, pending: int) -> None:
         self.report_pushes.labels(result).inc()

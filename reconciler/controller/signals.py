@@ -234,12 +234,31 @@ def node_finding_rows(report: DriftReport) -> tuple[tuple[str, str, str, int], .
 
 def owner_rows(report: DriftReport) -> tuple[tuple[str, str, int, int], ...]:
     """(owner or "" for unowned, profile, total, used) over every planned MIG partition of the cluster;
-    a partition is used when occupancy assigned a holding pod to it (inferred from pod requests)."""
+    a partition is used when a pod holds it: observed (the kubelet's allocation) on the nodes whose observer
+    reports holders, else as occupancy assigned it (inferred from pod requests). A partition the GPU has and
+    the plan does not is no owner's; one the plan has and the GPU does not is reserved and free."""
     sums: dict[tuple[str, str], list[int]] = {}
     for gpus in report.slice_maps.values():
         for gpu in gpus:
             for p in gpu.partitions:
+                if p.state == "unplanned":
+                    continue
                 row = sums.setdefault((p.owner or "", p.profile), [0, 0])
                 row[0] += 1
-                row[1] += 1 if p.holder else 0
+                row[1] += 1 if p.holder and p.state != "missing" else 0
     return tuple((owner, profile, total, used) for (owner, profile), (total, used) in sorted(sums.items()))
+
+
+def owner_holding_rows(report: DriftReport) -> tuple[tuple[str, str, int, int], ...]:
+    """(owner, profile, partitions its pods hold, pods of other owners on its partitions) for every
+    inventory owner (unowned partitions have no owner to hold them)."""
+    return tuple((a.owner, a.profile, a.held_by_owner, len(a.foreign)) for a in report.owners if a.owner)
+
+
+def observer_counts(report: DriftReport) -> dict[str, int]:
+    """GPU nodes per state of their node observer (reporting, silent, malformed, absent)."""
+    counts: dict[str, int] = {}
+    for n in report.nodes:
+        if n.observer is not None:
+            counts[n.observer] = counts.get(n.observer, 0) + 1
+    return counts

@@ -45,6 +45,7 @@ from reconciler.model.observed import (
     ObservedNode,
     ObservedPod,
 )
+from reconciler.model.printable import one_line
 
 # The import family of the one registry (reconciler.model.codes): code -> meaning.
 IMPORT_CODES: Mapping[str, str] = {c.code: c.meaning for c in codes.family(codes.Family.IMPORT)}
@@ -60,9 +61,16 @@ _NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 
 @dataclass(frozen=True, slots=True)
 class Problem:
+    """One import problem. The message is made one line of printable text here, once for every source: it quotes
+    what the cluster holds (a YAML error of a ConfigMap, a key of a mig-parted config), and a newline in it would
+    forge a `warning MPxxx:` line in the command's output."""
+
     code: str
     message: str
     node: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", one_line(self.message))
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,8 @@ import yaml
 from reconciler.catalog import Catalog, GpuModel
 from reconciler.logic.adopt import ClusterFacts, GpuCut, Imported, NodeImport, cut_problem
 from reconciler.logic.migparted import ConfigEntry, MigPartedFormatError, parse_strict
+from reconciler.logic.yamldocs import is_yaml12_number
+from reconciler.model.printable import one_line
 
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _CutKey = tuple[str, bool, tuple[tuple[str, int | None], ...]]
@@ -32,18 +33,48 @@ _CutKey = tuple[str, bool, tuple[tuple[str, int | None], ...]]
 def _scalar(text: str) -> str:
     """A flow-style YAML scalar: plain when both YAML 1.1 and 1.2 read it back as this string (`3g.71gb`,
     `H200-141GB`), double-quoted otherwise (a value from the cluster can hold anything)."""
-    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", text) and not re.fullmatch(r"[0-9._+-]+|[0-9.]+e[0-9+-]*", text):
+    if (
+        re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", text)
+        and not re.fullmatch(r"[0-9._+-]+|[0-9.]+e[0-9+-]*", text)
+        and not is_yaml12_number(text)  # `0o17`, `1E5`: text to PyYAML, numbers to YAML 1.2 (MP116)
+    ):
         try:
             plain = yaml.safe_load(text) == text
         except yaml.YAMLError:
             plain = False
         if plain:
             return text
-    return json.dumps(text)  # a JSON string is a YAML double-quoted scalar
+    return _double_quoted(text)
+
+
+def _double_quoted(text: str) -> str:
+    """A YAML double-quoted scalar that reads back as `text`. Not json.dumps: JSON writes a character beyond
+    U+FFFF as a surrogate pair (`\\ud83d\\ude42`), which YAML readers refuse (a syntax error in the file we
+    wrote), and leaves U+2028 raw, which YAML folds as a line break. Printable characters are kept, every
+    other one escaped; a lone surrogate (no UTF-8 form, no YAML escape) becomes U+FFFD, as Go's JSON does."""
+    out = ['"']
+    for c in text:
+        code = ord(c)
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\\ufffd")
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return "".join(out) + '"'
 
 
 def _comment(text: str) -> str:
-    return " ".join(text.split())  # one line, no newline can end the comment early
+    """One line of comment: whitespace runs (newlines, U+2028, NEL, which YAML also ends a line on) become one
+    space, and what is not printable (a control character the YAML reader refuses even in a comment, a bidi
+    override that would make the line read otherwise, a lone surrogate) is written as its escape."""
+    return one_line(text)
 
 
 def _partition_line(profile: str, placement: int | None, indent: str) -> str:
@@ -184,8 +215,8 @@ def render_inventory(
 
 
 def _existing_layout_keys(existing: Mapping[str, str], catalog: Catalog) -> dict[_CutKey, str]:
-    """Cut key -> name of each existing layout that pins a known model (what cannot be read is ignored: it is
-    the user's file, and `migplan validate` reports it)."""
+    """Cut key -> name of each existing layout that pins a known model and is named as its file (what cannot be
+    read, or is named otherwise, is ignored: it is the user's file, and `migplan validate` reports it)."""
     out: dict[_CutKey, str] = {}
     for path, text in sorted(existing.items()):
         if not path.startswith("layouts/"):
@@ -196,10 +227,12 @@ def _existing_layout_keys(existing: Mapping[str, str], catalog: Catalog) -> dict
             model = catalog.resolve(str(spec["model"]))
             mig = spec["mig"]
             parts = [(str(x["profile"]), x.get("placement")) for x in mig["partitions"]]
-        except (yaml.YAMLError, KeyError, TypeError, AttributeError):
-            continue
+        except (yaml.YAMLError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # ValueError: PyYAML constructs `2026-13-45T00:00:00` as a date and fails there
         if model is None or mig.get("enabled") is not True or not parts or not isinstance(name, str):
             continue
+        if name != path[len("layouts/") : -len(".yaml")] or not _NAME_RE.fullmatch(name):
+            continue  # a name that is not its file's (MP408) or not a name: a node referring to it would not resolve
         if any(s is not None and (not isinstance(s, int) or isinstance(s, bool)) for _, s in parts):
             continue
         cut = GpuCut(0, model.key, True, tuple(parts))

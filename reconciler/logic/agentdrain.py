@@ -28,27 +28,26 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from reconciler.logic import desiredcodec, observedcodec
+from reconciler.logic import desiredcodec, observation
 from reconciler.logic.agentplan import DesiredGpu, DesiredNode, MigState, plan_node
 from reconciler.model import strict
 from reconciler.model.nodeobservation import NodeObservation, ObservedGpu, ObservedInstance
-from reconciler.model.observed import GPU_RESOURCE, ObservedNode
+from reconciler.model.observed import GPU_RESOURCE, OBSERVED_ANNOTATION, ObservedNode
 
 # The agent's keys on its Node (reconciler/adapters/kubeagentmode.py writes them under the same names).
-OBSERVED_ANNOTATION = "migplan.io/mig-observed"
 STATE_LABEL = "migplan.io/mig.state"
 STATE_REVISION_ANNOTATION = "migplan.io/mig.state.revision"
 
 
 def read_observation(node: ObservedNode) -> tuple[NodeObservation | None, str]:
     """The node observer's last observation of the node, or None with why there is none to use."""
-    text = node.annotations.get(OBSERVED_ANNOTATION)
-    if text is None:
+    # One decoder for the controller (reconciler.logic.observation, memoised per annotation value).
+    obs, error = observation.read_observation(node.annotations)
+    if error is not None:
+        return None, f"observation unreadable ({OBSERVED_ANNOTATION}: {error})"
+    if obs is None:
         return None, f"no observation ({OBSERVED_ANNOTATION} absent: no node observer)"
-    try:
-        return observedcodec.decode(text), ""
-    except strict.StrictValueError as exc:
-        return None, f"observation unreadable ({OBSERVED_ANNOTATION}: {exc})"
+    return obs, ""
 
 
 def agent_reported_success(node: ObservedNode, layout: DesiredNode) -> bool:

@@ -12,13 +12,13 @@ held back, else InSync (info findings such as a saturated profile do not make a 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import yaml
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import migparted, occupancy, podrules
+from reconciler.logic import migparted, observation, occupancy, owners, podrules
 from reconciler.logic.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
 from reconciler.model.drift import (
@@ -30,7 +30,7 @@ from reconciler.model.drift import (
     NodeStatus,
     SlicePartition,
 )
-from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
+from reconciler.model.inventory import ApplyMode, DesiredState, GpuPlan, MigStrategy, NodePlan
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
     CLIENT_WAIT_SELECTORS,
@@ -45,6 +45,7 @@ from reconciler.model.observed import (
     PAUSED_FOR_MIG_CHANGE,
     REQUESTED_AT_ANNOTATION,
     MigConfigState,
+    ObservedNode,
     ObservedState,
     is_gpu_resource,
     is_mig_resource,
@@ -95,6 +96,11 @@ class Analysis:
     findings: tuple[Finding, ...]  # sorted
     occupancy: Mapping[str, NodeOccupancy]  # per node (desired nodes present + undocumented GPU nodes)
     rendered: migparted.MigPartedConfig
+    # The nodes whose observer's report is used (decoded, not silent), set against their plan.
+    joins: Mapping[str, observation.NodeJoin] = field(default_factory=dict)
+    # The state of each GPU node's observer, for the report and the metrics: reporting | silent |
+    # malformed | absent.
+    observers: Mapping[str, str] = field(default_factory=dict)
 
 
 def analyze(
@@ -104,11 +110,17 @@ def analyze(
     now: datetime | None = None,
     rendered: migparted.MigPartedConfig | None = None,
     stuck_after: timedelta = STUCK_AFTER,
+    silent_after: timedelta = observation.SILENT_AFTER,
 ) -> Analysis:
-    """All findings and the occupancy of every node, from desired and observed state."""
+    """All findings and the occupancy of every node, from desired and observed state.
+
+    Where a node's observer reports (observation.usable), its layout and holders are preferred to the
+    inference; `silent_after` is how old its report may be before the observer counts as silent (MP543)."""
     rendered = rendered or migparted.render(desired)
     strategy = desired.cluster.mig_strategy
     pods_by_node = observed.pods_by_node()
+    joins = observation.joins(desired.nodes, observed.nodes, now=now, silent_after=silent_after)
+    pods_by_key = {p.key: p for p in observed.pods}
     out: list[Finding] = []
     out.extend(_cluster_policy_findings(desired, observed))
     out.extend(_config_map_findings(desired, observed, rendered))
@@ -122,7 +134,16 @@ def analyze(
             out.append(finding("MP510", f"node {name} is in the inventory but not in the cluster", node=name))
             continue
         pods = pods_by_node.get(name, ())
-        occ[name] = occupancy.node_occupancy(node=name, plan=plan, strategy=strategy, pods=pods)
+        joined = joins.get(name)
+        if joined is not None and joined.holders_known:
+            occ[name] = occupancy.observed_occupancy(
+                node=name, plan=plan, strategy=strategy, joined=joined, pods=pods_by_key
+            )
+        else:
+            occ[name] = occupancy.node_occupancy(node=name, plan=plan, strategy=strategy, pods=pods)
+        if joined is not None:
+            out.extend(observation.layout_findings(joined))
+            out.extend(observation.owner_findings(joined, pods_by_key))
         # mig-manager says the node's current config is applied, the strategy is right, yet the
         # counts differ: the GPUs were changed behind mig-manager's back (or a GPU fell off the bus).
         behind_its_back = (
@@ -148,7 +169,7 @@ def analyze(
             )
         )
         for o in occ[name].entries:
-            if o.used > o.total:
+            if o.source == "inferred" and o.used > o.total:
                 out.append(
                     finding(
                         "MP520",
@@ -175,9 +196,15 @@ def analyze(
                 observed={k: v for k, v in sorted(node.advertised_resources.items()) if is_gpu_resource(k)},
             )
         )
-        occ[name] = occupancy.node_occupancy(
-            node=name, plan=None, strategy=strategy, pods=pods_by_node.get(name, ()), observed=node
-        )
+        joined = joins.get(name)
+        if joined is not None and joined.holders_known:
+            occ[name] = occupancy.observed_occupancy(
+                node=name, plan=None, strategy=strategy, joined=joined, pods=pods_by_key
+            )
+        else:
+            occ[name] = occupancy.node_occupancy(
+                node=name, plan=None, strategy=strategy, pods=pods_by_node.get(name, ()), observed=node
+            )
 
     if observed.device_plugin is None:
         ops = desired.cluster.gpu_operator
@@ -192,10 +219,38 @@ def analyze(
     out.extend(_pending_gpu_findings(desired, observed))
     out.extend(_invalid_request_findings(observed))
     out.extend(_saturation_findings(desired, observed, occ))
+    observers: dict[str, str] = {}
+    for name in sorted(observed.nodes):
+        node = observed.nodes[name]
+        if name not in desired.nodes and not node.is_gpu_node:
+            continue
+        out.extend(observation.observer_findings(name, node, now=now, silent_after=silent_after))
+        observers[name] = _observer_state(node, name in joins)
+    for pod in sorted(observed.pods, key=lambda p: p.key):
+        if pod.active:
+            for issue in owners.workload_issues(pod, desired.nodes, strategy):
+                if issue.code == "MP549" and pod.phase == "Pending":
+                    continue  # MP506 says it, with the node's count
+                target = pod.node or pod.node_selector.get(owners.HOSTNAME_LABEL)
+                out.append(finding(issue.code, issue.message, node=target, pods=(pod.key,)))
     if desired.cluster.apply.mode is ApplyMode.AGENT:
         # mig-manager, its ConfigMap and its node labels are not used in agent mode.
         out = [f for f in out if f.code not in _GPU_OPERATOR_ONLY]
-    return Analysis(findings=tuple(sorted(out, key=Finding.sort_key)), occupancy=occ, rendered=rendered)
+    return Analysis(
+        findings=tuple(sorted(out, key=Finding.sort_key)),
+        occupancy=occ,
+        rendered=rendered,
+        joins=joins,
+        observers=observers,
+    )
+
+
+def _observer_state(node: ObservedNode, used: bool) -> str:
+    if node.observation_error is not None:
+        return "malformed"
+    if node.observation is None:
+        return "absent"
+    return "reporting" if used else "silent"
 
 
 def _malformed_findings(desired: DesiredState, observed: ObservedState) -> Iterable[Finding]:
@@ -224,7 +279,7 @@ def _malformed_findings(desired: DesiredState, observed: ObservedState) -> Itera
 
 def unreadable_nodes(observed: ObservedState) -> frozenset[str]:
     """Nodes with a malformed value of their own or on a pod bound to them: never written this cycle."""
-    out = {name for name, n in observed.nodes.items() if n.malformed}
+    out = {name for name, n in observed.nodes.items() if n.malformed or n.observation_error is not None}
     out.update(p.node for p in observed.pods if p.malformed and p.node is not None)
     return frozenset(out)
 
@@ -664,24 +719,58 @@ def build_report(
                 findings=fs,
                 occupancy=occ.entries if occ else (),
                 mig_config=analysis.rendered.node_configs.get(name),
+                observer=analysis.observers.get(name),
             )
         )
+    maps = {
+        n: slice_maps(desired.nodes[n], analysis.occupancy.get(n), analysis.joins.get(n)) for n in sorted(desired.nodes)
+    }
+    # Owner accounting: who each holder belongs to (matched as occupancy matches owners), and the pods of
+    # observed nodes holding another owner's partition beyond the device plugin's free choice.
+    pods_by_key = {p.key: p for p in observed.pods}
+    all_owners = {p.owner for plan in desired.nodes.values() for g in plan.gpus for p in g.partitions if p.owner}
+    holder_owners = {
+        pod: observation.holder_owner(pod, all_owners, pods_by_key)
+        for gpus in maps.values()
+        for g in gpus
+        for part in g.partitions
+        if part.holder
+        for pod in part.holder.split(", ")
+    }
+    foreign = [
+        (i.owner or "", i.profile, pod)
+        for j in analysis.joins.values()
+        for i, pod, _ in observation.foreign_holders(j, pods_by_key)
+    ]
     return DriftReport(
         cluster=desired.cluster.name,
         revision=desired.revision,
         strategy=desired.cluster.mig_strategy.value,
         nodes=tuple(nodes),
         cluster_findings=tuple(sorted(cluster, key=Finding.sort_key)),
-        slice_maps={n: slice_maps(desired.nodes[n], analysis.occupancy.get(n)) for n in sorted(desired.nodes)},
+        slice_maps=maps,
+        owners=owners.accounts(maps, holder_owners, foreign),
     )
 
 
-def slice_maps(plan: NodePlan, occ: NodeOccupancy | None) -> tuple[GpuSliceMap, ...]:
+def slice_maps(
+    plan: NodePlan,
+    occ: NodeOccupancy | None,
+    joined: observation.NodeJoin | None = None,
+) -> tuple[GpuSliceMap, ...]:
+    """Per GPU of the plan: its cut and who holds each partition. With the node's observation (`joined`),
+    the cut is the GPU's real one (placements from NVML, each partition set against the plan: planned,
+    moved, unplanned, missing) and the holders are the kubelet's when measured; otherwise the planned cut
+    with the holders occupancy inferred. Each map says which (layout_source, holders_source)."""
     catalog = load_catalog()
     out = []
     for g in sorted(plan.gpus, key=lambda g: g.index):
         model = catalog.get(g.model)
         slices = model.memory_slices if model else 8
+        seen = joined.gpu(g.index) if joined is not None else None
+        if joined is not None and seen is not None and seen.observed is not None:
+            out.append(_observed_map(g, slices, seen, occ, joined.holders_known))
+            continue
         parts = []
         for i, p in enumerate(g.partitions if g.mig_enabled else ()):
             placement = g.placements[i] if i < len(g.placements) else None
@@ -707,3 +796,51 @@ def slice_maps(plan: NodePlan, occ: NodeOccupancy | None) -> tuple[GpuSliceMap, 
             )
         )
     return tuple(out)
+
+
+def _observed_map(
+    g: GpuPlan, slices: int, seen: observation.GpuJoin, occ: NodeOccupancy | None, holders_known: bool
+) -> GpuSliceMap:
+    assert seen.observed is not None
+    parts: list[SlicePartition] = []
+    if seen.observed.mig_current:
+        for i in seen.instances:
+            if holders_known:
+                holder = ", ".join(i.holders) or None
+            else:  # the layout is observed, the holders are not: occupancy's guess, at the matched partition
+                holder = occ.assignment.get((g.index, i.position)) if occ and i.position is not None else None
+            state = "unplanned" if not i.planned else ("moved" if i.moved else "planned")
+            parts.append(
+                SlicePartition(
+                    profile=i.profile,
+                    start=i.placement.start,
+                    size=i.placement.size,
+                    owner=i.owner,
+                    holder=holder,
+                    state=state,
+                    planned_start=i.planned_start if i.moved else None,
+                )
+            )
+    starts = [p.start for p in g.placements] if len(g.placements) == len(g.partitions) else []
+    for k in seen.missing:
+        p = g.partitions[k]
+        parts.append(
+            SlicePartition(
+                profile=p.profile,
+                start=None,
+                size=g.placements[k].size if starts else 1,
+                owner=p.owner,
+                holder=None,
+                state="missing",
+                planned_start=starts[k] if starts else p.placement,
+            )
+        )
+    return GpuSliceMap(
+        index=g.index,
+        model=g.model,
+        mig_enabled=seen.observed.mig_current,
+        memory_slices=slices,
+        partitions=tuple(parts),
+        layout_source="observed",
+        holders_source="observed" if holders_known else "inferred",
+    )

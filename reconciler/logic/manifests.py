@@ -75,7 +75,13 @@ class Manifest:
 
 
 class _TooBig(Exception):
-    pass
+    """A document the reader refuses whole: too large once expanded, too deep, or an unsupported tag."""
+
+
+_STANDARD_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}"
+    for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary", "merge")
+)
 
 
 def _diag(code: str, message: str, file: str, line: int | None) -> Diagnostic:
@@ -188,6 +194,9 @@ def _build(node: yaml.Node, path: Path, lines: dict[Path, int], offset: int, dep
     if depth > MAX_DEPTH:
         raise _TooBig(f"document nested deeper than {MAX_DEPTH} levels")
     lines.setdefault(path, offset + node.start_mark.line + 1)
+    if node.tag not in _STANDARD_TAGS:
+        # !!python/object/apply:..., !custom: Kubernetes' YAML reader (sigs.k8s.io/yaml over go-yaml) refuses them.
+        raise _TooBig(f"unsupported YAML tag {node.tag[:60]!r} (line {offset + node.start_mark.line + 1})")
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for k, v in node.value:
@@ -211,8 +220,11 @@ def _build(node: yaml.Node, path: Path, lines: dict[Path, int], offset: int, dep
 def _scalar(node: yaml.Node) -> Any:
     try:
         return _SCALAR.construct_object(node)
-    except (yaml.constructor.ConstructorError, ValueError, OverflowError):
-        return node.value  # an unusual tag or value: keep the text, the rules say what is wrong
+    except (yaml.constructor.ConstructorError, ValueError, OverflowError, AttributeError, KeyError, TypeError):
+        # An unusual tag or value: keep the text, the rules say what is wrong. PyYAML's constructors raise
+        # more than ConstructorError on a value their tag does not fit: `!!timestamp x` is an AttributeError
+        # (its regex does not match), `!!bool maybe` a KeyError, `!!int 0x` a ValueError.
+        return node.value
 
 
 def _collect(

@@ -164,6 +164,14 @@ def parse_strict(text: str) -> Mapping[str, tuple[ConfigEntry, ...]]:
         doc = yaml.load(text, Loader=yaml.CSafeLoader)
     except yaml.YAMLError as exc:
         raise MigPartedFormatError(f"unable to parse YAML: {exc}") from exc
+    except UnicodeEncodeError as exc:
+        # A lone surrogate (a JSON `\ud800` escape in the ConfigMap as the client decoded it): the C reader
+        # encodes the text to UTF-8 first and fails there; mig-parted (Go) never sees such text either.
+        raise MigPartedFormatError(f"unable to parse YAML: not UTF-8 text at character {exc.start}") from exc
+    except (ValueError, AttributeError, KeyError, TypeError) as exc:
+        # PyYAML's constructors raise these, not YAMLError, on a value its tag does not fit: an implicit date
+        # that is not one (`2026-13-45`), `!!int x`, `!!bool maybe`. No mig-parted field holds such a value.
+        raise MigPartedFormatError(f"unable to parse YAML: a value cannot be read ({type(exc).__name__})") from exc
     if not isinstance(doc, dict):
         raise MigPartedFormatError("config is not a mapping")
     if "version" not in doc:

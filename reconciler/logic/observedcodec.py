@@ -223,7 +223,9 @@ def decode(text: object) -> NodeObservation:
         observed_at=None if at is None else strict.parse_timestamp(at),
         observer=strict.require_str(doc.get("observer", ""), "observer", max_len=64),
         sources={
-            strict.require_str(k, "sources key", max_len=32): strict.require_str(v, f"sources.{k}", max_len=512)
+            strict.require_str(k, "sources key", max_len=32): strict.require_str(
+                v, f"sources[{strict.short(k, 40)}]", max_len=512
+            )
             for k, v in sources.items()
         },
         unknown_devices=tuple(

@@ -14,10 +14,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from reconciler.model.drift import Holder, Occupancy
 from reconciler.model.inventory import MigStrategy, NodePlan
 from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, ObservedNode, ObservedPod, is_gpu_resource
+
+if TYPE_CHECKING:
+    from reconciler.logic.observation import NodeJoin
 
 _RS_HASH = re.compile(r"-[a-z0-9]{5,10}\Z")  # \Z, not $: never before a trailing newline
 
@@ -148,3 +152,66 @@ def _assign(
         for s in free[:n]:
             taken[(s[0], s[1])] = pod.key
     return taken
+
+
+def observed_occupancy(
+    *,
+    node: str,
+    plan: NodePlan | None,
+    strategy: MigStrategy,
+    joined: NodeJoin,
+    pods: Mapping[str, ObservedPod] | None = None,
+) -> NodeOccupancy:
+    """Occupancy of a node whose observer reports its holders (reconciler.logic.observation): totals are
+    the partitions the GPUs really have, used are those the kubelet allocated to a pod, per extended
+    resource as the device plugin names them under the strategy. Nothing is inferred; the entries say
+    `observed`. The assignment maps each planned partition matched to a real one to its holder(s). A
+    holder's owner is the owner of a partition it holds when it is that owner's pod (matched as the
+    inference matches, on `pods`, the node's listed pods by namespace/name), else none: a pod holding
+    another owner's partition is not that owner's."""
+    listed = pods or {}
+
+    def belongs(pod: str, owner: str) -> bool:
+        found = listed.get(pod)
+        ids = pod_identities(found) if found is not None else frozenset({pod, *pod.split("/", 1)})
+        return owner in ids
+
+    totals: dict[str, int] = {}
+    used: dict[str, int] = {}
+    held: dict[str, dict[str, int]] = {}  # resource -> pod -> partitions (or whole GPUs) it holds
+    owner_of: dict[tuple[str, str], str] = {}
+    assignment: dict[tuple[int, int], str] = {}
+
+    def count(res: str, pods: tuple[str, ...], owner: str | None) -> None:
+        totals[res] = totals.get(res, 0) + 1
+        used[res] = used.get(res, 0) + (1 if pods else 0)
+        per = held.setdefault(res, {})
+        for pod in pods:
+            per[pod] = per.get(pod, 0) + 1
+            if owner is not None and belongs(pod, owner):
+                owner_of.setdefault((res, pod), owner)
+
+    for g in joined.gpus:
+        if g.observed is None:
+            continue
+        if not g.observed.mig_current:
+            count(GPU_RESOURCE, g.whole_holders, None)
+            continue
+        for i in g.instances:
+            count(resource_of(i.profile) if strategy is MigStrategy.MIXED else GPU_RESOURCE, i.holders, i.owner)
+            if i.holders and i.position is not None:
+                assignment[(g.index, i.position)] = ", ".join(i.holders)
+    entries = []
+    for res in sorted(totals):
+        hs = tuple(Holder(pod=p, count=n, owner=owner_of.get((res, p))) for p, n in sorted(held.get(res, {}).items()))
+        entries.append(
+            Occupancy(
+                node=node,
+                profile=profile_label(res, plan),
+                total=totals[res],
+                used=used.get(res, 0),
+                holders=hs,
+                source="observed",
+            )
+        )
+    return NodeOccupancy(node=node, entries=tuple(entries), assignment=assignment)

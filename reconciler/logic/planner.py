@@ -50,7 +50,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import agentdrain, desiredcodec, disruption, drain, drift, migparted
+from reconciler.logic import agentdrain, desiredcodec, disruption, drain, drift, migparted, observation
 from reconciler.logic.agentplan import DesiredNode, desired_from_node_plan
 from reconciler.logic.occupancy import expected_resources
 from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
@@ -92,11 +92,13 @@ def plan(
     *,
     now: datetime,
     rendered: migparted.MigPartedConfig | None = None,
+    silent_after: timedelta = observation.SILENT_AFTER,
 ) -> Plan:
-    """The ordered changes for this cycle (see the module docstring for the order and the rules)."""
+    """The ordered changes for this cycle (see the module docstring for the order and the rules).
+    `silent_after`: how old a node observer's report may be and still feed the disruption guard."""
     rendered = rendered or migparted.render(desired)
     stamp = rfc3339(now)
-    node_changes, nodes_settled, aliases = _node_changes(desired, observed, rendered, now)
+    node_changes, nodes_settled, aliases = _node_changes(desired, observed, rendered, now, silent_after)
     agent = desired.cluster.apply.mode is ApplyMode.AGENT
     changes: list[Change] = []
     if not agent:  # the node agent applies layouts itself: no mig-parted ConfigMap, no mig-manager
@@ -397,6 +399,37 @@ def destroyed_resources(
     return None if found is None else found[1]
 
 
+def guard_holders(
+    node: ObservedNode,
+    pods: tuple[ObservedPod, ...],
+    destroyed: frozenset[str] | None,
+    gpus: frozenset[int] | None,
+    *,
+    now: datetime | None,
+    silent_after: timedelta = observation.SILENT_AFTER,
+) -> tuple[str, ...]:
+    """The pods the disruption guard names for a node change that destroys the partitions of `gpus`
+    (None: unknown, every GPU) and the extended resources `destroyed`.
+
+    With the node's observer reporting its holders (reconciler.logic.observation), it reasons per GPU: a pod
+    the kubelet allocated a device of another GPU to is not in the way. Pods the observation does not name
+    (bound after the observer's last pass) are still judged by their requests, as without an observer. An
+    observer of another migplan version (MP544) is not trusted to narrow the guard: the pods it names are
+    added to those the requests name."""
+    if gpus is None or node.observation is None or not observation.usable(node, now=now, silent_after=silent_after):
+        return blocking_pods(pods, destroyed)
+    if not node.observation.holders_known:
+        return blocking_pods(pods, destroyed)
+    joined = observation.join(node.name, None, node.observation)
+    seen = {p for g in joined.gpus for p in (*g.whole_holders, *(h for i in g.instances for h in i.holders))}
+    judged = (
+        pods
+        if node.observation.observer != observation.CONTROLLER_OBSERVER
+        else (tuple(p for p in pods if p.key not in seen))
+    )
+    return tuple(sorted(set(joined.holders_on(gpus)) | set(blocking_pods(judged, destroyed))))
+
+
 def blocking_pods(pods: tuple[ObservedPod, ...], destroyed: frozenset[str] | None) -> tuple[str, ...]:
     out = []
     for p in pods:
@@ -483,7 +516,11 @@ def _failed_recently(node: ObservedNode, config: str, now: datetime) -> bool:
 
 
 def _node_changes(
-    desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig, now: datetime
+    desired: DesiredState,
+    observed: ObservedState,
+    rendered: migparted.MigPartedConfig,
+    now: datetime,
+    silent_after: timedelta = observation.SILENT_AFTER,
 ) -> tuple[list[Change], bool, frozenset[str]]:
     """Per-node changes, whether every node has settled (no change wanted, none in flight), and the
     re-apply aliases the ConfigMap must carry for them."""
@@ -519,7 +556,7 @@ def _node_changes(
                     f"node/{name}",
                     node.mig_config,
                     config,
-                    "held: a value migplan reads on the node is malformed (MP530)",
+                    "held: a value migplan reads on the node is malformed (MP530, MP547)",
                 )
             )
             continue
@@ -604,7 +641,14 @@ def _node_changes(
                 )
             )
             continue
-        blockers = blocking_pods(pods_by_node.get(name, ()), destroyed)
+        blockers = guard_holders(
+            node,
+            pods_by_node.get(name, ()),
+            destroyed,
+            found[0].gpus if found is not None else None,
+            now=now,
+            silent_after=silent_after,
+        )
         if blockers and not settings.allow_disruption:
             changes.append(
                 _held(
@@ -764,6 +808,14 @@ def _agent_layout_changes(desired: DesiredState, observed: ObservedState, now: d
                 pdbs=pdbs,
             )
 
+        if node.name in unreadable:
+            # A value migplan cannot read on the node (MP530, a malformed observation MP547): left alone in agent
+            # mode too, no layout published, cordoned or lifted on a guess (its findings say why).
+            if not already:
+                out.append(
+                    hold("held: a value migplan reads on the node is malformed (MP530/MP547): nothing is written")
+                )
+            continue
         in_use = f"{found.effect}; {source}" + ("; published, the agent holds it" if already else "")
         if found.outside:
             out.append(

@@ -49,11 +49,18 @@ def mapped_nodes(report: DriftReport) -> frozenset[str]:
 
 def render_slice_maps(report: DriftReport) -> dict[str, bytes]:
     """`maps/<node>-gpu<i>.svg` for every GPU of the mapped nodes, linked from README.md."""
-    caption = f"planned cut at {report.revision}"
     out: dict[str, bytes] = {}
     for node in sorted(mapped_nodes(report)):
-        out.update(slicesvg.node_maps(node, report.slice_maps[node], caption=caption))
+        for g in report.slice_maps[node]:
+            caption = f"{cut_caption(g)} vs {report.revision}"
+            out[slicesvg.gpu_map_name(node, g.index)] = slicesvg.gpu_svg(g, node=node, caption=caption)
     return out
+
+
+def cut_caption(g: GpuSliceMap) -> str:
+    """Which cut a map shows and where its holders come from, in the words the report uses."""
+    layout = "observed cut" if g.layout_source == "observed" else "planned cut"
+    return f"{layout}, holders {g.holders_source}"
 
 
 def _map_links(node: str, gpus: tuple[GpuSliceMap, ...]) -> list[str]:
@@ -61,7 +68,8 @@ def _map_links(node: str, gpus: tuple[GpuSliceMap, ...]) -> list[str]:
     links = [
         f"![{md.text(f'{node} GPU {g.index} slice map')}]({quote(slicesvg.gpu_map_name(node, g.index))})" for g in gpus
     ]
-    return ["", "Slice maps (the planned cut; holders inferred from pod requests):", "", *links]
+    kinds = sorted({cut_caption(g) for g in gpus})
+    return ["", f"Slice maps ({'; '.join(kinds)}):", "", *links]
 
 
 def _legend(codes: set[str]) -> str:
@@ -71,7 +79,12 @@ def _legend(codes: set[str]) -> str:
 
 
 def report_to_json(report: DriftReport) -> dict[str, Any]:
-    """The drift.yaml document as plain data (also what `-o json` prints under "report")."""
+    """The drift.yaml document as plain data (also what `-o json` prints under "report").
+
+    Observed GPU cuts (`gpus:` per node) are given for the nodes that get a picture (mapped_nodes: every
+    node of a cluster up to MAP_EVERY_NODE_UP_TO planned nodes, beyond only those not in sync): 5,000 nodes
+    of 56 observed partitions each would make drift.yaml some 60 MB."""
+    detailed = mapped_nodes(report)
     return {
         "apiVersion": "migplan/v1",
         "kind": "DriftReport",
@@ -81,17 +94,48 @@ def report_to_json(report: DriftReport) -> dict[str, Any]:
         "inSync": report.in_sync,
         "summary": report.counts(),
         "clusterFindings": [f.to_json() for f in report.cluster_findings],
-        "nodes": [_node_json(n) for n in report.nodes],
+        "owners": [a.to_json() for a in report.owners],
+        "nodes": [_node_json(n, report.slice_maps.get(n.name, ()) if n.name in detailed else ()) for n in report.nodes],
     }
 
 
-def _node_json(n: NodeReport) -> dict[str, Any]:
+def _node_json(n: NodeReport, gpus: tuple[GpuSliceMap, ...] = ()) -> dict[str, Any]:
     out: dict[str, Any] = {"name": n.name, "status": n.status.value}
     if n.mig_config:
         out["migConfig"] = n.mig_config
+    if n.observer:
+        out["observer"] = n.observer
     out["findings"] = [f.to_json() for f in n.findings]
     out["occupancy"] = [o.to_json() for o in n.occupancy]
+    observed = [g for g in gpus if g.layout_source == "observed"]
+    if observed:
+        # The GPUs' real cut, only where an observer reports it (the planned cut is the inventory itself).
+        out["gpus"] = [gpu_json(g) for g in observed]
     return out
+
+
+def gpu_json(g: GpuSliceMap) -> dict[str, Any]:
+    """One GPU's cut as data: where the layout and the holders come from, and each partition."""
+    parts = []
+    for p in sorted(g.partitions, key=lambda p: (p.start if p.start is not None else 99, p.profile)):
+        # defaults left out (state planned, no owner, no holder) to keep a large report small
+        item: dict[str, Any] = {"profile": p.profile, "start": p.start, "size": p.size}
+        if p.state != "planned":
+            item["state"] = p.state
+        if p.planned_start is not None:
+            item["plannedStart"] = p.planned_start
+        if p.owner:
+            item["owner"] = p.owner
+        if p.holder:
+            item["holders"] = p.holder.split(", ")
+        parts.append(item)
+    return {
+        "index": g.index,
+        "migEnabled": g.mig_enabled,
+        "layout": g.layout_source,
+        "holders": g.holders_source,
+        "partitions": parts,
+    }
 
 
 def render_drift_yaml(report: DriftReport, *, source: Mapping[str, Any] | None = None) -> bytes:
@@ -188,24 +232,40 @@ def _findings_table(findings: tuple[Finding, ...]) -> str:
     return md.table(["code", "severity", "gpu", "profile", "message"], rows)
 
 
+_STATE_NOTE = {
+    "moved": "placed by the driver",
+    "unplanned": "not in the plan",
+}
+
+
 def slice_map_text(gpu: GpuSliceMap) -> list[str]:
-    """One GPU as text: a ruler of memory slices, then one row per partition with its placement."""
+    """One GPU as text: a ruler of memory slices, then one row per partition with its placement.
+
+    The head says whether the cut is the GPU's (observed by its node's observer) or the plan's, and whether
+    the holders are observed (the kubelet) or inferred (pod requests matched to owners)."""
     head = f"GPU {gpu.index}  {gpu.model}"
+    source = f"[{cut_caption(gpu)}]"
     if not gpu.mig_enabled:
-        return [f"{head}  MIG disabled (whole GPU)"]
-    lines = [f"{head}  MIG", f"  {'slice':<12} {''.join(str(i % 10) for i in range(gpu.memory_slices))}"]
+        return [f"{head}  MIG disabled (whole GPU)  {source}"]
+    lines = [f"{head}  MIG  {source}", f"  {'slice':<12} {''.join(str(i % 10) for i in range(gpu.memory_slices))}"]
     if not gpu.partitions:
         lines.append(f"  {'(empty)':<12} {'.' * gpu.memory_slices}")
     for p in sorted(gpu.partitions, key=lambda p: (p.start if p.start is not None else 99, p.profile)):
-        if p.start is None:
+        if p.state == "missing":
+            bar = "-" * gpu.memory_slices
+            where = "missing" + (f" (planned at {p.planned_start})" if p.planned_start is not None else "")
+        elif p.start is None:
             bar = "?" * gpu.memory_slices
             where = "placement chosen by the driver"
         else:
             bar = "".join("#" if p.start <= i < p.start + p.size else "." for i in range(gpu.memory_slices))
             where = f"at {p.start}"
         owner = f"owner {p.owner}" if p.owner else "unowned"
-        held = f"held by {p.holder}" if p.holder else "free"
-        lines.append(f"  {p.profile:<12} {bar}  {where:<6} {owner}, {held}")
+        held = f"held by {p.holder}" if p.holder else ("not on the GPU" if p.state == "missing" else "free")
+        note = _STATE_NOTE.get(p.state, "")
+        if p.state == "moved" and p.planned_start is not None:
+            note += f"; planned at {p.planned_start}"
+        lines.append(f"  {p.profile:<12} {bar}  {where:<6} {owner}, {held}" + (f"  ({note})" if note else ""))
     return lines
 
 
@@ -259,6 +319,21 @@ def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = Non
         out += ["", "Finding codes in this report:", "", _legend(set(by_code))]
     if report.cluster_findings:
         out += ["", "## Cluster", "", _findings_table(report.cluster_findings)]
+    if report.owners:
+        out += ["", "## Owners", ""]
+        out.append(
+            "Per owner and profile: partitions the inventory reserves, how many of them are held, how many "
+            "partitions of the profile the owner's pods hold, and pods of other owners holding its partitions "
+            "(observed: the kubelet's allocations; inferred: pod requests matched to owners)."
+        )
+        out.append("")
+        rows = [
+            [a.owner or "(unowned)", a.profile, a.reserved, a.held, a.held_by_owner, ", ".join(a.foreign), a.source]
+            for a in report.owners
+        ]
+        out.append(
+            md.table(["owner", "profile", "reserved", "held", "held by owner", "held by other owners", "source"], rows)
+        )
     out += ["", "## Nodes", ""]
     rows = [[n.name, n.status.value, n.mig_config or "", len(n.findings)] for n in report.nodes]
     out.append(md.table(["node", "status", "mig.config", "findings"], rows))
@@ -282,10 +357,11 @@ def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = Non
                     o.used,
                     o.free,
                     ", ".join(h.pod + (f" ({h.owner})" if h.owner else "") for h in o.holders),
+                    o.source,
                 ]
                 for o in n.occupancy
             ]
-            out += [md.table(["profile", "total", "used", "free", "held by"], rows), ""]
+            out += [md.table(["profile", "total", "used", "free", "held by", "source"], rows), ""]
         gpus = maps.get(n.name, ())
         if gpus:
             out.extend(md.fence([line for g in gpus for line in slice_map_text(g)]))

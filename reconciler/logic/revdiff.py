@@ -23,8 +23,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
-from reconciler.logic import disruption, migparted, occupancy
+from reconciler.logic import disruption, migparted, observation, occupancy
 from reconciler.model.inventory import DesiredState, GpuPlan, LayoutSpec, MigStrategy, NodePlan, Placement
 from reconciler.model.observed import GPU_RESOURCE, ObservedPod, ObservedState, is_gpu_resource
 from reconciler.model.revisions import Revision
@@ -268,8 +269,25 @@ def diff_states(before: DesiredState, after: DesiredState) -> RevisionDiff:
     )
 
 
-def disrupted_pods(diff: RevisionDiff, base: DesiredState, observed: ObservedState) -> dict[int, tuple[str, ...]]:
+def _observed_join(
+    name: str, plan: NodePlan, observed: ObservedState | None, now: datetime | None
+) -> observation.NodeJoin | None:
+    """The node observer's report set against the base plan, when it is recent and names the holders."""
+    node = observed.nodes.get(name) if observed is not None else None
+    if node is None or node.observation is None or not observation.usable(node, now=now):
+        return None
+    if not node.observation.holders_known:
+        return None
+    return observation.join(name, plan, node.observation)
+
+
+def disrupted_pods(
+    diff: RevisionDiff, base: DesiredState, observed: ObservedState, now: datetime | None = None
+) -> dict[int, tuple[str, ...]]:
     """For each disruptive change (index into diff.changes), the pods that hold that partition now.
+
+    Where the node's observer reports holders (reconciler.logic.observation), they are the kubelet's: the
+    pods allocated the real partition the plan's one was matched to (none when the GPU lacks it).
 
     Which pod holds which partition comes from occupancy's assignment over the *base* plan (the one
     the cluster is running): owners' pods first, then unowned partitions. Under a `single` (or
@@ -284,6 +302,13 @@ def disrupted_pods(diff: RevisionDiff, base: DesiredState, observed: ObservedSta
         if not change.disruptive or change.position is None or node_plan is None:
             continue
         on_node = pods.get(change.node, ())
+        joined = _observed_join(change.node, node_plan, observed, now)
+        if joined is not None:
+            gpu = joined.gpu(change.gpu)
+            inst = gpu.holder_at(change.position) if gpu is not None else None
+            if inst is not None and inst.holders:
+                out[i] = inst.holders
+            continue
         if not mixed:
             # Every MIG device is a plain nvidia.com/gpu: nothing says which pod has which partition.
             held = tuple(sorted(p.key for p in on_node if p.holds_devices and _holds_gpu(p)))
@@ -342,7 +367,11 @@ def _layouts(node: NodePlan) -> dict[int, migparted.GpuLayout]:
 
 
 def disruptions(
-    diff: RevisionDiff, base: DesiredState, target: DesiredState, observed: ObservedState | None
+    diff: RevisionDiff,
+    base: DesiredState,
+    target: DesiredState,
+    observed: ObservedState | None,
+    now: datetime | None = None,
 ) -> Disruptions:
     """The pods and GPUs the merge disrupts, by the model of the target's apply mode. Pure.
 
@@ -354,7 +383,7 @@ def disruptions(
     """
     model = disruption.model_for(target.cluster.apply.mode)
     if model is disruption.Model.NVML:
-        finer = disrupted_pods(diff, base, observed) if observed is not None else {}
+        finer = disrupted_pods(diff, base, observed, now) if observed is not None else {}
         return Disruptions(model=model, by_change=finer, observed=observed is not None)
     pods = observed.pods_by_node() if observed is not None else {}
     mixed = base.cluster.mig_strategy is MigStrategy.MIXED
@@ -373,7 +402,17 @@ def disruptions(
         rebuilt[name] = what.gpus
         on_node = pods.get(name, ())
         assignments[name] = _assignment(old_plan, on_node, observed) if mixed else None
-        holders = _holders_per_gpu(old_plan, on_node, assignments[name])
+        joined = _observed_join(name, old_plan, observed, now)
+        if joined is not None:  # the kubelet's word: who holds a device of each GPU
+            assignments[name] = {
+                (g.index, inst.position): ", ".join(inst.holders)
+                for g in joined.gpus
+                for inst in g.instances
+                if inst.position is not None and inst.holders
+            }
+            holders = {g.index: set(joined.holders_on([g.index])) for g in joined.gpus}
+        else:
+            holders = _holders_per_gpu(old_plan, on_node, assignments[name])
         for index in sorted(what.gpus):
             gpus.append(GpuDisruption(name, index, what.describe(), tuple(sorted(holders.get(index, ())))))
     for i, change in enumerate(diff.changes):
@@ -384,7 +423,7 @@ def disruptions(
             held = tuple(sorted(p.key for p in pods.get(change.node, ()) if p.holds_devices and _holds_gpu(p)))
         else:
             holder = assignment.get((change.gpu, change.position))
-            held = (holder,) if holder else ()
+            held = tuple(holder.split(", ")) if holder else ()
         if held:
             by_change[i] = held
     moved = {(c.node, c.gpu) for c in diff.changes if c.kind is ChangeKind.MOVE}

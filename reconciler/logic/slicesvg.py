@@ -8,10 +8,12 @@ the Markdown links as an image (`![…](maps/<node>-gpu<i>.svg)`), so the report
 to README.md. Such an image is shown without scripts or external fetches: everything is inline here, with
 an opaque white background so it stays readable on a dark theme.
 
-What it shows, and says it shows: the planned cut (the inventory), each partition over the memory slices
-it takes (profile, owner, holder), free vs held, and the slices left unallocated. Holders are what the
-occupancy infers today from the pods' requests (matched to their owner's partitions first); the cut the
-GPU really has (the node observer) is not read yet, and the picture says so rather than pretend.
+What it shows, and says it shows: the GPU's cut, each partition over the memory slices it takes (profile,
+owner, holder), free vs held, and the slices left unallocated. Where the node's observer reports, the cut
+is the GPU's real one (NVML) with the partitions the plan places elsewhere or lacks named as such, and the
+holders are the kubelet's allocations; elsewhere it is the planned cut (the inventory) with the holders
+occupancy infers from the pods' requests. The caption, the description and every partition's title say
+which (GpuSliceMap.layout_source, holders_source) rather than pretend.
 
 Accessible: role="img" with a <title> and <desc> for the whole map, and a <title> per partition (a
 tooltip in browsers, the text a screen reader announces).
@@ -49,6 +51,8 @@ HELD = ("#2f5f9e", "#ffffff", "#1d3f6e")  # fill, text, stroke
 FREE = ("#dcefd5", "#1b3a12", "#4f8a3c")
 PLANNED = ("#e6e9f2", "#1f2a44", "#5b6b8f")  # occupancy not shown (migplan plan's before/after)
 UNALLOCATED = "#eeeeee"
+# An observed partition set against the plan: its outline says where it stands (dashed, in its colour).
+OFF_PLAN = {"moved": ("#b9770e", "placed by the driver, not as planned"), "unplanned": ("#c0392b", "not in the plan")}
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 
@@ -74,7 +78,9 @@ def _fit(text: str, width: float) -> str:
     return text if len(text) <= room else text[: max(room - 1, 1)] + "…"
 
 
-def partition_title(p: SlicePartition, memory_slices: int, *, occupancy: bool = True) -> str:
+def partition_title(
+    p: SlicePartition, memory_slices: int, *, occupancy: bool = True, observed_holders: bool = False
+) -> str:
     if p.start is None:
         where = f"{p.size} memory slice(s), placement chosen by the driver"
     else:
@@ -83,8 +89,13 @@ def partition_title(p: SlicePartition, memory_slices: int, *, occupancy: bool = 
     owner = f"owner {p.owner}" if p.owner else "no owner"
     if not occupancy:
         return f"{p.profile}: {where}; {owner}"
-    held = f"held by {p.holder} (inferred from pod requests)" if p.holder else "free"
-    return f"{p.profile}: {where}; {owner}; {held}"
+    if p.state == "missing":
+        at = f" at memory slice {p.planned_start}" if p.planned_start is not None else ""
+        return f"{p.profile}: planned{at}, missing on the GPU; {owner}"
+    how = "observed: the kubelet's allocation" if observed_holders else "inferred from pod requests"
+    held = f"held by {p.holder} ({how})" if p.holder else "free"
+    state = {"moved": f"; placed by the driver, planned at {p.planned_start}", "unplanned": "; not in the plan"}
+    return f"{p.profile}: {where}; {owner}; {held}{state.get(p.state, '')}"
 
 
 def _partition(
@@ -97,19 +108,23 @@ def _partition(
     dashed: bool,
     title: str | None = None,
     occupancy: bool = True,
+    observed_holders: bool = False,
 ) -> list[str]:
+    seen = observed_holders
     fill, ink, stroke = (HELD if p.holder else FREE) if occupancy else PLANNED
-    dash = ' stroke-dasharray="6 4"' if dashed else ""
+    dash = ' stroke-width="2" stroke-dasharray="6 4"' if dashed else ' stroke-width="2"'
+    if p.state in OFF_PLAN:
+        stroke, dash = OFF_PLAN[p.state][0], ' stroke-width="3" stroke-dasharray="8 3"'
     holder = p.holder or "free"
     if len(holder) * _CHAR_W > w - 10 and "/" in holder:
         holder = holder.split("/", 1)[1]  # the pod's name says more than its namespace (both in the title)
     lines = [(p.profile, "bold", 13), (p.owner or "unowned", "normal", 12)]
     if occupancy:
         lines.append((holder, "normal", 12))
+    title = title or partition_title(p, memory_slices, occupancy=occupancy, observed_holders=seen)
     out = [
-        f"<g><title>{xml(title or partition_title(p, memory_slices, occupancy=occupancy))}</title>",
-        f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6" fill="{fill}" stroke="{stroke}" '
-        f'stroke-width="2"{dash}/>',
+        f"<g><title>{xml(title)}</title>",
+        f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6" fill="{fill}" stroke="{stroke}"{dash}/>',
     ]
     for i, (text, weight, size) in enumerate(lines):
         out.append(
@@ -120,11 +135,12 @@ def _partition(
     return out
 
 
-def _legend(y: int, occupancy: bool) -> list[str]:
+def _legend(y: int, occupancy: bool, states: frozenset[str] = frozenset()) -> list[str]:
     items = [(HELD[0], HELD[2], "held by a pod"), (FREE[0], FREE[2], "free")] if occupancy else []
     if not occupancy:
         items.append((PLANNED[0], PLANNED[2], "planned partition"))
     items.append((UNALLOCATED, "#bbbbbb", "unallocated"))
+    items += [("#ffffff", OFF_PLAN[s][0], OFF_PLAN[s][1]) for s in sorted(states & OFF_PLAN.keys())]
     out, x = [], _MARGIN
     for fill, stroke, label in items:
         out.append(f'<rect x="{x}" y="{y}" width="14" height="14" fill="{fill}" stroke="{stroke}"/>')
@@ -152,8 +168,15 @@ def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupa
         summary = f"{len(gpu.partitions)} MIG partition(s), {held} held, {len(gpu.partitions) - held} free"
     else:
         summary = f"{len(gpu.partitions)} MIG partition(s)"
+    observed_holders = gpu.holders_source == "observed"
     if occupancy:
-        note = "Holders: inferred from pod requests today. Observed cut on the GPU: not read yet."
+        cut = (
+            "Cut: observed on the GPU by the node's observer (NVML)."
+            if gpu.layout_source == "observed"
+            else "Cut: planned (no observer report for this node)."
+        )
+        who = "the kubelet's allocations (observed)" if observed_holders else "inferred from pod requests"
+        note = f"{cut} Holders: {who}."
     else:
         note = "The cut as the inventory plans it; which pods hold partitions is not shown."
     out = [
@@ -186,19 +209,23 @@ def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupa
         start = min(p.start or 0, slices - 1)
         size = max(min(p.size, slices - start), 1)
         x = _MARGIN + start * cell + 2
-        out += _partition(p, x, _BAR_Y + 2, size * cell - 4, _BAR_H - 4, slices, False, None, occupancy)
+        out += _partition(
+            p, x, _BAR_Y + 2, size * cell - 4, _BAR_H - 4, slices, False, None, occupancy, observed_holders
+        )
     if unplaced:
+        missing = any(p.state == "missing" for p in unplaced)
+        row_label = "planned, missing on the GPU" if missing else "placement chosen by the driver"
         y = _BAR_Y + _BAR_H + _ROW_GAP
         out.append(
             f'<text x="{width - _MARGIN}" y="{y - 3}" text-anchor="end" font-size="11" fill="#666666" '
-            f"{_FONT}>placement chosen by the driver (dashed)</text>"
+            f"{_FONT}>{row_label} (dashed)</text>"
         )
         x = _MARGIN
         for p in unplaced:
             w = max(p.size, 1) * cell
-            out += _partition(p, x + 2, y + 2, w - 4, _BAR_H - 4, slices, True, None, occupancy)
+            out += _partition(p, x + 2, y + 2, w - 4, _BAR_H - 4, slices, True, None, occupancy, observed_holders)
             x += w
-    out += _legend(legend_y, occupancy)
+    out += _legend(legend_y, occupancy, frozenset(p.state for p in gpu.partitions))
     out.append(f'<text x="{_MARGIN}" y="{legend_y + 36}" font-size="11" fill="#555555" {_FONT}>{xml(note)}</text>')
     out.append("</svg>")
     return ("\n".join(out) + "\n").encode("utf-8")

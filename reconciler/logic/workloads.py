@@ -38,6 +38,7 @@ from reconciler.model import codes
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.inventory import DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, is_gpu_resource, is_mig_resource
+from reconciler.model.printable import one_line
 from reconciler.model.quantities import QuantityError, parse_count
 
 # The workload family of the one registry (reconciler.model.codes), as SARIF and the checks read it.
@@ -430,7 +431,9 @@ def with_cluster_facts(
 
 
 def _d(code: str, message: str, m: Manifest, line: int | None, **extra: Any) -> Diagnostic:
-    return Diagnostic(code, message, file=m.file, line=line, severity=CODES[code].severity, extra=extra)
+    # The message quotes the manifest (names, resources, selectors) before any API server validated them: one
+    # printable line, or a name holding a newline forges a `file:line: error ...` line of its own.
+    return Diagnostic(code, one_line(message), file=m.file, line=line, severity=CODES[code].severity, extra=extra)
 
 
 def _matches(req: Requirement, node: NodeFacts, known: frozenset[str]) -> bool | None:
@@ -851,6 +854,9 @@ def _owner_findings(
 # --- free devices from the last committed report ----------------------------------------------
 
 MAX_REPORT_BYTES = 256 * 1024 * 1024
+# Occupancy rows read from one report, all nodes together: a 5,000-node fleet of 8 GPUs writes under 300k. The
+# bound is on rows, not bytes: YAML aliases let a few KB name the same node and row lists millions of times.
+MAX_REPORT_ROWS = 1_000_000
 
 
 class ReportUnreadable(ValueError):
@@ -871,14 +877,23 @@ def free_from_drift_report(data: bytes) -> tuple[str, dict[str, dict[str, int]]]
         doc = yaml.load(data, Loader=loader)
     except yaml.YAMLError as exc:
         raise ReportUnreadable(f"drift.yaml is not YAML: {' '.join(str(exc).split())[:160]}") from exc
+    except (ValueError, AttributeError, KeyError, TypeError) as exc:  # PyYAML: a date or a tag that does not fit
+        raise ReportUnreadable(f"drift.yaml holds a value YAML cannot read ({type(exc).__name__})") from exc
     if not isinstance(doc, Mapping) or doc.get("kind") != "DriftReport" or not isinstance(doc.get("nodes"), list):
         raise ReportUnreadable("drift.yaml is not a migplan DriftReport (kind, nodes)")
     out: dict[str, dict[str, int]] = {}
+    rows = 0
     for i, node in enumerate(doc["nodes"]):
         if not isinstance(node, Mapping) or not isinstance(node.get("name"), str):
             raise ReportUnreadable(f"drift.yaml nodes[{i}] has no name")
+        occupancy = node.get("occupancy") or []
+        if not isinstance(occupancy, list):
+            raise ReportUnreadable(f"drift.yaml nodes[{i}].occupancy is not a list")
+        rows += 1 + len(occupancy)
+        if rows > MAX_REPORT_ROWS:
+            raise ReportUnreadable(f"drift.yaml has more than {MAX_REPORT_ROWS} nodes and occupancy rows (aliases?)")
         free: dict[str, int] = {}
-        for j, occ in enumerate(node.get("occupancy") or []):
+        for j, occ in enumerate(occupancy):
             if not isinstance(occ, Mapping):
                 raise ReportUnreadable(f"drift.yaml nodes[{i}].occupancy[{j}] is not a mapping")
             profile, total, used = occ.get("profile"), occ.get("total"), occ.get("used")

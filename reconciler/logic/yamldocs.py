@@ -58,6 +58,14 @@ _YAML12_NUMBER = re.compile(
     r"|\.(?:nan|NaN|NAN)"
 )
 _TAB_INDENT = re.compile(rb"^[ ]*\t", re.MULTILINE)
+
+
+def is_yaml12_number(text: str) -> bool:
+    """Whether a plain scalar `text` is a number to a YAML 1.2 reader (MP116 when YAML 1.1 reads text): for
+    writers (`migplan import`) that must quote it."""
+    return _YAML12_NUMBER.fullmatch(text) is not None
+
+
 _BOMS = (
     (b"\xef\xbb\xbf", "UTF-8"),
     (b"\xff\xfe\x00\x00", "UTF-32"),

@@ -246,6 +246,24 @@ DECLARED: tuple[Code, ...] = (
         "the node cannot be drained: DaemonSet, mirror or controller-less pods hold what its change destroys",
         traits=DRAIN_BLOCKED,
     ),
+    # The node observer (issue 12): measured placements and holders, and the observer's own health.
+    Code(
+        "MP540",
+        FINDING,
+        INFO,
+        "a GPU's real placements differ from the plan's (a warning when that fragmentation blocks a later cut)",
+    ),
+    Code("MP541", FINDING, W, "a partition is held by a pod of another owner than the plan names"),
+    Code("MP542", FINDING, W, "a pod holds a partition (or GPU) the plan does not have"),
+    Code("MP543", FINDING, W, "the node's observer has not reported for a while (silent): its facts are not used"),
+    Code("MP544", FINDING, W, "the node's observer runs another migplan version (or format) than the controller"),
+    Code("MP545", FINDING, W, "the node's observation is incomplete: truncated, or NVML/the kubelet could not be read"),
+    Code("MP546", FINDING, W, "the kubelet allocated devices NVML does not list on the node"),
+    Code("MP547", FINDING, E, "the node's migplan.io/mig-observed annotation is malformed: the node is left alone"),
+    Code(
+        "MP548", FINDING, W, "a pod pins a node or GPU (hostname or GPU-UUID selector) instead of asking for a profile"
+    ),
+    Code("MP549", FINDING, W, "a pod asks for whole GPUs (nvidia.com/gpu) on a node whose plan uses MIG partitions"),
     Code(
         "MP560",
         FINDING,

@@ -75,6 +75,9 @@ class Occupancy:
     total: int
     used: int
     holders: tuple[Holder, ...] = ()
+    # OBSERVED: totals and holders measured by the node's observer (NVML + the kubelet's PodResources);
+    # INFERRED: totals from the plan, holders matched from the pods' requests (see occupancy.py).
+    source: str = "inferred"
 
     @property
     def free(self) -> int:
@@ -83,6 +86,7 @@ class Occupancy:
     def to_json(self) -> dict[str, Any]:
         return {
             "profile": self.profile,
+            "source": self.source,
             "total": self.total,
             "used": self.used,
             "free": self.free,
@@ -99,6 +103,8 @@ class NodeReport:
     findings: tuple[Finding, ...] = ()
     occupancy: tuple[Occupancy, ...] = ()
     mig_config: str | None = None  # the config name the plan gives this node
+    # The node observer's state: reporting | silent | malformed | absent (None: not a GPU node).
+    observer: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +117,7 @@ class DriftReport:
     # The desired plan per node/GPU, for the slice maps: node -> (gpu index, model, [(profile,
     # start, size, owner, holder)]). Filled by the engine from DesiredState + occupancy.
     slice_maps: Mapping[str, tuple[GpuSliceMap, ...]] = field(default_factory=dict)
+    owners: tuple[OwnerAccount, ...] = ()  # owner accounting, by (owner, profile)
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -152,7 +159,12 @@ class SlicePartition:
     start: int | None  # None: placement unknown for this model
     size: int
     owner: str | None = None
-    holder: str | None = None  # namespace/name of the pod holding it, when known
+    holder: str | None = None  # namespace/name of the pod holding it (several: comma-separated), when known
+    # Against the plan, for an observed layout: "planned" (a planned partition at its planned placement, or
+    # a planned layout), "moved" (the plan has this profile here, at `planned_start`), "unplanned" (the GPU
+    # has it, the plan does not), "missing" (the plan has it, the GPU does not).
+    state: str = "planned"
+    planned_start: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,3 +174,34 @@ class GpuSliceMap:
     mig_enabled: bool
     memory_slices: int
     partitions: tuple[SlicePartition, ...] = ()
+    # Where the layout comes from: "observed" (the node's observer read it from NVML) or "planned" (the
+    # inventory's cut, what the GPU should have); where the holders come from: "observed" (the kubelet's
+    # PodResources, per partition) or "inferred" (pod requests matched to owners, occupancy.py).
+    layout_source: str = "planned"
+    holders_source: str = "inferred"
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerAccount:
+    """One inventory owner's partitions of one profile over the cluster: reserved by the plan vs held."""
+
+    owner: str  # "" for the partitions the plan leaves unowned
+    profile: str
+    reserved: int  # partitions of this profile the plan gives the owner
+    held: int  # of those, held by a pod (any pod)
+    held_by_owner: int  # partitions of this profile (reserved or not) held by this owner's pods
+    foreign: tuple[str, ...] = ()  # pods of another owner holding one of this owner's partitions, sorted
+    source: str = "inferred"  # observed | inferred | mixed (some nodes observed, others inferred)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "owner": self.owner,
+            "profile": self.profile,
+            "source": self.source,
+            "reserved": self.reserved,
+            "held": self.held,
+            "heldByOwner": self.held_by_owner,
+        }
+        if self.foreign:
+            out["foreignHolders"] = list(self.foreign)
+        return out

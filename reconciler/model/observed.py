@@ -12,6 +12,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from reconciler.model.nodeobservation import NodeObservation
+
 # Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
 # §3.3); the `migplan.io/` ones are migplan's own and the only annotation keys it writes.
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
@@ -29,6 +31,9 @@ DRAIN_STARTED_ANNOTATION = "migplan.io/drain-started-at"
 DRAIN_FOR_ANNOTATION = "migplan.io/drain-for"
 # The kubelet's mark on the API copy of a static pod (k8s.io/api core/v1 MirrorPodAnnotationKey).
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+# Written by the node's observer (`migplan agent`, every apply mode): its NodeObservation
+# (reconciler.logic.observedcodec), read by the controller as the node's measured layout and holders.
+OBSERVED_ANNOTATION = "migplan.io/mig-observed"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "migplan"
 FIELD_MANAGER = "migplan"
@@ -125,6 +130,11 @@ class ObservedNode:
     # Values migplan needs and could not read (MP530). A node with any is observed, reported and
     # never written: no relabel, no cordon or uncordon, no re-apply.
     malformed: tuple[Malformed, ...] = ()
+    # The node observer's last report (annotation migplan.io/mig-observed), decoded; None when absent
+    # or unreadable. When unreadable, `observation_error` says why (MP547): the node is then reported
+    # on inference only and never written, like a malformed value.
+    observation: NodeObservation | None = None
+    observation_error: str | None = None
 
     @property
     def mig_config(self) -> str | None:

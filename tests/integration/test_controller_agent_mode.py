@@ -126,3 +126,31 @@ def test_reconcile_once_from_a_directory_publishes_the_layouts_too(tmp_path: Pat
         twin.api.reset_counts()
         CliRunner().invoke(cli, args)
         assert twin.api.request_counts().get(("PATCH", "nodes", "patch"), 0) == 0
+
+
+def test_agent_mode_publishes_no_layout_to_a_node_whose_observation_is_malformed(tmp_path: Path) -> None:
+    repo = tmp_path / "inventory"
+    shutil.copytree(inventory_dir(), repo)
+    cluster_yaml = repo / "cluster.yaml"
+    cluster_yaml.write_text(cluster_yaml.read_text().replace("mode: gpu-operator", "mode: agent"))
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "inventory (agent mode)", cwd=repo)
+    with ClusterTwin.from_inventory(repo) as twin:
+        twin.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "migplan"}})
+        settings = load_settings(
+            env={},
+            flags={"repo": str(repo), "cache_dir": str(tmp_path / "cache"), "kubeconfig": str(twin.kubeconfig)},
+        )
+        api = client.ApiClient(kube_configuration(str(twin.kubeconfig)))
+        core: Any = client.CoreV1Api(api)
+        bad = "gpu-h200-02"
+        core.patch_node(bad, {"metadata": {"annotations": {kubeagentmode.OBSERVED: '{"version":"v2","gpus":7}'}}})
+        outcome = GitCycle(settings)(CycleContext("test", api, lambda: True, settings))
+        assert outcome.result != "failed", outcome.errors
+        assert outcome.report is not None
+        assert any(f.code == "MP547" and f.node == bad for f in outcome.report.findings)
+        for n in core.list_node().items:
+            if n.metadata.name.startswith("gpu-"):
+                published = kubeagentmode.DESIRED in (n.metadata.annotations or {})
+                assert published == (n.metadata.name != bad), n.metadata.name

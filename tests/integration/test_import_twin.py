@@ -21,6 +21,7 @@ from reconciler.adapters.kube import KubeCluster
 from reconciler.adapters.kubeagentmode import KubeNodeState
 from reconciler.adapters.kubeclient import kube_configuration
 from reconciler.adapters.nvml import NvmlGpu
+from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.agent import report_once
 from reconciler.catalog import load_catalog
 from reconciler.commands.reconcile import load_desired
@@ -111,7 +112,9 @@ def test_example_fleet_round_trip_with_an_observer_on_one_node(tmp_path: Path) -
         twin.settle()
         core: Any = client.CoreV1Api(client.ApiClient(kube_configuration(str(twin.kubeconfig))))
         with NvmlGpu(nvml=twin.nvml("gpu-h200-01")) as gpus:
-            report_once(gpus=gpus, node_state=KubeNodeState(core), node="gpu-h200-01")
+            # the whole observer: NVML and the node's kubelet (PodResources), so the controller trusts its holders too
+            kubelet = KubeletPodResources(str(twin.pod_resources_socket("gpu-h200-01")), timeout_seconds=5)
+            report_once(gpus=gpus, node_state=KubeNodeState(core), node="gpu-h200-01", holders=kubelet)
         out = tmp_path / "adopted"
         doc = _round_trip(twin, out)
     assert sorted(doc["nodes"]) == sorted(p.stem for p in (INVENTORY / "nodes").glob("*.yaml"))

@@ -39,3 +39,20 @@ def test_log_quotes() -> None:
     assert kubeobserve.mig_manager_error(
         mm
     ) is not None and "In use by another client" in kubeobserve.mig_manager_error(mm)  # type: ignore[operator]
+
+
+def test_node_observation_is_decoded_once_and_a_bad_one_is_kept_as_a_reason() -> None:
+    good = (
+        '{"version":"v2","observer":"migplan/0.1.0","observedAt":"2026-12-02T10:00:00Z",'
+        '"sources":{"nvml":"ok","podResources":"ok"},"gpus":[{"index":0,"uuid":"GPU-0","name":"NVIDIA H200",'
+        '"migCapable":true,"mig":{"current":true,"pending":false},"holders":[],"instances":[{"profile":"7g.141gb",'
+        '"start":0,"size":8,"gpuInstanceId":0,"uuid":"MIG-0","processes":[],"holders":[{"namespace":"ml",'
+        '"pod":"a","container":"c","resource":"nvidia.com/mig-7g.141gb"}]}]}],"unknownDevices":[],"truncated":false}'
+    )
+    n = kubeobserve.node_from_json({"metadata": {"name": "n1", "annotations": {"migplan.io/mig-observed": good}}})
+    assert n.observation is not None and n.observation_error is None and not n.malformed
+    assert n.observation.gpus[0].instances[0].holders[0].pod_key == "ml/a"
+    bad = kubeobserve.node_from_json({"metadata": {"name": "n2", "annotations": {"migplan.io/mig-observed": "{"}}})
+    assert bad.observation is None and bad.observation_error and not bad.malformed  # MP547, not MP530
+    none = kubeobserve.node_from_json({"metadata": {"name": "n3"}})
+    assert none.observation is None and none.observation_error is None

@@ -150,3 +150,46 @@ def test_mode_flip_on_gpu_1_disrupts_the_pod_on_gpu_0_under_mig_parted() -> None
     assert {g.gpu for g in got.gpus} == {0, 1} and got.pods == {"default/a-pod"}
     assert "MIG mode changes on GPU 1" in got.gpus[0].reason
     assert disrupted_pods(diff, before, observed) == {}  # the per-partition view misses it
+
+
+def test_observed_holders_say_which_gpu_a_pod_really_has() -> None:
+    """Two GPUs with a 3g.71gb each; the merge re-cuts GPU 1 only. Inference (pods matched to partitions in
+    name order) puts p0 on GPU 0; the node's observer says the kubelet gave p0 GPU 1's and p1 GPU 0's: the
+    guard names p0, under both models (agent: the partition destroyed; mig-parted: the GPU re-cut)."""
+    from datetime import UTC, datetime, timedelta
+
+    from reconciler.logic import observation, observedcodec
+    from reconciler.model.inventory import Placement
+    from reconciler.model.nodeobservation import Holder, NodeObservation, ObservedGpu, ObservedInstance
+    from reconciler.model.observed import OBSERVED_ANNOTATION
+
+    gpu0 = _gpu("H200-141GB", ("3g.71gb", 4, 4, None), ("2g.35gb", 0, 2, None))
+    gpu1 = replace(gpu0, index=1)
+    recut1 = replace(_gpu("H200-141GB", ("7g.141gb", 0, 8, None)), index=1)
+    now = datetime(2026, 12, 2, 10, tzinfo=UTC)
+
+    def real(index: int, pod: str) -> ObservedGpu:
+        held = ObservedInstance(1, "3g.71gb", Placement(4, 4), f"MIG-{index}", (), (Holder("default", pod, "c", "x"),))
+        free = ObservedInstance(2, "2g.35gb", Placement(0, 2), f"MIG-{index}-2")
+        return ObservedGpu(index, f"GPU-{index}", "NVIDIA H200", True, True, False, (held, free))
+
+    obs = NodeObservation(
+        "v2",
+        (real(0, "p1"), real(1, "p0")),
+        now - timedelta(minutes=1),
+        observation.CONTROLLER_OBSERVER,
+        {"nvml": "ok", "podResources": "ok"},
+    )
+    pods = _pods(("p0", "nvidia.com/mig-3g.71gb", "x", "Running"), ("p1", "nvidia.com/mig-3g.71gb", "y", "Running"))
+    text = observedcodec.encode(obs)
+    decoded, _ = observation.read_observation({OBSERVED_ANNOTATION: text})
+    seen = replace(pods, nodes={"n": ObservedNode("n", annotations={OBSERVED_ANNOTATION: text}, observation=decoded)})
+    for mode in (ApplyMode.AGENT, ApplyMode.GPU_OPERATOR):
+        before, after = _node_state((gpu0, gpu1), "a", mode), _node_state((gpu0, recut1), "b", mode)
+        diff = diff_states(before, after)
+        inferred = disruptions(diff, before, after, pods, now)
+        observed = disruptions(diff, before, after, seen, now)
+        assert observed.pods == {"default/p0"}, mode
+        assert inferred.pods == {"default/p1"}, mode  # the guess, wrong here
+        stale = disruptions(diff, before, after, seen, now + timedelta(hours=1))
+        assert stale.pods == inferred.pods  # a silent observer's facts are not used

@@ -29,6 +29,7 @@ from reconciler.model.observed import (
     CORDONED_ANNOTATION,
     DRAIN_FOR_ANNOTATION,
     DRAIN_STARTED_ANNOTATION,
+    OBSERVED_ANNOTATION,
     ContainerResources,
     Malformed,
     ObservedNode,
@@ -97,7 +98,7 @@ def _layout(desired: DesiredState) -> DesiredNode:
 def _node(obs: NodeObservation | str | None, **annotations: str) -> ObservedNode:
     ann = dict(annotations)
     if obs is not None:
-        ann[agentdrain.OBSERVED_ANNOTATION] = obs if isinstance(obs, str) else observedcodec.encode(obs)
+        ann[OBSERVED_ANNOTATION] = obs if isinstance(obs, str) else observedcodec.encode(obs)
     return ObservedNode(name="n", labels={"nvidia.com/gpu.present": "true"}, annotations=ann)
 
 
@@ -248,5 +249,5 @@ def test_the_agents_success_is_read_strictly(label: str, revision: str | None, b
     ann = {} if revision is None else {agentdrain.STATE_REVISION_ANNOTATION: revision}
     node = replace(_node(obs, **ann), labels={agentdrain.STATE_LABEL: label})
     assert agentdrain.agent_reported_success(node, layout) is expected
-    poisoned = replace(node, annotations={**node.annotations, agentdrain.OBSERVED_ANNOTATION: "{"})
+    poisoned = replace(node, annotations={**node.annotations, OBSERVED_ANNOTATION: "{"})
     assert not agentdrain.agent_reported_success(poisoned, layout)

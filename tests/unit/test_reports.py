@@ -27,11 +27,12 @@ def test_drift_yaml_is_the_report_as_data() -> None:
     assert doc["kind"] == "DriftReport" and doc["cluster"] == "par1-prod" and doc["strategy"] == "mixed"
     (node,) = doc["nodes"]
     assert node["name"] == "gpu-h200-01" and node["status"] == "Error"
-    assert [f["code"] for f in node["findings"]] == ["MP506"]
+    assert [f["code"] for f in node["findings"]] == ["MP506", "MP548"]  # MP548: it pins the node by hostname
     assert node["findings"][0]["pods"] == ["batch/old-train"]
     occ = {o["profile"]: o for o in node["occupancy"]}
     assert occ["3g.71gb"] == {
         "profile": "3g.71gb",
+        "source": "inferred",
         "total": 2,
         "used": 2,
         "free": 0,

@@ -111,3 +111,13 @@ def test_report_signing_settings(tmp_path: Path) -> None:
         with pytest.raises(MigplanError) as err:
             load_settings(env=env)
         assert err.value.code == "MP800" and needle in err.value.message, err.value.message
+
+
+def test_observer_silent_threshold_is_a_setting() -> None:
+    from reconciler.settings import load_settings
+
+    s = load_settings(env={"MIGPLAN_OBSERVE_SILENT_HEARTBEATS": "5", "MIGPLAN_OBSERVE_HEARTBEAT_SECONDS": "60"})
+    assert s.observe_silent_heartbeats == 5 and s.observe_heartbeat_seconds == 60
+    assert load_settings(env={}).observe_silent_heartbeats == 3
+    with pytest.raises(MigplanError, match="observe_silent_heartbeats"):
+        load_settings(env={"MIGPLAN_OBSERVE_SILENT_HEARTBEATS": "0"})

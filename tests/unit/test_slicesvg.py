@@ -43,7 +43,7 @@ def test_map_is_well_formed_and_accessible() -> None:
     assert title is not None and title.get("id") == "map-title"
     assert title.text == "MIG slice map of node gpu-h200-01, GPU 0 (H200-141GB): planned cut at main@sha1:abc"
     desc = root.find(f"{SVG}desc")
-    assert desc is not None and "1 held, 2 free" in (desc.text or "") and "not read yet" in (desc.text or "")
+    assert desc is not None and "1 held, 2 free" in (desc.text or "") and "Cut: planned" in (desc.text or "")
     titles = partition_titles(root)
     assert titles == [
         "2g.35gb: memory slices 0-1 of 8; owner embeddings; free",
