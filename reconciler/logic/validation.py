@@ -37,6 +37,7 @@ from reconciler.logic.yamldocs import YamlDoc
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import (
     ApplyMode,
+    DEFAULT_WRITE_CONCURRENCY,
     ApplySettings,
     ClusterSpec,
     DesiredState,
@@ -384,6 +385,7 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
             allow_disruption=a.get("allowDisruption", False),
             confirm_node_removal=a.get("confirmNodeRemoval", 0),
             config_propagation_seconds=a.get("configPropagationSeconds", 0),
+            write_concurrency=a.get("writeConcurrency", DEFAULT_WRITE_CONCURRENCY),
         ),
         gpu_operator=GpuOperatorSettings(
             namespace=g.get("namespace", dg.namespace),

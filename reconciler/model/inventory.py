@@ -116,6 +116,9 @@ class LayoutSpec:
     source: SourceRef | None = None
 
 
+DEFAULT_WRITE_CONCURRENCY = 16  # spec.apply.writeConcurrency when the cluster file leaves it out
+
+
 @dataclass(frozen=True, slots=True)
 class ApplySettings:
     mode: ApplyMode = ApplyMode.GPU_OPERATOR
@@ -128,6 +131,9 @@ class ApplySettings:
     # (kubelet syncFrequency 1m + ConfigMap cache TTL 1m by default); a node is relabelled to a config only
     # once the ConfigMap content holding it is at least this old.
     config_propagation_seconds: int = 0  # TODO(issue 11): 120 once the twin integration tests advance their clock
+    # Writes in flight at once (node groups written in parallel, reconciler/engine.py): bounds the load
+    # migplan puts on the API server; a 429 with Retry-After slows it down further.
+    write_concurrency: int = DEFAULT_WRITE_CONCURRENCY
 
 
 @dataclass(frozen=True, slots=True)

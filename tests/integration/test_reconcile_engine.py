@@ -44,7 +44,7 @@ def _case(name: str, mode: ApplyMode | None = None) -> tuple[Any, ObservedState]
     return desired, fixtures.observed_state(fixtures.read(name, "observed.yaml") or {}, desired)
 
 
-def test_whole_plan_is_dry_run_before_any_real_write() -> None:
+def test_whole_plan_is_dry_run_before_any_real_write_except_relabels() -> None:
     desired, observed = _case("article-single-strategy")
     cluster = RecordingCluster(observed)
     result = reconcile_once(desired=desired, cluster=cluster, now=NOW)
@@ -54,7 +54,9 @@ def test_whole_plan_is_dry_run_before_any_real_write() -> None:
         "daemonset/gpu-operator/nvidia-device-plugin-daemonset",
         "node/gpu-h200-01",
     ]
-    assert cluster.calls == [(s, True) for s in subjects] + [(s, False) for s in subjects]
+    # The node's write is a label-only merge patch: not dry-run in a real run (engine docstring says why).
+    assert sorted(cluster.calls[:3]) == sorted((s, True) for s in subjects[:3])
+    assert cluster.calls[3:] == [(s, False) for s in subjects]
     assert [c.subject for c in result.applied] == subjects
     assert result.exit_code == EXIT_DRIFT and not result.errors and result.report is not None
 
@@ -92,10 +94,19 @@ def test_a_failed_write_stops_the_cycle_and_is_reported_with_what_was_not_done()
 
 def test_a_refused_dry_run_writes_nothing() -> None:
     desired, observed = _case("article-single-strategy")
-    cluster = RecordingCluster(observed, fail_on="node/gpu-h200-01", fail_dry_run=True)
+    cluster = RecordingCluster(observed, fail_on="clusterpolicy/cluster-policy", fail_dry_run=True)
     result = reconcile_once(desired=desired, cluster=cluster, now=NOW)
     assert all(dry for _, dry in cluster.calls)
     assert not result.applied and len(result.not_applied) == 4 and result.exit_code == EXIT_ERROR
+    assert "dry run refused clusterpolicy/cluster-policy" in result.errors[0].message
+
+
+def test_with_dry_run_every_write_is_checked_relabels_included() -> None:
+    desired, observed = _case("article-single-strategy")
+    cluster = RecordingCluster(observed, fail_on="node/gpu-h200-01", fail_dry_run=True)
+    result = reconcile_once(desired=desired, cluster=cluster, now=NOW, dry_run=True)
+    assert all(dry for _, dry in cluster.calls) and not result.applied
+    assert result.exit_code == EXIT_ERROR and "dry run refused node/gpu-h200-01" in result.errors[0].message
 
 
 def test_in_sync_makes_no_write_and_exits_zero() -> None:
