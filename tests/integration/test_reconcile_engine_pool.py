@@ -63,8 +63,11 @@ def _plan(nodes: int) -> Plan:
 class OrderCheckingCluster:
     """Records every write; asserts the plan's order guarantees as writes arrive (from any thread)."""
 
-    def __init__(self, plan: Plan, *, limit: int, fail: set[tuple[str, Kind]] | None = None) -> None:
+    def __init__(
+        self, plan: Plan, *, limit: int, fail: set[tuple[str, Kind]] | None = None, fail_delay: float = 0.0
+    ) -> None:
         self.lock = threading.Lock()
+        self.fail_delay = fail_delay  # how late a failing write answers
         self.limit = limit
         self.fail = fail or set()
         self.real: list[Change] = []  # the real writes the "server" accepted, in arrival order
@@ -92,8 +95,8 @@ class OrderCheckingCluster:
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
             self.busy.add(change.subject)
-            # a failing write answers late, so every group of a small stage has started by then
-            delay = 0.05 if (change.subject, change.kind) in self.fail else self.rng.uniform(0, 0.004)
+            failing = (change.subject, change.kind) in self.fail
+            delay = self.fail_delay if failing else self.rng.uniform(0, 0.004)
         time.sleep(delay)
         with self.lock:
             self.in_flight -= 1
@@ -184,8 +187,9 @@ def test_a_failed_node_group_keeps_the_report_of_every_write_made_elsewhere() ->
 def test_failures_in_several_groups_name_the_first_in_plan_order() -> None:
     plan = _plan(12)
     fail = {("node/n004", Kind.NODE_MIG_CONFIG), ("node/n001", Kind.NODE_MIG_CONFIG)}
-    cluster = OrderCheckingCluster(plan, limit=16, fail=fail)
-    c, error = _run(plan, cluster, 16)  # 12 groups on 16 threads: all start before any fails
+    # 12 groups on 16 threads, failures answered late: every group has started before any fails
+    cluster = OrderCheckingCluster(plan, limit=16, fail=fail, fail_delay=0.05)
+    c, error = _run(plan, cluster, 16)
     assert error is not None and error.message.startswith("node/n001:")
     assert "1 other node group(s) failed as well" in error.message
     assert {w.subject for w in c.not_applied if w.kind is Kind.NODE_MIG_CONFIG} == {"node/n001", "node/n004"}
