@@ -164,7 +164,7 @@ def translate_api_errors(what: str) -> Iterator[None]:
             raise Transient(f"{what}: list continuation expired (410): {detail}", code="MP552") from exc
         if _transient_status(status):
             code = "MP553" if status == 409 else "MP554"
-            wait = retry_after_seconds(exc) if status != 409 else None
+            wait = _retry_after(exc) if status != 409 else None
             if wait is not None:
                 level = _header(exc, PF_PRIORITY_LEVEL_HEADER)
                 where = f" (priority level {level})" if level else ""
@@ -185,6 +185,14 @@ class Throttled(Transient):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message, code=self.code)
         self.retry_after = retry_after
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    """Retry-After in whole seconds as client-go reads it, or None; a value past any integer is no value."""
+    try:
+        return retry_after_seconds(exc)
+    except (OverflowError, ValueError):
+        return None
 
 
 def _header(exc: ApiException, name: str) -> str | None:
