@@ -36,7 +36,7 @@ import orjson
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from kubernetes.utils.retry import retry_after_seconds
+from kubernetes.utils._retry_base import retry_after_seconds
 from tenacity import RetryCallState, retry, retry_if_exception, wait_exponential
 
 from reconciler.adapters import deadline, kubeobserve
@@ -46,6 +46,7 @@ from reconciler.model.observed import (
     FIELD_MANAGER,
     LAYOUT_REFUSALS,
     ConfigMapState,
+    ObservedNode,
     ObservedState,
 )
 from reconciler.model.plans import Action, Change, Kind
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from reconciler.engine import ClusterPort
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -238,6 +240,15 @@ def with_retries(fn: Callable[[], T], *, attempts: int = 4) -> T:
     return wrapped()
 
 
+def _append(items: list[Mapping[str, Any]], obj: Mapping[str, Any]) -> None:
+    items.append(obj)
+
+
+def _add_node(nodes: dict[str, ObservedNode], obj: Mapping[str, Any]) -> None:
+    node = kubeobserve.node_from_json(obj)
+    nodes[node.name] = node
+
+
 def _drain(resp: Any) -> bytes:
     """Read a raw (`_preload_content=False`) response to the end and hand its connection back to the
     pool; without this every request opens a new connection (and a new TLS handshake)."""
@@ -293,9 +304,19 @@ class KubeCluster:
 
     def _pages(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Iterator[Mapping[str, Any]]:
         """Every item of a paginated LIST; an expired continue token restarts the list once."""
+        items: list[Mapping[str, Any]] = self._fold(what, fn, list, _append, **kwargs)
+        return iter(items)
 
-        def collect() -> list[Mapping[str, Any]]:
-            items: list[Mapping[str, Any]] = []
+    def _fold(
+        self, what: str, fn: Callable[..., Any], start: Callable[[], S], add: Callable[[S, Any], object], **kwargs: Any
+    ) -> S:
+        """`add(acc, item)` for every item of a paginated LIST, page by page, into `start()`; a retried
+        list (expired continue token, transient error) starts again from a fresh `start()`. Each
+        page's raw JSON is dropped once its items are added, so a caller that keeps compact values
+        never holds the whole list's raw objects."""
+
+        def collect() -> S:
+            acc = start()
             cont: str | None = None
             while True:
                 with translate_api_errors(what):
@@ -307,12 +328,14 @@ class KubeCluster:
                         **kwargs,
                     )
                     doc = orjson.loads(_drain(resp))
-                items.extend(doc.get("items") or ())
+                for item in doc.get("items") or ():
+                    add(acc, item)
                 cont = (doc.get("metadata") or {}).get("continue") or None
+                del doc
                 if not cont:
-                    return items
+                    return acc
 
-        yield from with_retries(collect)
+        return with_retries(collect)
 
     def _one(self, what: str, fn: Callable[..., Any], name: str, **kwargs: Any) -> Mapping[str, Any] | None:
         for obj in self._pages(what, fn, field_selector=f"metadata.name={name}", **kwargs):
@@ -329,7 +352,7 @@ class KubeCluster:
         return self._one(what, fn, name, **kwargs)
 
     def observe(self, ops: GpuOperatorSettings) -> ObservedState:
-        nodes = list(self._pages("list nodes", self.core.list_node))
+        nodes = self._fold("list nodes", self.core.list_node, dict, _add_node)
         cp_obj = self._one(
             f"list clusterpolicies {ops.cluster_policy}",
             self.custom.list_cluster_custom_object,
@@ -344,7 +367,19 @@ class KubeCluster:
             ops.device_plugin_daemonset,
             namespace=ops.namespace,
         )
-        pods = self._pages("list pods", self.core.list_pod_for_all_namespaces)
+        failed = kubeobserve.failed_nodes(nodes)
+
+        def sorter() -> kubeobserve.PodSorter:
+            return kubeobserve.PodSorter(
+                ops,
+                failed=failed,
+                daemonset=ds_obj is not None,
+                device_plugin_log=self._quote_log,
+                mig_manager_log=self._mig_manager_reason,
+                max_log_reads=self.max_log_reads,
+            )
+
+        pods = self._fold("list pods", self.core.list_pod_for_all_namespaces, sorter, kubeobserve.PodSorter.add)
         return kubeobserve.observed_state(
             ops,
             nodes=nodes,
@@ -357,9 +392,6 @@ class KubeCluster:
                 name,
                 namespace=ops.namespace,
             ),
-            device_plugin_log=self._quote_log,
-            mig_manager_log=self._mig_manager_reason,
-            max_log_reads=self.max_log_reads,
         )
 
     def _config_map(self, namespace: str, name: str) -> ConfigMapState | None:

@@ -36,8 +36,8 @@ from reconciler.logic.rules import GpuCheck, diag
 from reconciler.logic.yamldocs import YamlDoc
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import (
-    ApplyMode,
     DEFAULT_WRITE_CONCURRENCY,
+    ApplyMode,
     ApplySettings,
     ClusterSpec,
     DesiredState,

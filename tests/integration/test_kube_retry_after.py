@@ -35,7 +35,10 @@ def throttled_twin(tmp_path: Path) -> Iterator[tuple[ApiServerTwin, Path]]:
             store.create("nodes", {"metadata": {"name": f"n{i:02d}"}})
         store.create(
             "clusterroles.rbac.authorization.k8s.io",
-            {"metadata": {"name": "relabel"}, "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]},
+            {
+                "metadata": {"name": "relabel"},
+                "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}],
+            },
         )
         store.create(
             "clusterrolebindings.rbac.authorization.k8s.io",
@@ -83,10 +86,15 @@ def test_the_twin_answers_429_with_retry_after_and_pf_headers_when_every_slot_is
         assert rejected.headers["Retry-After"] == "1"
         assert rejected.text == "Too many requests, please try again later.\n"
         assert rejected.headers["Content-Type"] == "text/plain; charset=utf-8"
-        assert rejected.headers["X-Kubernetes-PF-PriorityLevel-UID"] and rejected.headers["X-Kubernetes-PF-FlowSchema-UID"]
+        assert (
+            rejected.headers["X-Kubernetes-PF-PriorityLevel-UID"] and rejected.headers["X-Kubernetes-PF-FlowSchema-UID"]
+        )
         assert patch(api.token).status_code == 200  # system:masters is never limited
         reads = requests.get(
-            api.url + "/api/v1/nodes", headers={"Authorization": f"Bearer {api.token}"}, verify=str(api.ca_file), timeout=30
+            api.url + "/api/v1/nodes",
+            headers={"Authorization": f"Bearer {api.token}"},
+            verify=str(api.ca_file),
+            timeout=30,
         )
         assert reads.status_code == 200
     finally:

@@ -39,9 +39,7 @@ def _node_writes(name: str, *, cordon: bool) -> list[Change]:
     out = []
     if cordon:
         out.append(Change(subject, Action.CONFIGURE, Kind.CORDON, patch={"spec": {"unschedulable": True}}))
-    out.append(
-        Change(subject, Action.CONFIGURE, Kind.NODE_MIG_CONFIG, patch={"metadata": {"labels": {"l": name}}})
-    )
+    out.append(Change(subject, Action.CONFIGURE, Kind.NODE_MIG_CONFIG, patch={"metadata": {"labels": {"l": name}}}))
     if cordon:
         out.append(Change(subject, Action.CONFIGURE, Kind.UNCORDON, patch={"spec": {"unschedulable": False}}))
     return out
@@ -78,7 +76,8 @@ class OrderCheckingCluster:
         self.violations: list[str] = []
         writes = plan.writes
         self.node_order = {
-            s: [c.kind for c in writes if c.subject == s] for s in {c.subject for c in writes if c.subject[:5] == "node/"}
+            s: [c.kind for c in writes if c.subject == s]
+            for s in {c.subject for c in writes if c.subject[:5] == "node/"}
         }
         self.nodes_total = sum(1 for c in writes if c.subject.startswith("node/"))
         self.rng = random.Random(7)

@@ -16,9 +16,9 @@ import ssl
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
