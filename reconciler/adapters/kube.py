@@ -380,7 +380,7 @@ class KubeCluster:
             )
 
         pods = self._fold("list pods", self.core.list_pod_for_all_namespaces, sorter, kubeobserve.PodSorter.add)
-        return kubeobserve.observed_state(
+        return kubeobserve.observed_from_parts(
             ops,
             nodes=nodes,
             pods=pods,

@@ -8,7 +8,7 @@ list floor. Only GPU-relevant fields are kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconciler.model.inventory import GpuOperatorSettings
@@ -314,6 +314,48 @@ def failed_nodes(nodes: Mapping[str, ObservedNode]) -> frozenset[str]:
 
 
 def observed_state(
+    ops: GpuOperatorSettings,
+    *,
+    nodes: Iterable[Json],
+    pods: Iterable[Json],
+    cluster_policy: Json | None,
+    daemonset: Json | None,
+    config_map: Callable[[str], Json | None],
+    device_plugin_log: Callable[[Json], str | None],
+    mig_manager_log: Callable[[Json], str | None],
+    max_log_reads: int,
+) -> ObservedState:
+    """The observed state from the listed objects. What needs another request is a callback:
+    `config_map(name)` (migplan's mig-parted ConfigMap, and the device-plugin config the
+    ClusterPolicy names), the log line of a device-plugin pod that is not Ready (at most
+    `max_log_reads` of them), and the error line of the mig-manager pod of a node whose state is
+    `failed`. The adapter does the same page by page (observed_from_parts), never holding every
+    raw object at once."""
+    observed_nodes: dict[str, ObservedNode] = {}
+    for obj in nodes:
+        n = node_from_json(obj)
+        observed_nodes[n.name] = n
+    sorter = PodSorter(
+        ops,
+        failed=failed_nodes(observed_nodes),
+        daemonset=daemonset is not None,
+        device_plugin_log=device_plugin_log,
+        mig_manager_log=mig_manager_log,
+        max_log_reads=max_log_reads,
+    )
+    for obj in pods:
+        sorter.add(obj)
+    return observed_from_parts(
+        ops,
+        nodes=observed_nodes,
+        pods=sorter,
+        cluster_policy=cluster_policy,
+        daemonset=daemonset,
+        config_map=config_map,
+    )
+
+
+def observed_from_parts(
     ops: GpuOperatorSettings,
     *,
     nodes: Mapping[str, ObservedNode],
