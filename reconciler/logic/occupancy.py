@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 from dataclasses import dataclass
 
 from reconciler.model.drift import Holder, Occupancy
@@ -27,6 +28,14 @@ def resource_of(profile: str) -> str:
     return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
 
 
+# expected_resources is asked three times per node and cycle (occupancy, advertised findings, the
+# planner's convergence check), on the same NodePlan every cycle of a controller. Remembered by the
+# identity of the node's GPU tuple, which the entry keeps alive (so its id cannot be reused while it
+# is remembered): a new DesiredState simply misses. Bounded; cleared when full.
+_EXPECTED: dict[tuple[int, MigStrategy], tuple[tuple[Any, ...], dict[str, int]]] = {}
+_EXPECTED_LIMIT = 1 << 16
+
+
 def expected_resources(node: NodePlan, strategy: MigStrategy) -> dict[str, int]:
     """What the device plugin should advertise for this plan (stack-facts §1.3).
 
@@ -34,6 +43,18 @@ def expected_resources(node: NodePlan, strategy: MigStrategy) -> dict[str, int]:
     plugin refuses a mixed layout; validation rejects that plan). mixed: one resource per profile,
     non-MIG GPUs stay nvidia.com/gpu, and nvidia.com/gpu is advertised as 0 when all GPUs use MIG.
     """
+    key = (id(node.gpus), strategy)
+    hit = _EXPECTED.get(key)
+    if hit is not None and hit[0] is node.gpus:
+        return dict(hit[1])
+    out = _expected_resources(node, strategy)
+    if len(_EXPECTED) >= _EXPECTED_LIMIT:
+        _EXPECTED.clear()
+    _EXPECTED[key] = (node.gpus, out)
+    return dict(out)
+
+
+def _expected_resources(node: NodePlan, strategy: MigStrategy) -> dict[str, int]:
     if strategy is MigStrategy.NONE:
         return {GPU_RESOURCE: len(node.gpus)}
     whole = sum(1 for g in node.gpus if not g.mig_enabled)
