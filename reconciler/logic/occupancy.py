@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from reconciler.model.drift import Holder, Occupancy
 from reconciler.model.inventory import MigStrategy, NodePlan
