@@ -29,7 +29,7 @@ from reconciler.model.drift import (
     NodeStatus,
     SlicePartition,
 )
-from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
+from reconciler.model.inventory import ApplyMode, DesiredState, GpuPlan, MigStrategy, NodePlan
 from reconciler.model.observed import (
     CORDONED_ANNOTATION,
     GPU_COUNT_LABEL,
@@ -638,33 +638,53 @@ def build_report(
 
 
 def slice_maps(plan: NodePlan, occ: NodeOccupancy | None) -> tuple[GpuSliceMap, ...]:
-    catalog = load_catalog()
-    out = []
-    for g in sorted(plan.gpus, key=lambda g: g.index):
-        model = catalog.get(g.model)
-        slices = model.memory_slices if model else 8
-        parts = []
-        for i, p in enumerate(g.partitions if g.mig_enabled else ()):
-            placement = g.placements[i] if i < len(g.placements) else None
-            prof = model.profiles.get(p.profile) if model else None
-            size = placement.size if placement else (prof.memory_slices if prof else 1)
-            holder = occ.assignment.get((g.index, i)) if occ else None
-            parts.append(
-                SlicePartition(
-                    profile=p.profile,
-                    start=placement.start if placement else p.placement,
-                    size=size,
-                    owner=p.owner,
-                    holder=holder,
-                )
-            )
-        out.append(
-            GpuSliceMap(
-                index=g.index,
-                model=g.model,
-                mig_enabled=g.mig_enabled,
-                memory_slices=slices,
-                partitions=tuple(parts),
+    held = {gpu for gpu, _ in occ.assignment} if occ and occ.assignment else ()
+    return tuple(
+        _gpu_slice_map(g, occ) if g.index in held else _free_gpu_slice_map(g)
+        for g in sorted(plan.gpus, key=lambda g: g.index)
+    )
+
+
+# A GPU no pod holds has the same slice map every cycle (one per GpuPlan of the controller's
+# DesiredState): remembered by the GpuPlan's identity, which the entry keeps alive so its id is not
+# reused while remembered. Bounded; cleared when full. GpuSliceMap is frozen, so sharing it is safe.
+_FREE_MAPS: dict[int, tuple[GpuPlan, GpuSliceMap]] = {}
+_FREE_MAPS_LIMIT = 1 << 17
+
+
+def _free_gpu_slice_map(g: GpuPlan) -> GpuSliceMap:
+    hit = _FREE_MAPS.get(id(g))
+    if hit is not None and hit[0] is g:
+        return hit[1]
+    out = _gpu_slice_map(g, None)
+    if len(_FREE_MAPS) >= _FREE_MAPS_LIMIT:
+        _FREE_MAPS.clear()
+    _FREE_MAPS[id(g)] = (g, out)
+    return out
+
+
+def _gpu_slice_map(g: GpuPlan, occ: NodeOccupancy | None) -> GpuSliceMap:
+    model = load_catalog().get(g.model)
+    slices = model.memory_slices if model else 8
+    parts = []
+    for i, p in enumerate(g.partitions if g.mig_enabled else ()):
+        placement = g.placements[i] if i < len(g.placements) else None
+        prof = model.profiles.get(p.profile) if model else None
+        size = placement.size if placement else (prof.memory_slices if prof else 1)
+        holder = occ.assignment.get((g.index, i)) if occ else None
+        parts.append(
+            SlicePartition(
+                profile=p.profile,
+                start=placement.start if placement else p.placement,
+                size=size,
+                owner=p.owner,
+                holder=holder,
             )
         )
-    return tuple(out)
+    return GpuSliceMap(
+        index=g.index,
+        model=g.model,
+        mig_enabled=g.mig_enabled,
+        memory_slices=slices,
+        partitions=tuple(parts),
+    )

@@ -11,6 +11,7 @@ what", and the slice map of the report shows it per placement.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, Observe
 _RS_HASH = re.compile(r"-[a-z0-9]{5,10}\Z")  # \Z, not $: never before a trailing newline
 
 
+@functools.lru_cache(maxsize=4096)
 def resource_of(profile: str) -> str:
     """The mixed-strategy extended resource of a profile ('+' becomes '.', stack-facts §1.3)."""
     return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
