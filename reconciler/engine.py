@@ -12,7 +12,8 @@ Otherwise the plan is first sent with dryRun=All (the API server validates every
 persists), all of it concurrently (nothing persists, so order cannot matter); if any is refused,
 no real write is made. `dry_run` stops after that pass. In a real run one kind of write is left out
 of that pass: a Node write whose patch holds only metadata labels and annotations (the
-`nvidia.com/mig.config` relabel, the requested-at stamp, forgetting migplan's cordon). Why it may be:
+`nvidia.com/mig.config` relabel, the requested-at stamp, forgetting migplan's cordon), but for one
+per distinct label set. Why it may be:
 the Node strategy (kubernetes pkg/registry/core/node/strategy.go: PrepareForUpdate keeps status,
 ValidateUpdate = ValidateNode + ValidateNodeUpdate) reads nothing a dry run would see differently,
 a JSON merge patch has no resourceVersion to conflict on, and NodeRestriction only restricts node
@@ -20,8 +21,12 @@ identities; so a refusal of that write (a malformed label value, an admission we
 comes back from the real write with the same status and message. A dry run can only *add* a
 refusal there (a webhook whose sideEffects are not None refuses every dryRun request), and each
 node's relabel is independent of every other write, so a refused one leaves the others correct;
-the next cycle re-plans it. Skipping it halves the requests of an adoption (one relabel per node).
-Cordon and uncordon (spec.unschedulable) and every non-Node write still go through the dry run.
+the next cycle re-plans it. So one such write per distinct label set is dry-run for all of them
+(`dry_run_selection`): it carries the same authorization (a missing `patch nodes` verb still stops
+the plan before any real write), the same value validation and the same admission answer as the
+others, short of a webhook or RBAC rule that singles out node names. That halves the requests of an
+adoption (one relabel per node, a handful of distinct configs). Cordon and uncordon
+(spec.unschedulable) and every non-Node write still go through the dry run, each one.
 
 The real pass goes out in the stages of reconciler/logic/writeorder.py: the ConfigMap, then the
 ClusterPolicy, then the DaemonSet, each alone and in plan order; then the Node writes, one ordered
@@ -171,7 +176,7 @@ def apply_plan(c: Cycle) -> None:
     # Server-side dry run first, all at once: if any write would be refused, none is made. (Later
     # writes are validated against the state before earlier ones, which is what makes it a dry run;
     # a conflict that only appears between them shows up in the real pass and is reported.)
-    checked = writes if c.dry_run else tuple(w for w in writes if not relabel_only(w))
+    checked = writes if c.dry_run else dry_run_selection(writes)
     outcomes = _run_stage(c.cluster, tuple((w,) for w in checked), dry_run=True, workers=workers)
     for change, outcome in zip(checked, outcomes, strict=True):
         if outcome.error is not None:
@@ -199,6 +204,28 @@ def apply_plan(c: Cycle) -> None:
     if len(failures) > 1:
         done += f", {len(failures) - 1} other node group(s) failed as well"
     raise _StepFailed(f"{change.subject}: {exc.message} ({done}; the next cycle resumes)", exc.code) from exc
+
+
+def dry_run_selection(writes: tuple[Change, ...]) -> tuple[Change, ...]:
+    """The writes a real run dry-runs first: all but label-only node writes, of which one per distinct
+    label set stands for the rest (same verb, resource and labels: the same authorization, the same
+    validation of the value, the same admission answer), so a missing RBAC verb or a refused value
+    still stops the plan before any real write."""
+    seen: set[tuple[tuple[tuple[str, str], ...], frozenset[str]]] = set()
+    out = []
+    for w in writes:
+        if relabel_only(w):
+            meta = (w.patch or {})["metadata"]
+            labels = meta.get("labels") or {}
+            key = (
+                tuple(sorted((str(k), repr(v)) for k, v in labels.items())),
+                frozenset(meta.get("annotations") or ()),
+            )
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(w)
+    return tuple(out)
 
 
 def relabel_only(change: Change) -> bool:

@@ -44,7 +44,7 @@ def _case(name: str, mode: ApplyMode | None = None) -> tuple[Any, ObservedState]
     return desired, fixtures.observed_state(fixtures.read(name, "observed.yaml") or {}, desired)
 
 
-def test_whole_plan_is_dry_run_before_any_real_write_except_relabels() -> None:
+def test_whole_plan_is_dry_run_before_any_real_write() -> None:
     desired, observed = _case("article-single-strategy")
     cluster = RecordingCluster(observed)
     result = reconcile_once(desired=desired, cluster=cluster, now=NOW)
@@ -54,9 +54,9 @@ def test_whole_plan_is_dry_run_before_any_real_write_except_relabels() -> None:
         "daemonset/gpu-operator/nvidia-device-plugin-daemonset",
         "node/gpu-h200-01",
     ]
-    # The node's write is a label-only merge patch: not dry-run in a real run (engine docstring says why).
-    assert sorted(cluster.calls[:3]) == sorted((s, True) for s in subjects[:3])
-    assert cluster.calls[3:] == [(s, False) for s in subjects]
+    # The dry run goes out concurrently (any order), then the real writes in plan order.
+    assert sorted(cluster.calls[:4]) == sorted((s, True) for s in subjects)
+    assert cluster.calls[4:] == [(s, False) for s in subjects]
     assert [c.subject for c in result.applied] == subjects
     assert result.exit_code == EXIT_DRIFT and not result.errors and result.report is not None
 

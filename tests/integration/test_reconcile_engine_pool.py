@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from helpers import planning as fixtures
 
-from reconciler.engine import Cycle, apply_plan, relabel_only
+from reconciler.engine import Cycle, apply_plan, dry_run_selection, relabel_only
 from reconciler.logic import writeorder
 from reconciler.model.errors import MigplanError, Transient
 from reconciler.model.inventory import DesiredState
@@ -154,9 +154,22 @@ def test_order_guarantees_hold_under_the_pool(concurrency: int) -> None:
     assert sorted(map(id, cluster.real)) == sorted(map(id, plan.writes))
     # the pool really overlaps node writes (and never exceeds its bound: checked as writes arrive)
     assert (cluster.peak > 1) == (concurrency > 1)
-    # the dry run covers every write except the label-only node relabels
-    assert sorted(map(id, cluster.dry)) == sorted(id(w) for w in plan.writes if not relabel_only(w))
-    assert not any(relabel_only(w) for w in plan.writes if w.kind in (Kind.CORDON, Kind.UNCORDON))
+    # the dry run covers every write but the label-only relabels, of which one per distinct label set
+    relabels = [w for w in plan.writes if relabel_only(w)]
+    assert len(relabels) == 60 and len({str(w.patch) for w in relabels}) == 60
+    assert sorted(map(id, cluster.dry)) == sorted(map(id, plan.writes))  # here every label differs
+
+
+def test_one_relabel_per_label_set_is_dry_run_for_all() -> None:
+    same = [
+        Change(f"node/s{i}", Action.CONFIGURE, Kind.NODE_MIG_CONFIG, patch={"metadata": {"labels": {"l": "a"}}})
+        for i in range(5)
+    ]
+    other = Change("node/t", Action.CONFIGURE, Kind.NODE_MIG_CONFIG, patch={"metadata": {"labels": {"l": "b"}}})
+    cordon = Change("node/s1", Action.CONFIGURE, Kind.CORDON, patch={"spec": {"unschedulable": True}})
+    writes = (same[0], cordon, *same[1:], other)
+    assert dry_run_selection(writes) == (same[0], cordon, other)
+    assert not relabel_only(cordon)
 
 
 def test_a_failed_node_group_keeps_the_report_of_every_write_made_elsewhere() -> None:
