@@ -11,6 +11,8 @@ Every string from the inventory or the cluster reaches Markdown through reconcil
 
 from __future__ import annotations
 
+import hashlib
+import re
 from urllib.parse import quote
 
 from tabulate import tabulate
@@ -23,10 +25,23 @@ from reconciler.model.drift import Finding, GpuSliceMap, NodeReport
 NODES_DIR = "nodes"  # under reports.path, next to README.md and maps/
 
 
+# A Kubernetes node name (RFC 1123 subdomain), short enough that `<name>.md` fits a file system's 255 bytes.
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
+_MAX_NAME = 200
+
+
 def node_page_name(node: str) -> str:
-    """`nodes/<node>.md`, relative to reports.path (node names are validated DNS names, as for maps/;
-    the report writer refuses any path that would escape reports.path)."""
-    return f"{NODES_DIR}/{node}.md"
+    """`nodes/<node>.md`, relative to reports.path.
+
+    Node names are DNS names (the API server validates them), so the page is named after the node. Any
+    other string (this is data from the cluster) gets `<name with _ for each unsafe character>-<hash>.md`:
+    every page path passes the report writer's path check (one bad name must not refuse the whole
+    report), and the underscore, which no DNS name has, keeps it apart from every real node's page."""
+    if len(node) <= _MAX_NAME and _DNS_NAME.fullmatch(node):
+        return f"{NODES_DIR}/{node}.md"
+    digest = hashlib.sha256(node.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{NODES_DIR}/_{_UNSAFE.sub('_', node)[:64]}-{digest}.md"
 
 
 def node_page_link(node: str) -> str:

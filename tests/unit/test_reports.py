@@ -192,3 +192,24 @@ def test_source_state_in_both_files() -> None:
     assert "nodes/a.yaml:12: MP203 profile 9g.99gb unknown" in text
     assert text.index("## Source") < text.index("## Summary")
     assert reports.render_reports(report) == reports.render_reports(report, source=None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=300), min_size=1, max_size=5, unique=True))
+def test_every_node_name_gets_a_safe_distinct_page(names: list[str]) -> None:
+    from reconciler.adapters.gitreports import check_report_paths
+
+    pages = [reports.node_page_name(n) for n in names]
+    assert check_report_paths("reports", pages) is None, pages  # one bad name never refuses the whole report
+    assert len(set(pages)) == len(names)
+
+
+def test_node_names_are_page_names_and_hostile_ones_are_not() -> None:
+    assert reports.node_page_name("gpu-h200-01.par1") == "nodes/gpu-h200-01.par1.md"
+    hostile = reports.node_page_name("../../.git/config")
+    assert hostile.startswith("nodes/_.._.._.git_config-") and hostile.count("/") == 1
+    report = _fleet(2, {1})
+    bad = dataclasses.replace(report.nodes[1], name="x|y](javascript:alert(1))")
+    text = reports.render_readme(dataclasses.replace(report, nodes=(report.nodes[0], bad))).decode()
+    (row,) = [ln for ln in text.splitlines() if ln.startswith("| [")]
+    assert row.startswith("| [x\\|y\\](javascript:alert(1))](nodes/_x_y__javascript_alert_1__-")
