@@ -284,7 +284,12 @@ def main() -> int:
 
         start = time.perf_counter()
         files = render_reports(result.report)
-        sizes = ", ".join(f"{k} {len(v) / 1e6:.1f} MB" for k, v in files.items())
+        # README.md and drift.yaml by name; the node pages and maps (thousands of files) counted and summed
+        named = [f"{k} {len(v) / 1e6:.2f} MB" for k, v in files.items() if "/" not in k]
+        for folder in ("nodes/", "maps/"):
+            sized = [len(v) for k, v in files.items() if k.startswith(folder)]
+            named.append(f"{len(sized)} files in {folder} {sum(sized) / 1e6:.1f} MB")
+        sizes = ", ".join(named)
         print(f"render_reports (what the controller commits): {time.perf_counter() - start:.2f} s; {sizes}")
 
     # 4. drifted
