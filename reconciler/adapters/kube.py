@@ -14,6 +14,17 @@ parses the raw JSON). Contract:
   uses) into reconciler.model.errors: 409 Conflict, 410, 429 and 5xx, connection resets and timeouts
   are Transient (retried with backoff when the request is safe to repeat, 409 never); everything else
   is a MigplanError with the API's message. Each outcome has its own type and registered MP55x code.
+- 429 and 5xx with a `Retry-After` header (what the API server's max-in-flight and Priority and
+  Fairness filters send when they reject a request: staging/src/k8s.io/apiserver/pkg/server/filters/
+  maxinflight.go and priority-and-fairness.go, `tooManyRequests`) are `Throttled`: retried after
+  exactly that many seconds, up to 10 retries, as client-go's rest client does (rest/with_retry.go
+  `IsNextRetry`/`checkWait`, integer seconds only; the official Python client's
+  `kubernetes.utils.retry.retry_after_seconds` parses it the same way). The
+  `X-Kubernetes-PF-PriorityLevel-UID` / `-FlowSchema-UID` headers only identify the priority
+  level that rejected the request (client-go does not act on them either): they are quoted in the
+  error when the retries run out, for the cluster admin to look up.
+- apply() is called from several threads at once (the engine's write pool): the one ApiClient is
+  shared, its urllib3 pool holds at least MAX_CONNECTIONS connections so no thread opens a new one.
 """
 
 from __future__ import annotations
@@ -26,7 +37,8 @@ import orjson
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+from kubernetes.utils._retry_base import retry_after_seconds
+from tenacity import RetryCallState, retry, retry_if_exception, wait_exponential
 
 from reconciler.adapters import deadline, kubeobserve
 from reconciler.model.errors import EvictionRefused, MigplanError, Transient
@@ -35,6 +47,7 @@ from reconciler.model.observed import (
     FIELD_MANAGER,
     LAYOUT_REFUSALS,
     ConfigMapState,
+    ObservedNode,
     ObservedState,
 )
 from reconciler.model.plans import Action, Change, Kind
@@ -43,6 +56,7 @@ if TYPE_CHECKING:
     from reconciler.engine import ClusterPort
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -51,6 +65,10 @@ DEFAULT_PAGE_SIZE = 500
 LOG_TAIL_LINES = 200
 MAX_LOG_READS = 100  # device-plugin pod logs read per cycle at most
 REQUEST_TIMEOUT = (5.0, 30.0)  # connect, read (seconds): the default of every request we send
+RETRY_AFTER_MAX_RETRIES = 10  # client-go rest.Request's default maxRetries for Retry-After responses
+RETRY_AFTER_CAP = 60.0  # seconds: a Retry-After above this is waited as this (and never past the deadline)
+MAX_CONNECTIONS = 32  # urllib3 pool size: the write pool's threads each keep their connection
+PF_PRIORITY_LEVEL_HEADER = "X-Kubernetes-PF-PriorityLevel-UID"
 
 
 class ApiRequestFailed(MigplanError):
@@ -109,6 +127,7 @@ class TimeoutApiClient(client.ApiClient):
         configuration = configuration if configuration is not None else client.Configuration.get_default_copy()
         if configuration.retries is None:
             configuration.retries = False
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, MAX_CONNECTIONS)
         super().__init__(configuration, **kwargs)
         self.request_timeout: tuple[float, float] = REQUEST_TIMEOUT
 
@@ -176,6 +195,11 @@ def api_error(exc: ApiException, what: str, *, conflict: type[Transient] = ApiCo
     if status == 409:
         return conflict(f"{what}: HTTP 409: {detail}")
     if status == 429 or status >= 500:
+        wait = _retry_after(exc)
+        if wait is not None:
+            level = _header(exc, PF_PRIORITY_LEVEL_HEADER)
+            where = f" (priority level {level})" if level else ""
+            return Throttled(f"{what}: HTTP {status}: {detail}{where}", retry_after=wait)
         return ApiUnavailable(f"{what}: HTTP {status}: {detail}")
     if status == 404:
         return NotFound(f"{what}: not found: {detail}")
@@ -191,6 +215,29 @@ def translate_api_errors(what: str) -> Iterator[None]:
         raise api_error(exc, what) from exc
     except (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, OSError) as exc:
         raise ApiUnreachable(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+class Throttled(ApiUnavailable):
+    """429 or 5xx with a Retry-After header: the server said when to come back (retried after exactly that)."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    """Retry-After in whole seconds as client-go reads it, or None; a value past any integer is no value."""
+    try:
+        return retry_after_seconds(exc)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _header(exc: ApiException, name: str) -> str | None:
+    for key, value in (exc.headers or {}).items():
+        if str(key).lower() == name.lower():
+            return str(value)[:64]  # a UID; never more than a line of someone else's header
+    return None
 
 
 def _api_message(exc: ApiException) -> str:
@@ -209,14 +256,33 @@ def _retryable(exc: BaseException) -> bool:
 
 
 def with_retries(fn: Callable[[], T], *, attempts: int = 4) -> T:
-    """Call fn, retrying retryable Transient errors with exponential backoff (0.2 s doubling, max 3 s)."""
-    wrapped = retry(
-        retry=retry_if_exception(_retryable),
-        stop=stop_after_attempt(attempts),
-        wait=wait_exponential(multiplier=0.2, max=3.0),
-        reraise=True,
-    )(fn)
+    """Call fn, retrying retryable Transient errors: after the server's Retry-After when it sent one
+    (up to RETRY_AFTER_MAX_RETRIES retries, like client-go), else with exponential backoff (0.2 s
+    doubling, max 3 s, `attempts` calls in all). No wait outlasts the cycle's deadline."""
+    backoff = wait_exponential(multiplier=0.2, max=3.0)
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        seconds = min(exc.retry_after, RETRY_AFTER_CAP) if isinstance(exc, Throttled) else backoff(state)
+        left = deadline.remaining()
+        return max(0.0, seconds if left is None else min(seconds, left))
+
+    def stop(state: RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome else None
+        limit = RETRY_AFTER_MAX_RETRIES + 1 if isinstance(exc, Throttled) else attempts
+        return state.attempt_number >= limit
+
+    wrapped = retry(retry=retry_if_exception(_retryable), stop=stop, wait=wait, reraise=True)(fn)
     return wrapped()
+
+
+def _append(items: list[Mapping[str, Any]], obj: Mapping[str, Any]) -> None:
+    items.append(obj)
+
+
+def _add_node(nodes: dict[str, ObservedNode], obj: Mapping[str, Any]) -> None:
+    node = kubeobserve.node_from_json(obj)
+    nodes[node.name] = node
 
 
 def _drain(resp: Any) -> bytes:
@@ -275,9 +341,19 @@ class KubeCluster:
 
     def _pages(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Iterator[Mapping[str, Any]]:
         """Every item of a paginated LIST; an expired continue token restarts the list once."""
+        items: list[Mapping[str, Any]] = self._fold(what, fn, list, _append, **kwargs)
+        return iter(items)
 
-        def collect() -> list[Mapping[str, Any]]:
-            items: list[Mapping[str, Any]] = []
+    def _fold(
+        self, what: str, fn: Callable[..., Any], start: Callable[[], S], add: Callable[[S, Any], object], **kwargs: Any
+    ) -> S:
+        """`add(acc, item)` for every item of a paginated LIST, page by page, into `start()`; a retried
+        list (expired continue token, transient error) starts again from a fresh `start()`. Each
+        page's raw JSON is dropped once its items are added, so a caller that keeps compact values
+        never holds the whole list's raw objects."""
+
+        def collect() -> S:
+            acc = start()
             cont: str | None = None
             while True:
                 with translate_api_errors(what):
@@ -289,12 +365,14 @@ class KubeCluster:
                         **kwargs,
                     )
                     doc = orjson.loads(_drain(resp))
-                items.extend(doc.get("items") or ())
+                for item in doc.get("items") or ():
+                    add(acc, item)
                 cont = (doc.get("metadata") or {}).get("continue") or None
+                del doc
                 if not cont:
-                    return items
+                    return acc
 
-        yield from with_retries(collect)
+        return with_retries(collect)
 
     def _one(self, what: str, fn: Callable[..., Any], name: str, **kwargs: Any) -> Mapping[str, Any] | None:
         for obj in self._pages(what, fn, field_selector=f"metadata.name={name}", **kwargs):
@@ -311,7 +389,7 @@ class KubeCluster:
         return self._one(what, fn, name, **kwargs)
 
     def observe(self, ops: GpuOperatorSettings) -> ObservedState:
-        nodes = list(self._pages("list nodes", self.core.list_node))
+        nodes = self._fold("list nodes", self.core.list_node, dict, _add_node)
         cp_obj = self._one(
             f"list clusterpolicies {ops.cluster_policy}",
             self.custom.list_cluster_custom_object,
@@ -326,9 +404,21 @@ class KubeCluster:
             ops.device_plugin_daemonset,
             namespace=ops.namespace,
         )
-        pods = self._pages("list pods", self.core.list_pod_for_all_namespaces)
+        failed = kubeobserve.failed_nodes(nodes)
+
+        def sorter() -> kubeobserve.PodSorter:
+            return kubeobserve.PodSorter(
+                ops,
+                failed=failed,
+                daemonset=ds_obj is not None,
+                device_plugin_log=self._quote_log,
+                mig_manager_log=self._mig_manager_reason,
+                max_log_reads=self.max_log_reads,
+            )
+
+        pods = self._fold("list pods", self.core.list_pod_for_all_namespaces, sorter, kubeobserve.PodSorter.add)
         pdbs = self._pdbs()
-        return kubeobserve.observed_state(
+        return kubeobserve.observed_from_parts(
             ops,
             pdbs=pdbs,
             nodes=nodes,
@@ -341,9 +431,6 @@ class KubeCluster:
                 name,
                 namespace=ops.namespace,
             ),
-            device_plugin_log=self._quote_log,
-            mig_manager_log=self._mig_manager_reason,
-            max_log_reads=self.max_log_reads,
         )
 
     def _pdbs(self) -> list[Mapping[str, Any]]:

@@ -386,6 +386,65 @@ def mig_manager_error(text: str) -> str | None:
 Json = Mapping[str, Any]
 
 
+class PodSorter:
+    """Sorts listed pods, one at a time, into what the observation keeps: GPU pods, device-plugin pods
+    (with the log line of those not Ready, at most `max_log_reads`), and the error line of the
+    mig-manager pod of each node in `failed`. One pod at a time, so a LIST page's raw JSON can be
+    dropped as soon as it is sorted: the raw pods of a whole cluster are never held at once."""
+
+    def __init__(
+        self,
+        ops: GpuOperatorSettings,
+        *,
+        failed: frozenset[str],
+        daemonset: bool,
+        device_plugin_log: Callable[[Json], str | None],
+        mig_manager_log: Callable[[Json], str | None],
+        max_log_reads: int,
+    ) -> None:
+        self.ops = ops
+        self.failed = failed
+        self.daemonset = daemonset
+        self.device_plugin_log = device_plugin_log
+        self.mig_manager_log = mig_manager_log
+        self.max_log_reads = max_log_reads
+        self.log_reads = 0  # device-plugin logs read this cycle (capped: a cluster-wide refusal is one story)
+        self.gpu_pods: list[ObservedPod] = []
+        self.dp_pods: list[DevicePluginPod] = []
+        self.mig_manager_errors: dict[str, str] = {}
+
+    def add(self, obj: Json) -> None:
+        ops = self.ops
+        if self.failed and is_mig_manager_pod(obj, namespace=ops.namespace):
+            node_name = (obj.get("spec") or {}).get("nodeName")
+            if node_name in self.failed:
+                reason = self.mig_manager_log(obj)
+                if reason:
+                    self.mig_manager_errors[node_name] = reason
+            return
+        if self.daemonset and owned_by_daemonset(obj, namespace=ops.namespace, name=ops.device_plugin_daemonset):
+            ready = pod_ready(obj)
+            read = not ready and self.log_reads < self.max_log_reads
+            self.log_reads += read
+            line = self.device_plugin_log(obj) if read else None
+            self.dp_pods.append(device_plugin_pod_from_json(obj, line, log_read=ready or read))
+            return
+        pod = gpu_pod_from_json(obj)
+        if pod is not None:
+            self.gpu_pods.append(pod)
+
+
+def failed_nodes(nodes: Mapping[str, ObservedNode]) -> frozenset[str]:
+    """Nodes whose mig-manager log says why they are where they are: `failed`, or `pending` with the GPU clients
+    paused (a client wait that gave up leaves exactly that, reconfigure.go Run)."""
+    return frozenset(
+        n.name
+        for n in nodes.values()
+        if n.mig_config_state == MigConfigState.FAILED
+        or (n.mig_config_state == MigConfigState.PENDING and n.paused_gpu_clients)
+    )
+
+
 def observed_state(
     ops: GpuOperatorSettings,
     *,
@@ -403,56 +462,61 @@ def observed_state(
     `config_map(name)` (migplan's mig-parted ConfigMap, and the device-plugin config the
     ClusterPolicy names), the log line of a device-plugin pod that is not Ready (at most
     `max_log_reads` of them), and the error line of the mig-manager pod of a node whose state is
-    `failed`, or `pending` with its GPU clients paused."""
+    `failed`, or `pending` with its GPU clients paused. The adapter does the same page by page
+    (observed_from_parts), never holding every raw object at once."""
     observed_nodes: dict[str, ObservedNode] = {}
     for obj in nodes:
         n = node_from_json(obj)
         observed_nodes[n.name] = n
-    cp = cluster_policy_from_json(cluster_policy) if cluster_policy else None
-    gpu_pods: list[ObservedPod] = []
-    dp_pods: list[DevicePluginPod] = []
-    # Nodes whose mig-manager log says why they are where they are: `failed`, or `pending` with the GPU clients
-    # paused (a client wait that gave up leaves exactly that, reconfigure.go Run).
-    failed = {
-        n.name
-        for n in observed_nodes.values()
-        if n.mig_config_state == MigConfigState.FAILED
-        or (n.mig_config_state == MigConfigState.PENDING and n.paused_gpu_clients)
-    }
-    log_reads = 0  # device-plugin logs read this cycle (capped: a cluster-wide refusal is one story)
-    mig_manager_errors: dict[str, str] = {}
+    sorter = PodSorter(
+        ops,
+        failed=failed_nodes(observed_nodes),
+        daemonset=daemonset is not None,
+        device_plugin_log=device_plugin_log,
+        mig_manager_log=mig_manager_log,
+        max_log_reads=max_log_reads,
+    )
     for obj in pods:
-        if failed and is_mig_manager_pod(obj, namespace=ops.namespace):
-            node_name = (obj.get("spec") or {}).get("nodeName")
-            if node_name in failed:
-                reason = mig_manager_log(obj)
-                if reason:
-                    mig_manager_errors[node_name] = reason
-            continue
-        if daemonset is not None and owned_by_daemonset(obj, namespace=ops.namespace, name=ops.device_plugin_daemonset):
-            ready = pod_ready(obj)
-            read = not ready and log_reads < max_log_reads
-            log_reads += read
-            line = device_plugin_log(obj) if read else None
-            dp_pods.append(device_plugin_pod_from_json(obj, line, log_read=ready or read))
-            continue
-        pod = gpu_pod_from_json(obj)
-        if pod is not None:
-            gpu_pods.append(pod)
-    ds = device_plugin_from_json(daemonset, tuple(dp_pods)) if daemonset else None
-    bound_namespaces = {q.namespace for q in gpu_pods if q.node is not None}
+        sorter.add(obj)
+    return observed_from_parts(
+        ops,
+        nodes=observed_nodes,
+        pods=sorter,
+        cluster_policy=cluster_policy,
+        daemonset=daemonset,
+        config_map=config_map,
+        pdbs=pdbs,
+    )
+
+
+def observed_from_parts(
+    ops: GpuOperatorSettings,
+    *,
+    nodes: Mapping[str, ObservedNode],
+    pods: PodSorter,
+    cluster_policy: Json | None,
+    daemonset: Json | None,
+    config_map: Callable[[str], Json | None],
+    pdbs: Iterable[Json] = (),
+) -> ObservedState:
+    """The observed state from the listed objects: the nodes (node_from_json, by name), the pods as a
+    PodSorter sorted them, and `config_map(name)` for migplan's mig-parted ConfigMap and the
+    device-plugin config the ClusterPolicy names (each another request); PodDisruptionBudgets (a drain's)."""
+    cp = cluster_policy_from_json(cluster_policy) if cluster_policy else None
+    ds = device_plugin_from_json(daemonset, tuple(pods.dp_pods)) if daemonset else None
+    bound_namespaces = {q.namespace for q in pods.gpu_pods if q.node is not None}
     mig_cm = config_map(ops.mig_config_map)
     dp_cm = None
     if cp is not None and cp.device_plugin_config_name:
         dp_cm = config_map(cp.device_plugin_config_name)
     return ObservedState(
-        nodes=observed_nodes,
-        pods=tuple(gpu_pods),
+        nodes=dict(nodes),
+        pods=tuple(pods.gpu_pods),
         cluster_policy=cp,
         device_plugin=ds,
         mig_config_map=config_map_from_json(mig_cm) if mig_cm else None,
         device_plugin_config_map=config_map_from_json(dp_cm) if dp_cm else None,
-        mig_manager_errors=mig_manager_errors,
+        mig_manager_errors=pods.mig_manager_errors,
         # Only the PodDisruptionBudgets of namespaces where a GPU pod runs can block a drain.
         pdbs=tuple(p for p in (pdb_from_json(o) for o in pdbs) if p.namespace in bound_namespaces),
     )

@@ -287,19 +287,22 @@ def report_excerpt(readme: str) -> list[str]:
     lines = readme.splitlines()
     stop = len(lines)
     for i, line in enumerate(lines):
-        if i > 0 and (line.startswith("## Cluster") or line.startswith("## Nodes") or line.startswith("Finding codes")):
+        if i > 0 and line.startswith(("## Cluster", "## Capacity", "## Nodes", "Finding codes")):
             stop = i
             break
     # Revisions as everywhere else in the demo (the file itself names them in full).
     head = [_FULL_REVISION.sub(lambda m: f"{m.group(1)}@{m.group(2)[:12]}", line) for line in lines[:stop]]
     while head and not head[-1].strip():
         head.pop()
-    rest = "the finding codes, per-node findings, occupancy and slice maps (maps/*.svg) follow"
+    rest = (
+        "the finding codes, capacity per profile and owner, and the nodes not in sync follow; each node's "
+        "findings, occupancy and slice maps are on its page, reports/nodes/<node>.md"
+    )
     return [
         "",
         "Report (reports/README.md on branch migplan-reports), its summary, revisions shortened:",
         *("    " + line if line else "" for line in head),
-        f"    ({rest})",
+        *wrap(f"({rest})", "    ", "    "),
     ]
 
 

@@ -763,6 +763,7 @@ def slice_maps(
     moved, unplanned, missing) and the holders are the kubelet's when measured; otherwise the planned cut
     with the holders occupancy inferred. Each map says which (layout_source, holders_source)."""
     catalog = load_catalog()
+    held = {gpu for gpu, _ in occ.assignment} if occ and occ.assignment else ()
     out = []
     for g in sorted(plan.gpus, key=lambda g: g.index):
         model = catalog.get(g.model)
@@ -771,30 +772,8 @@ def slice_maps(
         if joined is not None and seen is not None and seen.observed is not None:
             out.append(_observed_map(g, slices, seen, occ, joined.holders_known))
             continue
-        parts = []
-        for i, p in enumerate(g.partitions if g.mig_enabled else ()):
-            placement = g.placements[i] if i < len(g.placements) else None
-            prof = model.profiles.get(p.profile) if model else None
-            size = placement.size if placement else (prof.memory_slices if prof else 1)
-            holder = occ.assignment.get((g.index, i)) if occ else None
-            parts.append(
-                SlicePartition(
-                    profile=p.profile,
-                    start=placement.start if placement else p.placement,
-                    size=size,
-                    owner=p.owner,
-                    holder=holder,
-                )
-            )
-        out.append(
-            GpuSliceMap(
-                index=g.index,
-                model=g.model,
-                mig_enabled=g.mig_enabled,
-                memory_slices=slices,
-                partitions=tuple(parts),
-            )
-        )
+        # A GPU no pod holds has the same map every cycle: remembered (_free_gpu_slice_map).
+        out.append(_gpu_slice_map(g, occ) if g.index in held else _free_gpu_slice_map(g))
     return tuple(out)
 
 
@@ -843,4 +822,49 @@ def _observed_map(
         partitions=tuple(parts),
         layout_source="observed",
         holders_source="observed" if holders_known else "inferred",
+    )
+
+
+# A GPU no pod holds has the same slice map every cycle (one per GpuPlan of the controller's
+# DesiredState): remembered by the GpuPlan's identity, which the entry keeps alive so its id is not
+# reused while remembered. Bounded; cleared when full. GpuSliceMap is frozen, so sharing it is safe.
+_FREE_MAPS: dict[int, tuple[GpuPlan, GpuSliceMap]] = {}
+_FREE_MAPS_LIMIT = 1 << 17
+
+
+def _free_gpu_slice_map(g: GpuPlan) -> GpuSliceMap:
+    hit = _FREE_MAPS.get(id(g))
+    if hit is not None and hit[0] is g:
+        return hit[1]
+    out = _gpu_slice_map(g, None)
+    if len(_FREE_MAPS) >= _FREE_MAPS_LIMIT:
+        _FREE_MAPS.clear()
+    _FREE_MAPS[id(g)] = (g, out)
+    return out
+
+
+def _gpu_slice_map(g: GpuPlan, occ: NodeOccupancy | None) -> GpuSliceMap:
+    model = load_catalog().get(g.model)
+    slices = model.memory_slices if model else 8
+    parts = []
+    for i, p in enumerate(g.partitions if g.mig_enabled else ()):
+        placement = g.placements[i] if i < len(g.placements) else None
+        prof = model.profiles.get(p.profile) if model else None
+        size = placement.size if placement else (prof.memory_slices if prof else 1)
+        holder = occ.assignment.get((g.index, i)) if occ else None
+        parts.append(
+            SlicePartition(
+                profile=p.profile,
+                start=placement.start if placement else p.placement,
+                size=size,
+                owner=p.owner,
+                holder=holder,
+            )
+        )
+    return GpuSliceMap(
+        index=g.index,
+        model=g.model,
+        mig_enabled=g.mig_enabled,
+        memory_slices=slices,
+        partitions=tuple(parts),
     )

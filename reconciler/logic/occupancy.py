@@ -11,10 +11,11 @@ what", and the slice map of the report shows it per placement.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciler.model.drift import Holder, Occupancy
 from reconciler.model.inventory import MigStrategy, NodePlan
@@ -26,9 +27,18 @@ if TYPE_CHECKING:
 _RS_HASH = re.compile(r"-[a-z0-9]{5,10}\Z")  # \Z, not $: never before a trailing newline
 
 
+@functools.lru_cache(maxsize=4096)
 def resource_of(profile: str) -> str:
     """The mixed-strategy extended resource of a profile ('+' becomes '.', stack-facts §1.3)."""
     return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
+
+
+# expected_resources is asked three times per node and cycle (occupancy, advertised findings, the
+# planner's convergence check), on the same NodePlan every cycle of a controller. Remembered by the
+# identity of the node's GPU tuple, which the entry keeps alive (so its id cannot be reused while it
+# is remembered): a new DesiredState simply misses. Bounded; cleared when full.
+_EXPECTED: dict[tuple[int, MigStrategy], tuple[tuple[Any, ...], dict[str, int]]] = {}
+_EXPECTED_LIMIT = 1 << 16
 
 
 def expected_resources(node: NodePlan, strategy: MigStrategy) -> dict[str, int]:
@@ -38,6 +48,18 @@ def expected_resources(node: NodePlan, strategy: MigStrategy) -> dict[str, int]:
     plugin refuses a mixed layout; validation rejects that plan). mixed: one resource per profile,
     non-MIG GPUs stay nvidia.com/gpu, and nvidia.com/gpu is advertised as 0 when all GPUs use MIG.
     """
+    key = (id(node.gpus), strategy)
+    hit = _EXPECTED.get(key)
+    if hit is not None and hit[0] is node.gpus:
+        return dict(hit[1])
+    out = _expected_resources(node, strategy)
+    if len(_EXPECTED) >= _EXPECTED_LIMIT:
+        _EXPECTED.clear()
+    _EXPECTED[key] = (node.gpus, out)
+    return dict(out)
+
+
+def _expected_resources(node: NodePlan, strategy: MigStrategy) -> dict[str, int]:
     if strategy is MigStrategy.NONE:
         return {GPU_RESOURCE: len(node.gpus)}
     whole = sum(1 for g in node.gpus if not g.mig_enabled)

@@ -1,9 +1,14 @@
-"""Render a DriftReport as the two files committed to the reports branch: drift.yaml and README.md.
+"""Render a DriftReport as the files committed to the reports branch.
 
-Pure: a DriftReport in, `{"drift.yaml": bytes, "README.md": bytes}` out. No timestamps in the
-content (the report is committed only when its bytes change, so a clock in it would make a commit
-per cycle); the revision it was computed against is in both files. Output is deterministic: nodes
-by name, findings by (node, code, gpu, profile), holders by pod.
+Pure: a DriftReport in, `{relative path: bytes}` out: drift.yaml (the whole report as data, the one
+machine-readable entry point), README.md (for people: the summary, capacity and saturation per profile
+and owner, and only the nodes not in sync, each linking to its page), nodes/<node>.md (one page per node:
+findings, occupancy, slice map; see nodepages) and maps/*.svg. README.md stays small at any fleet size
+(its node list and other per-item lists are capped); a node page depends on its node alone, so a
+report commit's diff touches only what changed. No timestamps in the content (the report is committed
+only when its bytes change, so a clock in it would make a commit per cycle); the revision it was
+computed against is in drift.yaml and README.md only (in every page, each new revision would rewrite
+them all). Output is deterministic: nodes by name, findings by (node, code, gpu, profile), holders by pod.
 """
 
 from __future__ import annotations
@@ -12,26 +17,64 @@ import json
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote
 
 from tabulate import tabulate
 
 from reconciler.logic import markdown as md
 from reconciler.logic import slicesvg
-from reconciler.logic.drift import FINDING_CODES
-from reconciler.model.drift import DriftReport, Finding, GpuSliceMap, NodeReport, NodeStatus
+from reconciler.logic.nodepages import (
+    NODES_DIR,
+    cut_caption,
+    findings_table,
+    legend,
+    node_page_link,
+    node_page_name,
+    render_node_page,
+    slice_map_text,
+)
+from reconciler.model.drift import DriftReport, GpuSliceMap, NodeReport, NodeStatus
+
+__all__ = [
+    "DRIFT_FILE",
+    "MAP_EVERY_NODE_UP_TO",
+    "NODES_DIR",
+    "README_FILE",
+    "README_NODE_ROWS",
+    "cut_caption",
+    "gpu_json",
+    "mapped_nodes",
+    "node_page_name",
+    "render_drift_yaml",
+    "render_node_pages",
+    "render_readme",
+    "render_reports",
+    "render_slice_maps",
+    "report_to_json",
+    "slice_map_text",
+    "yaml_text",
+]
 
 DRIFT_FILE = "drift.yaml"
 README_FILE = "README.md"
 
 
 def render_reports(report: DriftReport, *, source: Mapping[str, Any] | None = None) -> dict[str, bytes]:
-    """Both report files. `source` is the Git source's state (SourceResult.to_json(): revision,
+    """Every report file. `source` is the Git source's state (SourceResult.to_json(): revision,
     latest, stale, refused{...}, source_error{...}, signature{...}); when given, drift.yaml carries
     it as `source:` and README.md says which revision is applied and why a newer one is not."""
     files = {DRIFT_FILE: render_drift_yaml(report, source=source), README_FILE: render_readme(report, source=source)}
+    files.update(render_node_pages(report))
     files.update(render_slice_maps(report))
     return files
+
+
+def render_node_pages(report: DriftReport) -> dict[str, bytes]:
+    """`nodes/<node>.md` for every node of the report (nodepages.render_node_page)."""
+    pictured = mapped_nodes(report)
+    return {
+        node_page_name(n.name): render_node_page(n, report.slice_maps.get(n.name, ()), pictured=n.name in pictured)
+        for n in report.nodes
+    }
 
 
 # Pictures for every node of a cluster up to this size; beyond it only for the nodes not in sync (those a
@@ -48,34 +91,13 @@ def mapped_nodes(report: DriftReport) -> frozenset[str]:
 
 
 def render_slice_maps(report: DriftReport) -> dict[str, bytes]:
-    """`maps/<node>-gpu<i>.svg` for every GPU of the mapped nodes, linked from README.md."""
+    """`maps/<node>-gpu<i>.svg` for every GPU of the mapped nodes, linked from their nodes/<node>.md."""
     out: dict[str, bytes] = {}
     for node in sorted(mapped_nodes(report)):
         for g in report.slice_maps[node]:
-            caption = f"{cut_caption(g)} vs {report.revision}"
-            out[slicesvg.gpu_map_name(node, g.index)] = slicesvg.gpu_svg(g, node=node, caption=caption)
+            # No revision in the picture: a new revision leaves an unchanged GPU's file alone.
+            out[slicesvg.gpu_map_name(node, g.index)] = slicesvg.gpu_svg(g, node=node, caption=cut_caption(g))
     return out
-
-
-def cut_caption(g: GpuSliceMap) -> str:
-    """Which cut a map shows and where its holders come from, in the words the report uses."""
-    layout = "observed cut" if g.layout_source == "observed" else "planned cut"
-    return f"{layout}, holders {g.holders_source}"
-
-
-def _map_links(node: str, gpus: tuple[GpuSliceMap, ...]) -> list[str]:
-    """Relative image links to the node's SVG maps (GitHub and GitLab render those, not inline <svg>)."""
-    links = [
-        f"![{md.text(f'{node} GPU {g.index} slice map')}]({quote(slicesvg.gpu_map_name(node, g.index))})" for g in gpus
-    ]
-    kinds = sorted({cut_caption(g) for g in gpus})
-    return ["", f"Slice maps ({'; '.join(kinds)}):", "", *links]
-
-
-def _legend(codes: set[str]) -> str:
-    """The meaning of each finding code present, so the README is readable without the docs."""
-    rows = [[c, FINDING_CODES[c][0].value, FINDING_CODES[c][1]] for c in sorted(codes) if c in FINDING_CODES]
-    return tabulate(rows, headers=["code", "severity", "meaning"], tablefmt="github")
 
 
 def report_to_json(report: DriftReport) -> dict[str, Any]:
@@ -223,50 +245,16 @@ _STATUS_ORDER = [NodeStatus.ERROR, NodeStatus.MISSING, NodeStatus.DRIFTED, NodeS
 
 
 # Every string below reaches Markdown through reconciler.logic.markdown (text, code, table, fence):
-# names, messages, log lines and signers are not migplan's to trust. Per-node tables use
-# markdown.table, not tabulate: its per-cell type sniffing costs seconds over 5,000 nodes.
+# names, messages, log lines and signers are not migplan's to trust. Tables use markdown.table, not
+# tabulate: its per-cell type sniffing costs seconds over 5,000 nodes.
 
-
-def _findings_table(findings: tuple[Finding, ...]) -> str:
-    rows = [[f.code, f.severity.value, "" if f.gpu is None else f.gpu, f.profile or "", f.message] for f in findings]
-    return md.table(["code", "severity", "gpu", "profile", "message"], rows)
-
-
-_STATE_NOTE = {
-    "moved": "placed by the driver",
-    "unplanned": "not in the plan",
-}
-
-
-def slice_map_text(gpu: GpuSliceMap) -> list[str]:
-    """One GPU as text: a ruler of memory slices, then one row per partition with its placement.
-
-    The head says whether the cut is the GPU's (observed by its node's observer) or the plan's, and whether
-    the holders are observed (the kubelet) or inferred (pod requests matched to owners)."""
-    head = f"GPU {gpu.index}  {gpu.model}"
-    source = f"[{cut_caption(gpu)}]"
-    if not gpu.mig_enabled:
-        return [f"{head}  MIG disabled (whole GPU)  {source}"]
-    lines = [f"{head}  MIG  {source}", f"  {'slice':<12} {''.join(str(i % 10) for i in range(gpu.memory_slices))}"]
-    if not gpu.partitions:
-        lines.append(f"  {'(empty)':<12} {'.' * gpu.memory_slices}")
-    for p in sorted(gpu.partitions, key=lambda p: (p.start if p.start is not None else 99, p.profile)):
-        if p.state == "missing":
-            bar = "-" * gpu.memory_slices
-            where = "missing" + (f" (planned at {p.planned_start})" if p.planned_start is not None else "")
-        elif p.start is None:
-            bar = "?" * gpu.memory_slices
-            where = "placement chosen by the driver"
-        else:
-            bar = "".join("#" if p.start <= i < p.start + p.size else "." for i in range(gpu.memory_slices))
-            where = f"at {p.start}"
-        owner = f"owner {p.owner}" if p.owner else "unowned"
-        held = f"held by {p.holder}" if p.holder else ("not on the GPU" if p.state == "missing" else "free")
-        note = _STATE_NOTE.get(p.state, "")
-        if p.state == "moved" and p.planned_start is not None:
-            note += f"; planned at {p.planned_start}"
-        lines.append(f"  {p.profile:<12} {bar}  {where:<6} {owner}, {held}" + (f"  ({note})" if note else ""))
-    return lines
+# README.md lists at most this many nodes not in sync (worst first), and at most this many of any other
+# list (cluster findings, pods holding another owner's partitions): ~100 bytes a row keeps it well
+# under 256 KB whatever the fleet; drift.yaml and the node pages hold every one.
+README_NODE_ROWS = 1000
+README_LIST_ITEMS = 200
+# In-sync nodes are named (linked) in README.md up to this many; beyond, counted.
+README_IN_SYNC_NAMES = 100
 
 
 def _source_lines(source: Mapping[str, Any]) -> list[str]:
@@ -299,7 +287,78 @@ def _source_lines(source: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part // whole}%" if whole else "-"
+
+
+def _capacity_rows(report: DriftReport) -> list[list[object]]:
+    """Per profile over the cluster: nodes offering it, partitions, held, free and saturation (held/total)."""
+    totals: dict[str, list[int]] = {}
+    for n in report.nodes:
+        for o in n.occupancy:
+            row = totals.setdefault(o.profile, [0, 0, 0, 0])
+            row[0] += 1
+            row[1] += o.total
+            row[2] += o.used
+            row[3] += o.free
+    return [[p, c, t, u, f, _percent(u, t)] for p, (c, t, u, f) in sorted(totals.items())]
+
+
+def _capped(items: list[str], limit: int) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _nodes_lines(report: DriftReport) -> list[str]:
+    """The nodes not in sync, worst status first, each linked to its page (capped: README_NODE_ROWS);
+    the in-sync ones counted, and linked while few."""
+    rank = {s: i for i, s in enumerate(_STATUS_ORDER)}
+    off = sorted(
+        (n for n in report.nodes if n.status is not NodeStatus.IN_SYNC), key=lambda n: (rank[n.status], n.name)
+    )
+    in_sync = [n.name for n in report.nodes if n.status is NodeStatus.IN_SYNC]
+    out = ["", "## Nodes", ""]
+    out.append(
+        f"Every node's findings, occupancy and slice maps are on its own page, `{NODES_DIR}/<node>.md`; "
+        f"the nodes not in sync are listed here, worst first, each linking to its page. The whole report as "
+        f"data, every node included, is `{DRIFT_FILE}`."
+    )
+    if off:
+        rows = [
+            [node_page_link(n.name), n.status.value, md.text(n.mig_config or ""), len(n.findings)]
+            for n in off[:README_NODE_ROWS]
+        ]
+        # the node cell is a link built from escaped text: joined as is, every other cell through md.text
+        lines = ["| node | status | mig.config | findings |", "|---|---|---|---|"]
+        lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+        out += ["", "\n".join(lines)]
+        if len(off) > README_NODE_ROWS:
+            out += [
+                "",
+                f"{len(off) - README_NODE_ROWS} more nodes not in sync are not listed here: drift.yaml lists every "
+                f"node, and each has its page.",
+            ]
+    else:
+        out += ["", "Every node is in sync."]
+    if in_sync:
+        named = ""
+        if len(in_sync) <= README_IN_SYNC_NAMES:
+            named = ": " + ", ".join(node_page_link(x) for x in in_sync)
+        out += ["", f"InSync: {len(in_sync)} node(s){named}."]
+    pictured = mapped_nodes(report)
+    if len(pictured) < len(report.slice_maps):
+        out += [
+            "",
+            f"Slice-map pictures (maps/*.svg) are drawn for the nodes not in sync: the cluster has more than "
+            f"{MAP_EVERY_NODE_UP_TO} planned nodes.",
+        ]
+    return out
+
+
 def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = None) -> bytes:
+    """README.md: the head (revision, verdict, source), the summary, the finding codes present, cluster
+    findings, capacity and saturation per profile and per owner, and the nodes not in sync. Bounded
+    whatever the fleet's size: per-node detail is on the node pages."""
     counts = report.counts()
     out: list[str] = [f"# MIG drift report: {md.text(report.cluster)}", ""]
     out.append(f"Inventory revision {md.code(report.revision)}, MIG strategy {md.code(report.strategy)}. ")
@@ -310,15 +369,22 @@ def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = Non
     out += ["", "## Summary", ""]
     summary = [[s.value, counts[s.value]] for s in _STATUS_ORDER]
     out.append(tabulate(summary, headers=["status", "nodes"], tablefmt="github"))
-    findings = report.findings
     by_code: dict[str, int] = {}
-    for f in findings:
+    for f in report.findings:
         by_code[f.code] = by_code.get(f.code, 0) + 1
     if by_code:
         out += ["", tabulate(sorted(by_code.items()), headers=["finding", "count"], tablefmt="github")]
-        out += ["", "Finding codes in this report:", "", _legend(set(by_code))]
+        out += ["", "Finding codes in this report:", "", legend(set(by_code))]
     if report.cluster_findings:
-        out += ["", "## Cluster", "", _findings_table(report.cluster_findings)]
+        out += ["", "## Cluster", "", findings_table(report.cluster_findings[:README_LIST_ITEMS])]
+        if len(report.cluster_findings) > README_LIST_ITEMS:
+            more = len(report.cluster_findings) - README_LIST_ITEMS
+            out += ["", f"{more} more cluster findings are not listed here: drift.yaml lists every one."]
+    capacity = _capacity_rows(report)
+    if capacity:
+        out += ["", "## Capacity", ""]
+        out.append("Per profile over the cluster: partitions, how many a pod holds, saturation (held/total).")
+        out += ["", md.table(["profile", "nodes", "partitions", "held", "free", "saturation"], capacity)]
     if report.owners:
         out += ["", "## Owners", ""]
         out.append(
@@ -328,43 +394,19 @@ def render_readme(report: DriftReport, *, source: Mapping[str, Any] | None = Non
         )
         out.append("")
         rows = [
-            [a.owner or "(unowned)", a.profile, a.reserved, a.held, a.held_by_owner, ", ".join(a.foreign), a.source]
+            [
+                a.owner or "(unowned)",
+                a.profile,
+                a.reserved,
+                a.held,
+                _percent(a.held, a.reserved),
+                a.held_by_owner,
+                _capped(list(a.foreign), 10),
+                a.source,
+            ]
             for a in report.owners
         ]
-        out.append(
-            md.table(["owner", "profile", "reserved", "held", "held by owner", "held by other owners", "source"], rows)
-        )
-    out += ["", "## Nodes", ""]
-    rows = [[n.name, n.status.value, n.mig_config or "", len(n.findings)] for n in report.nodes]
-    out.append(md.table(["node", "status", "mig.config", "findings"], rows))
-    maps: Mapping[str, tuple[GpuSliceMap, ...]] = report.slice_maps
-    pictured = mapped_nodes(report)
-    if len(pictured) < len(maps):
-        out += [
-            "",
-            f"Slice-map pictures (maps/*.svg) are drawn for the nodes not in sync: the cluster has more than "
-            f"{MAP_EVERY_NODE_UP_TO} planned nodes.",
-        ]
-    for n in report.nodes:
-        out += ["", f"### {md.text(n.name)}: {n.status.value}", ""]
-        if n.findings:
-            out += [_findings_table(n.findings), ""]
-        if n.occupancy:
-            rows = [
-                [
-                    o.profile,
-                    o.total,
-                    o.used,
-                    o.free,
-                    ", ".join(h.pod + (f" ({h.owner})" if h.owner else "") for h in o.holders),
-                    o.source,
-                ]
-                for o in n.occupancy
-            ]
-            out += [md.table(["profile", "total", "used", "free", "held by", "source"], rows), ""]
-        gpus = maps.get(n.name, ())
-        if gpus:
-            out.extend(md.fence([line for g in gpus for line in slice_map_text(g)]))
-            if n.name in pictured:
-                out += _map_links(n.name, gpus)
+        headers = ["owner", "profile", "reserved", "held", "saturation", "held by owner", "held by other owners"]
+        out.append(md.table([*headers, "source"], rows))
+    out += _nodes_lines(report)
     return ("\n".join(out).rstrip() + "\n").encode("utf-8")

@@ -37,6 +37,7 @@ from reconciler.logic.yamldocs import YamlDoc
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import (
     CONFIG_PROPAGATION_SECONDS,
+    DEFAULT_WRITE_CONCURRENCY,
     ApplyMode,
     ApplySettings,
     ClusterSpec,
@@ -386,6 +387,7 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
             confirm_node_removal=a.get("confirmNodeRemoval", 0),
             config_propagation_seconds=a.get("configPropagationSeconds", CONFIG_PROPAGATION_SECONDS),
             drain_timeout_seconds=a.get("drainTimeoutSeconds", ApplySettings().drain_timeout_seconds),
+            write_concurrency=a.get("writeConcurrency", DEFAULT_WRITE_CONCURRENCY),
         ),
         gpu_operator=GpuOperatorSettings(
             namespace=g.get("namespace", dg.namespace),

@@ -123,6 +123,7 @@ class LayoutSpec:
 # configmap_manager.go; under the default `Watch` strategy the watch delay is far shorter). kubernetes.io "Mounted
 # ConfigMaps are updated automatically": "kubelet sync period + cache propagation delay". 60 s x 1.5 + 60 s.
 CONFIG_PROPAGATION_SECONDS = 150
+DEFAULT_WRITE_CONCURRENCY = 16  # spec.apply.writeConcurrency when the cluster file leaves it out
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +140,9 @@ class ApplySettings:
     # With allow_disruption: how long migplan drains a node (evictions through the Eviction API, PodDisruptionBudgets
     # honoured) before it gives up and holds the change (MP538); pods are never deleted by force.
     drain_timeout_seconds: int = 900
+    # Writes in flight at once (node groups written in parallel, reconciler/engine.py): bounds the load
+    # migplan puts on the API server; a 429 with Retry-After slows it down further.
+    write_concurrency: int = DEFAULT_WRITE_CONCURRENCY
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ validateResourceName, "must be an integer"). `parse_count` applies that on top o
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 
 # suffix.go: decimal SI prefixes (base 10) and binary SI (base 2) with their exponents.
@@ -119,9 +120,21 @@ def parse_count(raw: object) -> int:
             raise QuantityError(f"{raw!r} is not a quantity")
         value = parse_quantity(repr(raw))
     elif isinstance(raw, str):
-        value = parse_quantity(raw)
+        return _count_text(raw)
     else:
         raise QuantityError(f"a quantity is a string, not {type(raw).__name__}")
+    return _whole(raw, value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _count_text(text: str) -> int:
+    """parse_count of a string, memoised: a cluster repeats a handful of counts ("1", "7", "8") on every
+    node and pod of every LIST. Only successes are kept (an exception is not cached), and a string is
+    at most _MAX_TEXT characters before anything is parsed, so the cache holds at most ~64 KiB of keys."""
+    return _whole(text, parse_quantity(text))
+
+
+def _whole(raw: object, value: Fraction) -> int:
     if value < 0:
         raise QuantityError(f"{raw!r} is negative; a device count cannot be")
     if value.denominator != 1:

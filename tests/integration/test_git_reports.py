@@ -324,3 +324,48 @@ def test_unwritable_outbox_is_a_failure_not_a_silent_loss(remote, tmp_path: Path
     (cache / "outbox").write_text("a file where the outbox directory should be")
     out = commit_report(_repo(daemon.url("inv"), cache), settings=SETTINGS, files=_report(1), message="m")
     assert out.status == "failed" and out.failure is not None and "outbox" in out.failure.message
+
+
+def _fleet_report(names: list[str], *, drifted: str | None = None, held: str | None = None) -> dict[str, bytes]:
+    """The real rendered report of a small fleet: one node Drifted, one with a partition held."""
+    from reconciler.logic import reports
+    from reconciler.model.drift import DriftReport, Finding, Holder, NodeReport, NodeStatus, Occupancy
+
+    nodes = []
+    for name in names:
+        used = 1 if name == held else 0
+        occ = (Occupancy(name, "1g.18gb", 7, used, (Holder("ml/p", 1),) if used else ()),)
+        if name == drifted:
+            nodes.append(NodeReport(name, NodeStatus.DRIFTED, (Finding("MP501", "differs", node=name),), occ))
+        else:
+            nodes.append(NodeReport(name, NodeStatus.IN_SYNC, (), occ))
+    return reports.render_reports(DriftReport("c", REV, "mixed", tuple(nodes)))
+
+
+def _changed(bare: Path) -> list[str]:
+    return git("diff", "--name-only", f"{SETTINGS.branch}~1", SETTINGS.branch, cwd=bare).splitlines()
+
+
+def test_a_report_commit_touches_only_the_pages_that_changed(remote, tmp_path: Path) -> None:
+    daemon, bare = remote
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    names = [f"gpu-{i:02d}" for i in range(30)]
+    assert commit_report(repo, settings=SETTINGS, files=_fleet_report(names), message="m1", bot=BOT).commit
+    pages = [p for p in git("ls-tree", "-r", "--name-only", SETTINGS.branch, cwd=bare).splitlines() if "/nodes/" in p]
+    assert len(pages) == 30 and "reports/par1/nodes/gpu-07.md" in pages
+    # a pod starts on gpu-07: its page, and the totals in README.md and drift.yaml; no other page
+    out = commit_report(repo, settings=SETTINGS, files=_fleet_report(names, held="gpu-07"), message="m2", bot=BOT)
+    assert out.status == "committed"
+    assert _changed(bare) == ["reports/par1/README.md", "reports/par1/drift.yaml", "reports/par1/nodes/gpu-07.md"]
+    # gpu-07 drifts and gpu-29 leaves the cluster: its page is removed with it
+    files = _fleet_report(names[:-1], held="gpu-07", drifted="gpu-07")
+    assert commit_report(repo, settings=SETTINGS, files=files, message="m3", bot=BOT).status == "committed"
+    assert _changed(bare) == [
+        "reports/par1/README.md",
+        "reports/par1/drift.yaml",
+        "reports/par1/nodes/gpu-07.md",
+        "reports/par1/nodes/gpu-29.md",
+    ]
+    assert "reports/par1/nodes/gpu-29.md" not in git("ls-tree", "-r", "--name-only", SETTINGS.branch, cwd=bare)
+    readme = git("show", f"{SETTINGS.branch}:reports/par1/README.md", cwd=bare)
+    assert "| [gpu-07](nodes/gpu-07.md) | Drifted |" in readme

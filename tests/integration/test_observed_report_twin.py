@@ -150,8 +150,8 @@ def test_the_driver_chosen_placements_and_the_foreign_holder_are_findings(
     doc = reports.report_to_json(result.report)
     owner = next(a for a in doc["owners"] if a["owner"] == taken.desired and a["profile"] == taken.profile)
     assert owner["foreignHolders"] == sorted(borrowed) and owner["source"] == "observed"
-    text = reports.render_reports(result.report)["README.md"].decode()
-    excerpt = text[text.index(f"### {node}") :]
+    text = reports.render_reports(result.report)[reports.node_page_name(node)].decode()
+    excerpt = text[text.index("## Slice maps") :]
     excerpt = excerpt[: excerpt.index("Slice maps (")]
     assert "[observed cut, holders observed]" in excerpt and "placed by the driver" in excerpt
     print("\n" + excerpt)

@@ -54,7 +54,9 @@ def test_whole_plan_is_dry_run_before_any_real_write() -> None:
         "daemonset/gpu-operator/nvidia-device-plugin-daemonset",
         "node/gpu-h200-01",
     ]
-    assert cluster.calls == [(s, True) for s in subjects] + [(s, False) for s in subjects]
+    # The dry run goes out concurrently (any order), then the real writes in plan order.
+    assert sorted(cluster.calls[:4]) == sorted((s, True) for s in subjects)
+    assert cluster.calls[4:] == [(s, False) for s in subjects]
     assert [c.subject for c in result.applied] == subjects
     assert result.exit_code == EXIT_DRIFT and not result.errors and result.report is not None
 
@@ -92,10 +94,19 @@ def test_a_failed_write_stops_the_cycle_and_is_reported_with_what_was_not_done()
 
 def test_a_refused_dry_run_writes_nothing() -> None:
     desired, observed = _case("article-single-strategy")
-    cluster = RecordingCluster(observed, fail_on="node/gpu-h200-01", fail_dry_run=True)
+    cluster = RecordingCluster(observed, fail_on="clusterpolicy/cluster-policy", fail_dry_run=True)
     result = reconcile_once(desired=desired, cluster=cluster, now=NOW)
     assert all(dry for _, dry in cluster.calls)
     assert not result.applied and len(result.not_applied) == 4 and result.exit_code == EXIT_ERROR
+    assert "dry run refused clusterpolicy/cluster-policy" in result.errors[0].message
+
+
+def test_with_dry_run_every_write_is_checked_relabels_included() -> None:
+    desired, observed = _case("article-single-strategy")
+    cluster = RecordingCluster(observed, fail_on="node/gpu-h200-01", fail_dry_run=True)
+    result = reconcile_once(desired=desired, cluster=cluster, now=NOW, dry_run=True)
+    assert all(dry for _, dry in cluster.calls) and not result.applied
+    assert result.exit_code == EXIT_ERROR and "dry run refused node/gpu-h200-01" in result.errors[0].message
 
 
 def test_in_sync_makes_no_write_and_exits_zero() -> None:

@@ -109,9 +109,11 @@ def test_report_page_maps_render_in_chromium(tmp_path: Path) -> None:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(data)
 
-    # The SVGs the README links: each exists, parses, and titles the map and every partition.
-    links = re.findall(r"!\[[^\]]*\]\(([^)]+\.svg)\)", (root / "README.md").read_text())
-    assert links == ["maps/gpu-h200-01-gpu0.svg", "maps/gpu-h200-01-gpu1.svg"]
+    # The SVGs the node's page links (relative to nodes/): each exists, parses, and titles the map and every
+    # partition.
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+\.svg)\)", (root / "nodes" / "gpu-h200-01.md").read_text())
+    assert links == ["../maps/gpu-h200-01-gpu0.svg", "../maps/gpu-h200-01-gpu1.svg"]
+    links = [link.removeprefix("../") for link in links]
     for link, gpu in zip(links, GPUS, strict=True):
         svg = ET.parse(root / link).getroot()
         assert svg.get("role") == "img" and (svg.findtext(f"{SVG}title") or "").startswith("MIG slice map of node")

@@ -258,7 +258,8 @@ def test_hostile_names_in_an_observation_stay_text_in_every_report_file() -> Non
     report = drift.build_report(desired, observed, analysis, planner.plan(desired, observed, now=NOW))
     files = reports.render_reports(report)
     assert yaml.safe_load(files["drift.yaml"]) == reports.report_to_json(report)
-    text = files["README.md"].decode()
+    assert "\n# heading" not in files["README.md"].decode()  # the README names no pod; the node page does
+    text = files[reports.node_page_name("gpu-a")].decode()
     fences = [ln for ln in text.splitlines() if ln.startswith("```")]
     assert len(fences) == 2 and fences[0] == fences[1] and len(fences[0]) > 3  # no name closes the fence
     assert "\n# heading" not in text.split(fences[0])[0]  # nothing became a heading outside the fence

@@ -118,10 +118,11 @@ def test_report_json_says_observed_or_inferred_everywhere() -> None:
 def test_readme_and_svg_say_observed() -> None:
     report = _report("observed-layout-and-owners")
     files = reports.render_reports(report)
-    text = files["README.md"].decode()
+    text = files["nodes/gpu-a.md"].decode()
     assert "GPU 0  H200-141GB  MIG  [observed cut, holders observed]" in text
     assert "(placed by the driver; planned at 1)" in text
-    assert "## Owners" in text and "ml/notebook" in text
+    readme = files["README.md"].decode()
+    assert "## Owners" in readme and "ml/notebook" in readme
     svg = ElementTree.fromstring(files[slicesvg.gpu_map_name("gpu-a", 3)])
     ns = "{http://www.w3.org/2000/svg}"
     titles = [t.text or "" for t in svg.iter(f"{ns}title")]
@@ -161,7 +162,8 @@ def test_each_map_says_what_was_observed_when_the_observer_is_partly_trusted() -
     assert sources["gpu-e"] == {("observed", "inferred")}  # v1: no holders in that format
     occ = {n.name: {o.source for o in n.occupancy} for n in report.nodes}
     assert occ == {"gpu-b": {"inferred"}, "gpu-c": {"inferred"}, "gpu-d": {"inferred"}, "gpu-e": {"inferred"}}
-    text = reports.render_reports(report)["README.md"].decode()
+    files = reports.render_reports(report)
+    text = "".join(files[reports.node_page_name(n.name)].decode() for n in report.nodes)
     assert "[observed cut, holders inferred]" in text and "[planned cut, holders inferred]" in text
 
 

@@ -4,6 +4,7 @@ deterministic, and written next to README.md with relative links the forges rend
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import re
 import xml.etree.ElementTree as ET
 
@@ -103,17 +104,24 @@ def test_report_writes_maps_next_to_the_readme_and_links_them() -> None:
         slice_maps={"gpu-h200-01": (H200, WHOLE)},
     )
     files = reports.render_reports(report)
-    assert set(files) == {"drift.yaml", "README.md", "maps/gpu-h200-01-gpu0.svg", "maps/gpu-h200-01-gpu1.svg"}
-    readme = files["README.md"].decode()
-    links = re.findall(r"!\[([^\]]*)\]\(([^)]+)\)", readme)
-    assert links == [
-        ("gpu-h200-01 GPU 0 slice map", "maps/gpu-h200-01-gpu0.svg"),
-        ("gpu-h200-01 GPU 1 slice map", "maps/gpu-h200-01-gpu1.svg"),
+    assert set(files) == {
+        "drift.yaml",
+        "README.md",
+        "nodes/gpu-h200-01.md",
+        "maps/gpu-h200-01-gpu0.svg",
+        "maps/gpu-h200-01-gpu1.svg",
+    }
+    page = files["nodes/gpu-h200-01.md"].decode()
+    links = re.findall(r"!\[([^\]]*)\]\(([^)]+)\)", page)
+    assert links == [  # relative to nodes/, where the page is
+        ("gpu-h200-01 GPU 0 slice map", "../maps/gpu-h200-01-gpu0.svg"),
+        ("gpu-h200-01 GPU 1 slice map", "../maps/gpu-h200-01-gpu1.svg"),
     ]
-    assert "<svg" not in readme  # the forges strip inline SVG: files and image links only
-    assert readme.index("GPU 0  H200-141GB  MIG") < readme.index("![gpu-h200-01 GPU 0")  # beside the text map
+    assert "<svg" not in page  # the forges strip inline SVG: files and image links only
+    assert page.index("GPU 0  H200-141GB  MIG") < page.index("![gpu-h200-01 GPU 0")  # beside the text map
+    assert "](nodes/gpu-h200-01.md)" in files["README.md"].decode()  # the README links the page
     for _alt, name in links:
-        parse(files[name])
+        parse(files[posixpath.normpath(posixpath.join("nodes", name))])
 
 
 def test_at_fleet_scale_only_nodes_not_in_sync_get_pictures() -> None:
@@ -128,9 +136,9 @@ def test_at_fleet_scale_only_nodes_not_in_sync_get_pictures() -> None:
     )
     files = reports.render_reports(report)
     assert sorted(k for k in files if k.startswith("maps/")) == ["maps/gpu-007-gpu0.svg"]
-    readme = files["README.md"].decode()
-    assert re.findall(r"\]\((maps/[^)]+)\)", readme) == ["maps/gpu-007-gpu0.svg"]
-    assert "drawn for the nodes not in sync" in readme
+    pages = "".join(v.decode() for k, v in sorted(files.items()) if k.startswith("nodes/"))
+    assert re.findall(r"\]\((\.\./maps/[^)]+)\)", pages) == ["../maps/gpu-007-gpu0.svg"]
+    assert "drawn for the nodes not in sync" in files["README.md"].decode()
     small = dataclasses.replace(report, nodes=report.nodes[:3], slice_maps={x: (H200,) for x in names[:3]})
     assert len([k for k in reports.render_reports(small) if k.startswith("maps/")]) == 3
 

@@ -137,8 +137,14 @@ def test_drift_readme_escapes_every_user_string() -> None:
         "source_error": {"code": "MP701", "message": HOSTILE, "url": "https://evil.example/x"},
     }  # fmt: skip
     md = reports.render_readme(report, source=source).decode()
-    _no_active_markdown(md)
-    findings_rows = [r for r in _table_rows(md) if r.count("onerror") == 2]  # profile and message cells
+    # the only links are migplan's own, to the node pages it writes; with those taken out nothing is active
+    own = re.findall(r"(?<!\\)\[[^\]]*\]\(nodes/[^)]*\)", md)
+    assert own == ["[n1](nodes/n1.md)"], own
+    _no_active_markdown(md.replace(own[0], "n1"))
+    page = reports.render_reports(report)["nodes/n1.md"].decode()
+    assert page.count("](../README.md)") == 1
+    _no_active_markdown(page.replace("[drift report](../README.md)", ""))
+    findings_rows = [r for r in _table_rows(page) if r.count("onerror") == 2]  # profile and message cells
     assert findings_rows and all(_columns(r) == 5 for r in findings_rows), findings_rows
     assert "`main@sha1:" in md  # identifiers stay code spans; one with a backtick is escaped text
 

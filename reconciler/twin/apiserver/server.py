@@ -9,12 +9,14 @@ token, 403 for anonymous requests beyond /version and the health endpoints, 415 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import ssl
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -48,6 +50,9 @@ APPLY_PATCH = "application/apply-patch+yaml"
 _PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")
 _TEXT_404 = b"404 page not found\n"
 _DEFAULT_WATCH_TIMEOUT = 1800.0
+# UIDs the twin's "service-accounts" FlowSchema / "workload-low" priority level answer with (fixed, made up)
+PF_FLOW_SCHEMA_UID = "6a0b4e4f-6d1e-4c43-9a52-2f0a3c1b7e01"
+PF_PRIORITY_LEVEL_UID = "0e4b2f5d-1c7a-4f0e-8b3d-5a9c6e2d4f02"
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,8 @@ class TwinHTTPServer(ThreadingHTTPServer):
         self.log: list[RequestRecord] = []
         self.counts_lock = threading.Lock()
         self.stopping = threading.Event()
+        # --max-mutating-requests-inflight (None: unlimited); see _mutating_slot
+        self.mutating_slots: threading.BoundedSemaphore | None = None
 
     def get_request(self) -> tuple[Any, Any]:
         sock, addr = super().get_request()
@@ -177,13 +184,46 @@ class _Handler(BaseHTTPRequestHandler):
                 self._discovery(path)
                 return
             route = self._route(path)
-            self._serve(method, route, query, body, user)
+            with self._mutating_slot(method, user) as admitted:
+                if admitted:
+                    self._serve(method, route, query, body, user)
         except _NotFoundText:
             self._send(404, _TEXT_404, "text/plain; charset=utf-8")
         except ApiError as err:
             self._send_status(err)
         except Exception as exc:  # a bug in the twin must still answer like a server, not hang the client
             self._send_status(ApiError(500, "InternalError", f"Internal error occurred: {exc!r}", {}))
+
+    @contextlib.contextmanager
+    def _mutating_slot(self, method: str, user: str | ServiceAccountUser | None) -> Iterator[bool]:
+        """The max-in-flight filter for mutating resource requests (staging/src/k8s.io/apiserver/pkg/server/
+        filters/maxinflight.go `WithMaxInFlightLimit`): after authentication, before authorization; a request
+        that finds every slot taken is answered at once with 429, `Retry-After: 1` and the text body of
+        `tooManyRequests`; system:masters (the twin's admin token) is never limited. The two
+        X-Kubernetes-PF-* headers are what the Priority and Fairness filter adds to the same rejection
+        (priority-and-fairness.go `setResponseHeaders`), with the twin's fixed UIDs."""
+        slots = self.server.mutating_slots
+        if slots is None or method in ("GET", "HEAD") or user == "admin":
+            yield True
+            return
+        if not slots.acquire(blocking=False):
+            self._send(
+                429,
+                b"Too many requests, please try again later.\n",
+                "text/plain; charset=utf-8",
+                {
+                    "Retry-After": "1",
+                    "X-Content-Type-Options": "nosniff",
+                    "X-Kubernetes-PF-FlowSchema-UID": PF_FLOW_SCHEMA_UID,
+                    "X-Kubernetes-PF-PriorityLevel-UID": PF_PRIORITY_LEVEL_UID,
+                },
+            )
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            slots.release()
 
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)

@@ -55,8 +55,10 @@ class ApiServerTwin:
         bare: bool = False,
         store: Store | None = None,
         tls: bool = True,
+        max_mutating_in_flight: int | None = None,
     ) -> None:
         self.token = token or secrets.token_urlsafe(24)
+        self.max_mutating_in_flight = max_mutating_in_flight  # None: no limit (server.py `_mutating_slot`)
         self.tls = tls
         self._tls_dir: Path | None = None
         self._tls_files: TlsFiles | None = None
@@ -82,6 +84,8 @@ class ApiServerTwin:
             self._tls_files = certs.generate(self._tls_dir)
         self._server = TwinHTTPServer(self.store, self.token, self._tls_files)
         self._server.sa_tokens = self._sa_tokens
+        if self.max_mutating_in_flight is not None:
+            self._server.mutating_slots = threading.BoundedSemaphore(self.max_mutating_in_flight)
         self._thread = threading.Thread(target=self._server.serve_forever, name="apiserver-twin", daemon=True)
         self._thread.start()
         return self
