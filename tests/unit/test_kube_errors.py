@@ -66,3 +66,12 @@ def test_transport_failures_are_unreachable() -> None:
     with pytest.raises(kube.ApiUnreachable) as caught, kube.translate_api_errors("list pods"):
         raise ConnectionResetError("reset by peer")
     assert caught.value.code == "MP555" and "list pods" in caught.value.message
+
+
+def test_retry_after_makes_a_throttled_error_for_every_adapter() -> None:
+    exc = _exc(429)
+    exc.headers = {"Retry-After": "3", "X-Kubernetes-PF-PriorityLevel-UID": "uid-1"}
+    for err in (kube.api_error(exc, "patch node n1"), kube.api_error(exc, "update lease", conflict=LeaseConflict)):
+        assert isinstance(err, kube.Throttled) and isinstance(err, kube.ApiUnavailable)
+        assert err.code == "MP554" and err.retry_after == 3 and "priority level uid-1" in err.message
+    assert type(kube.api_error(_exc(429), "patch node n1")) is kube.ApiUnavailable  # no header: plain backoff
