@@ -39,6 +39,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -88,7 +89,9 @@ class ReportOutcome:
     """What happened to a report.
 
     status: "committed" (a new commit is on the remote), "unchanged" (the branch already holds this
-    content: no commit), "queued" (kept in the outbox; `failure` says why), "refused" (unsafe path:
+    content: no commit), "held" (occupancy-only change coalesced by reports.minInterval: not queued,
+    `held_until` says when it is due; older outbox entries were still pushed), "queued" (kept in the
+    outbox; `failure` says why), "refused" (unsafe path:
     nothing written), "failed" (the outbox itself cannot be written: the report is not kept).
     `pushed` lists the commits pushed by this call, older outbox entries included.
     """
@@ -99,6 +102,32 @@ class ReportOutcome:
     pending: int = 0
     failure: GitFailure | None = None
     attempts: int = 0  # commit+push attempts made; more than len(pushed) means a push race was lost and retried
+    held_until: datetime | None = None  # with "held": when the coalesced report becomes due
+
+
+@dataclass(frozen=True, slots=True)
+class LastReport:
+    """The reports branch tip as this cache last saw it: its commit message and commit time (UTC)."""
+
+    message: str
+    committed_at: datetime
+
+
+def last_report(repo: InventoryRepo, branch: str) -> LastReport | None:
+    """The tip of the reports branch from the cache, without network (the source's fetch of this cycle
+    brought it up to date; commit_report fetches again before it commits). None when the branch is
+    absent, unreadable or the name unsafe: the caller then commits as if there were no earlier report."""
+    if check_branch(repo, branch) is not None:
+        return None
+    name = f"refs/heads/{branch}" if repo.remote.is_local else f"refs/remotes/{ORIGIN}/{branch}"
+    try:
+        ref = repo.repo.references.get(name)
+        if ref is None:
+            return None
+        commit = ref.peel(pygit2.Commit)
+        return LastReport(str(commit.message), datetime.fromtimestamp(commit.commit_time, UTC))
+    except (pygit2.GitError, ValueError, OverflowError, OSError):
+        return None
 
 
 def report_message(revision: Revision, counts: Mapping[str, int]) -> str:
