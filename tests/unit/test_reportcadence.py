@@ -111,7 +111,14 @@ def test_trailers_round_trip_and_refuse_anything_else() -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("10m", 600), ("1h30m", 5400), ("90s", 90), ("0", 0), ("0s", 0), ("99h9999m99999s", 99 * 3600 + 9999 * 60 + 99999)],
+    [
+        ("10m", 600),
+        ("1h30m", 5400),
+        ("90s", 90),
+        ("0", 0),
+        ("0s", 0),
+        ("99h9999m99999s", 99 * 3600 + 9999 * 60 + 99999),
+    ],
 )
 def test_parse_duration(text: str, seconds: int) -> None:
     assert rc.parse_duration(text) == seconds
