@@ -195,12 +195,13 @@ def _locked_cycle(
             repo,
             settings=settings,
             files=files,
-            message=f"{report_message(src.revision, counts)}\n\n{digests.trailers()}\n",
+            message=f"{report_message(src.revision, counts)}\n\n{digests.trailers(settings.path)}\n",
             bot=bot,
             signer=signer,
             inventory=InventoryTarget(branch=source.ref.removeprefix("refs/heads/"), root=source.root),
         )
-    if outcome.status in ("queued", "refused", "failed") and outcome.failure is not None:
+    if outcome.status in ("queued", "refused", "failed", "held") and outcome.failure is not None:
+        # (held: an older queued report could not be pushed either)
         notes.append(f"report {outcome.status}: {outcome.failure.code}: {outcome.failure.message}")
     if outcome.status == "failed" and outcome.failure is not None:
         # Not even queued (the outbox cannot be written): the report is lost, which is an I/O error.
@@ -213,13 +214,14 @@ def _locked_cycle(
 def _cadence(
     repo: InventoryRepo, settings: ReportSettings, digests: reportcadence.ReportDigests, now: datetime | None
 ) -> reportcadence.Cadence:
-    """Commit now or hold back (logic/reportcadence.py), against the reports branch tip: its
-    commit time and the digests its message carries. The tip is the record because it survives
-    restarts, a fresh cache directory and a failover to another replica; the outbox does not."""
-    tip = last_report(repo, settings.branch)
+    """Commit now or hold back (logic/reportcadence.py), against the newest report commit for this
+    reports.path on the reports branch: its commit time and the digests its message carries. The
+    branch is the record because it survives restarts, a fresh cache directory and a failover to
+    another replica; the outbox does not."""
+    tip = last_report(repo, settings.branch, lambda message: reportcadence.report_path(message) == settings.path)
     return reportcadence.decide(
         new=digests,
-        last=None if tip is None else reportcadence.parse_trailers(tip.message),
+        last=None if tip is None else reportcadence.parse_trailers(tip.message, settings.path),
         last_commit_at=None if tip is None else tip.committed_at,
         now=now if now is not None else datetime.now(UTC),
         min_interval=timedelta(seconds=settings.min_interval_seconds),

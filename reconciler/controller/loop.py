@@ -218,6 +218,7 @@ class Controller:
                 "revision": outcome.revision,
                 "codes": codes,
                 "applied": len(outcome.applied),
+                "report": outcome.report_status,
                 "seconds": round(elapsed, 3),
                 "identity": self.settings.identity,
             },

@@ -10,9 +10,10 @@ applied, what the source refused — must reach Git at once. So a report is summ
 - `content`: every report file byte for byte. A change here only (occupancy-only) commits when
   `reports.minInterval` has passed since the last report commit; until then it is held back.
 
-Both digests ride in the report commit's message as trailers (`Migplan-Report-Status:`,
-`Migplan-Report-Content:`), so the last committed report's summary and its commit time are read from
-the reports branch tip: the Git history is the record, it survives restarts, replicas and a cache
+Both digests ride in the report commit's message as trailers (`Migplan-Report-Path:`,
+`Migplan-Report-Status:`, `Migplan-Report-Content:`), so the last committed report's summary and its
+commit time are read from the reports branch (the newest commit naming this reports.path: clusters
+sharing a branch each keep their own cadence): the Git history is the record, it survives restarts, replicas and a cache
 directory that is an emptyDir. A tip without trailers (older version, someone else's commit) is
 "unknown": commit now.
 
@@ -34,6 +35,7 @@ import orjson
 DEFAULT_MIN_INTERVAL_SECONDS = 600
 STATUS_TRAILER = "Migplan-Report-Status"
 CONTENT_TRAILER = "Migplan-Report-Content"
+PATH_TRAILER = "Migplan-Report-Path"
 
 # Go-style durations as Kubernetes writes them (metav1.Duration), restricted to h/m/s and bounded
 # (at most 99h + 9999m + 99999s, about ten days) so no value can overflow or mean "never".
@@ -41,6 +43,7 @@ DURATION_PATTERN = r"^(0|(?=[0-9])([0-9]{1,2}h)?([0-9]{1,4}m)?([0-9]{1,5}s)?)$"
 _DURATION_RE = re.compile(DURATION_PATTERN.removesuffix("$") + r"\Z")
 _UNIT = {"h": 3600, "m": 60, "s": 1}
 _TRAILER_RE = re.compile(rf"^({STATUS_TRAILER}|{CONTENT_TRAILER}): sha256:([0-9a-f]{{64}})$", re.MULTILINE)
+_PATH_RE = re.compile(rf"^{PATH_TRAILER}: (\S+)$", re.MULTILINE)
 
 
 def parse_duration(text: str) -> int | None:
@@ -57,9 +60,11 @@ class ReportDigests:
     status: str
     content: str
 
-    def trailers(self) -> str:
-        """The lines appended to the report commit message (after a blank line)."""
-        return f"{STATUS_TRAILER}: sha256:{self.status}\n{CONTENT_TRAILER}: sha256:{self.content}"
+    def trailers(self, path: str) -> str:
+        """The lines appended to the report commit message (after a blank line). `path` is
+        reports.path: several clusters may share one reports branch, each under its own path."""
+        lines = (f"{PATH_TRAILER}: {path}", f"{STATUS_TRAILER}: sha256:{self.status}")
+        return "\n".join((*lines, f"{CONTENT_TRAILER}: sha256:{self.content}"))
 
 
 def digests(report_json: Mapping[str, Any], files: Mapping[str, bytes], source: Mapping[str, Any]) -> ReportDigests:
@@ -74,9 +79,18 @@ def digests(report_json: Mapping[str, Any], files: Mapping[str, bytes], source: 
     return ReportDigests(status=status, content=h.hexdigest())
 
 
-def parse_trailers(message: str) -> ReportDigests | None:
-    """The digests a report commit message carries; None when either is missing or malformed (a
-    commit message is anyone's text: only exact `Name: sha256:<64 hex>` lines count, the last wins)."""
+def report_path(message: str) -> str | None:
+    """The reports.path a report commit message names (its last `Migplan-Report-Path:` line)."""
+    found = _PATH_RE.findall(message)
+    return str(found[-1]) if found else None
+
+
+def parse_trailers(message: str, path: str) -> ReportDigests | None:
+    """The digests a report commit message carries for the report at `path`; None when the path
+    differs or a digest is missing or malformed (a commit message is anyone's text: only exact
+    `Name: sha256:<64 hex>` lines count, the last wins)."""
+    if report_path(message) != path:
+        return None
     found = dict(_TRAILER_RE.findall(message))
     if STATUS_TRAILER not in found or CONTENT_TRAILER not in found:
         return None

@@ -10,6 +10,7 @@ status change in cycles) are printed.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import time
@@ -21,10 +22,12 @@ from typing import Any
 import pytest
 from gitserver import GitDaemon, git, make_bare, seed
 
-from reconciler.adapters.gitsource import GitAuth, GitRemote
+from reconciler.adapters.gitreports import commit_report
+from reconciler.adapters.gitsource import GitAuth, GitRemote, InventoryRepo
 from reconciler.adapters.kube import KubeCluster
 from reconciler.gitops import GitopsCycle, run_gitops_cycle
 from reconciler.logic import reportcadence
+from reconciler.model.inventory import ReportSettings
 from reconciler.sourcing import InventorySource
 from reconciler.twin.cluster import ClusterTwin
 
@@ -50,12 +53,12 @@ def _inventory(min_interval: str) -> dict[str, str]:
     return files
 
 
-@pytest.fixture()
-def setup(tmp_path: Path) -> Iterator[tuple[InventorySource, KubeCluster, ClusterTwin, Path]]:
+@contextlib.contextmanager
+def _cluster(tmp_path: Path, min_interval: str) -> Iterator[tuple[GitDaemon, KubeCluster, ClusterTwin, Path]]:
     srv = tmp_path / "srv"
     srv.mkdir()
     bare = make_bare(srv, "inv")
-    files = _inventory(f"{INTERVAL_S}s")
+    files = _inventory(min_interval)
     seed(bare, tmp_path / "work", files, message="inventory")
     inv = tmp_path / "inv"
     for rel, text in files.items():
@@ -64,13 +67,31 @@ def setup(tmp_path: Path) -> Iterator[tuple[InventorySource, KubeCluster, Cluste
     daemon = GitDaemon(srv).start()
     twin = ClusterTwin.from_inventory(inv).start()
     cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
-    source = InventorySource(GitRemote(daemon.url("inv"), tmp_path / "cache", GitAuth(), timeout_ms=5000), ref="main")
     try:
-        yield source, cluster, twin, bare
+        yield daemon, cluster, twin, bare
     finally:
         cluster.close()
         twin.stop()
         daemon.stop()
+
+
+def _source(daemon: GitDaemon, cache: Path) -> InventorySource:
+    return InventorySource(GitRemote(daemon.url("inv"), cache, GitAuth(), timeout_ms=5000), ref="main")
+
+
+@pytest.fixture()
+def setup(tmp_path: Path) -> Iterator[tuple[InventorySource, KubeCluster, ClusterTwin, Path]]:
+    with _cluster(tmp_path, f"{INTERVAL_S}s") as (daemon, cluster, twin, bare):
+        yield _source(daemon, tmp_path / "cache"), cluster, twin, bare
+
+
+def _converge(source: InventorySource, cluster: KubeCluster, twin: ClusterTwin) -> None:
+    for _ in range(6):
+        first = run_gitops_cycle(source=source, cluster=cluster, deadline=60)
+        twin.settle()
+        if first.result is not None and first.result.converged:
+            return
+    raise AssertionError(first.to_json())
 
 
 def _pod(name: str, node: str) -> dict[str, Any]:
@@ -111,13 +132,7 @@ def test_occupancy_churn_is_coalesced_and_status_changes_commit_at_once(setup: A
     def cycle() -> GitopsCycle:
         return run_gitops_cycle(source=source, cluster=cluster, deadline=60)
 
-    # converge first (adoption labels, the first report)
-    for _ in range(6):
-        first = cycle()
-        twin.settle()
-        if first.result is not None and first.result.converged:
-            break
-    assert first.result is not None and first.result.converged, first.to_json()
+    _converge(source, cluster, twin)  # adoption labels, the first report
     base_commits = len(_commits(bare))
     assert base_commits >= 1
 
@@ -170,7 +185,7 @@ def test_occupancy_churn_is_coalesced_and_status_changes_commit_at_once(setup: A
 
     # every report commit carries its digests; consecutive occupancy-only commits are an interval apart
     # (commit times are whole seconds, so one second of truncation is allowed)
-    parsed = [(t, reportcadence.parse_trailers(m)) for t, m in commits]
+    parsed = [(t, reportcadence.parse_trailers(m, "reports")) for t, m in commits]
     assert all(d is not None for _, d in parsed[1:]), commits
     occupancy_only_gaps = [
         b[0] - a[0]
@@ -192,3 +207,44 @@ def test_occupancy_churn_is_coalesced_and_status_changes_commit_at_once(setup: A
         f"commits_per_hour={made / elapsed * 3600:.0f} (uncoalesced: {len(rows) / elapsed * 3600:.0f}) "
         f"occupancy_gaps_s={occupancy_only_gaps} status_change_max_delay_cycles={max(status_delays)}"
     )
+
+
+def test_cadence_survives_a_fresh_cache_and_another_clusters_commits(tmp_path: Path) -> None:
+    """The last report commit is read from the branch, not from the process or its cache: a replica
+    starting on an empty cache still holds occupancy churn back, and another cluster's reports
+    committed on the same branch (under another reports.path) neither reset nor confuse it."""
+    with _cluster(tmp_path, "1h") as (daemon, cluster, twin, bare):
+        _converge(_source(daemon, tmp_path / "cache-a"), cluster, twin)
+        ours = len(_commits(bare))
+        # another cluster's report lands on the same branch
+        other = InventoryRepo.open(GitRemote(daemon.url("inv"), tmp_path / "cache-other", GitAuth(), timeout_ms=5000))
+        assert isinstance(other, InventoryRepo)
+        digests = reportcadence.digests({"nodes": []}, {"drift.yaml": b"x: 1\n"}, {})
+        pushed = commit_report(
+            other,
+            settings=ReportSettings(branch=BRANCH, path="reports-staging"),
+            files={"drift.yaml": b"x: 1\n"},
+            message=f"staging report\n\n{digests.trailers('reports-staging')}\n",
+        )
+        assert pushed.status == "committed"
+        # a new replica, empty cache: a pod starts (occupancy only) -> held, not committed
+        fresh = _source(daemon, tmp_path / "cache-b")
+        store = twin.store
+        store.create("pods", _pod("late", "n1"), "default")
+        store.patch("pods", "late", {"status": {"phase": "Running"}}, "default", subresource="status")
+        held = run_gitops_cycle(source=fresh, cluster=cluster, deadline=60)
+        assert held.report is not None and held.report.status == "held", held.to_json()
+        assert held.report.held_until is not None and held.report.held_until > datetime.now(UTC)
+        assert "default/late" in json.dumps(held.to_json()["cycle"]["report"])
+        assert len(_commits(bare)) == ours + 1  # only the other cluster's
+        # a finding: committed at once, by the same fresh replica; the other cluster's files kept
+        twin.inject("pod-wants-gpu")
+        now = run_gitops_cycle(source=fresh, cluster=cluster, deadline=60)
+        assert now.report is not None and now.report.status == "committed", now.to_json()
+        assert "MP506" in git("show", f"{BRANCH}:reports/drift.yaml", cwd=bare)
+        assert git("show", f"{BRANCH}:reports-staging/drift.yaml", cwd=bare) == "x: 1"
+        # dry-run: the same cycle, nothing committed whatever changed
+        twin.heal("pod-wants-gpu")
+        dry = run_gitops_cycle(source=fresh, cluster=cluster, dry_run=True, deadline=60)
+        assert dry.report is None and dry.to_json()["report"] is None
+        assert len(_commits(bare)) == ours + 2

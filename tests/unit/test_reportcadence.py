@@ -100,13 +100,19 @@ def test_decide(
 
 
 def test_trailers_round_trip_and_refuse_anything_else() -> None:
-    message = f"migplan: drift report for main — in sync\n\n{OCCUPANCY.trailers()}\n"
-    assert rc.parse_trailers(message) == OCCUPANCY
-    assert rc.parse_trailers("migplan: drift report, written by an older version") is None
-    only_status = f"x\n\n{rc.STATUS_TRAILER}: sha256:{'a' * 64}\n"
-    assert rc.parse_trailers(only_status) is None
+    message = f"migplan: drift report for main — in sync\n\n{OCCUPANCY.trailers('reports/prod')}\n"
+    assert rc.report_path(message) == "reports/prod"
+    assert rc.parse_trailers(message, "reports/prod") == OCCUPANCY
+    # another cluster's report on the same branch is not this one's last report
+    assert rc.parse_trailers(message, "reports/staging") is None
+    assert rc.parse_trailers("migplan: drift report, written by an older version", "reports") is None
+    only_status = f"x\n\n{rc.PATH_TRAILER}: reports\n{rc.STATUS_TRAILER}: sha256:{'a' * 64}\n"
+    assert rc.parse_trailers(only_status, "reports") is None
+    no_path = f"x\n\n{rc.STATUS_TRAILER}: sha256:{'a' * 64}\n{rc.CONTENT_TRAILER}: sha256:{'b' * 64}\n"
+    assert rc.parse_trailers(no_path, "reports") is None
     for bad in ("sha1:" + "a" * 64, "sha256:" + "a" * 63, "sha256:" + "A" * 64, "sha256:" + "a" * 64 + " x"):
-        assert rc.parse_trailers(f"x\n\n{rc.STATUS_TRAILER}: {bad}\n{rc.CONTENT_TRAILER}: {bad}\n") is None
+        text = f"x\n\n{rc.PATH_TRAILER}: reports\n{rc.STATUS_TRAILER}: {bad}\n{rc.CONTENT_TRAILER}: {bad}\n"
+        assert rc.parse_trailers(text, "reports") is None
 
 
 @pytest.mark.parametrize(
