@@ -12,10 +12,14 @@ Order and why:
    specific to one entry point.
 4. The report (drift + occupancy + what the source refused and why) is rendered without anything
    time-varying, so an unchanged cluster produces byte-identical files and no new commit.
-5. The report goes to the reports branch through the outbox, so a push race or a remote outage
+5. A report whose only change is occupancy (pods starting and stopping) is held back until
+   `reports.minInterval` has passed since the last report commit; a status, finding, revision or
+   source change commits at once (logic/reportcadence.py). A held report is still this cycle's
+   report: `-o json` and /metrics show it.
+6. The report goes to the reports branch through the outbox, so a push race or a remote outage
    delays it but never drops it. With dry_run, or once this replica may no longer write (lost
    Lease, shutting down), nothing is committed.
-All five hold the cache directory's lock (adapters/cachelock.py): two processes sharing a cache
+All six hold the cache directory's lock (adapters/cachelock.py): two processes sharing a cache
 directory run their cycles one after the other, or the second gives up cleanly (CacheLocked, MP830)
 before it has read or written anything.
 """
@@ -24,17 +28,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.adapters.cachelock import cache_lock
 from reconciler.adapters.commitsigning import CommitSigner
 from reconciler.adapters.deadline import cycle_deadline
-from reconciler.adapters.gitreports import BotIdentity, InventoryTarget, ReportOutcome, commit_report, report_message
+from reconciler.adapters.gitreports import (
+    BotIdentity,
+    InventoryTarget,
+    ReportOutcome,
+    commit_report,
+    flush_outbox,
+    last_report,
+    report_message,
+)
 from reconciler.adapters.gitsource import GitFailure, InventoryRepo
 from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, ClusterPort, CycleResult, reconcile_once
-from reconciler.logic.reports import render_reports
+from reconciler.logic import reportcadence
+from reconciler.logic.reports import render_reports, report_to_json
 from reconciler.model.codes import Trait, with_trait
+from reconciler.model.inventory import ReportSettings
 from reconciler.settings import DEFAULT_LOCK_TIMEOUT
 from reconciler.sourcing import InventorySource, SourceResult
 
@@ -78,6 +92,7 @@ class GitopsCycle:
                 "commit": self.report.commit,
                 "pending": self.report.pending,
                 "failure": None if self.report.failure is None else str(self.report.failure),
+                "heldUntil": None if self.report.held_until is None else self.report.held_until.isoformat(),
             }
         out["notes"] = list(self.notes)
         out["errors"] = list(self.errors)
@@ -156,20 +171,55 @@ def _locked_cycle(
     counts = {k.lower(): v for k, v in result.report.counts().items() if k != "InSync"}
     if src.refused is not None:
         counts["refused revision"] = 1
-    outcome = commit_report(
-        repo,
-        settings=desired.cluster.reports,
-        files=files,
-        message=report_message(src.revision, counts),
-        bot=bot,
-        signer=signer,
-        inventory=InventoryTarget(branch=source.ref.removeprefix("refs/heads/"), root=source.root),
-    )
-    if outcome.status in ("queued", "refused", "failed") and outcome.failure is not None:
+    settings = desired.cluster.reports
+    digests = reportcadence.digests(report_to_json(result.report), files, src.to_json())
+    cadence = _cadence(repo, settings, digests, now)
+    if cadence.held_until is not None:
+        # Occupancy only, inside reports.minInterval: nothing new is queued (older queued reports are
+        # still pushed). The next cycle past the interval, or any status change, commits it.
+        flushed = flush_outbox(repo, signer=signer)
+        outcome = ReportOutcome(
+            status="held",
+            pushed=flushed.pushed,
+            pending=flushed.pending,
+            failure=flushed.failure,
+            attempts=flushed.attempts,
+            held_until=cadence.held_until,
+        )
+        notes.append(f"report held back until {cadence.held_until.isoformat()}: {cadence.reason} (reports.minInterval)")
+    else:
+        outcome = commit_report(
+            repo,
+            settings=settings,
+            files=files,
+            message=f"{report_message(src.revision, counts)}\n\n{digests.trailers(settings.path)}\n",
+            bot=bot,
+            signer=signer,
+            inventory=InventoryTarget(branch=source.ref.removeprefix("refs/heads/"), root=source.root),
+        )
+    if outcome.status in ("queued", "refused", "failed", "held") and outcome.failure is not None:
+        # (held: an older queued report could not be pushed either)
         notes.append(f"report {outcome.status}: {outcome.failure.code}: {outcome.failure.message}")
     if outcome.status == "failed" and outcome.failure is not None:
         # Not even queued (the outbox cannot be written): the report is lost, which is an I/O error.
         errors.append(f"report: {outcome.failure.code}: {outcome.failure.message}")
     return GitopsCycle(
         source=src, result=result, report_files=files, report=outcome, notes=tuple(notes), errors=tuple(errors)
+    )
+
+
+def _cadence(
+    repo: InventoryRepo, settings: ReportSettings, digests: reportcadence.ReportDigests, now: datetime | None
+) -> reportcadence.Cadence:
+    """Commit now or hold back (logic/reportcadence.py), against the newest report commit for this
+    reports.path on the reports branch: its commit time and the digests its message carries. The
+    branch is the record because it survives restarts, a fresh cache directory and a failover to
+    another replica; the outbox does not."""
+    tip = last_report(repo, settings.branch, lambda message: reportcadence.report_path(message) == settings.path)
+    return reportcadence.decide(
+        new=digests,
+        last=None if tip is None else reportcadence.parse_trailers(tip.message, settings.path),
+        last_commit_at=None if tip is None else tip.committed_at,
+        now=now if now is not None else datetime.now(UTC),
+        min_interval=timedelta(seconds=settings.min_interval_seconds),
     )

@@ -37,8 +37,9 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -88,8 +89,10 @@ class ReportOutcome:
     """What happened to a report.
 
     status: "committed" (a new commit is on the remote), "unchanged" (the branch already holds this
-    content: no commit), "queued" (kept in the outbox; `failure` says why), "refused" (unsafe path:
-    nothing written), "failed" (the outbox itself cannot be written: the report is not kept).
+    content: no commit), "held" (occupancy-only change coalesced by reports.minInterval: not queued,
+    `held_until` says when it is due; older outbox entries were still pushed), "queued" (kept in the
+    outbox; `failure` says why), "refused" (unsafe path: nothing written), "failed" (the outbox itself
+    cannot be written: the report is not kept).
     `pushed` lists the commits pushed by this call, older outbox entries included.
     """
 
@@ -99,6 +102,42 @@ class ReportOutcome:
     pending: int = 0
     failure: GitFailure | None = None
     attempts: int = 0  # commit+push attempts made; more than len(pushed) means a push race was lost and retried
+    held_until: datetime | None = None  # with "held": when the coalesced report becomes due
+
+
+@dataclass(frozen=True, slots=True)
+class LastReport:
+    """The reports branch tip as this cache last saw it: its commit message and commit time (UTC)."""
+
+    message: str
+    committed_at: datetime
+
+
+def last_report(
+    repo: InventoryRepo, branch: str, matches: Callable[[str], bool], *, limit: int = 100
+) -> LastReport | None:
+    """The newest commit of the reports branch (first parents, at most `limit` back from the tip)
+    whose message `matches`, from the cache and without network: the source's fetch of this cycle
+    brought it up to date, and commit_report fetches again before it commits. None when there is
+    none, the branch is absent or unreadable, or its name unsafe: the caller then commits as if
+    there were no earlier report."""
+    if check_branch(repo, branch) is not None:
+        return None
+    name = f"refs/heads/{branch}" if repo.remote.is_local else f"refs/remotes/{ORIGIN}/{branch}"
+    try:
+        ref = repo.repo.references.get(name)
+        if ref is None:
+            return None
+        commit: pygit2.Commit | None = ref.peel(pygit2.Commit)
+        for _ in range(limit):
+            if commit is None:
+                break
+            if matches(str(commit.message)):
+                return LastReport(str(commit.message), datetime.fromtimestamp(commit.commit_time, UTC))
+            commit = commit.parents[0] if commit.parents else None
+    except (pygit2.GitError, ValueError, OverflowError, OSError, KeyError):
+        return None
+    return None
 
 
 def report_message(revision: Revision, counts: Mapping[str, int]) -> str:

@@ -114,6 +114,11 @@ class GitCycle:
             message="; ".join(cycle.notes),
             report_status=cycle.report.status if cycle.report is not None else "",
             report_pending=cycle.report.pending if cycle.report is not None else 0,
+            report_held_until=(
+                cycle.report.held_until.timestamp()
+                if cycle.report is not None and cycle.report.held_until is not None
+                else 0.0
+            ),
         )
 
 

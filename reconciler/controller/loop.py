@@ -62,6 +62,7 @@ class CycleOutcome:
     message: str = ""
     report_status: str = ""  # ReportOutcome.status when a report was handed to Git this cycle
     report_pending: int = 0  # reports left in the outbox after this cycle
+    report_held_until: float = 0.0  # with report_status "held": Unix time the held report is due
 
 
 CycleFn = Callable[[CycleContext], CycleOutcome]
@@ -217,6 +218,7 @@ class Controller:
                 "revision": outcome.revision,
                 "codes": codes,
                 "applied": len(outcome.applied),
+                "report": outcome.report_status,
                 "seconds": round(elapsed, 3),
                 "identity": self.settings.identity,
             },
@@ -232,7 +234,9 @@ class Controller:
             self.metrics.revision.info({"revision": redact(outcome.revision)})
         self.metrics.nodes_in_flight.set(outcome.nodes_in_flight)
         if outcome.report_status:
-            self.metrics.record_report(outcome.report_status, outcome.report_pending)
+            self.metrics.record_report(
+                outcome.report_status, outcome.report_pending, now=time.time(), held_until=outcome.report_held_until
+            )
         for kind, n in signals.applied_by_kind(outcome.applied).items():
             self.metrics.applied_changes.labels(kind).inc(n)
         if outcome.plan is not None:

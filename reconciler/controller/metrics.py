@@ -15,7 +15,7 @@ from reconciler.model.plans import Kind
 __all__ = ["CONTENT_TYPE_LATEST", "OBSERVER_STATES", "OWNER_HOLDINGS", "REPORT_RESULTS", "ControllerMetrics"]
 
 # ReportOutcome.status values (reconciler.adapters.gitreports), exported as zeros from the start.
-REPORT_RESULTS = ("committed", "unchanged", "queued", "refused", "failed")
+REPORT_RESULTS = ("committed", "unchanged", "held", "queued", "refused", "failed")
 # The state of a GPU node's observer (reconciler.logic.drift.Analysis.observers), exported as zeros.
 OBSERVER_STATES = ("reporting", "silent", "malformed", "absent")
 # Owner accounting beyond total/used/free (reconciler.model.drift.OwnerAccount).
@@ -102,13 +102,25 @@ class ControllerMetrics:
         )
         self.report_pushes = Counter(
             "migplan_report_pushes_total",
-            "Report commits by outcome (committed, unchanged, queued, refused, failed).",
+            "Report commits by outcome (committed, unchanged, held, queued, refused, failed).",
             ["result"],
             registry=r,
         )
         self.report_outbox = Gauge(
             "migplan_report_outbox_pending",
             "Reports waiting in the outbox to be pushed to the reports branch.",
+            registry=r,
+        )
+        self._held_since = 0.0
+        self.report_held_since = Gauge(
+            "migplan_report_held_since_timestamp_seconds",
+            "Unix time since which the newest report is held back (occupancy-only changes coalesced by "
+            "reports.minInterval); 0 when the reports branch holds the newest report.",
+            registry=r,
+        )
+        self.report_held_until = Gauge(
+            "migplan_report_held_until_timestamp_seconds",
+            "Unix time at which the held-back report is committed at the latest; 0 when none is held.",
             registry=r,
         )
         self.applied_changes = Counter(
@@ -170,9 +182,18 @@ class ControllerMetrics:
         for state in OBSERVER_STATES:
             self.observers.labels(state).set(counts.get(state, 0))
 
-    def record_report(self, result: str, pending: int) -> None:
+    def record_report(self, result: str, pending: int, *, now: float = 0.0, held_until: float = 0.0) -> None:
+        """One cycle's report outcome. A "held" report keeps the held-since time of the first cycle
+        that held it; any other outcome (committed, unchanged, queued...) clears both held gauges."""
         self.report_pushes.labels(result).inc()
-        if result in ("committed", "unchanged", "queued"):
+        if result == "held":
+            self._held_since = self._held_since or now
+            self.report_held_until.set(held_until)
+        else:
+            self._held_since = 0.0
+            self.report_held_until.set(0)
+        self.report_held_since.set(self._held_since)
+        if result in ("committed", "unchanged", "held", "queued"):
             # Only these went through the outbox and counted it; refused/failed never reached it.
             self.report_outbox.set(pending)
 

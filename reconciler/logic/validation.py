@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.catalog import Catalog, GpuModel, load_catalog
-from reconciler.logic import reporttarget, rules, schemas, yamldocs
+from reconciler.logic import reportcadence, reporttarget, rules, schemas, yamldocs
 from reconciler.logic.rules import GpuCheck, diag
 from reconciler.logic.yamldocs import YamlDoc
 from reconciler.model.diagnostics import Diagnostic
@@ -399,6 +399,7 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
             branch=r.get("branch", dr.branch),
             path=r.get("path", dr.path),
             source=_src(doc, file, "spec", "reports", "path") if "path" in r else None,
+            min_interval_seconds=_min_interval(r.get("minInterval"), dr.min_interval_seconds),
         ),
         verify=VerifySettings(
             mode=VerifyMode(ver.get("mode", VerifyMode.NONE.value)),
@@ -407,6 +408,12 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
         ),
         source=_src(doc, file, "spec", "migStrategy"),
     )
+
+
+def _min_interval(raw: Any, default: int) -> int:
+    """reports.minInterval in seconds; the schema pass (MP203/MP205) has refused anything else."""
+    seconds = reportcadence.parse_duration(raw) if isinstance(raw, str) else None
+    return default if seconds is None else seconds
 
 
 def _partitions(doc: YamlDoc, file: str, raw: list[dict[str, Any]], *path: str | int) -> tuple[Partition, ...]:

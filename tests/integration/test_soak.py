@@ -5,7 +5,9 @@ between, and the leader killed once.
 Checked and printed: every injected drift is reported (its finding code in a report committed to the
 reports branch) and repaired (or, for drift migplan cannot repair, reported until it is removed); no two
 cycles ever overlap (across both processes, from their JSON logs); the survivor's memory stays flat (RSS
-samples); nothing is lost from the reports (every report reached the remote: empty outbox).
+samples); nothing is lost from the reports (every report reached the remote: empty outbox). Pods start and stop
+on half the nodes all along (a pod a second): report commits per hour are printed, occupancy-only commits come at
+most once per `reports.minInterval`, and a change of the findings is committed in the very cycle that sees it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -36,6 +39,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 NODES = 200
 SECRET = "soak-webhook-secret"
 CP = "clusterpolicies.nvidia.com"
+# reports.minInterval, scaled down like the 2 s cycle interval: occupancy churn commits at most this often
+MIN_INTERVAL_S = 20
+CHURN_NODES = [f"gpu-{i:04d}" for i in range(100, NODES)]  # none of the drift cases below touch these
 
 
 SOAK_PROPAGATION_SECONDS = 5.0  # cluster.yaml below says configPropagationSeconds: 5
@@ -44,7 +50,8 @@ SOAK_PROPAGATION_SECONDS = 5.0  # cluster.yaml below says configPropagationSecon
 def inventory(nodes: int) -> dict[str, str]:
     files = {
         "cluster.yaml": "apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: soak}\n"
-        "spec:\n  migStrategy: mixed\n  apply: {maxUnavailableNodes: 5, configPropagationSeconds: 5}\n",
+        "spec:\n  migStrategy: mixed\n  apply: {maxUnavailableNodes: 5, configPropagationSeconds: 5}\n"
+        f"  reports: {{minInterval: {MIN_INTERVAL_S}s}}\n",
         "layouts/bal.yaml": "apiVersion: migplan/v1\nkind: Layout\nmetadata: {name: bal}\nspec:\n  model: H200-141GB\n"
         "  mig:\n    enabled: true\n    partitions:\n"
         + "".join(f"      - {{profile: {p}}}\n" for p in ("3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb")),
@@ -205,6 +212,34 @@ def test_soak(tmp_path: Path) -> None:
             row["repaired_s"] = f"n/a (removed by heal after {round(time.monotonic() - t0, 1)}s)"
         drifts.append(row)
 
+    churning = threading.Event()
+    churned = [0]
+
+    def churn() -> None:
+        """A pod a second starts on one of CHURN_NODES and, past 20 running, the oldest stops."""
+        running: list[str] = []
+        request = {"nvidia.com/mig-1g.18gb": "1"}
+        resources = {"requests": request, "limits": request}
+        while churning.is_set():
+            name = f"churn-{churned[0]}"
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "labels": {"app": "churn"}},
+                "spec": {
+                    "nodeName": CHURN_NODES[churned[0] % len(CHURN_NODES)],
+                    "containers": [{"name": "main", "image": "registry.example/x", "resources": resources}],
+                },
+            }
+            twin.store.create("pods", pod, "default")
+            twin.store.patch("pods", name, {"status": {"phase": "Running"}}, "default", subresource="status")
+            running.append(name)
+            churned[0] += 1
+            if len(running) > 20:
+                twin.store.delete("pods", running.pop(0), "default", grace_period_seconds=0)
+            time.sleep(1.0)
+
+    churner = threading.Thread(target=churn, name="pod-churn", daemon=True)
     try:
         for ident in ("soak-a", "soak-b"):
             start(ident)
@@ -212,6 +247,9 @@ def test_soak(tmp_path: Path) -> None:
         leader = holder()
         waiting("the first converged cycle", lambda: cycles_finished(leader) >= 2, 120)
         figures["first_convergence_s"] = round(time.monotonic() - t_start, 1)
+        churning.set()
+        churner.start()
+        churn_started, churn_commits0 = time.time(), len(report_history(bare))
         del first
 
         def policy() -> dict[str, Any]:
@@ -294,7 +332,11 @@ def test_soak(tmp_path: Path) -> None:
         history = report_history(bare)
         waiting("the last report in sync", lambda: "InSync" in report_history(bare)[-1], 30)
         history = report_history(bare)
+        churn_s, churn_commits = time.time() - churn_started, len(history) - churn_commits0
     finally:
+        churning.clear()
+        if churner.is_alive():
+            churner.join(5)
         for p in procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -325,6 +367,25 @@ def test_soak(tmp_path: Path) -> None:
     assert not overlaps, overlaps[:3]
     durations = sorted(e - s for s, e, _ in spans)
 
+    # --- report cadence: a change of the findings is committed in the cycle that sees it -----------------
+    finished = sorted(
+        (ts(line), line)
+        for path in logs.values()
+        for line in log_lines(path)
+        if line.get("message") == "cycle finished" and line.get("result") in ("success", "drift") and line.get("report")
+    )  # the cycles that handed a report to Git (the leader's)
+    status_delays: list[int] = []
+    waiting_since: int | None = None
+    previous: list[str] | None = None
+    for i, (_, line) in enumerate(finished):
+        if previous is not None and line.get("codes") != previous:
+            waiting_since = i if waiting_since is None else waiting_since
+        if waiting_since is not None and line.get("report") == "committed":
+            status_delays.append(i - waiting_since)
+            waiting_since = None
+        previous = line.get("codes")
+    held_cycles = sum(1 for _, line in finished if line.get("report") == "held")
+
     # --- memory of the survivor, from the moment it leads ---------------------------------------------
     survivor = standby
     samples = [kib for t, kib in rss[survivor] if t >= leading_since]
@@ -345,6 +406,13 @@ def test_soak(tmp_path: Path) -> None:
             "cycle_p95_s": round(durations[int(0.95 * (len(durations) - 1))], 3),
             "cycle_max_s": round(durations[-1], 3),
             "report_commits": len(history),
+            "pods_churned": churned[0],
+            "report_commits_per_hour_churning": round(churn_commits / churn_s * 3600),
+            "uncoalesced_commits_per_hour": round(len(spans) / (spans[-1][1] - spans[0][0]) * 3600),
+            "min_interval_s": MIN_INTERVAL_S,
+            "held_cycles": held_cycles,
+            "status_changes": len(status_delays),
+            "status_change_max_delay_cycles": max(status_delays, default=0),
             "rss_survivor_mib": f"{early / 1024:.1f} -> {late / 1024:.1f} ({growth:+.1%}, {len(samples)} samples)",
             "outbox_pending": len(pending),
             "wall_s": round(time.monotonic() - t_start, 1),
@@ -357,6 +425,11 @@ def test_soak(tmp_path: Path) -> None:
     for row in drifts:
         print(f"    {row}")
     assert len(drifts) == 6 and all(r["reported_s"] >= 0 for r in drifts)
+    assert churned[0] > 60 and held_cycles > 0, figures
+    assert len(status_delays) >= 6 and max(status_delays) == 0, status_delays
+    # occupancy churn alone would commit every cycle; coalesced, the commits (status changes included) stay
+    # well under one per cycle, and never two within an interval unless the findings changed in between
+    assert churn_commits <= churn_s / MIN_INTERVAL_S + 2 * len(status_delays) + 2, (churn_commits, churn_s)
     assert pending == [], "reports left unpushed in the survivor's outbox"
     assert growth < 0.25 or late - early < 30 * 1024, figures["rss_survivor_mib"]
     assert figures["takeover_s"] <= 4 + 2.5  # lease duration + a retry period or two

@@ -53,7 +53,7 @@ def test_every_schema_pattern_is_anchored_and_refuses_a_trailing_newline(pattern
     python = schemas.python_patterns({"pattern": pattern})["pattern"]
     assert python.endswith("\\Z")
     # A value the pattern accepts, found by trying a few typical ones, must not pass with "\n" added.
-    samples = ["a", "gpu-h200-01", "3g.71gb", "reports", "rack", "r12", "a/b", "x.y", "1g.18gb+me"]
+    samples = ["a", "gpu-h200-01", "3g.71gb", "reports", "rack", "r12", "a/b", "x.y", "1g.18gb+me", "10m"]
     accepted = [s for s in samples if re.search(python, s)]
     assert accepted, f"no sample matches {pattern}"
     for s in accepted:
