@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from reconciler.logic import podrules
 from reconciler.logic.occupancy import resource_of
 from reconciler.model.drift import GpuSliceMap, OwnerAccount
 from reconciler.model.inventory import MigStrategy, NodePlan
@@ -28,7 +29,6 @@ from reconciler.model.observed import GPU_RESOURCE, ObservedPod
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Selector keys that name one GPU: GFD/DCGM-style UUID labels some clusters add, and any value that is a
 # GPU or MIG device UUID as NVML prints it.
-_UUID_PREFIXES = ("GPU-", "MIG-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +60,7 @@ def workload_issues(
                 f"ask for a partition of a profile instead ({offer})",
             )
         )
-    pins = []
-    if HOSTNAME_LABEL in pod.node_selector:
-        pins.append(f"nodeSelector {HOSTNAME_LABEL}={pod.node_selector[HOSTNAME_LABEL]}")
-    for key, value in sorted(pod.node_selector.items()):
-        if key != HOSTNAME_LABEL and (
-            value.startswith(_UUID_PREFIXES) or key.endswith(".uuid") or key.endswith("/gpu.uuid")
-        ):
-            pins.append(f"nodeSelector {key}={value}")
+    pins = [f"nodeSelector {k}={v}" for k, v in podrules.selector_pins(pod.node_selector)]
     if pins and any(n > 0 for n in requested.values()):
         out.append(
             WorkloadIssue(

@@ -100,3 +100,18 @@ def container_problems(c: ContainerAsk) -> list[Problem]:
             )
         )
     return out
+
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+_UUID_PREFIXES = ("GPU-", "MIG-")
+
+
+def selector_pins(node_selector: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The (key, value) pairs of a node selector that pin a node or a card rather than ask for a profile:
+    the hostname label, a GPU or MIG device UUID as a value, a `*.uuid` label. The article: "nommer les
+    partitions dans les manifestes, pas les cartes". Shared by the manifest check and the drift report."""
+    return [
+        (k, v)
+        for k, v in sorted(node_selector.items())
+        if k == HOSTNAME_LABEL or k.endswith(".uuid") or v.strip().startswith(_UUID_PREFIXES)
+    ]

@@ -53,7 +53,7 @@ _PROBLEM_CODES = {
     podrules.ProblemKind.LIMITS_MISSING: "MP610",
 }
 
-HOSTNAME = "kubernetes.io/hostname"
+HOSTNAME = podrules.HOSTNAME_LABEL
 _GPU_UUID = re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
 _PROFILE = re.compile(r"(?:(\d+)c\.)?(\d+)g\.(\d+)gb")
 # Labels GPU Feature Discovery puts on a GPU node that migplan can derive from the plan.
@@ -773,16 +773,16 @@ def _pinning(w: Workload, line: int) -> list[Diagnostic]:
                 m.line_of(*w.spec_path, "nodeName"),
             )
         )
-    for k, v in w.node_selector.items():
-        if k == HOSTNAME or _GPU_UUID.search(v) or _GPU_UUID.search(k):
-            out.append(
-                _d(
-                    "MP612",
-                    f"{w.title} pins a node or card with nodeSelector {k}={v}; {fix}",
-                    m,
-                    m.line_of(*w.spec_path, "nodeSelector", k),
-                )
+    # The same rule as the drift report's on running pods (MP548): podrules.selector_pins.
+    for k, v in podrules.selector_pins(w.node_selector):
+        out.append(
+            _d(
+                "MP612",
+                f"{w.title} pins a node or card with nodeSelector {k}={v}; {fix}",
+                m,
+                m.line_of(*w.spec_path, "nodeSelector", k),
             )
+        )
     for term in w.affinity:
         for r in term:
             if (r.key == HOSTNAME or (r.field and r.key == "metadata.name")) and r.operator == "In":
