@@ -43,17 +43,11 @@ from reconciler.adapters.gitreports import (
     last_report,
     report_message,
 )
-from reconciler.adapters.gitsource import (
-    AUTH_REFUSED,
-    HOST_KEY_REFUSED,
-    REVISION_NOT_FOUND,
-    UNREACHABLE,
-    GitFailure,
-    InventoryRepo,
-)
+from reconciler.adapters.gitsource import GitFailure, InventoryRepo
 from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, ClusterPort, CycleResult, reconcile_once
 from reconciler.logic import reportcadence
 from reconciler.logic.reports import render_reports, report_to_json
+from reconciler.model.codes import Trait, with_trait
 from reconciler.model.inventory import ReportSettings
 from reconciler.settings import DEFAULT_LOCK_TIMEOUT
 from reconciler.sourcing import InventorySource, SourceResult
@@ -61,7 +55,7 @@ from reconciler.sourcing import InventorySource, SourceResult
 DEFAULT_BOT = BotIdentity()
 # Source errors that describe the remote (down, refusing us, the branch gone): the cycle carries on
 # with the cached revision and says "not in sync" (1). Any other source error is an error (2).
-REMOTE_STATES = frozenset({UNREACHABLE, AUTH_REFUSED, HOST_KEY_REFUSED, REVISION_NOT_FOUND})
+REMOTE_STATES = with_trait(Trait.REMOTE)  # MP701-MP704 (reconciler.model.codes)
 
 
 @dataclass(frozen=True, slots=True)

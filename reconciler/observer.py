@@ -26,31 +26,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Protocol
 
 from reconciler import __version__
 from reconciler.logic.observejoin import NVML, POD_RESOURCES, join
+from reconciler.model import codes
 from reconciler.model.errors import MigplanError
 from reconciler.model.nodeobservation import SOURCE_OK, KubeletAllocation, NodeObservation, ObservedGpu
 
 log = logging.getLogger("migplan.observer")
 
 OBSERVER = f"migplan/{__version__}"
-CODES = {
-    "MP930": "the pod-resources socket is missing or not a socket",
-    "MP931": "the pod-resources socket is unreachable or did not answer within the timeout",
-    "MP932": "the kubelet's answer is not a PodResources v1 message",
-    "MP933": "the kubelet's answer is larger than the client's limit (gRPC max message size)",
-    "MP934": "any other gRPC error from the kubelet",
-    "MP935": "NVML cannot be read at all: no GPU published",
-    "MP936": "NVML failed on some GPUs: those GPUs are left out",
-    "MP937": "the observation could not be published",
-    "MP938": "the observation was over the annotation's size cap: published without its detail",
-    "MP939": "allocations the kubelet listed carried values the annotation cannot hold",
-}
+# The observer family of the one registry (reconciler.model.codes): code -> meaning.
+CODES: Mapping[str, str] = {c.code: c.meaning for c in codes.family(codes.Family.OBSERVER)}
 
 
 class GpuSurveyPort(Protocol):

@@ -10,9 +10,10 @@ parses the raw JSON). Contract:
   merge patch, ClusterPolicy JSON merge patch, DaemonSet strategic merge patch (what `kubectl
   rollout restart` sends), Node JSON merge patch of the label/annotation/unschedulable keys the
   Change names. `dry_run=True` sends the same request with dryRun=All.
-- ApiException and urllib3 errors are translated here into reconciler.model.errors: 409 Conflict,
-  429 and 5xx, connection resets and timeouts are Transient (retried with backoff when the request
-  is safe to repeat); everything else is a MigplanError with the API's message.
+- ApiException and urllib3 errors are translated here (api_error, the one translator every adapter
+  uses) into reconciler.model.errors: 409 Conflict, 410, 429 and 5xx, connection resets and timeouts
+  are Transient (retried with backoff when the request is safe to repeat, 409 never); everything else
+  is a MigplanError with the API's message. Each outcome has its own type and registered MP55x code.
 - 429 and 5xx with a `Retry-After` header (what the API server's max-in-flight and Priority and
   Fairness filters send when they reject a request: staging/src/k8s.io/apiserver/pkg/server/filters/
   maxinflight.go and priority-and-fairness.go, `tooManyRequests`) are `Throttled`: retried after
@@ -71,13 +72,44 @@ PF_PRIORITY_LEVEL_HEADER = "X-Kubernetes-PF-PriorityLevel-UID"
 
 
 class ApiRequestFailed(MigplanError):
-    """The API server refused a request for a reason retrying will not fix (4xx other than 409/429)."""
+    """The API server refused a request for a reason retrying will not fix (4xx other than 404/409/410/429)."""
 
     code = "MP550"
 
 
 class NotFound(ApiRequestFailed):
     code = "MP551"
+
+
+class ListExpired(Transient):
+    """A paginated LIST's continue token expired (410 Gone): the list restarts."""
+
+    code = "MP552"
+
+
+class ApiConflict(Transient):
+    """409: the object changed since it was read. Repeating the same write cannot succeed; the next cycle
+    re-observes, so with_retries does not retry it."""
+
+    code = "MP553"
+
+
+class ApiUnavailable(Transient):
+    """429 or 5xx: the API server is busy or failing; worth another try."""
+
+    code = "MP554"
+
+
+class ApiUnreachable(Transient):
+    """No HTTP answer: connection refused or reset, timeout, TLS (the client's own ApiException with status 0)."""
+
+    code = "MP555"
+
+
+class KubeconfigUnusable(MigplanError):
+    """The kubeconfig or the in-cluster configuration cannot be used (missing, unreadable, malformed)."""
+
+    code = "MP556"
 
 
 class TimeoutApiClient(client.ApiClient):
@@ -135,12 +167,12 @@ def load_kube_config(path: str | None, *, context: str | None = None) -> client.
     try:
         config.load_kube_config(config_file=path, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
     except config.ConfigException as exc:
-        raise MigplanError(f"kubeconfig {where}: {_first_line(exc)}", code="MP556") from exc
+        raise KubeconfigUnusable(f"kubeconfig {where}: {_first_line(exc)}") from exc
     except OSError as exc:
-        raise MigplanError(f"kubeconfig {where}: cannot read: {exc.strerror or exc}", code="MP556") from exc
+        raise KubeconfigUnusable(f"kubeconfig {where}: cannot read: {exc.strerror or exc}") from exc
     except Exception as exc:  # yaml, unicode, type and key errors from the loader's parsing
-        raise MigplanError(
-            f"kubeconfig {where}: not a valid kubeconfig ({type(exc).__name__}: {_first_line(exc)})", code="MP556"
+        raise KubeconfigUnusable(
+            f"kubeconfig {where}: not a valid kubeconfig ({type(exc).__name__}: {_first_line(exc)})"
         ) from exc
     return cfg
 
@@ -150,42 +182,46 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _transient_status(status: int) -> bool:
-    return status in (409, 429) or status >= 500
+def api_error(exc: ApiException, what: str, *, conflict: type[Transient] = ApiConflict) -> MigplanError:
+    """The one translation of the official client's ApiException into a migplan error, with the request that
+    failed and the API's own message. Every adapter that talks to the API server uses it; a caller whose 409 means
+    something more precise (the leader Lease) passes its own `conflict` type."""
+    status = int(exc.status or 0)
+    detail = _api_message(exc)
+    if status == 0:  # kubernetes/client/rest.py raises ApiException(status=0) for a TLS failure
+        return ApiUnreachable(f"{what}: {detail}")
+    if status == 410:
+        return ListExpired(f"{what}: list continuation expired (410): {detail}")
+    if status == 409:
+        return conflict(f"{what}: HTTP 409: {detail}")
+    if status == 429 or status >= 500:
+        wait = _retry_after(exc)
+        if wait is not None:
+            level = _header(exc, PF_PRIORITY_LEVEL_HEADER)
+            where = f" (priority level {level})" if level else ""
+            return Throttled(f"{what}: HTTP {status}: {detail}{where}", retry_after=wait)
+        return ApiUnavailable(f"{what}: HTTP {status}: {detail}")
+    if status == 404:
+        return NotFound(f"{what}: not found: {detail}")
+    return ApiRequestFailed(f"{what}: HTTP {status}: {detail}")
 
 
 @contextlib.contextmanager
 def translate_api_errors(what: str) -> Iterator[None]:
-    """Library exceptions become migplan errors here, with the request that failed in the message."""
+    """Library exceptions become migplan errors here (api_error), with the request that failed in the message."""
     try:
         yield
     except ApiException as exc:
-        status = int(exc.status or 0)
-        detail = _api_message(exc)
-        if status == 410:
-            raise Transient(f"{what}: list continuation expired (410): {detail}", code="MP552") from exc
-        if _transient_status(status):
-            code = "MP553" if status == 409 else "MP554"
-            wait = _retry_after(exc) if status != 409 else None
-            if wait is not None:
-                level = _header(exc, PF_PRIORITY_LEVEL_HEADER)
-                where = f" (priority level {level})" if level else ""
-                raise Throttled(f"{what}: HTTP {status}: {detail}{where}", retry_after=wait) from exc
-            raise Transient(f"{what}: HTTP {status}: {detail}", code=code) from exc
-        if status == 404:
-            raise NotFound(f"{what}: not found: {detail}") from exc
-        raise ApiRequestFailed(f"{what}: HTTP {status}: {detail}") from exc
+        raise api_error(exc, what) from exc
     except (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, OSError) as exc:
-        raise Transient(f"{what}: {type(exc).__name__}: {exc}", code="MP555") from exc
+        raise ApiUnreachable(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
-class Throttled(Transient):
+class Throttled(ApiUnavailable):
     """429 or 5xx with a Retry-After header: the server said when to come back (retried after exactly that)."""
 
-    code = "MP554"
-
     def __init__(self, message: str, *, retry_after: float) -> None:
-        super().__init__(message, code=self.code)
+        super().__init__(message)
         self.retry_after = retry_after
 
 
@@ -216,7 +252,7 @@ def _retryable(exc: BaseException) -> bool:
     # 409 means our view is stale: repeating the same write cannot succeed; the next cycle
     # re-observes. Everything else transient (429, 5xx, resets, timeouts, expired continue) is
     # worth another try.
-    return isinstance(exc, Transient) and exc.code != "MP553"
+    return isinstance(exc, Transient) and not isinstance(exc, ApiConflict)
 
 
 def with_retries(fn: Callable[[], T], *, attempts: int = 4) -> T:
@@ -295,7 +331,7 @@ class KubeCluster:
         try:
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         except config.ConfigException as exc:
-            raise MigplanError(f"in-cluster configuration: {_first_line(exc)}", code="MP556") from exc
+            raise KubeconfigUnusable(f"in-cluster configuration: {_first_line(exc)}") from exc
         return cls(TimeoutApiClient(cfg), page_size=page_size)
 
     def close(self) -> None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.adapters.kube import api_error
 from reconciler.logic import agentdrain, desiredcodec, observedcodec
 from reconciler.logic.agentplan import (
     DesiredNode,
@@ -32,7 +33,7 @@ from reconciler.logic.agentplan import (
     ObservedGpu,
 )
 from reconciler.model import strict
-from reconciler.model.errors import MigplanError, Transient
+from reconciler.model.errors import MigplanError
 from reconciler.model.nodeobservation import NodeObservation
 from reconciler.model.observed import OBSERVED_ANNOTATION
 
@@ -75,13 +76,6 @@ def decode_observation(text: str) -> NodeObservation:
         raise MigplanError(f"annotation {OBSERVED} is malformed: {exc}", code="MP911") from exc
 
 
-def _translate(exc: ApiException, what: str) -> MigplanError:
-    status = int(exc.status or 0)
-    if status in (409, 429) or status >= 500 or status == 0:
-        return Transient(f"{what}: HTTP {status} {exc.reason}")
-    return MigplanError(f"{what}: HTTP {status} {exc.reason}", code=f"K8S{status}")
-
-
 def _annotations(node_obj: Any) -> dict[str, str]:
     return dict(node_obj.metadata.annotations or {})
 
@@ -102,7 +96,7 @@ class KubeNodeState:
         try:
             obj = self._api.read_node(node)
         except ApiException as exc:
-            raise _translate(exc, f"read node {node}") from exc
+            raise api_error(exc, f"read node {node}") from exc
         self._seen[node] = {"annotations": _annotations(obj), "labels": _labels(obj)}
         return obj
 
@@ -119,7 +113,7 @@ class KubeNodeState:
         try:
             self._api.patch_node(node, {"metadata": meta}, field_manager=FIELD_MANAGER, _content_type=_MERGE)
         except ApiException as exc:
-            raise _translate(exc, f"patch node {node}") from exc
+            raise api_error(exc, f"patch node {node}") from exc
         seen = self._seen.setdefault(node, {"annotations": {}, "labels": {}})
         seen["annotations"].update(annotations or {})
         seen["labels"].update(labels or {})

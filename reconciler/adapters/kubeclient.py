@@ -10,8 +10,7 @@ from typing import Any
 
 from kubernetes import client, config
 
-from reconciler.adapters.kube import TimeoutApiClient, load_kube_config
-from reconciler.model.errors import MigplanError
+from reconciler.adapters.kube import KubeconfigUnusable, TimeoutApiClient, load_kube_config
 
 
 def kube_configuration(kubeconfig: str | None) -> Any:
@@ -25,7 +24,7 @@ def kube_configuration(kubeconfig: str | None) -> Any:
     try:
         config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     except config.ConfigException as exc:
-        raise MigplanError(f"in-cluster configuration: {exc}", code="MP556") from exc
+        raise KubeconfigUnusable(f"in-cluster configuration: {exc}") from exc
     return cfg
 
 

@@ -22,8 +22,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.adapters.kube import api_error
 from reconciler.controller.signals import EventIntent, MarkState, NodeMark
-from reconciler.model.errors import MigplanError, Transient
 from reconciler.model.redaction import redact
 
 log = logging.getLogger("migplan.events")
@@ -33,13 +33,6 @@ REASON_ANNOTATION = "migplan.io/reconcile.reason"
 EVENT_NAMESPACE = "default"  # cluster-scoped objects: Events must live here (events.json, 422 otherwise)
 COMPONENT = "migplan-controller"
 _MERGE = "application/merge-patch+json"
-
-
-def _translate(exc: ApiException, what: str) -> MigplanError:
-    status = int(exc.status or 0)
-    if status in (409, 429, 0) or status >= 500:
-        return Transient(f"{what}: HTTP {status} {exc.reason}")
-    return MigplanError(f"{what}: HTTP {status} {exc.reason}", code=f"K8S{status}")
 
 
 def event_body(intent: EventIntent, *, now: datetime, instance: str) -> dict[str, Any]:
@@ -89,7 +82,7 @@ class KubeSignals:
                 written += 1
             except ApiException as exc:
                 self.failures += 1
-                log.warning("event not written: %s", _translate(exc, "create event").message)
+                log.warning("event not written: %s", api_error(exc, "create event").message)
         return written
 
     def mark(self, marks: Iterable[NodeMark]) -> int:
@@ -102,7 +95,7 @@ class KubeSignals:
                 written += 1
             except ApiException as exc:
                 self.failures += 1
-                log.warning("node mark not written: %s", _translate(exc, f"patch node {m.node}").message)
+                log.warning("node mark not written: %s", api_error(exc, f"patch node {m.node}").message)
         return written
 
     def read_marks(self, *, page_size: int = 500) -> dict[str, NodeMark]:
@@ -113,7 +106,7 @@ class KubeSignals:
             try:
                 page = self._api.list_node(limit=page_size, _continue=cont)
             except ApiException as exc:
-                raise _translate(exc, "list nodes") from exc
+                raise api_error(exc, "list nodes") from exc
             for node in page.items:
                 meta: Any = node.metadata
                 ann = meta.annotations or {}

@@ -28,8 +28,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.adapters.kube import api_error
 from reconciler.model import strict
-from reconciler.model.errors import MigplanError, Transient
+from reconciler.model.errors import MigplanError
 from reconciler.model.observed import GPU_CLIENT_DEPLOY_LABELS, PAUSED_FOR_MIG_CHANGE
 
 PAUSE_RECORD = "migplan.io/gpu-clients-paused"  # JSON {label: value before the pause}; absent when not paused
@@ -83,13 +84,6 @@ def decode_record(text: str) -> dict[str, str]:
         raise MigplanError(f"annotation {PAUSE_RECORD} is malformed: {exc}", code="MP913") from exc
 
 
-def _translate(exc: ApiException, what: str) -> MigplanError:
-    status = int(exc.status or 0)
-    if status in (409, 429) or status >= 500 or status == 0:
-        return Transient(f"{what}: HTTP {status} {exc.reason}")
-    return MigplanError(f"{what}: HTTP {status} {exc.reason}", code=f"K8S{status}")
-
-
 class KubeGpuClients:
     """The GPU clients on the agent's node (implements reconciler.agent.GpuClientsPort)."""
 
@@ -116,14 +110,14 @@ class KubeGpuClients:
         try:
             obj: Any = self._api.read_node(node)
         except ApiException as exc:
-            raise _translate(exc, f"read node {node}") from exc
+            raise api_error(exc, f"read node {node}") from exc
         return dict(obj.metadata.labels or {}), dict(obj.metadata.annotations or {})
 
     def _patch(self, node: str, meta: Mapping[str, Any]) -> None:
         try:
             self._api.patch_node(node, {"metadata": dict(meta)}, field_manager=FIELD_MANAGER, _content_type=_MERGE)
         except ApiException as exc:
-            raise _translate(exc, f"patch node {node}") from exc
+            raise api_error(exc, f"patch node {node}") from exc
 
     def pause(self, node: str) -> None:
         """Record the deploy labels, then pause them, in one write. An earlier record (a pass that died after its
@@ -145,7 +139,7 @@ class KubeGpuClients:
                 self._namespace, label_selector=selector, field_selector=f"spec.nodeName={node}"
             )
         except ApiException as exc:
-            raise _translate(exc, f"list pods in {self._namespace} on {node}") from exc
+            raise api_error(exc, f"list pods in {self._namespace} on {node}") from exc
         return tuple(sorted(f"{self._namespace}/{p.metadata.name}" for p in pods.items or ()))
 
     def wait_gone(self, node: str) -> str | None:

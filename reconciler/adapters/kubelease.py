@@ -22,8 +22,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.adapters.kube import TimeoutApiClient
-from reconciler.model.errors import LeaseConflict, MigplanError, Transient
+from reconciler.adapters.kube import TimeoutApiClient, api_error
+from reconciler.model.errors import LeaseConflict, MigplanError
 
 TRIGGER_ANNOTATION = "migplan.io/trigger"
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -65,12 +65,8 @@ def _record(obj: Any) -> LeaseRecord:
 
 
 def _translate(exc: ApiException, what: str) -> MigplanError:
-    status = int(exc.status or 0)
-    if status == 409:
-        return LeaseConflict(f"{what}: conflict (another candidate wrote the Lease first)")
-    if status in (429, 0) or status >= 500:
-        return Transient(f"{what}: HTTP {status} {exc.reason}")
-    return MigplanError(f"{what}: HTTP {status} {exc.reason}", code=f"K8S{status}")
+    """adapters/kube.py's one translator, where a 409 means another candidate wrote the Lease first."""
+    return api_error(exc, what, conflict=LeaseConflict)
 
 
 class KubeLease:

@@ -57,6 +57,18 @@ class ForgeError(MigplanError):
     """A posting failure with its stable code (MP740-MP745); the message never carries the token."""
 
 
+class TokenRefused(ForgeError):
+    """The forge answered 401 or 403: the token is wrong, expired or lacks the scope."""
+
+    code = TOKEN_REFUSED
+
+
+class AnswerUnusable(ForgeError):
+    """An answer migplan cannot use (not JSON, wrong shape, too big, 404, a redirect)."""
+
+    code = API_ANSWER_BAD
+
+
 class Forge(enum.StrEnum):
     GITLAB = "gitlab"
     GITHUB = "github"
@@ -209,7 +221,7 @@ class ForgeClient:
         if resp.status == 429 or resp.status >= 500:
             raise _Retry(f"{method} {url}: HTTP {resp.status}")
         if len(data) > MAX_ANSWER_BYTES:
-            raise ForgeError(f"{method} {url}: answer larger than {MAX_ANSWER_BYTES} bytes", code=API_ANSWER_BAD)
+            raise AnswerUnusable(f"{method} {url}: answer larger than {MAX_ANSWER_BYTES} bytes")
         return _Answer(resp.status, {k.lower(): v for k, v in resp.headers.items()}, data)
 
     def _request(self, method: str, url: str, payload: Mapping[str, Any] | None = None) -> _Answer:
@@ -227,19 +239,16 @@ class ForgeClient:
                 self._clean(f"{exc.message} (after {self._attempts} attempt(s))"), code=API_UNREACHABLE
             ) from None
         except ForgeError as exc:
-            raise ForgeError(self._clean(exc.message), code=exc.code) from None
+            raise type(exc)(self._clean(exc.message), code=exc.code) from None
         if answer.status in (401, 403):
-            raise ForgeError(
+            raise TokenRefused(
                 self._clean(
                     f"{method} {url}: HTTP {answer.status}: the token was refused ({_api_message(answer.data)}); "
                     f"{self._needs()}"
-                ),
-                code=TOKEN_REFUSED,
+                )
             )
         if not 200 <= answer.status < 300:
-            raise ForgeError(
-                self._clean(f"{method} {url}: HTTP {answer.status} ({_api_message(answer.data)})"), code=API_ANSWER_BAD
-            )
+            raise AnswerUnusable(self._clean(f"{method} {url}: HTTP {answer.status} ({_api_message(answer.data)})"))
         return answer
 
     def _needs(self) -> str:
@@ -259,14 +268,14 @@ class ForgeClient:
             answer = self._request("GET", url)
             items = _json(answer.data, url)
             if not isinstance(items, list):
-                raise ForgeError(f"GET {url}: expected a JSON list of comments", code=API_ANSWER_BAD)
+                raise AnswerUnusable(f"GET {url}: expected a JSON list of comments")
             for item in items:
                 if isinstance(item, dict):
                     yield item
             url = self._next(answer, url)
             if url is None:
                 return
-        raise ForgeError(f"more than {MAX_PAGES} pages of comments", code=API_ANSWER_BAD)
+        raise AnswerUnusable(f"more than {MAX_PAGES} pages of comments")
 
     def _next(self, answer: _Answer, current: str) -> str | None:
         nxt = next_link(answer.headers.get("link"))
@@ -279,7 +288,7 @@ class ForgeClient:
         parts = urlsplit(nxt)
         if (parts.scheme, parts.hostname, parts.port) != self._origin:
             # The token goes with every request: never to another origin than the API's own.
-            raise ForgeError(f"the next-page link leaves the API ({redact(nxt)!r})", code=API_ANSWER_BAD)
+            raise AnswerUnusable(f"the next-page link leaves the API ({redact(nxt)!r})")
         return nxt
 
     def whoami(self) -> str | None:
@@ -289,7 +298,7 @@ class ForgeClient:
         try:
             answer = self._request("GET", url)
         except ForgeError as exc:
-            if exc.code == TOKEN_REFUSED and self.target.forge is Forge.GITHUB and "HTTP 403" in exc.message:
+            if isinstance(exc, TokenRefused) and self.target.forge is Forge.GITHUB and "HTTP 403" in exc.message:
                 return None
             raise
         doc = _json(answer.data, url)
@@ -338,14 +347,14 @@ def _json(data: bytes, where: str) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        raise ForgeError(f"{where}: the answer is not JSON", code=API_ANSWER_BAD) from None
+        raise AnswerUnusable(f"{where}: the answer is not JSON") from None
 
 
 def _id(data: bytes, method: str) -> int:
     doc = _json(data, method)
     cid = doc.get("id") if isinstance(doc, dict) else None
     if not isinstance(cid, int) or isinstance(cid, bool) or cid <= 0:
-        raise ForgeError(f"{method}: the answer has no comment id", code=API_ANSWER_BAD)
+        raise AnswerUnusable(f"{method}: the answer has no comment id")
     return cid
 
 
@@ -402,6 +411,6 @@ def post(client: ForgeClient, *, key: str, body: str, author: str | None = None)
         try:
             return Posted("updated", client.update(existing, full), len(full))
         except ForgeError as exc:
-            if who is not None or exc.code not in (TOKEN_REFUSED, API_ANSWER_BAD):
+            if who is not None or not isinstance(exc, TokenRefused | AnswerUnusable):
                 raise
     return Posted("created", client.create(full), len(full))

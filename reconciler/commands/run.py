@@ -24,13 +24,11 @@ from typing import Any
 import click
 
 from reconciler.controller.loop import CycleContext, CycleOutcome
+from reconciler.model.codes import IN_PROGRESS_CODES
 from reconciler.model.errors import MigplanError
 from reconciler.settings import Settings, load_settings
 
 log = logging.getLogger("migplan.run")
-
-# Drift codes that mean a node is being reconfigured right now (reconciler.logic.drift.FINDING_CODES).
-_IN_FLIGHT = frozenset({"MP509", "MP521"})
 
 
 class GitCycle:
@@ -102,7 +100,7 @@ class GitCycle:
         errors = [str(e) for e in result.errors] + list(cycle.errors)
         in_flight = 0
         if result.report is not None:
-            in_flight = sum(1 for n in result.report.nodes if any(f.code in _IN_FLIGHT for f in n.findings))
+            in_flight = sum(1 for n in result.report.nodes if any(f.code in IN_PROGRESS_CODES for f in n.findings))
         status = "failed" if errors else ("success" if result.converged else "drift")
         return CycleOutcome(
             status,

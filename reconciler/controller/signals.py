@@ -21,15 +21,15 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from reconciler.model.codes import IN_PROGRESS_CODES, Trait, with_trait
 from reconciler.model.drift import DriftReport, FindingSeverity, NodeReport, NodeStatus
 from reconciler.model.plans import Action, Change, Kind, Plan
 
-# Finding codes that mean "an apply failed" (mig-manager failed, the device plugin refuses the layout)
-# and "a change is held" (disruption guard), from reconciler.logic.drift.FINDING_CODES.
-FAILED_CODES = frozenset({"MP504", "MP507", "MP508"})
-HELD_CODES = frozenset({"MP519"})
-DRAIN_BLOCKED_CODES = frozenset({"MP537", "MP538", "MP539"})  # a drain that cannot go on (names pods / PDBs)
-IN_FLIGHT_CODES = frozenset({"MP509", "MP521", "MP536"})  # MP536: draining
+# Finding codes by what they mean to the controller, asked of the one registry (reconciler.model.codes).
+FAILED_CODES = with_trait(Trait.FAILED)  # an apply failed (mig-manager failed or stuck, the plugin refuses the layout)
+HELD_CODES = with_trait(Trait.HELD)  # a change is held (disruption guard)
+DRAIN_BLOCKED_CODES = with_trait(Trait.DRAIN_BLOCKED)  # a drain that cannot go on (names pods / PDBs)
+IN_FLIGHT_CODES = IN_PROGRESS_CODES  # reconfiguring, cordoned for it, or draining
 
 
 class Reason(enum.StrEnum):
@@ -118,7 +118,7 @@ def build(
     held: dict[str, list[Change]] = {}
     for c in plan.skipped if plan is not None else ():
         node = _node_of(c)
-        if node is not None and c.blocked_by and c.code in ("", "MP519"):
+        if node is not None and c.blocked_by and (not c.code or c.code in HELD_CODES):
             held.setdefault(node, []).append(c)
     evicted: dict[str, list[str]] = {}
     for c in applied:

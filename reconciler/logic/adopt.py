@@ -19,7 +19,7 @@ A GPU whose model or cut is doubtful is still written, with the problem in a com
 MP302-MP308). Owners are never guessed into `owner:`: the pods holding partitions (their `app` labels)
 are listed as suggestions in a comment.
 
-IMPORT_CODES is the one table of this family's codes (the README's "Other error codes" names them).
+IMPORT_CODES is this family's view of the one registry, reconciler.model.codes (the README's import table).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from reconciler.catalog import Catalog, GpuModel
 from reconciler.logic.agentplan import ObservedGpu
 from reconciler.logic.migparted import ConfigEntry, MigPartedFormatError, parse_strict
 from reconciler.logic.placement import PlacementUnknown, Request, solve
+from reconciler.model import codes
 from reconciler.model.observed import (
     GPU_COUNT_LABEL,
     GPU_PRODUCT_LABEL,
@@ -46,20 +47,8 @@ from reconciler.model.observed import (
 )
 from reconciler.model.printable import one_line
 
-IMPORT_CODES: Mapping[str, str] = {
-    "MP580": "the cluster cannot be read (unreachable, refused, broken kubeconfig): nothing written",
-    "MP581": "the output directory already holds an inventory: pass --force to replace it or --merge to add nodes",
-    "MP582": "a GPU node has no GFD labels and no observed layout: its GPUs cannot be told, node not imported",
-    "MP583": "a GPU's model is not in the catalog: written as GFD names it, validate reports MP301",
-    "MP584": "the node's mig-parted config cannot be used (ConfigMap or config missing, not parseable, no entry "
-    "for a GPU): the next source is used",
-    "MP585": "a GPU's cut from its source does not fit the model: written as found, validate reports it",
-    "MP586": "a mig-parted file given to --from-mig-parted cannot be read or does not parse",
-    "MP587": "--from-mig-parted: no layout can be made (config name not in the file, model not given and not "
-    "told by a device filter)",
-    "MP588": "the observed-layout annotation is malformed: the next source is used",
-    "MP589": "the output cannot be written (not a directory, permission, a file in the way)",
-}
+# The import family of the one registry (reconciler.model.codes): code -> meaning.
+IMPORT_CODES: Mapping[str, str] = {c.code: c.meaning for c in codes.family(codes.Family.IMPORT)}
 
 SOURCE_OBSERVED = "observed"
 SOURCE_CONFIG = "mig-parted"

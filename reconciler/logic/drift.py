@@ -1,8 +1,8 @@
 """Drift detection: every way the cluster differs from the plan, as Findings with stable codes.
 
 Pure: desired state, observed state and (optionally) the current time in; findings, occupancy and
-the drift report out. No I/O, no clock of its own. Codes are stable and documented in FINDING_CODES
-(rendered into the README's table); never reuse a code for another meaning.
+the drift report out. No I/O, no clock of its own. Codes are stable, declared in reconciler.model.codes
+(FINDING_CODES is this family's view; the README's table documents them); never reuse a code for another meaning.
 
 Node status is derived from the findings on that node: Missing (MP510) and Undocumented (MP511)
 win, then Error if any finding is an error, then Drifted if any finding is a warning or a change is
@@ -20,6 +20,7 @@ import yaml
 from reconciler.catalog import load_catalog
 from reconciler.logic import migparted, observation, occupancy, owners, podrules
 from reconciler.logic.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
+from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
 from reconciler.model.drift import (
     DriftReport,
     Finding,
@@ -54,75 +55,14 @@ from reconciler.model.strict import StrictValueError, parse_timestamp
 
 ERROR, WARNING, INFO = FindingSeverity.ERROR, FindingSeverity.WARNING, FindingSeverity.INFO
 
-# code -> (severity, what it means). The one table of drift codes; README renders it.
+# code -> (severity, what it means): the finding family of the one registry (reconciler.model.codes).
 FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
-    "MP501": (WARNING, "a node advertises a different number of partitions of a profile than its plan gives it"),
-    "MP502": (WARNING, "ClusterPolicy spec.mig.strategy differs from the inventory's migStrategy"),
-    "MP503": (WARNING, "ClusterPolicy spec.devicePlugin.config would contradict the strategy; it must be removed"),
-    "MP504": (ERROR, "the device plugin refuses the node's MIG layout (its log line is quoted)"),
-    "MP505": (WARNING, "a device-plugin pod is not ready for another reason (last log line quoted)"),
-    "MP506": (ERROR, "pods ask for nvidia.com/gpu on a node that advertises none: they stay Pending forever"),
-    "MP507": (ERROR, "mig-manager failed to apply the node's config (nvidia.com/mig.config.state=failed)"),
-    "MP508": (ERROR, "the node has been reconfiguring (state pending) for longer than expected"),
-    "MP509": (INFO, "mig-manager is reconfiguring the node (state pending or rebooting)"),
-    "MP510": (ERROR, "a node of the inventory is not in the cluster"),
-    "MP511": (WARNING, "a GPU node of the cluster is not in the inventory"),
-    "MP512": (
-        ERROR,
-        "a pod's MIG request is invalid (requests differ from limits, or two MIG profiles in one container)",
-    ),
-    "MP513": (INFO, "no free partition of a profile is left in the cluster (saturation)"),
-    "MP514": (WARNING, "the node's nvidia.com/mig.config label is not the config its plan renders to"),
-    "MP515": (WARNING, "ClusterPolicy spec.migManager.config.name does not point at migplan's ConfigMap"),
-    "MP516": (WARNING, "the mig-parted ConfigMap is missing or differs from the rendered inventory"),
-    "MP517": (ERROR, "the ClusterPolicy named in cluster.yaml is not in the cluster"),
-    "MP518": (ERROR, "the device-plugin DaemonSet named in cluster.yaml is not in the cluster"),
-    "MP519": (WARNING, "a change is held back: it would destroy partitions that running pods hold"),
-    "MP520": (WARNING, "pods hold more partitions of a profile on the node than its plan gives it"),
-    "MP521": (INFO, "the node is cordoned by migplan while it is reconfigured"),
-    "MP522": (
-        ERROR,
-        "mig-manager gave up waiting for GPU client pods to leave the node: state pending, clients paused, "
-        "until its pod is restarted",
-    ),
-    "MP560": (
-        WARNING,
-        "a pod's container holds more than one device of a MIG profile (CUDA uses one; the others sit idle)",
-    ),
-    "MP530": (
-        ERROR,
-        "a value migplan reads on the node (label, annotation, quantity) is malformed: the node is left alone",
-    ),
-    "MP531": (WARNING, "the inventory lists fewer GPUs for a node than the node has (nvidia.com/gpu.count)"),
-    "MP536": (
-        INFO,
-        "allowDisruption: the node is drained before its change (pods evicted through the Eviction API, waited for)",
-    ),
-    "MP537": (WARNING, "a PodDisruptionBudget refuses the eviction of a pod the drain needs gone: retried each cycle"),
-    "MP538": (ERROR, "the drain timed out (drainTimeoutSeconds): the change is held, no pod is deleted by force"),
-    "MP539": (
-        WARNING,
-        "the node cannot be drained: DaemonSet, mirror or controller-less pods hold what its change destroys",
-    ),
-    # The node observer (issue 12): measured placements and holders, and the observer's own health.
-    "MP540": (
-        INFO,
-        "a GPU's real placements differ from the plan's (a warning when that fragmentation blocks a later cut)",
-    ),
-    "MP541": (WARNING, "a partition is held by a pod of another owner than the plan names"),
-    "MP542": (WARNING, "a pod holds a partition (or GPU) the plan does not have"),
-    "MP543": (WARNING, "the node's observer has not reported for a while (silent): its facts are not used"),
-    "MP544": (WARNING, "the node's observer runs another migplan version (or format) than the controller"),
-    "MP545": (WARNING, "the node's observation is incomplete: truncated, or NVML/the kubelet could not be read"),
-    "MP546": (WARNING, "the kubelet allocated devices NVML does not list on the node"),
-    "MP547": (ERROR, "the node's migplan.io/mig-observed annotation is malformed: the node is left alone"),
-    "MP548": (WARNING, "a pod pins a node or GPU (hostname or GPU-UUID selector) instead of asking for a profile"),
-    "MP549": (WARNING, "a pod asks for whole GPUs (nvidia.com/gpu) on a node whose plan uses MIG partitions"),
+    c.code: (FindingSeverity(c.severity.value), c.meaning) for c in family(Family.FINDING)
 }
 
 STUCK_AFTER = timedelta(minutes=15)
 # Findings about mig-manager's machinery, meaningless when the node agent applies layouts.
-_GPU_OPERATOR_ONLY = frozenset({"MP507", "MP508", "MP509", "MP514", "MP515", "MP516", "MP522"})
+_GPU_OPERATOR_ONLY = with_trait(Trait.GPU_OPERATOR)
 
 
 def finding(
@@ -688,7 +628,6 @@ def _parse_time(text: str | None) -> datetime | None:
 
 
 # Informational findings that still mean "not there yet" (work in progress is not in sync).
-_IN_PROGRESS = frozenset({"MP509", "MP521", "MP536"})
 
 
 def node_status(findings: Iterable[Finding]) -> NodeStatus:
@@ -700,7 +639,7 @@ def node_status(findings: Iterable[Finding]) -> NodeStatus:
         return NodeStatus.UNDOCUMENTED
     if any(f.severity is ERROR for f in fs):
         return NodeStatus.ERROR
-    if any(f.severity is WARNING for f in fs) or codes & _IN_PROGRESS:
+    if any(f.severity is WARNING for f in fs) or codes & IN_PROGRESS_CODES:
         return NodeStatus.DRIFTED
     return NodeStatus.IN_SYNC
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from reconciler.model import codes
 from reconciler.model.diagnostics import Diagnostic, Severity
 
 MAX_FILE_BYTES = 32 * 1024 * 1024  # `helm template` of a large umbrella chart is a few MB
@@ -83,13 +84,10 @@ _STANDARD_TAGS = frozenset(
 )
 
 
-# Not a Kubernetes object is advice (a values file, a CI config next to the manifests); the rest stop the check.
-_WARNINGS = frozenset({"MP618"})
-
-
 def _diag(code: str, message: str, file: str, line: int | None) -> Diagnostic:
-    severity = Severity.WARNING if code in _WARNINGS else Severity.ERROR
-    return Diagnostic(code, message, file=file, line=line, severity=severity)
+    """A Diagnostic with the registry's severity for `code` (MP618, not a Kubernetes object, is a warning: a values
+    file or a CI config next to the manifests; the rest stop the check)."""
+    return Diagnostic(code, message, file=file, line=line, severity=Severity(codes.severity(code).value))
 
 
 def read_manifests(data: bytes, *, file: str) -> tuple[list[Manifest], list[Diagnostic]]:

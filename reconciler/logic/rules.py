@@ -4,8 +4,8 @@ Pure. The hardware rules check one GPU's MIG partitions against the GPU catalog 
 placement solver (reconciler.logic.placement); the strategy rules check a whole node against the
 cluster's device-plugin MIG strategy. Both return Diagnostics and never raise.
 
-Codes are stable: a code is never reused for another meaning. The table below (CODES) is the single
-list; the README and `migplan validate` output refer to it.
+Codes are stable: a code is never reused for another meaning. They are declared once, with every other
+family's, in reconciler.model.codes; CODES below is this family's view. The table repeats them for the reader.
 
 | code  | sev     | meaning |
 |-------|---------|---------|
@@ -72,10 +72,9 @@ from dataclasses import dataclass
 
 from reconciler.catalog import GpuModel
 from reconciler.logic.placement import Request, solve
+from reconciler.model import codes
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.inventory import GpuPlan, MigStrategy, NodePlan, Partition, Placement, SourceRef
-
-E, W = Severity.ERROR, Severity.WARNING
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,62 +84,9 @@ class Rule:
     title: str
 
 
+# The validation family of the one registry (reconciler.model.codes), as the Rules SARIF and `diag` read.
 CODES: Mapping[str, Rule] = {
-    r.code: r
-    for r in (
-        Rule("MP101", E, "file larger than the size limit"),
-        Rule("MP102", E, "empty file"),
-        Rule("MP103", E, "binary file"),
-        Rule("MP104", E, "not UTF-8"),
-        Rule("MP105", E, "UTF-8 byte-order mark"),
-        Rule("MP106", E, "tab in indentation"),
-        Rule("MP107", E, "YAML syntax error"),
-        Rule("MP108", E, "more than one YAML document"),
-        Rule("MP109", E, "YAML alias or merge key"),
-        Rule("MP110", E, "unsupported YAML tag"),
-        Rule("MP111", E, "duplicate key"),
-        Rule("MP112", E, "non-string mapping key"),
-        Rule("MP113", E, "document is not a mapping"),
-        Rule("MP114", E, "nesting too deep"),
-        Rule("MP115", E, "number too large"),
-        Rule("MP116", E, "YAML 1.1 / 1.2 ambiguous number form"),
-        Rule("MP200", E, "schema violation"),
-        Rule("MP201", E, "required field missing"),
-        Rule("MP202", E, "unknown field"),
-        Rule("MP203", E, "wrong type"),
-        Rule("MP204", E, "value not allowed"),
-        Rule("MP205", E, "malformed value"),
-        Rule("MP206", E, "number out of range"),
-        Rule("MP207", E, "wrong number of items"),
-        Rule("MP301", E, "unknown GPU model"),
-        Rule("MP302", E, "profile not offered by the model"),
-        Rule("MP303", E, "too many instances of a profile"),
-        Rule("MP304", E, "compute slices exceeded"),
-        Rule("MP305", E, "memory slices exceeded"),
-        Rule("MP306", E, "placement not allowed for the profile"),
-        Rule("MP307", E, "overlapping placements"),
-        Rule("MP308", E, "no feasible placement"),
-        Rule("MP309", E, "MIG enabled without partitions"),
-        Rule("MP310", E, "partitions with MIG disabled"),
-        Rule("MP311", E, "compute-instance profile not advertised by the device plugin"),
-        Rule("MP312", W, "placements unknown for the model"),
-        Rule("MP313", E, "GPU needs exactly one of mig or layout"),
-        Rule("MP314", E, "layout restricted to another model"),
-        Rule("MP315", E, "GPU indexes not 0..n-1"),
-        Rule("MP401", E, "single strategy with several MIG device types"),
-        Rule("MP402", E, "single strategy with mixed MIG modes"),
-        Rule("MP403", W, "MIG partitions under strategy none"),
-        Rule("MP404", E, "node name differs from file name"),
-        Rule("MP405", E, "duplicate node name"),
-        Rule("MP406", E, "duplicate GPU index"),
-        Rule("MP407", E, "unresolved layout reference"),
-        Rule("MP408", E, "layout name differs from file name"),
-        Rule("MP409", E, "cluster.yaml missing"),
-        Rule("MP410", W, "unexpected YAML file"),
-        Rule("MP411", E, "invalid inventory path"),
-        Rule("MP412", E, "report commits would touch the inventory"),
-        Rule("MP420", E, "part of the inventory cannot be read"),
-    )
+    c.code: Rule(c.code, Severity(c.severity.value), c.meaning) for c in codes.family(codes.Family.VALIDATION)
 }
 
 # The device plugin's own words (k8s-device-plugin internal/rm/device_map.go

@@ -34,41 +34,16 @@ from reconciler.logic import podrules
 from reconciler.logic.manifests import Manifest
 from reconciler.logic.occupancy import expected_resources, resource_of
 from reconciler.logic.rules import Rule
+from reconciler.model import codes
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.inventory import DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, is_gpu_resource, is_mig_resource
 from reconciler.model.printable import one_line
 from reconciler.model.quantities import QuantityError, parse_count
 
-E, W = Severity.ERROR, Severity.WARNING
-
+# The workload family of the one registry (reconciler.model.codes), as SARIF and the checks read it.
 CODES: Mapping[str, Rule] = {
-    r.code: r
-    for r in (
-        Rule("MP600", E, "manifest file cannot be read (not UTF-8, binary, too large, not a regular file)"),
-        Rule("MP601", E, "YAML or JSON syntax error in a manifest"),
-        Rule("MP602", E, "template placeholder in a manifest: render it first"),
-        Rule("MP603", W, "an object of a kind migplan does not count asks for GPU resources: not checked"),
-        Rule("MP605", E, "GPU quantity the API server refuses (fractional, negative, not a quantity)"),
-        Rule("MP606", E, "MIG profile no node of the plan offers: the pod stays Pending forever"),
-        Rule("MP607", E, "more than one device of a MIG profile in one container"),
-        Rule("MP608", E, "several kinds of GPU device in one container"),
-        Rule("MP609", E, "requests differ from limits for a GPU resource"),
-        Rule("MP610", E, "GPU resource requested without a limit"),
-        Rule("MP611", E, "nvidia.com/gpu where the plan offers no whole GPU"),
-        Rule("MP612", W, "pins a node or a card instead of naming a profile"),
-        Rule("MP613", E, "demand above the plan's capacity: some pods can never run"),
-        Rule("MP614", W, "demand above what is free now: some pods stay Pending until partitions free up"),
-        Rule("MP615", W, "demand takes partitions the plan reserves for another owner"),
-        Rule("MP616", E, "selectors, affinity or taints leave no node of the plan able to run the pod"),
-        Rule("MP617", W, "a selector on a node label the plan does not know: not judged without --kubeconfig"),
-        Rule("MP618", W, "not a Kubernetes object: ignored"),
-        Rule("MP619", E, "a workload field migplan counts with is malformed (replicas, parallelism)"),
-        Rule("MP620", E, "a manifest path cannot be read (missing, permission, too many files): exit 2"),
-        Rule("MP621", E, "the plan cannot be read or is invalid: exit 2"),
-        Rule("MP622", E, "the last report cannot be read from the reports branch: exit 2"),
-        Rule("MP623", E, "the cluster cannot be read (--kubeconfig): exit 2"),
-    )
+    c.code: Rule(c.code, Severity(c.severity.value), c.meaning) for c in codes.family(codes.Family.WORKLOAD)
 }
 
 _PROBLEM_CODES = {

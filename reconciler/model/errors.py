@@ -1,7 +1,8 @@
 """Error kinds that decide retries and status (after Flux's Stalling / Waiting / Generic).
 
 Adapters translate library exceptions (ApiException, GitError, NVMLError) into these at the edge;
-nothing above the adapters catches a library exception.
+nothing above the adapters catches a library exception. Every code, of every family, is declared once in
+reconciler.model.codes; code that must tell errors apart branches on these types, never on a code string.
 """
 
 from __future__ import annotations

@@ -253,7 +253,7 @@ def test_nvml_that_does_not_open_publishes_the_reason_and_no_gpu(cluster: Cluste
 def test_a_node_that_cannot_be_written_is_mp937() -> None:
     class Refusing:
         def publish_observed(self, node: str, observed: NodeObservation) -> None:
-            raise MigplanError("patch node n1: HTTP 403 Forbidden", code="K8S403")
+            raise MigplanError("patch node n1: HTTP 403 Forbidden", code="MP550")
 
     with pytest.raises(MigplanError) as err:
         publish_pass(
