@@ -4,7 +4,8 @@ Pure. Sources, kubernetes/kubernetes:
 - pkg/registry/apps/daemonset/strategy.go and pkg/registry/apps/deployment/strategy.go `ValidateUpdate`: after the
   object's own validation, `apivalidation.ValidateImmutableField(new.Spec.Selector, old.Spec.Selector,
   "spec.selector")` (the apps/v1 branch upstream marks with kubernetes issue #50791), compared with
-  `equality.Semantic.DeepEqual` (nil and empty maps/lists are equal) and printed by field.Error as `%#v` of the dereferenced *metav1.LabelSelector;
+  `equality.Semantic.DeepEqual` (nil and empty maps/lists are equal) and printed by field.Error as `%#v` of the
+  dereferenced *metav1.LabelSelector;
 - pkg/apis/core/validation/validation.go `ValidateConfigMapUpdate`: once `immutable: true` is stored, `immutable`,
   `data` and `binaryData` may not change (Forbidden, "field is immutable when `immutable` is set");
 - staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go `BeforeDelete`: DeleteOptions.preconditions (uid, then
