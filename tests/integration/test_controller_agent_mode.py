@@ -25,7 +25,8 @@ from reconciler.settings import load_settings
 from reconciler.twin.cluster import ClusterTwin
 
 
-def test_agent_mode_publish_apply_push(tmp_path: Path) -> None:
+def _agent_mode_repo(tmp_path: Path) -> Path:
+    """The example inventory in `apply.mode: agent`, committed to a local repository."""
     repo = tmp_path / "inventory"
     shutil.copytree(inventory_dir(), repo)
     cluster_yaml = repo / "cluster.yaml"
@@ -33,6 +34,11 @@ def test_agent_mode_publish_apply_push(tmp_path: Path) -> None:
     git("init", "-q", "-b", "main", cwd=repo)
     git("add", "-A", cwd=repo)
     git("commit", "-q", "-m", "inventory (agent mode)", cwd=repo)
+    return repo
+
+
+def test_agent_mode_publish_apply_push(tmp_path: Path) -> None:
+    repo = _agent_mode_repo(tmp_path)
     with ClusterTwin.from_inventory(repo) as twin:
         twin.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "migplan"}})
         settings = load_settings(
@@ -129,13 +135,7 @@ def test_reconcile_once_from_a_directory_publishes_the_layouts_too(tmp_path: Pat
 
 
 def test_agent_mode_publishes_no_layout_to_a_node_whose_observation_is_malformed(tmp_path: Path) -> None:
-    repo = tmp_path / "inventory"
-    shutil.copytree(inventory_dir(), repo)
-    cluster_yaml = repo / "cluster.yaml"
-    cluster_yaml.write_text(cluster_yaml.read_text().replace("mode: gpu-operator", "mode: agent"))
-    git("init", "-q", "-b", "main", cwd=repo)
-    git("add", "-A", cwd=repo)
-    git("commit", "-q", "-m", "inventory (agent mode)", cwd=repo)
+    repo = _agent_mode_repo(tmp_path)
     with ClusterTwin.from_inventory(repo) as twin:
         twin.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "migplan"}})
         settings = load_settings(
