@@ -14,6 +14,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from helpers.inventories import recut_gpu1_to_sevens
+
 from reconciler.adapters.kube import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import CycleResult, reconcile_once
@@ -41,14 +43,7 @@ def _unschedulable_owners(node: dict[str, object]) -> list[str]:
 def test_a_cordon_someone_else_put_back_is_not_lifted(tmp_path: Path) -> None:
     root = tmp_path / "inventory"
     shutil.copytree(INVENTORY, root)
-    node_file = root / "nodes" / f"{NODE}.yaml"
-    text = node_file.read_text()
-    gpu1 = text.index("    - index: 1")
-    node_file.write_text(
-        text[:gpu1]
-        + "    - index: 1\n      model: H200-141GB\n      mig:\n        enabled: true\n        partitions:\n"
-        + "".join("          - {profile: 1g.18gb}\n" for _ in range(7))
-    )
+    recut_gpu1_to_sevens(root, NODE)
     cluster_file = root / "cluster.yaml"
     # configPropagationSeconds 0: the relabel may follow the ConfigMap in the same cycle (the delay has its own tests)
     cluster_file.write_text(

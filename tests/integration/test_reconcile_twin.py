@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.inventories import recut_gpu1_to_sevens
 from helpers.twinclock import TwinClock
 
 from reconciler.adapters.kube import KubeCluster
@@ -132,14 +133,7 @@ def test_article_story_converges_and_second_run_writes_nothing(article_twin: Clu
 def test_layout_change_on_a_busy_node_is_held_back(tmp_path: Path) -> None:
     root = tmp_path / "inventory"
     shutil.copytree(INVENTORY, root)
-    node_file = root / "nodes" / f"{NODE}.yaml"
-    text = node_file.read_text()
-    gpu1 = text.index("    - index: 1")
-    node_file.write_text(
-        text[:gpu1]
-        + "    - index: 1\n      model: H200-141GB\n      mig:\n        enabled: true\n        partitions:\n"
-        + "".join("          - {profile: 1g.18gb}\n" for _ in range(7))
-    )
+    recut_gpu1_to_sevens(root, NODE)
     desired = _desired(root)
     with ClusterTwin.from_inventory(INVENTORY, **CLOCK.twin_kwargs()) as twin:
         twin.settle()
@@ -249,14 +243,7 @@ def test_allow_disruption_holds_pods_drain_cannot_remove_then_applies_once_they_
 
     root = tmp_path / "inventory"
     shutil.copytree(INVENTORY, root)
-    node_file = root / "nodes" / f"{NODE}.yaml"
-    text = node_file.read_text()
-    gpu1 = text.index("    - index: 1")
-    node_file.write_text(
-        text[:gpu1]
-        + "    - index: 1\n      model: H200-141GB\n      mig:\n        enabled: true\n        partitions:\n"
-        + "".join("          - {profile: 1g.18gb}\n" for _ in range(7))
-    )
+    recut_gpu1_to_sevens(root, NODE)
     cluster_file = root / "cluster.yaml"
     cluster_file.write_text(
         cluster_file.read_text().replace(
