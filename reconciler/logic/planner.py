@@ -64,6 +64,7 @@ from reconciler.model.observed import (
     MIG_CONFIG_LABEL,
     REQUESTED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
+    DevicePluginPod,
     MigConfigState,
     ObservedNode,
     ObservedPod,
@@ -80,6 +81,13 @@ RESTARTED_FOR_ANNOTATION = "migplan.io/restarted-for-strategy"  # on the DaemonS
 
 
 FAILED_RETRY_AFTER = timedelta(minutes=10)
+# How long a device-plugin pod must have been Ready before the node's advertised counts are taken as what its
+# GPUs hold. NVIDIA's device-plugin DaemonSet has no readiness probe, so the pod is Ready as soon as its container
+# runs, before the plugin has registered with the kubelet; the kubelet then reports the new capacity in its next
+# node status sync (KubeletConfiguration nodeStatusUpdateFrequency, default 10 s). Until then the node shows the
+# counts of before the restart, and reading them as "the GPUs were cut by hand" would re-apply the layout of
+# every node whose plugin just restarted (after a strategy change, hundreds at once). Two sync periods.
+PLUGIN_SETTLE = timedelta(seconds=20)
 
 
 def rfc3339(now: datetime) -> str:
@@ -466,6 +474,14 @@ def _strategy_settled(desired: DesiredState, observed: ObservedState) -> bool:
     return not restart_owed
 
 
+def _plugin_settled(pod: DevicePluginPod, now: datetime) -> bool:
+    """The pod is Ready and has been for PLUGIN_SETTLE: the node's advertised counts are the plugin's by now.
+    A Ready pod whose transition time is unknown counts as settled (what migplan did before it read the time)."""
+    if not pod.ready:
+        return False
+    return pod.ready_since is None or now - pod.ready_since >= PLUGIN_SETTLE
+
+
 def _geometry_suspect(
     plan_: NodePlan, node: ObservedNode, desired: DesiredState, plugin_ready: Mapping[str, bool], strategy_ok: bool
 ) -> bool:
@@ -531,7 +547,7 @@ def _node_changes(
     pods_by_node = observed.pods_by_node()
     strategy_ok = _strategy_settled(desired, observed)
     ds = observed.device_plugin
-    plugin_ready = {p.node: p.ready for p in ds.pods if p.node} if ds is not None else {}
+    plugin_ready = {p.node: _plugin_settled(p, now) for p in ds.pods if p.node} if ds is not None else {}
     wanted: list[tuple[str, NodePlan, ObservedNode, str]] = []
     changes: list[Change] = []
     aliases: set[str] = set()
