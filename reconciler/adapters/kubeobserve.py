@@ -9,6 +9,7 @@ list floor. Only GPU-relevant fields are kept.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from reconciler.logic.observation import read_observation
@@ -255,7 +256,7 @@ def pdb_from_json(obj: Mapping[str, Any]) -> ObservedPdb:
 
 def pod_ready(obj: Mapping[str, Any]) -> bool:
     for cond in (obj.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "Ready":
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             return bool(cond.get("status") == "True")
     return False
 
@@ -267,6 +268,20 @@ def owned_by_daemonset(obj: Mapping[str, Any], *, namespace: str, name: str) -> 
     return any(r.get("kind") == "DaemonSet" and r.get("name") == name for r in meta.get("ownerReferences") or ())
 
 
+def pod_ready_since(obj: Mapping[str, Any]) -> datetime | None:
+    """When the pod's Ready condition last turned True; None when it is not Ready or the time is unreadable."""
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready" and cond.get("status") == "True":
+            text = cond.get("lastTransitionTime")
+            if not isinstance(text, str):
+                return None
+            try:
+                return parse_timestamp(text)
+            except StrictValueError:
+                return None
+    return None
+
+
 def device_plugin_pod_from_json(
     obj: Mapping[str, Any], log_line: str | None = None, *, log_read: bool = True
 ) -> DevicePluginPod:
@@ -276,6 +291,7 @@ def device_plugin_pod_from_json(
         ready=pod_ready(obj),
         log_line=log_line,
         log_read=log_read,
+        ready_since=pod_ready_since(obj),
     )
 
 

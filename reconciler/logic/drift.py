@@ -122,7 +122,7 @@ def analyze(
     pods_by_node = observed.pods_by_node()
     joins = observation.joins(desired.nodes, observed.nodes, now=now, silent_after=silent_after)
     pods_by_key = {p.key: p for p in observed.pods}
-    ready = nodestate.readiness(desired, observed)
+    ready = nodestate.readiness(desired, observed, now=now)
     out: list[Finding] = []
     out.extend(_cluster_policy_findings(desired, observed))
     out.extend(_config_map_findings(desired, observed, rendered))

@@ -4,7 +4,8 @@ A node's device plugin advertises extended resources (`nvidia.com/mig-<profile>`
 mig-parted config gives, under the cluster's MIG strategy, the counts it should advertise. When the two
 differ, either something in flight explains it — the ClusterPolicy does not yet have the inventory's
 strategy, or the device plugin still owes the restart that makes it advertise under that strategy, or the
-node's device-plugin pod is not Ready (its counts are stale or absent) — or nothing does, and then the GPUs
+node's device-plugin pod is not Ready or has not been Ready for PLUGIN_SETTLE (its counts are stale or
+absent) — or nothing does, and then the GPUs
 themselves differ from the config: cut by hand with nvidia-smi, reset, or a GPU fell off the bus.
 mig-manager never sees that (it acts only on a new `nvidia.com/mig.config` value), so migplan must.
 
@@ -22,12 +23,20 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from reconciler.model.inventory import DesiredState
-from reconciler.model.observed import ObservedNode, ObservedState, is_gpu_resource
+from reconciler.model.observed import DevicePluginPod, ObservedNode, ObservedState, is_gpu_resource
 
 STRATEGY_SET_ANNOTATION = "migplan.io/mig-strategy-set"  # on the ClusterPolicy: strategy migplan set
 RESTARTED_FOR_ANNOTATION = "migplan.io/restarted-for-strategy"  # on the DaemonSet
+# How long a device-plugin pod must have been Ready before the node's advertised counts are taken as what its
+# GPUs hold. NVIDIA's device-plugin DaemonSet has no readiness probe, so the pod is Ready as soon as its container
+# runs, before the plugin has registered with the kubelet; the kubelet then reports the new capacity in its next
+# node status sync (KubeletConfiguration nodeStatusUpdateFrequency, default 10 s). Until then the node shows the
+# counts of before the restart, and reading them as "the GPUs were cut by hand" would re-apply the layout of
+# every node whose plugin just restarted (after a strategy change, hundreds at once). Two sync periods.
+PLUGIN_SETTLE = timedelta(seconds=20)
 
 
 class Geometry(enum.StrEnum):
@@ -43,7 +52,7 @@ class Readiness:
     """Whether a node's advertised counts can be believed, from one observation of the cluster."""
 
     strategy_settled: bool  # the ClusterPolicy has the inventory's strategy and no plugin restart is owed for it
-    plugin_ready: Mapping[str, bool] = field(default_factory=dict)  # node -> its device-plugin pod is Ready
+    plugin_ready: Mapping[str, bool] = field(default_factory=dict)  # node -> its device-plugin pod has settled
 
     def counts_believable(self, node: str) -> bool:
         return self.strategy_settled and self.plugin_ready.get(node, False)
@@ -64,9 +73,18 @@ def strategy_settled(desired: DesiredState, observed: ObservedState) -> bool:
     return not restart_owed
 
 
-def readiness(desired: DesiredState, observed: ObservedState) -> Readiness:
+def plugin_settled(pod: DevicePluginPod, now: datetime | None) -> bool:
+    """The pod is Ready and has been for PLUGIN_SETTLE: the node's advertised counts are the plugin's by now.
+    A Ready pod whose transition time is unknown counts as settled (what migplan did before it read the time),
+    and so does any Ready pod when no clock is given (drift analysed without one)."""
+    if not pod.ready:
+        return False
+    return now is None or pod.ready_since is None or now - pod.ready_since >= PLUGIN_SETTLE
+
+
+def readiness(desired: DesiredState, observed: ObservedState, *, now: datetime | None) -> Readiness:
     ds = observed.device_plugin
-    ready = {p.node: p.ready for p in ds.pods if p.node} if ds is not None else {}
+    ready = {p.node: plugin_settled(p, now) for p in ds.pods if p.node} if ds is not None else {}
     return Readiness(strategy_settled(desired, observed), ready)
 
 

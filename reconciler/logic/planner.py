@@ -75,9 +75,9 @@ from reconciler.model.observed import (
 from reconciler.model.plans import Action, Change, Kind, Plan
 from reconciler.model.strict import StrictValueError, parse_timestamp
 
-# migplan's own annotations on objects it does not create (its only writes there besides the
-# fields the plan names).
-
+# migplan's own annotations on objects it does not create (its only writes there besides the fields the plan
+# names): STRATEGY_SET_ANNOTATION and RESTARTED_FOR_ANNOTATION, declared in reconciler.logic.nodestate (which
+# reads them to tell whether the strategy has settled).
 
 FAILED_RETRY_AFTER = timedelta(minutes=10)
 
@@ -486,7 +486,7 @@ def _node_changes(
     budget = max(settings.max_unavailable_nodes, 0)
     previous = _previous_configs(observed)
     pods_by_node = observed.pods_by_node()
-    ready = nodestate.readiness(desired, observed)
+    ready = nodestate.readiness(desired, observed, now=now)
     wanted: list[tuple[str, NodePlan, ObservedNode, str]] = []
     changes: list[Change] = []
     aliases: set[str] = set()

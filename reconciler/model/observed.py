@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from reconciler.model.nodeobservation import NodeObservation
 
@@ -301,6 +302,8 @@ class DevicePluginPod:
     ready: bool
     log_line: str | None = None  # only read when not ready: the line quoting the error
     log_read: bool = True  # False: not ready, but its log was not read (per-cycle cap on log reads)
+    # When the pod's Ready condition last turned True (its lastTransitionTime); None when not ready or unknown.
+    ready_since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

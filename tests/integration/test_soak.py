@@ -192,7 +192,21 @@ def test_soak(tmp_path: Path) -> None:
             sample()
             return predicate()
 
-        return wait_for(what, tick, timeout)
+        try:
+            return wait_for(what, tick, timeout)
+        except AssertionError as exc:
+            # What the CI log needs to say why: the last report's findings and the leader's last warnings.
+            history = report_history(bare)
+            last = history[-1] if history else "(no report yet)"
+            codes = sorted({line.strip() for line in last.splitlines() if "code:" in line})
+            warnings = [
+                f"{x.get('node', '')} {x.get('code', '')} {str(x.get('message', ''))[:160]}"
+                for ident in logs
+                for x in log_lines(logs[ident])[-400:]
+                if x.get("level") in ("warning", "error")
+            ][-25:]
+            detail = "\n  ".join([f"{len(history)} report commits; last report's codes: {codes}", *warnings])
+            raise AssertionError(f"{exc}\n  {detail}") from None
 
     drifts: list[dict[str, Any]] = []
 

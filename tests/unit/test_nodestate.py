@@ -4,7 +4,7 @@ planner agreeing on it: the report says "changed by hand" exactly where the plan
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -12,7 +12,7 @@ from helpers import planning as fixtures
 
 from reconciler.logic import drift, migparted, nodestate, occupancy, planner
 from reconciler.logic.nodestate import Geometry, Readiness
-from reconciler.model.observed import MIG_CONFIG_LABEL, ObservedNode
+from reconciler.model.observed import MIG_CONFIG_LABEL, DevicePluginPod, ObservedNode
 from reconciler.model.plans import Kind
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
@@ -55,6 +55,17 @@ def test_other_counts_that_the_strategy_or_the_plugin_explain_are_unsettled(read
     assert nodestate.classify(node({"nvidia.com/mig-1g.18gb": 7}), PLAN, ready) is Geometry.UNSETTLED
 
 
+def test_a_plugin_pod_settles_plugin_settle_after_it_turned_ready() -> None:
+    since = NOW - nodestate.PLUGIN_SETTLE
+    assert nodestate.plugin_settled(DevicePluginPod("dp", "n1", True, ready_since=since), NOW)
+    early = since + timedelta(seconds=19)
+    assert not nodestate.plugin_settled(DevicePluginPod("dp", "n1", True, ready_since=since), early)
+    assert not nodestate.plugin_settled(DevicePluginPod("dp", "n1", False, ready_since=since), NOW)
+    # An unknown transition time, or no clock at all, leaves Ready as the only test (as before the time was read).
+    assert nodestate.plugin_settled(DevicePluginPod("dp", "n1", True), NOW)
+    assert nodestate.plugin_settled(DevicePluginPod("dp", "n1", True, ready_since=NOW), None)
+
+
 # --- readiness from the observed cluster, and drift and the planner agreeing ---------------------------
 
 CASE = "reapply-recut"  # GPU 1 of gpu-h200-01 cut into 7 x 1g.18gb by hand, mig-manager says success
@@ -72,6 +83,14 @@ VARIANTS: dict[str, tuple[dict[str, Any], Geometry]] = {
     "plugin-not-ready": (
         {"devicePlugin": {"pods": [{"name": "dp-1", "node": "gpu-h200-01", "ready": False}]}},
         Geometry.UNSETTLED,
+    ),
+    "plugin-just-ready": (
+        {"devicePlugin": {"pods": [{"name": "dp-1", "node": "gpu-h200-01", "readySince": "2026-12-02T09:59:55Z"}]}},
+        Geometry.UNSETTLED,
+    ),
+    "plugin-ready-long-enough": (
+        {"devicePlugin": {"pods": [{"name": "dp-1", "node": "gpu-h200-01", "readySince": "2026-12-02T09:59:39Z"}]}},
+        Geometry.CHANGED_BY_HAND,
     ),
     "no-plugin-pod": ({"devicePlugin": {"pods": []}}, Geometry.UNSETTLED),
     "no-daemonset": ({"devicePlugin": None}, Geometry.UNSETTLED),
@@ -126,7 +145,7 @@ def test_drift_says_changed_by_hand_exactly_where_the_planner_reapplies(variant:
     name = "gpu-h200-01"
     the_node = observed.nodes[name]
     expected = occupancy.expected_resources(desired.nodes[name], desired.cluster.mig_strategy)
-    assert nodestate.classify(the_node, expected, nodestate.readiness(desired, observed)) is geometry
+    assert nodestate.classify(the_node, expected, nodestate.readiness(desired, observed, now=NOW)) is geometry
 
     analysis = drift.analyze(desired, observed, now=NOW)
     mp501 = [f.message for f in analysis.findings if f.code == "MP501" and f.node == name]
