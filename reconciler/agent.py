@@ -34,12 +34,12 @@ from reconciler.logic.agentplan import (
     ObservedGpu,
     ObservedInstance,
     Step,
-    StepKind,
     plan_node,
 )
 from reconciler.model.errors import MigplanError, Waiting
 from reconciler.model.inventory import Placement
 from reconciler.model.nodeobservation import SOURCE_OK, NodeObservation
+from reconciler.model.plans import Action
 from reconciler.observer import HoldersPort, observation
 
 log = logging.getLogger("migplan.agent")
@@ -121,18 +121,18 @@ def _execute(plan: AgentPlan, gpus: GpuPort, run: _Run, may_write: Callable[[], 
                 run.waiting[index] = "stopped before the next step: no longer allowed to write"
                 return
             try:
-                if step.kind is StepKind.SET_MIG_MODE:
+                if step.action is Action.CONFIGURE:
                     mode = gpus.set_mig_mode(index, enabled=bool(step.enabled))
                     run.executed.append(step)
                     if mode.current != step.enabled:
                         # Pending until the GPU is reset: creating instances now would fail.
                         run.waiting[index] = "MIG mode change is pending a GPU reset"
                         break
-                elif step.kind is StepKind.DESTROY:
+                elif step.action is Action.DELETE:
                     assert step.gpu_instance_id is not None
                     gpus.destroy_instance(index, gpu_instance_id=step.gpu_instance_id)
                     run.executed.append(step)
-                else:
+                elif step.action is Action.CREATE:
                     assert step.profile is not None and step.placement is not None
                     gpus.create_instance(index, profile=step.profile, placement=step.placement)
                     run.executed.append(step)

@@ -23,8 +23,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.adapters.kube import api_error
-from reconciler.controller.signals import EventIntent, MarkState, NodeMark
 from reconciler.model.redaction import redact
+from reconciler.model.signals import EventIntent, MarkState, NodeMark
 
 log = logging.getLogger("migplan.events")
 

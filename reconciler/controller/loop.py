@@ -35,6 +35,7 @@ from reconciler.model.drift import DriftReport
 from reconciler.model.errors import MigplanError
 from reconciler.model.plans import Change, Plan
 from reconciler.model.redaction import redact
+from reconciler.model.signals import EventIntent, NodeMark
 from reconciler.scheduling import CycleRunner, Scheduler, install_signal_handlers
 from reconciler.settings import Settings
 
@@ -74,8 +75,8 @@ class CycleFailed(MigplanError):
 
 @dataclass
 class _SignalMemory:
-    events: tuple[signals.EventIntent, ...] = ()
-    marks: dict[str, signals.NodeMark] = field(default_factory=dict)
+    events: tuple[EventIntent, ...] = ()
+    marks: dict[str, NodeMark] = field(default_factory=dict)
     seeded: bool = False
 
 

@@ -10,6 +10,9 @@ From the cycle's drift report, plan and applied changes this computes
   node is not as planned is on the node itself (`kubectl describe node`), the thing NVIDIA declined to
   add to mig-manager.
 
+The values themselves (`EventIntent`, `NodeMark`, `MarkState`, `Reason`, `ObjectRef`) are model values
+(reconciler.model.signals), shared with the adapter that writes them.
+
 Events are emitted on change only: `diff_events(previous, current)` returns the intents that were not
 already raised by the previous cycle, so a drift that persists for a week is one Event, not ten
 thousand, and a drift that goes away and comes back is raised again.
@@ -17,63 +20,19 @@ thousand, and a drift that goes away and comes back is raised again.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.model.codes import IN_PROGRESS_CODES, Trait, with_trait
 from reconciler.model.drift import DriftReport, FindingSeverity, NodeReport, NodeStatus
 from reconciler.model.plans import Action, Change, Kind, Plan
+from reconciler.model.signals import EventIntent, MarkState, NodeMark, ObjectRef, Reason
 
 # Finding codes by what they mean to the controller, asked of the one registry (reconciler.model.codes).
 FAILED_CODES = with_trait(Trait.FAILED)  # an apply failed (mig-manager failed or stuck, the plugin refuses the layout)
 HELD_CODES = with_trait(Trait.HELD)  # a change is held (disruption guard)
 DRAIN_BLOCKED_CODES = with_trait(Trait.DRAIN_BLOCKED)  # a drain that cannot go on (names pods / PDBs)
 IN_FLIGHT_CODES = IN_PROGRESS_CODES  # reconfiguring, cordoned for it, or draining
-
-
-class Reason(enum.StrEnum):
-    DRIFT_DETECTED = "DriftDetected"
-    APPLY_STARTED = "ApplyStarted"
-    APPLY_SUCCEEDED = "ApplySucceeded"
-    APPLY_FAILED = "ApplyFailed"
-    CHANGE_HELD = "ChangeHeld"
-    DRAINING = "Draining"  # Normal: pods evicted (Eviction API) so the node's change can apply
-    DRAIN_BLOCKED = "DrainBlocked"  # Warning: a PDB refuses, the drain timed out, or pods cannot be drained
-
-
-class MarkState(enum.StrEnum):
-    IN_SYNC = "InSync"
-    DRIFTED = "Drifted"
-    APPLYING = "Applying"
-    HELD = "Held"
-    FAILED = "Failed"
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectRef:
-    kind: str  # "Node" | "ClusterPolicy"
-    name: str
-    api_version: str = "v1"
-
-
-@dataclass(frozen=True, slots=True)
-class EventIntent:
-    regarding: ObjectRef
-    reason: Reason
-    message: str
-    warning: bool
-
-    @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.regarding.kind, self.regarding.name, self.reason.value, self.message)
-
-
-@dataclass(frozen=True, slots=True)
-class NodeMark:
-    node: str
-    state: MarkState
-    reason: str
 
 
 _MAX = 900  # Event messages are cut by the API at 1 KiB; keep ours whole

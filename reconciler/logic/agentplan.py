@@ -34,6 +34,7 @@ from reconciler.logic import placement as placements
 from reconciler.model.inventory import NodePlan, Placement
 from reconciler.model.nodeobservation import ObservedGpu as ObservedGpu
 from reconciler.model.nodeobservation import ObservedInstance as ObservedInstance
+from reconciler.model.plans import Action
 
 
 class MigState(enum.StrEnum):
@@ -75,26 +76,40 @@ class DesiredNode:
     gpus: tuple[DesiredGpu, ...]
 
 
-class StepKind(enum.StrEnum):
-    SET_MIG_MODE = "set-mig-mode"
-    DESTROY = "destroy"
-    CREATE = "create"
+# The planner's actions an agent step can take (see Step); the others are not NVML calls.
+STEP_ACTIONS = frozenset({Action.CONFIGURE, Action.DELETE, Action.CREATE})
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    kind: StepKind
+    """One NVML call on one GPU, in the planner's words (reconciler.model.plans.Action), so a step and a
+    `Change` say the same thing the same way:
+
+    - `Action.CONFIGURE`: set the GPU's MIG mode to `enabled` (nvmlDeviceSetMigMode);
+    - `Action.DELETE`: destroy the GPU instance `gpu_instance_id` at `profile@placement`;
+    - `Action.CREATE`: create a GPU instance (with its compute instance) at `profile@placement`.
+
+    The other actions are no steps: an instance left alone is in `AgentPlan.unchanged`, a GPU whose
+    change is held back is in `AgentPlan.held` (the planner's `Action.UNCHANGED` and `Action.SKIP`).
+    `str(step)` is what the agent logs and writes in its reason annotation.
+    """
+
+    action: Action
     gpu: int
     profile: str | None = None
     placement: Placement | None = None
     gpu_instance_id: int | None = None
     enabled: bool | None = None
 
+    def __post_init__(self) -> None:
+        if self.action not in STEP_ACTIONS:
+            raise ValueError(f"an agent step is {', '.join(sorted(STEP_ACTIONS))}, not {self.action}")
+
     def __str__(self) -> str:
-        if self.kind is StepKind.SET_MIG_MODE:
+        if self.action is Action.CONFIGURE:
             return f"gpu {self.gpu}: set MIG mode {'enabled' if self.enabled else 'disabled'}"
         where = f"{self.profile}@{self.placement}"
-        if self.kind is StepKind.DESTROY:
+        if self.action is Action.DELETE:
             return f"gpu {self.gpu}: destroy {where} (gi {self.gpu_instance_id})"
         return f"gpu {self.gpu}: create {where}"
 
@@ -171,17 +186,17 @@ def _plan_gpu(desired: DesiredGpu, observed: ObservedGpu) -> AgentPlan:
             return AgentPlan()
         if not observed.mig_current:
             # Enabled but not yet effective: cancel the pending enable.
-            return AgentPlan(steps=(Step(StepKind.SET_MIG_MODE, g, enabled=False),))
+            return AgentPlan(steps=(Step(Action.CONFIGURE, g, enabled=False),))
         busy = tuple(i for i in observed.instances if i.in_use)
         if busy:
             return AgentPlan(held=(Hold(g, busy),))
         if not observed.mig_pending:
             return AgentPlan(awaiting_reset=(g,))  # disable already requested, waits for the reset
         destroys = tuple(
-            Step(StepKind.DESTROY, g, i.profile, i.placement, i.gpu_instance_id)
+            Step(Action.DELETE, g, i.profile, i.placement, i.gpu_instance_id)
             for i in sorted(observed.instances, key=lambda i: i.placement.start)
         )
-        return AgentPlan(steps=(*destroys, Step(StepKind.SET_MIG_MODE, g, enabled=False)))
+        return AgentPlan(steps=(*destroys, Step(Action.CONFIGURE, g, enabled=False)))
 
     problem = _check_desired(desired, observed)
     if problem is not None:
@@ -193,9 +208,9 @@ def _plan_gpu(desired: DesiredGpu, observed: ObservedGpu) -> AgentPlan:
         # Instances are created after the mode takes effect; the executor stops at a mode that stays
         # pending, so the creates are planned now and carried out in the same pass when no reset is needed.
         creates = tuple(
-            Step(StepKind.CREATE, g, p.profile, p.placement) for p in sorted(desired.partitions, key=_create_order)
+            Step(Action.CREATE, g, p.profile, p.placement) for p in sorted(desired.partitions, key=_create_order)
         )
-        return AgentPlan(steps=(Step(StepKind.SET_MIG_MODE, g, enabled=True), *creates))
+        return AgentPlan(steps=(Step(Action.CONFIGURE, g, enabled=True), *creates))
 
     wanted = {(p.profile, p.placement) for p in desired.partitions}
     present = {(i.profile, i.placement) for i in observed.instances}
@@ -207,13 +222,13 @@ def _plan_gpu(desired: DesiredGpu, observed: ObservedGpu) -> AgentPlan:
     mode: tuple[Step, ...] = ()
     if not observed.mig_pending:
         # A disable is pending: re-enable so the reset does not wipe the layout we are about to build.
-        mode = (Step(StepKind.SET_MIG_MODE, g, enabled=True),)
+        mode = (Step(Action.CONFIGURE, g, enabled=True),)
     destroys = tuple(
-        Step(StepKind.DESTROY, g, i.profile, i.placement, i.gpu_instance_id)
+        Step(Action.DELETE, g, i.profile, i.placement, i.gpu_instance_id)
         for i in sorted(gone, key=lambda i: i.placement.start)
     )
     creates = tuple(
-        Step(StepKind.CREATE, g, p.profile, p.placement)
+        Step(Action.CREATE, g, p.profile, p.placement)
         for p in sorted(desired.partitions, key=_create_order)
         if (p.profile, p.placement) not in present
     )

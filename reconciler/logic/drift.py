@@ -18,7 +18,8 @@ from datetime import datetime, timedelta
 import yaml
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import migparted, observation, occupancy, owners, podrules
+from reconciler.logic import migparted, nodestate, observation, occupancy, owners, podrules
+from reconciler.logic.nodestate import Geometry
 from reconciler.logic.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
 from reconciler.model.drift import (
@@ -121,6 +122,7 @@ def analyze(
     pods_by_node = observed.pods_by_node()
     joins = observation.joins(desired.nodes, observed.nodes, now=now, silent_after=silent_after)
     pods_by_key = {p.key: p for p in observed.pods}
+    ready = nodestate.readiness(desired, observed, now=now)
     out: list[Finding] = []
     out.extend(_cluster_policy_findings(desired, observed))
     out.extend(_config_map_findings(desired, observed, rendered))
@@ -144,13 +146,13 @@ def analyze(
         if joined is not None:
             out.extend(observation.layout_findings(joined))
             out.extend(observation.owner_findings(joined, pods_by_key))
-        # mig-manager says the node's current config is applied, the strategy is right, yet the
-        # counts differ: the GPUs were changed behind mig-manager's back (or a GPU fell off the bus).
+        # mig-manager says the node's current config is applied, yet the counts differ while the strategy
+        # is settled and the plugin Ready: the GPUs were changed behind mig-manager's back (or a GPU fell
+        # off the bus). The planner re-applies exactly these nodes (one classification: nodestate).
         behind_its_back = (
             node.mig_config == rendered.node_configs[name]
             and node.mig_config_state == MigConfigState.SUCCESS
-            and observed.cluster_policy is not None
-            and observed.cluster_policy.mig_strategy == strategy.value
+            and nodestate.classify(node, expected_resources(plan, strategy), ready) is Geometry.CHANGED_BY_HAND
         )
         if not any(m.field.startswith("status.") for m in node.malformed):
             # With a quantity unread, any count comparison would be a guess (MP530 says why).

@@ -28,7 +28,8 @@ real run would write. Order (stack-facts §1.6 last bullet, §3):
      a cluster) and nothing suggests the GPUs differ: mig-manager's assert passes and nothing is
      paused (stack-facts §3.3 step 2), so it is not a disruption and not counted;
    - re-apply: the label is right and mig-manager says success, the strategy is right and the
-     plugin is Ready, yet the counts differ (GPUs cut by hand): mig-manager only acts on a new
+     plugin is Ready, yet the counts differ (GPUs cut by hand, reconciler/logic/nodestate.py, the
+     classification drift's report shares): mig-manager only acts on a new
      label value, so the label points at `<config>-reapply`, an alias of the same layout, and
      goes back to the canonical name (relabel only) on a later cycle. Guarded like any change.
 
@@ -50,8 +51,9 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import agentdrain, desiredcodec, disruption, drain, drift, migparted, observation
+from reconciler.logic import agentdrain, desiredcodec, disruption, drain, drift, migparted, nodestate, observation
 from reconciler.logic.agentplan import DesiredNode, desired_from_node_plan
+from reconciler.logic.nodestate import RESTARTED_FOR_ANNOTATION, STRATEGY_SET_ANNOTATION, Geometry
 from reconciler.logic.occupancy import expected_resources
 from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
 from reconciler.model.observed import (
@@ -64,7 +66,6 @@ from reconciler.model.observed import (
     MIG_CONFIG_LABEL,
     REQUESTED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
-    DevicePluginPod,
     MigConfigState,
     ObservedNode,
     ObservedPod,
@@ -74,20 +75,11 @@ from reconciler.model.observed import (
 from reconciler.model.plans import Action, Change, Kind, Plan
 from reconciler.model.strict import StrictValueError, parse_timestamp
 
-# migplan's own annotations on objects it does not create (its only writes there besides the
-# fields the plan names).
-STRATEGY_SET_ANNOTATION = "migplan.io/mig-strategy-set"  # on the ClusterPolicy: strategy migplan set
-RESTARTED_FOR_ANNOTATION = "migplan.io/restarted-for-strategy"  # on the DaemonSet
-
+# migplan's own annotations on objects it does not create (its only writes there besides the fields the plan
+# names): STRATEGY_SET_ANNOTATION and RESTARTED_FOR_ANNOTATION, declared in reconciler.logic.nodestate (which
+# reads them to tell whether the strategy has settled).
 
 FAILED_RETRY_AFTER = timedelta(minutes=10)
-# How long a device-plugin pod must have been Ready before the node's advertised counts are taken as what its
-# GPUs hold. NVIDIA's device-plugin DaemonSet has no readiness probe, so the pod is Ready as soon as its container
-# runs, before the plugin has registered with the kubelet; the kubelet then reports the new capacity in its next
-# node status sync (KubeletConfiguration nodeStatusUpdateFrequency, default 10 s). Until then the node shows the
-# counts of before the restart, and reading them as "the GPUs were cut by hand" would re-apply the layout of
-# every node whose plugin just restarted (after a strategy change, hundreds at once). Two sync periods.
-PLUGIN_SETTLE = timedelta(seconds=20)
 
 
 def rfc3339(now: datetime) -> str:
@@ -459,59 +451,8 @@ def _previous_configs(observed: ObservedState) -> Mapping[str, tuple[migparted.C
         return None
 
 
-def _strategy_settled(desired: DesiredState, observed: ObservedState) -> bool:
-    """The ClusterPolicy has the inventory's strategy and no device-plugin restart is owed for it."""
-    cp, ds = observed.cluster_policy, observed.device_plugin
-    want = desired.cluster.mig_strategy.value
-    if cp is None or cp.mig_strategy != want:
-        return False
-    if ds is not None and ds.operator_owned:
-        # Settled once the operator has rendered the strategy into the DaemonSet (its pods then roll).
-        return ds.template_mig_strategy in (None, want)
-    restart_owed = cp.annotations.get(STRATEGY_SET_ANNOTATION) == want and (
-        ds is not None and ds.annotations.get(RESTARTED_FOR_ANNOTATION) != want
-    )
-    return not restart_owed
-
-
-def _plugin_settled(pod: DevicePluginPod, now: datetime) -> bool:
-    """The pod is Ready and has been for PLUGIN_SETTLE: the node's advertised counts are the plugin's by now.
-    A Ready pod whose transition time is unknown counts as settled (what migplan did before it read the time)."""
-    if not pod.ready:
-        return False
-    return pod.ready_since is None or now - pod.ready_since >= PLUGIN_SETTLE
-
-
-def _geometry_suspect(
-    plan_: NodePlan, node: ObservedNode, desired: DesiredState, plugin_ready: Mapping[str, bool], strategy_ok: bool
-) -> bool:
-    """The node advertises other counts than its plan while nothing else explains it: the strategy is
-    right and the device plugin on the node is Ready. Then its GPUs themselves differ."""
-    if not strategy_ok or _converged(plan_, node, desired.cluster.mig_strategy):
-        return False
-    return plugin_ready.get(node.name, False)
-
-
-def _previous_suspect(
-    node: ObservedNode,
-    old: Mapping[int, migparted.GpuLayout],
-    desired: DesiredState,
-    plugin_ready: Mapping[str, bool],
-    strategy_ok: bool,
-) -> bool:
-    """The node's Ready device plugin, under the right strategy, advertises other counts than the config
-    its label names: its GPUs were changed behind mig-manager's back, so that config says nothing."""
-    if not strategy_ok or not plugin_ready.get(node.name, False):
-        return False
-    want = disruption.advertised(old, desired.cluster.mig_strategy.value)
-    have = {k: v for k, v in node.advertised_resources.items() if is_gpu_resource(k)}
-    return any(want.get(k, 0) != have.get(k, 0) for k in set(want) | set(have))
-
-
 def _converged(plan_: NodePlan, node: ObservedNode, strategy: MigStrategy) -> bool:
-    want = expected_resources(plan_, strategy)
-    have = {k: v for k, v in node.advertised_resources.items() if is_gpu_resource(k)}
-    return all(want.get(k, 0) == have.get(k, 0) for k in set(want) | set(have))
+    return nodestate.advertises(node, expected_resources(plan_, strategy))
 
 
 def _failed_recently(node: ObservedNode, config: str, now: datetime) -> bool:
@@ -545,9 +486,7 @@ def _node_changes(
     budget = max(settings.max_unavailable_nodes, 0)
     previous = _previous_configs(observed)
     pods_by_node = observed.pods_by_node()
-    strategy_ok = _strategy_settled(desired, observed)
-    ds = observed.device_plugin
-    plugin_ready = {p.node: _plugin_settled(p, now) for p in ds.pods if p.node} if ds is not None else {}
+    ready = nodestate.readiness(desired, observed, now=now)
     wanted: list[tuple[str, NodePlan, ObservedNode, str]] = []
     changes: list[Change] = []
     aliases: set[str] = set()
@@ -593,9 +532,13 @@ def _node_changes(
                     wanted.append((name, desired.nodes[name], node, migparted.alias_name(config)))
                 elif cordoned:
                     in_flight += 1  # still unavailable: it stays cordoned until it succeeds
-            elif _geometry_suspect(desired.nodes[name], node, desired, plugin_ready, strategy_ok):
-                # mig-manager believes the config applied but the GPUs differ (cut by hand, reset):
-                # point the label at an alias of the same layout so mig-manager applies it again.
+            elif (
+                nodestate.classify(node, expected_resources(desired.nodes[name], desired.cluster.mig_strategy), ready)
+                is Geometry.CHANGED_BY_HAND
+            ):
+                # mig-manager believes the config applied but the GPUs differ (cut by hand, reset) while the
+                # strategy is settled and the plugin Ready (reconciler.logic.nodestate): point the label at an
+                # alias of the same layout so mig-manager applies it again.
                 settled = False
                 wanted.append((name, desired.nodes[name], node, migparted.alias_name(config)))
             # A node whose label is right but whose advertised resources are not because of the
@@ -612,9 +555,13 @@ def _node_changes(
         hold = _propagation_hold(desired, observed, config, previous, now)
         reapply = config.endswith(migparted.ALIAS_SUFFIX) and node.mig_config == rendered.node_configs[name]
         # What the GPUs really hold is unknown when they differ from the config they carry: for a node
-        # relabelled to another config, when it advertises other counts than that config gives.
+        # relabelled to another config, when it advertises other counts than that config gives while nothing
+        # else explains it (reconciler.logic.nodestate: changed behind mig-manager's back).
         found = None if reapply else node_disruption(node, plan_, previous)
-        suspect = found is not None and _previous_suspect(node, found[2], desired, plugin_ready, strategy_ok)
+        suspect = found is not None and (
+            nodestate.classify(node, disruption.advertised(found[2], desired.cluster.mig_strategy.value), ready)
+            is Geometry.CHANGED_BY_HAND
+        )
         if suspect:
             found = None
         destroyed = None if found is None else found[1]

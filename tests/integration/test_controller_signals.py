@@ -8,10 +8,10 @@ import logging
 
 from reconciler.controller import signals
 from reconciler.controller.logs import setup_logging
-from reconciler.controller.signals import MarkState, Reason
 from reconciler.model.drift import DriftReport, Finding, FindingSeverity, NodeReport, NodeStatus, Occupancy
 from reconciler.model.plans import Action, Change, Kind, Plan
 from reconciler.model.revisions import Revision
+from reconciler.model.signals import EventIntent, MarkState, Reason
 from reconciler.settings import LogFormat
 
 REV = Revision("main", "a" * 40)
@@ -34,7 +34,7 @@ def label_change(n: str) -> Change:
     return Change(f"node/{n}", Action.CONFIGURE, Kind.NODE_MIG_CONFIG, reason="relabel")
 
 
-def by(events: tuple[signals.EventIntent, ...]) -> dict[tuple[str, str], signals.EventIntent]:
+def by(events: tuple[EventIntent, ...]) -> dict[tuple[str, str], EventIntent]:
     return {(e.regarding.name, e.reason.value): e for e in events}
 
 

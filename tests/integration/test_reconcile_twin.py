@@ -217,6 +217,9 @@ def test_gpus_recut_by_hand_are_reapplied_and_converge() -> None:
         twin.inject("gpu-recut:gpu-h200-02:1")  # GPU 1 cut differently behind mig-manager's back
         found = _run(twin, desired)
         assert {f.code for f in found.report.findings if f.node == "gpu-h200-02"} == {"MP501"}  # type: ignore[union-attr]
+        # The report says why, in the words of the classification the planner re-applies on (logic/nodestate.py).
+        mp501 = [f.message for f in found.report.findings if f.code == "MP501"]  # type: ignore[union-attr]
+        assert all("mig-manager reports its config applied" in m for m in mp501)
         # The re-apply alias goes into the ConfigMap first; the node is relabelled to it once it has propagated.
         assert not [c for c in found.applied if c.subject == "node/gpu-h200-02"]
         twin.settle()

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.catalog import GpuModel, load_catalog
 from reconciler.logic import placement as placements
 from reconciler.logic.agentplan import (
+    STEP_ACTIONS,
     DesiredGpu,
     DesiredPartition,
     ObservedGpu,
     ObservedInstance,
     Step,
-    StepKind,
     desired_from_node_plan,
     plan_node,
 )
 from reconciler.model.inventory import GpuPlan, NodePlan, Partition, Placement
+from reconciler.model.plans import Action
 
 CATALOG = load_catalog()
 _H200 = CATALOG.get("H200-141GB")
@@ -88,7 +90,7 @@ def test_only_what_differs_changes() -> None:
     # 2g at 0 is wanted and stays; the 1g at 0..1 positions differ: a 2g.35gb at 2 must go.
     observed = gpu(inst(1, "3g.71gb", 4, 4), inst(2, "2g.35gb", 0, 2), inst(5, "2g.35gb", 2, 2))
     plan = plan_node([ARTICLE], [observed])
-    assert [s.kind for s in plan.steps] == [StepKind.DESTROY, StepKind.CREATE, StepKind.CREATE]
+    assert [s.action for s in plan.steps] == [Action.DELETE, Action.CREATE, Action.CREATE]
     assert plan.steps[0].gpu_instance_id == 5
     assert {u[1].gpu_instance_id for u in plan.unchanged} == {1, 2}
     # nothing that stays is touched
@@ -121,8 +123,8 @@ def test_held_gpu_does_not_stop_other_gpus() -> None:
 
 def test_enable_mig_then_create() -> None:
     plan = plan_node([ARTICLE], [gpu(current=False)])
-    assert plan.steps[0] == Step(StepKind.SET_MIG_MODE, 0, enabled=True)
-    assert [s.kind for s in plan.steps[1:]] == [StepKind.CREATE] * 4
+    assert plan.steps[0] == Step(Action.CONFIGURE, 0, enabled=True)
+    assert [s.action for s in plan.steps[1:]] == [Action.CREATE] * 4
 
 
 def test_pending_mode_waits_for_reset() -> None:
@@ -133,7 +135,7 @@ def test_pending_mode_waits_for_reset() -> None:
 def test_disable_destroys_then_sets_mode_and_holds_when_busy() -> None:
     off = DesiredGpu(0, False)
     plan = plan_node([off], [gpu(inst(1, "1g.18gb", 0, 1), inst(2, "1g.18gb", 1, 1))])
-    assert [s.kind for s in plan.steps] == [StepKind.DESTROY, StepKind.DESTROY, StepKind.SET_MIG_MODE]
+    assert [s.action for s in plan.steps] == [Action.DELETE, Action.DELETE, Action.CONFIGURE]
     busy = plan_node([off], [gpu(inst(1, "1g.18gb", 0, 1, 9))])
     assert busy.steps == () and busy.held
     assert plan_node([off], [gpu(current=False)]).is_empty
@@ -150,6 +152,18 @@ def test_impossible_or_overlapping_placement_is_an_error_and_applies_nothing() -
     assert plan.steps == () and "overlaps" in str(plan.errors[0])
     missing = plan_node([dataclasses.replace(ARTICLE, index=3)], [gpu()])
     assert missing.steps == () and "no such GPU" in str(missing.errors[0])
+
+
+def test_a_step_speaks_the_planners_actions_and_only_those_an_nvml_call_can_take() -> None:
+    # One vocabulary: CONFIGURE is the MIG mode, DELETE and CREATE are GPU instances (reconciler.model.plans).
+    assert {Action.CONFIGURE, Action.DELETE, Action.CREATE} == STEP_ACTIONS
+    assert str(Step(Action.CONFIGURE, 0, enabled=True)) == "gpu 0: set MIG mode enabled"
+    assert str(Step(Action.CONFIGURE, 2, enabled=False)) == "gpu 2: set MIG mode disabled"
+    assert str(Step(Action.DELETE, 1, "1g.18gb", Placement(3, 1), 7)) == "gpu 1: destroy 1g.18gb@3:1 (gi 7)"
+    assert str(Step(Action.CREATE, 1, "3g.71gb", Placement(4, 4))) == "gpu 1: create 3g.71gb@4:4"
+    for other in set(Action) - STEP_ACTIONS:
+        with pytest.raises(ValueError, match="an agent step is"):
+            Step(other, 0)
 
 
 def test_desired_from_node_plan_solves_missing_placements() -> None:
@@ -180,10 +194,10 @@ def simulate(observed: ObservedGpu, steps: tuple[Step, ...]) -> ObservedGpu:
     current = observed.mig_current
     next_id = max((i.gpu_instance_id for i in instances), default=0) + 1
     for s in steps:
-        if s.kind is StepKind.SET_MIG_MODE:
+        if s.action is Action.CONFIGURE:
             assert not instances
             current = bool(s.enabled)
-        elif s.kind is StepKind.DESTROY:
+        elif s.action is Action.DELETE:
             victim = next(i for i in instances if i.gpu_instance_id == s.gpu_instance_id)
             assert not victim.in_use
             instances.remove(victim)
