@@ -42,12 +42,6 @@ class PodKey(NamedTuple):
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    @classmethod
-    def parse(cls, text: str) -> PodKey:
-        """The inverse of `str()` (the namespace never holds a "/")."""
-        namespace, _, name = text.partition("/")
-        return cls(namespace, name)
-
 
 class NodeInfo(NamedTuple):
     """What the scheduler and the DaemonSet controller read of a node: its labels and its cordon."""

@@ -119,7 +119,7 @@ class GpuOperator:
     # ================================================================ lifecycle
     def load_caches(self) -> None:
         """Read the operator's view of the cluster from the store (also used to populate a new twin)."""
-        pods = self.informer.load(self.store)
+        pods = self.informer.load(self.api)
         for name, node in self.cache.nodes.items():
             self.mig_manager.adopt(name, node.labels)
         for info, obj in pods:

@@ -23,6 +23,7 @@ from reconciler.twin.fleet import Fleet
 from reconciler.twin.operator.cache import OperatorCache, PodInfo, PodKey
 from reconciler.twin.operator.components.configmounts import ConfigMapMounts
 from reconciler.twin.operator.names import MM_DS
+from reconciler.twin.operator.storeapi import StoreApi
 from reconciler.twin.operator.workqueue import (
     DevicePluginPodGone,
     Job,
@@ -54,26 +55,19 @@ class Informer:
             "ConfigMap": self._configmap,
         }
 
-    def load(self, store: Any) -> list[tuple[PodInfo, dict[str, Any]]]:
+    def load(self, api: StoreApi) -> list[tuple[PodInfo, dict[str, Any]]]:
         """Read the operator's view of the cluster from the store; returns every pod with its object."""
         c = self.cache
-        c.cluster_policy = self._get(store, "clusterpolicies.nvidia.com", c.cluster_policy_name)
-        c.device_plugin_ds = self._get(store, "daemonsets.apps", c.device_plugin_ds_name, c.namespace)
-        c.mig_manager_ds = self._get(store, "daemonsets.apps", MM_DS, c.namespace)
+        store = api.store
+        c.cluster_policy = api.get("clusterpolicies.nvidia.com", c.cluster_policy_name)
+        c.device_plugin_ds = api.get("daemonsets.apps", c.device_plugin_ds_name, c.namespace)
+        c.mig_manager_ds = api.get("daemonsets.apps", MM_DS, c.namespace)
         for cm in store.list("configmaps", c.namespace):
             c.configmaps[cm["metadata"]["name"]] = cm
             self.mounts.loaded(cm["metadata"]["name"], (cm.get("data") or {}).get("config.yaml"))
         for n in store.list("nodes"):
             c.remember_node(n)
         return [(c.remember_pod(p), p) for p in store.list("pods")]
-
-    @staticmethod
-    def _get(store: Any, resource: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        try:
-            obj: dict[str, Any] = store.get(resource, name, namespace)
-        except Exception:
-            return None
-        return obj
 
     def on_event(self, event_type: str, obj: dict[str, Any]) -> None:
         """The store's committed-write callback (ADDED, MODIFIED, DELETED)."""
