@@ -51,9 +51,9 @@ from reconciler.twin.fleet import (
 from reconciler.twin.gpus import TwinGpu
 from reconciler.twin.kubelet import PodResourcesServer
 from reconciler.twin.nvml import NvmlTwin
-from reconciler.twin.operator import controller as ctl
-from reconciler.twin.operator import deviceplugin, dsupdate, gfd
-from reconciler.twin.operator.controller import MIG_CONFIG, MIG_CONFIG_STATE, GpuOperator
+from reconciler.twin.operator import deviceplugin, dsupdate, gfd, kubeobjects, rendering
+from reconciler.twin.operator.controller import GpuOperator
+from reconciler.twin.operator.names import DEPLOY_LABELS, MIG_CONFIG, MIG_CONFIG_STATE, MM_SELECTOR, PAUSED
 
 __all__ = ["ClusterTwin"]
 
@@ -353,10 +353,10 @@ class ClusterTwin:
             self._create_dp_config()
         cp = store.create("clusterpolicies.nvidia.com", self._cluster_policy())
         # Created as the operator creates it: rendered whole, the ClusterPolicy as controller, its hash annotation.
-        ds = dsupdate.apply_rendered(None, ctl.operator_daemonset(s.device_plugin_daemonset, s.namespace, cp))
+        ds = dsupdate.apply_rendered(None, rendering.operator_daemonset(s.device_plugin_daemonset, s.namespace, cp))
         assert ds is not None
         store.create("daemonsets.apps", ds, s.namespace)
-        store.create("daemonsets.apps", ctl.mig_manager_daemonset(s.namespace, cp), s.namespace)
+        store.create("daemonsets.apps", rendering.mig_manager_daemonset(s.namespace, cp), s.namespace)
         helper.load_caches()
         for name in sorted(self.fleet.nodes):
             if name not in self.fleet.absent:
@@ -447,8 +447,8 @@ class ClusterTwin:
                         "status": "True",
                         "reason": "KubeletReady",
                         "message": "kubelet is posting ready status",
-                        "lastHeartbeatTime": ctl._now(),
-                        "lastTransitionTime": ctl._now(),
+                        "lastHeartbeatTime": kubeobjects.now(),
+                        "lastTransitionTime": kubeobjects.now(),
                     }
                 ],
                 "addresses": [{"type": "Hostname", "address": name}],
@@ -467,7 +467,7 @@ class ClusterTwin:
         if with_dp_pod and dp_pod is not None and adv is not None:
             helper.create_dp_pod(name, dp_pod, adv)
             mm_ds = helper.mig_manager_ds
-            if mm_ds is not None and labels.get(ctl.MM_SELECTOR) == "true":
+            if mm_ds is not None and labels.get(MM_SELECTOR) == "true":
                 helper.create_mm_pod(name, mm_ds)
 
     def _create_lease(self, name: str, uid: str) -> None:
@@ -512,7 +512,7 @@ class ClusterTwin:
             store.patch(
                 "pods",
                 p.name,
-                {"status": ctl._pod_status(p.node, ["main"], ready=True)},
+                {"status": kubeobjects.pod_status(p.node, ["main"], ready=True)},
                 p.namespace,
                 subresource="status",
             )
@@ -627,7 +627,7 @@ class ClusterTwin:
             self.operator.processed(d.arg, value)
             labels: dict[str, str | None] = {MIG_CONFIG: value, MIG_CONFIG_STATE: "success"}
             node_labels = store.get("nodes", d.arg)["metadata"].get("labels") or {}
-            labels.update({k: "true" for k in ctl.DEPLOY_LABELS if node_labels.get(k) == ctl.PAUSED})
+            labels.update({k: "true" for k in DEPLOY_LABELS if node_labels.get(k) == PAUSED})
             store.patch("nodes", d.arg, {"metadata": {"labels": labels}})
         elif d.kind == "node-missing" and d.arg:
             self.fleet.absent.discard(d.arg)

@@ -2,8 +2,8 @@
 
 What `migplan agent` reads on a real node from `/var/lib/kubelet/pod-resources/kubelet.sock`, served from the
 twin's state: the GPU Operator twin's kubelet records, at admission, which device IDs the device plugin handed
-each container (reconciler/twin/operator/controller.py `pod_resources`, IDs from deviceplugin.device_id). Built
-from kubernetes/kubernetes pkg/kubelet/apis/podresources/server_v1.go (`List`: every pod of the node, every
+each container (reconciler/twin/operator/components/kubelet.py `pod_resources`, IDs from deviceplugin.device_id).
+Built from kubernetes/kubernetes pkg/kubelet/apis/podresources/server_v1.go (`List`: every pod of the node, every
 container of its spec in order, its devices from the device manager; `GetAllocatableResources`: the devices
 known; `Get`: one pod, NotFound-style error when absent) and served through the generated stubs of the
 vendored proto (reconciler/kubeletapi). Assumptions: ASSUMPTIONS-operator.md "Kubelet PodResources".

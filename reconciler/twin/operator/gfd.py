@@ -55,6 +55,7 @@ def _mig_memory(gpu: TwinGpu, profile: str) -> int:
 
 
 def gfd_labels(gpus: Sequence[TwinGpu], strategy: str) -> dict[str, str]:
+    """The labels GFD writes for the node's GPUs under `strategy` (none of them without GPUs)."""
     if not gpus:
         return {}
     first = gpus[0]
@@ -76,48 +77,55 @@ def gfd_labels(gpus: Sequence[TwinGpu], strategy: str) -> dict[str, str]:
     labels["nvidia.com/mig.strategy"] = strategy
     mig_gpus = [g for g in gpus if g.mig_current]
     if strategy == "single":
-        if not mig_gpus:
-            return labels
-        devices = [d for g in mig_gpus for d in g.mig_devices()]
-        kinds = {d.profile for d in devices}
-        invalid = (
-            len(mig_gpus) != len(gpus)  # "devices with MIG enabled and disable detected"
-            or any(not g.mig_devices() for g in mig_gpus)  # "at least one MIG device is enabled but empty"
-            or len(kinds) > 1  # "more than one MIG device type present on node"
-        )
-        if invalid:
-            labels.update(
-                {
-                    "nvidia.com/gpu.product": f"{product}-MIG-INVALID",
-                    "nvidia.com/gpu.count": "0",
-                    "nvidia.com/gpu.replicas": "0",
-                    "nvidia.com/gpu.sharing-strategy": "",
-                    "nvidia.com/gpu.memory": "0",
-                }
-            )
-            return labels
-        (kind,) = kinds
-        gi, ci = _slices(first, kind)
-        # NewMIGResourceLabeler: baseLabeler(count, model, "MIG", GetName()) — the product joins the sanitised
-        # parts with `-`, GetName has replaced `+` by `.` (1g.18gb+me → NVIDIA-H200-MIG-1g.18gb.me); the MIG
-        # labeler has the config, so replicas is 1 again.
-        labels.update(
-            {
-                "nvidia.com/gpu.product": f"{product}-MIG-{sanitise(mig_device_name(kind))}",
-                "nvidia.com/gpu.replicas": "1",
-                "nvidia.com/gpu.count": str(len(devices)),
-                "nvidia.com/gpu.memory": str(_mig_memory(first, kind)),
-                "nvidia.com/gpu.slices.gi": str(gi),
-                "nvidia.com/gpu.slices.ci": str(ci),
-            }
-        )
+        if mig_gpus:
+            labels.update(_single_labels(gpus, mig_gpus, product))
         return labels
+    labels.update(_mixed_labels(mig_gpus, product))
+    return labels
+
+
+def _single_labels(gpus: Sequence[TwinGpu], mig_gpus: Sequence[TwinGpu], product: str) -> dict[str, str]:
+    """newMigStrategySingleLabeler: the node's one MIG device type as its GPU, or the `-MIG-INVALID` set (§1.5)."""
+    first = gpus[0]
+    devices = [d for g in mig_gpus for d in g.mig_devices()]
+    kinds = {d.profile for d in devices}
+    invalid = (
+        len(mig_gpus) != len(gpus)  # "devices with MIG enabled and disable detected"
+        or any(not g.mig_devices() for g in mig_gpus)  # "at least one MIG device is enabled but empty"
+        or len(kinds) > 1  # "more than one MIG device type present on node"
+    )
+    if invalid:
+        return {
+            "nvidia.com/gpu.product": f"{product}-MIG-INVALID",
+            "nvidia.com/gpu.count": "0",
+            "nvidia.com/gpu.replicas": "0",
+            "nvidia.com/gpu.sharing-strategy": "",
+            "nvidia.com/gpu.memory": "0",
+        }
+    (kind,) = kinds
+    gi, ci = _slices(first, kind)
+    # NewMIGResourceLabeler: baseLabeler(count, model, "MIG", GetName()) — the product joins the sanitised
+    # parts with `-`, GetName has replaced `+` by `.` (1g.18gb+me → NVIDIA-H200-MIG-1g.18gb.me); the MIG
+    # labeler has the config, so replicas is 1 again.
+    return {
+        "nvidia.com/gpu.product": f"{product}-MIG-{sanitise(mig_device_name(kind))}",
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.count": str(len(devices)),
+        "nvidia.com/gpu.memory": str(_mig_memory(first, kind)),
+        "nvidia.com/gpu.slices.gi": str(gi),
+        "nvidia.com/gpu.slices.ci": str(ci),
+    }
+
+
+def _mixed_labels(mig_gpus: Sequence[TwinGpu], product: str) -> dict[str, str]:
+    """The mixed strategy's `nvidia.com/mig-<name>.*` set per MIG device profile present (no C == G filter)."""
     counts: dict[str, int] = {}
     owner: dict[str, TwinGpu] = {}
     for g in mig_gpus:
         for d in g.mig_devices():
             counts[d.profile] = counts.get(d.profile, 0) + 1
             owner.setdefault(d.profile, g)
+    labels: dict[str, str] = {}
     for profile, n in sorted(counts.items()):
         name = mig_device_name(profile)
         gi, ci = _slices(owner[profile], profile)

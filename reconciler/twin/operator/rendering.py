@@ -1,0 +1,163 @@
+"""How the GPU Operator renders its operand DaemonSets from the ClusterPolicy (only the fields the twin needs).
+
+From tests/reference/stack-facts.md §1.6 and NVIDIA/gpu-operator@a22dbf67 `controllers/object_controls.go`:
+`applyMIGConfiguration` (~2787) turns `spec.mig.strategy` into the device plugin's `MIG_STRATEGY` /
+`NVIDIA_MIG_MONITOR_DEVICES`; `spec.devicePlugin.config` adds `CONFIG_FILE`, the `available-configs` volume and the
+config-manager sidecar (`NODE_LABEL`, `DEFAULT_CONFIG`). The mig-manager DaemonSet follows §3.1. Pure: values in,
+values out; dsupdate.py decides whether a rendering is written.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.twin.operator import dsupdate
+from reconciler.twin.operator.names import (
+    CONFIG_MANAGER,
+    DP_CONFIG_LABEL,
+    DP_CONTAINER,
+    DP_IMAGE,
+    DP_SELECTOR,
+    MM_CONTAINER,
+    MM_DS,
+    MM_IMAGE,
+    MM_SELECTOR,
+)
+
+__all__ = [
+    "device_plugin_daemonset",
+    "mig_manager_daemonset",
+    "operator_daemonset",
+    "render_device_plugin_template",
+]
+
+
+def _strategy_env(cp: Mapping[str, Any]) -> list[dict[str, str]]:
+    """applyMIGConfiguration (object_controls.go ~2787)."""
+    strategy = ((cp.get("spec") or {}).get("mig") or {}).get("strategy") or ""
+    if not strategy:
+        return [{"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"}]
+    env = [{"name": "MIG_STRATEGY", "value": strategy}]
+    if strategy != "none":
+        env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
+    return env
+
+
+def render_device_plugin_template(template: Mapping[str, Any], cp: Mapping[str, Any]) -> dict[str, Any]:
+    """The DaemonSet pod template with the ClusterPolicy's strategy and devicePlugin.config applied."""
+    out = copy.deepcopy(dict(template))
+    spec = out.setdefault("spec", {})
+    dp_cfg = ((cp.get("spec") or {}).get("devicePlugin") or {}).get("config") or {}
+    cfg_name = str(dp_cfg.get("name") or "")
+    containers = [c for c in spec.get("containers") or [] if c.get("name") != CONFIG_MANAGER]
+    for c in containers:
+        if c.get("name") != DP_CONTAINER:
+            continue
+        managed = {"MIG_STRATEGY", "NVIDIA_MIG_MONITOR_DEVICES", "CONFIG_FILE"}
+        env = [e for e in c.get("env") or [] if e.get("name") not in managed]
+        env += _strategy_env(cp)
+        if cfg_name:
+            env.append({"name": "CONFIG_FILE", "value": "/config/config.yaml"})
+        c["env"] = env
+    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != "available-configs"]
+    if cfg_name:
+        containers.append(
+            {
+                "name": CONFIG_MANAGER,
+                "image": DP_IMAGE,
+                "command": ["config-manager"],
+                "env": [
+                    {"name": "NODE_LABEL", "value": DP_CONFIG_LABEL},
+                    {"name": "DEFAULT_CONFIG", "value": str(dp_cfg.get("default") or "")},
+                    {"name": "SIGNAL", "value": "1"},
+                ],
+            }
+        )
+        volumes.append({"name": "available-configs", "configMap": {"name": cfg_name}})
+    spec["containers"] = containers
+    if volumes:
+        spec["volumes"] = volumes
+    else:
+        spec.pop("volumes", None)
+    return out
+
+
+def device_plugin_daemonset(name: str, namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
+    """The device-plugin DaemonSet as the operator creates it (only the fields the twin needs)."""
+    labels = {"app": name}
+    template = {
+        "metadata": {"labels": dict(labels)},
+        "spec": {
+            "nodeSelector": {DP_SELECTOR: "true"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "priorityClassName": "system-node-critical",
+            "containers": [
+                {
+                    "name": DP_CONTAINER,
+                    "image": DP_IMAGE,
+                    "command": ["nvidia-device-plugin"],
+                    "env": [{"name": "PASS_DEVICE_SPECS", "value": "true"}],
+                    "securityContext": {"privileged": True},
+                }
+            ],
+        },
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "selector": {"matchLabels": dict(labels)},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
+            "template": render_device_plugin_template(template, cp),
+        },
+    }
+
+
+def operator_daemonset(name: str, namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
+    """The device-plugin DaemonSet exactly as the operator renders it for `cp` (controller reference included),
+    before its hash annotation (dsupdate.apply_rendered adds it)."""
+    return dsupdate.with_controller(device_plugin_daemonset(name, namespace, cp), cp)
+
+
+def mig_manager_daemonset(namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
+    """The mig-manager DaemonSet (§3.1: nodeSelector nvidia.com/gpu.deploy.mig-manager=true), fields the twin needs."""
+    mm = (cp.get("spec") or {}).get("migManager") or {}
+    cfg = (mm.get("config") or {}).get("name") or ""
+    env = [{"name": "GPU_CLIENTS_FILE", "value": "/gpu-clients/clients.yaml"}]
+    if cfg:
+        env.append({"name": "CONFIG_FILE", "value": "/mig-parted-config/config.yaml"})
+    else:
+        env.append({"name": "DEFAULT_CONFIG_FILE", "value": "/mig-parted-config/config-default.yaml"})
+    labels = {"app": MM_DS}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": MM_DS, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "selector": {"matchLabels": dict(labels)},
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    "nodeSelector": {MM_SELECTOR: "true"},
+                    "hostPID": True,
+                    "hostIPC": True,
+                    "containers": [
+                        {
+                            "name": MM_CONTAINER,
+                            "image": MM_IMAGE,
+                            "command": ["nvidia-mig-manager"],
+                            "env": env,
+                            "securityContext": {"privileged": True},
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "mig-parted-config", "configMap": {"name": cfg or "default-mig-parted-config"}},
+                        {"name": "gpu-clients", "configMap": {"name": "default-gpu-clients"}},
+                    ],
+                },
+            },
+        },
+    }

@@ -1,0 +1,65 @@
+"""The writes and reads the twin's GPU Operator components make on the API store, each in one place.
+
+The components talk to the store (reconciler/twin/apiserver) directly, not over HTTP, as the real controllers
+talk to their API server through a client: a read of an object that is gone is None, a delete of a pod that is
+already gone is no error, and a DaemonSet's pod gets another generated name when its name is taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.twin.operator.kubeobjects import suffix
+
+__all__ = ["StoreApi"]
+
+
+class StoreApi:
+    """The store, seen from the operator's namespace `namespace`."""
+
+    def __init__(self, store: Any, namespace: str) -> None:
+        self.store = store
+        self.ns = namespace
+
+    def get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """The object, or None when it cannot be read (gone, or never there)."""
+        try:
+            obj: dict[str, Any] = self.store.get(resource, name, namespace)
+        except Exception:
+            return None
+        return obj
+
+    def patch_labels(self, node: str, labels: Mapping[str, str | None]) -> None:
+        self.store.patch("nodes", node, {"metadata": {"labels": dict(labels)}})
+
+    def patch_pod_status(self, name: str, namespace: str, status: Mapping[str, Any]) -> None:
+        self.store.patch("pods", name, {"status": dict(status)}, namespace, subresource="status")
+
+    def set_pod_log(self, pod: str, lines: str, container: str) -> None:
+        """The log of a container of a pod in the operator's namespace."""
+        self.store.set_pod_log(self.ns, pod, lines, container=container)
+
+    def delete_pod(self, name: str, namespace: str, *, graceful: bool = False) -> None:
+        """Delete the pod at once (grace period 0), or gracefully (it stays Terminating until its kubelet is done)."""
+        try:
+            self.store.delete("pods", name, namespace, grace_period_seconds=None if graceful else 0)
+        except Exception as exc:
+            if getattr(exc, "code", None) != 404:
+                raise
+
+    def create_daemon_pod(self, ds: str, node: str, pod: dict[str, Any]) -> str:
+        """Create a DaemonSet's pod for `node`; returns the name it got.
+
+        Like generateName: five random characters collide now and then in a big fleet; pick others."""
+        name: str = pod["metadata"]["name"]
+        for salt in range(1, 100):
+            try:
+                self.store.create("pods", pod, self.ns)
+                return name
+            except Exception as exc:
+                if getattr(exc, "code", None) != 409:
+                    raise
+                name = f"{ds}-{suffix(f'{node}/{salt}/{name}')}"
+                pod["metadata"]["name"] = name
+        raise RuntimeError(f"no free pod name for {ds} on {node}")
