@@ -23,6 +23,7 @@ from kubernetes import client
 from reconciler.adapters.kubelease import FencedApiClient, KubeLease, LeaseConflict, NotLeader
 from reconciler.controller.leader import LeaderElector
 from reconciler.controller.loop import CycleContext, CycleOutcome, kube_configuration
+from reconciler.model.cycles import CycleStatus
 from reconciler.twin.apiserver import ApiServerTwin
 
 NS = "migplan"
@@ -142,7 +143,7 @@ def worker(kubeconfig: str, identity: str) -> int:
                 _content_type="application/merge-patch+json",
             )
             time.sleep(0.15)
-        return CycleOutcome("success", revision="test@sha1:" + "0" * 40)
+        return CycleOutcome(CycleStatus.SUCCESS)
 
     controller = Controller(settings, cycle, kube_config=kube_configuration(kubeconfig))
     return controller.run_forever()
