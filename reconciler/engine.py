@@ -3,7 +3,9 @@
 `reconcile_once` is what `migplan reconcile --once` runs and what the controller calls in its loop.
 Each step reads and writes one `Cycle` context; the first step that fails stops the cycle and its
 error is recorded (never raised past this function for migplan's own errors), so a cycle always
-ends with a CycleResult that says what was observed, planned, written and what went wrong.
+ends with a CycleResult that says what was observed, planned, written and what went wrong, and the
+engine's verdict (`CycleResult.status`). The outcome of a whole cycle — with its Git source and report,
+its exit code and metrics label — is reconciler.outcome.CycleOutcome.
 
 Apply discipline: nothing is written in `apply.mode: report-only`, with `dry_run`, or from an
 empty plan (in agent mode the plan holds only the ClusterPolicy and device-plugin changes).
@@ -53,15 +55,12 @@ from typing import Any, Protocol
 
 from reconciler.logic import drift, observation, planner, writeorder
 from reconciler.logic.reports import report_to_json
+from reconciler.model.cycles import CycleStatus, judge
 from reconciler.model.drift import DriftReport
 from reconciler.model.errors import EvictionRefused, MigplanError
 from reconciler.model.inventory import ApplyMode, DesiredState, GpuOperatorSettings
 from reconciler.model.observed import ObservedState
 from reconciler.model.plans import Change, Plan
-
-EXIT_IN_SYNC = 0  # nothing to do: the cluster matches the inventory
-EXIT_DRIFT = 1  # drift found, changes made or held back: not converged yet
-EXIT_ERROR = 2  # a step failed (API error, unreadable cluster state)
 
 
 class ClusterPort(Protocol):
@@ -108,10 +107,9 @@ class CycleResult:
         )
 
     @property
-    def exit_code(self) -> int:
-        if self.errors:
-            return EXIT_ERROR
-        return EXIT_IN_SYNC if self.converged else EXIT_DRIFT
+    def status(self) -> CycleStatus:
+        """The engine's verdict on its own steps (reconciler.model.cycles.judge)."""
+        return judge(failed=bool(self.errors), converged=self.converged)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,7 +117,7 @@ class CycleResult:
             "mode": self.mode,
             "dryRun": self.dry_run,
             "converged": self.converged,
-            "exitCode": self.exit_code,
+            "exitCode": self.status.exit_code,
             "plan": self.plan.to_json() if self.plan else None,
             "applied": [c.to_json() for c in self.applied],
             "notApplied": [c.to_json() for c in self.not_applied],

@@ -1,15 +1,17 @@
 """One GitOps cycle: inventory from Git (last known good) -> reconcile -> report committed back.
 
-This is the cycle `migplan run` repeats, `migplan reconcile --once --repo` runs once and `migplan
-demo` shows; keeping it in one place means the three cannot disagree about what a cycle does.
+This is the cycle `migplan run` repeats (`GitCycle`, the controller's binding of it), `migplan
+reconcile --once --repo` runs once and `migplan demo` shows (`run_gitops_cycle`); keeping it in one
+place means the three cannot disagree about what a cycle does. Every one of them gets the same
+reconciler.outcome.CycleOutcome back, and reads its exit code and metrics label from it.
 
 Order and why:
 1. The source decides what to act on: the newest revision if it validates (and is trusted), else
    the last known good one. A source that never validated means no cluster write at all.
 2. The engine observes, plans and applies against that revision (or only observes with dry_run).
 3. In `apply.mode: agent` the desired layouts for the node agents are changes of the engine's plan
-   (the `migplan.io/mig-desired` annotation), applied like every other write: nothing here is
-   specific to one entry point.
+   (the `migplan.io/mig-desired` annotation), applied through the cluster port like every other
+   write: nothing here is specific to one entry point.
 4. The report (drift + occupancy + what the source refused and why) is rendered without anything
    time-varying, so an unchanged cluster produces byte-identical files and no new commit.
 5. A report whose only change is occupancy (pods starting and stopping) is held back until
@@ -21,14 +23,15 @@ Order and why:
    Lease, shutting down), nothing is committed.
 All six hold the cache directory's lock (adapters/cachelock.py): two processes sharing a cache
 directory run their cycles one after the other, or the second gives up cleanly (CacheLocked, MP830)
-before it has read or written anything.
+before it has read or written anything: a failed outcome, as every other failure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.cachelock import cache_lock
@@ -44,60 +47,17 @@ from reconciler.adapters.gitreports import (
     report_message,
 )
 from reconciler.adapters.gitsource import GitFailure, InventoryRepo
-from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, ClusterPort, CycleResult, reconcile_once
+from reconciler.engine import ClusterPort, reconcile_once
 from reconciler.logic import reportcadence
 from reconciler.logic.reports import render_reports, report_to_json
-from reconciler.model.codes import Trait, with_trait
+from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import ReportSettings
-from reconciler.settings import DEFAULT_LOCK_TIMEOUT
+from reconciler.outcome import NO_REVISION, CycleContext, CycleOutcome
+from reconciler.settings import DEFAULT_LOCK_TIMEOUT, Settings
 from reconciler.sourcing import InventorySource, SourceResult
 
 DEFAULT_BOT = BotIdentity()
-# Source errors that describe the remote (down, refusing us, the branch gone): the cycle carries on
-# with the cached revision and says "not in sync" (1). Any other source error is an error (2).
-REMOTE_STATES = with_trait(Trait.REMOTE)  # MP701-MP704 (reconciler.model.codes)
-
-
-@dataclass(frozen=True, slots=True)
-class GitopsCycle:
-    source: SourceResult
-    result: CycleResult | None  # None when no revision ever validated: nothing was observed or applied
-    report_files: Mapping[str, bytes] = field(default_factory=dict)
-    report: ReportOutcome | None = None  # None with dry_run, without write permission, or nothing to report
-    notes: tuple[str, ...] = ()  # what a person should know (source refused or down, report queued, ...)
-    errors: tuple[str, ...] = ()  # steps of this cycle that failed outside the engine
-    report_failure: GitFailure | None = None  # the repository could not be opened to commit the report
-
-    @property
-    def exit_code(self) -> int:
-        if self.result is None or self.errors:
-            return EXIT_ERROR
-        if self.source.source_error is not None and self.source.source_error.code not in REMOTE_STATES:
-            # A damaged cache, a state file that cannot be written, a request cut by the deadline: an
-            # I/O error a person must look at (2), even though the cycle carried on with the cache.
-            return EXIT_ERROR
-        if self.source.refused is not None or self.source.source_error is not None:
-            # Acting on an older revision is not "in sync" with what the team merged.
-            return max(self.result.exit_code, EXIT_DRIFT)
-        return self.result.exit_code
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"source": self.source.to_json()}
-        if self.result is not None:
-            out["cycle"] = self.result.to_json()
-        out["report"] = None
-        if self.report is not None:
-            out["report"] = {
-                "status": self.report.status,
-                "commit": self.report.commit,
-                "pending": self.report.pending,
-                "failure": None if self.report.failure is None else str(self.report.failure),
-                "heldUntil": None if self.report.held_until is None else self.report.held_until.isoformat(),
-            }
-        out["notes"] = list(self.notes)
-        out["errors"] = list(self.errors)
-        out["exitCode"] = self.exit_code
-        return out
+log = logging.getLogger("migplan.run")
 
 
 def _source_notes(src: SourceResult) -> list[str]:
@@ -121,21 +81,25 @@ def run_gitops_cycle(
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     deadline: float | None = None,
     silent_after: timedelta | None = None,
-) -> GitopsCycle:
-    """One cycle (see the module docstring); raises CacheLocked / CacheUnusable (MP830 / MP831)
-    when the cache directory cannot be had, before anything is read or written. `deadline`
-    (seconds) starts once the lock is held: waiting for another run is not this cycle's time."""
-    with cache_lock(source.remote.cache_dir, timeout=lock_timeout), cycle_deadline(deadline):
-        return _locked_cycle(
-            source=source,
-            cluster=cluster,
-            dry_run=dry_run,
-            may_write=may_write,
-            bot=bot,
-            signer=signer,
-            now=now,
-            silent_after=silent_after,
-        )
+) -> CycleOutcome:
+    """One cycle (see the module docstring); never raises migplan's own errors. A cache directory
+    that cannot be had (CacheLocked / CacheUnusable, MP830 / MP831) is a failed outcome before
+    anything is read or written. `deadline` (seconds) starts once the lock is held: waiting for
+    another run is not this cycle's time."""
+    try:
+        with cache_lock(source.remote.cache_dir, timeout=lock_timeout), cycle_deadline(deadline):
+            return _locked_cycle(
+                source=source,
+                cluster=cluster,
+                dry_run=dry_run,
+                may_write=may_write,
+                bot=bot,
+                signer=signer,
+                now=now,
+                silent_after=silent_after,
+            )
+    except MigplanError as exc:
+        return CycleOutcome.aborted(exc)
 
 
 def _locked_cycle(
@@ -148,25 +112,25 @@ def _locked_cycle(
     signer: CommitSigner | None,
     now: datetime | None,
     silent_after: timedelta | None = None,
-) -> GitopsCycle:
+) -> CycleOutcome:
     src = source.cycle()
     notes = _source_notes(src)
     if src.desired is None or src.revision is None:
-        return GitopsCycle(source=src, result=None, notes=tuple(notes) or ("no valid inventory revision yet",))
+        return CycleOutcome.of_cycle(src, None, notes=tuple(notes) or (NO_REVISION,))
     desired = src.desired
     result = reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run, now=now, silent_after=silent_after)
     errors: list[str] = []
     writes = not dry_run and may_write()
     if result.report is None:
-        return GitopsCycle(source=src, result=result, notes=tuple(notes), errors=tuple(errors))
+        return CycleOutcome.of_cycle(src, result, notes=tuple(notes))
     files = render_reports(result.report, source=src.to_json())
     if not (writes and may_write()):
-        return GitopsCycle(source=src, result=result, report_files=files, notes=tuple(notes), errors=tuple(errors))
+        return CycleOutcome.of_cycle(src, result, report_files=files, notes=tuple(notes))
     repo = InventoryRepo.open(source.remote)
     if isinstance(repo, GitFailure):
         errors.append(f"report: {repo.code}: {repo.message}")
-        return GitopsCycle(
-            source=src, result=result, report_files=files, notes=tuple(notes), errors=tuple(errors), report_failure=repo
+        return CycleOutcome.of_cycle(
+            src, result, report_files=files, notes=tuple(notes), errors=tuple(errors), report_failure=repo
         )
     counts = {k.lower(): v for k, v in result.report.counts().items() if k != "InSync"}
     if src.refused is not None:
@@ -203,8 +167,8 @@ def _locked_cycle(
     if outcome.status == "failed" and outcome.failure is not None:
         # Not even queued (the outbox cannot be written): the report is lost, which is an I/O error.
         errors.append(f"report: {outcome.failure.code}: {outcome.failure.message}")
-    return GitopsCycle(
-        source=src, result=result, report_files=files, report=outcome, notes=tuple(notes), errors=tuple(errors)
+    return CycleOutcome.of_cycle(
+        src, result, report_files=files, report=outcome, notes=tuple(notes), errors=tuple(errors)
     )
 
 
@@ -223,3 +187,64 @@ def _cadence(
         now=now if now is not None else datetime.now(UTC),
         min_interval=timedelta(seconds=settings.min_interval_seconds),
     )
+
+
+class GitCycle:
+    """The cycle `migplan run` repeats (and runs once with `--once`), configured from Settings: the
+    Git source, the report bot and signer, the lock timeout, the observers' silence threshold. Called
+    by the controller loop with a CycleContext; the writes go through the loop's fenced client and
+    stop when `ctx.may_write` turns false."""
+
+    def __init__(self, settings: Settings, *, now: Callable[[], datetime] | None = None) -> None:
+        """`now`: the cycles' clock (default the real one; a simulation passes its own)."""
+        from reconciler.adapters.commitsigning import load_signer
+        from reconciler.adapters.gitsource import GitAuth, GitRemote
+
+        secret = settings.git_password.reveal() or None
+        auth = GitAuth(
+            username=settings.git_username or None,
+            password=secret,
+            ssh_private_key=Path(settings.git_ssh_key) if settings.git_ssh_key else None,
+            known_hosts=Path(settings.git_known_hosts) if settings.git_known_hosts else None,
+        )
+        self.settings = settings
+        self.now = now
+        self.bot = BotIdentity(settings.report_author_name, settings.report_author_email)
+        # Loaded (and proven to sign) before the first cycle: a wrong key stops `migplan run` with MP730.
+        self.signer = (
+            load_signer(settings.report_signing_format, settings.report_signing_key)
+            if settings.report_signing_format
+            else None
+        )
+        self.remote = GitRemote(settings.repo, Path(settings.cache_dir), auth)
+        self.source = InventorySource(self.remote, ref=settings.branch, root=settings.path)
+        self._cluster: Any = None
+        self._cluster_client: Any = None
+        self.reports: list[ReportOutcome] = []  # per cycle (bounded), for tests and the soak
+
+    def _kube(self, api_client: Any) -> ClusterPort:
+        from reconciler.adapters.kube import KubeCluster
+
+        if self._cluster is None or self._cluster_client is not api_client:
+            self._cluster, self._cluster_client = KubeCluster(api_client), api_client
+        return self._cluster  # type: ignore[no-any-return]
+
+    def __call__(self, ctx: CycleContext) -> CycleOutcome:
+        settings = self.settings
+        outcome = run_gitops_cycle(
+            source=self.source,
+            cluster=self._kube(ctx.api_client),
+            dry_run=settings.dry_run,
+            may_write=ctx.may_write,
+            lock_timeout=settings.cache_lock_timeout_seconds,
+            bot=self.bot,
+            signer=self.signer,
+            now=self.now() if self.now is not None else None,
+            silent_after=timedelta(seconds=settings.observe_heartbeat_seconds * settings.observe_silent_heartbeats),
+        )
+        latest = outcome.source.latest if outcome.source is not None else None
+        for note in outcome.notes:
+            log.warning(note, extra={"revision": str(latest or "")})
+        if outcome.report is not None:
+            self.reports = [*self.reports[-99:], outcome.report]
+        return outcome

@@ -16,7 +16,8 @@
    runnable as printed. With `--keep` the twin keeps running (kubeconfig in the work directory) until
    Ctrl-C, so `kubectl get nodes` works at once.
 Revisions are printed one way, `<ref>@<12 hex>`; lines stay within 100 columns.
-Exit code: 0 when the last cycle ran without error (remaining drift is reported, not an error), 2 otherwise.
+Exit code: 0 when the last cycle did not fail (remaining drift is the demo's expected outcome: reported,
+not an error), else the failed cycle's own exit code (2, reconciler.model.cycles.CycleStatus).
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
+from reconciler.model.cycles import EXIT_IN_SYNC, CycleStatus
 from reconciler.model.inventory import CONFIG_PROPAGATION_SECONDS
 
 if TYPE_CHECKING:
-    from reconciler.gitops import GitopsCycle
     from reconciler.model.revisions import Revision
+    from reconciler.outcome import CycleOutcome
 
 DEFAULT_DRIFT = (
     "wrong-strategy:single",
@@ -169,7 +171,7 @@ def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: st
     say(f"1. inventory repository: {repo_path} ({short(revision)})")
 
     cases = drift or DEFAULT_DRIFT
-    cycles: list[GitopsCycle] = []
+    cycles: list[CycleOutcome] = []
     kubeconfig = base / "kubeconfig"
     # Simulated time: each cycle runs one ConfigMap propagation delay after the one before, as `migplan run`'s
     # next cycles would, and the twin's kubelet projects the mig-parted ConfigMap on that same clock.
@@ -200,15 +202,14 @@ def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: st
                     say(line)
                 # Stop once migplan has nothing left to write and waits for nothing: what remains is drift
                 # only people can fix (an undocumented node, a pod asking for a resource that no longer exists).
-                if cycle.result is None or cycle.result.errors:
+                if cycle.status is CycleStatus.FAILED:
                     break
-                if not cycle.result.applied and not _waiting_for_propagation(cycle):
+                if not cycle.applied and not _waiting_for_propagation(cycle):
                     break
         finally:
             cluster.close()
 
         last = cycles[-1]
-        ok = last.result is not None and not last.result.errors
         verdict = build_verdict(cases, cycles)
         if output == "json":
             doc = {
@@ -228,7 +229,7 @@ def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: st
                 say(line)
         if keep:
             serve_until_interrupted(kubeconfig, say)
-    sys.exit(0 if ok else 2)
+    sys.exit(last.exit_code if last.status is CycleStatus.FAILED else EXIT_IN_SYNC)
 
 
 class SimulatedClock:
@@ -247,7 +248,7 @@ class SimulatedClock:
         return self.start + timedelta(seconds=self.seconds)
 
 
-def _waiting_for_propagation(cycle: GitopsCycle) -> bool:
+def _waiting_for_propagation(cycle: CycleOutcome) -> bool:
     """A node change held only until the ConfigMap reaches mig-manager (the next cycle makes it)."""
     plan = cycle.result.plan if cycle.result is not None else None
     return plan is not None and any("mig-manager" in c.reason and "mounted" in c.reason for c in plan.skipped)
@@ -258,9 +259,9 @@ def why(case: str) -> str:
     return WHY.get(kind, "as asked with --drift")
 
 
-def cycle_lines(n: int, cycle: GitopsCycle) -> list[str]:
-    if cycle.result is None:
-        return [f"   cycle {n}: no valid inventory revision; nothing applied"]
+def cycle_lines(n: int, cycle: CycleOutcome) -> list[str]:
+    if cycle.result is None:  # no revision validated, or the cycle could not run (cache directory)
+        return wrap(f"cycle {n}: nothing applied: {'; '.join(cycle.failures)}", "   ", "     ")
     r = cycle.result
     counts = r.report.counts() if r.report else {}
     status = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
@@ -306,12 +307,12 @@ def report_excerpt(readme: str) -> list[str]:
     ]
 
 
-def _findings(cycle: GitopsCycle) -> list[Any]:
+def _findings(cycle: CycleOutcome) -> list[Any]:
     report = cycle.result.report if cycle.result is not None else None
     return list(report.findings) if report is not None else []
 
 
-def build_verdict(cases: Sequence[str], cycles: Sequence[GitopsCycle]) -> dict[str, Any]:
+def build_verdict(cases: Sequence[str], cycles: Sequence[CycleOutcome]) -> dict[str, Any]:
     """What was injected and why, what was repaired with which writes, what is left and why, and whether
     that is the expected outcome: every cycle ran, the last one had nothing left to write."""
     first, last = cycles[0], cycles[-1]
@@ -319,11 +320,9 @@ def build_verdict(cases: Sequence[str], cycles: Sequence[GitopsCycle]) -> dict[s
     first_codes = {f.code for f in _findings(first)}
     left = _findings(last)
     left_codes = {f.code for f in left}
-    errors = [str(e) for cy in cycles if cy.result is not None for e in cy.result.errors]
-    settled = last.result is not None and not last.result.errors and not last.result.applied
-    if last.result is None:
-        why_not = "no inventory revision validated"
-    elif errors:
+    errors = [e for cy in cycles for e in cy.failures]  # the engine's and the report's (CycleOutcome)
+    settled = last.status is not CycleStatus.FAILED and not last.applied
+    if errors:
         why_not = "a cycle failed: " + "; ".join(errors)
     elif not settled:
         why_not = f"migplan still had writes to make after {len(cycles)} cycles"

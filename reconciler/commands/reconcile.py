@@ -7,9 +7,11 @@ found (changes were made or held back, or the cluster has not converged yet: run
 2 error (invalid inventory, unreadable kubeconfig, an API request that failed). An invalid
 inventory is refused before the cluster is contacted, with every diagnostic.
 
-Getting the desired state is one call (`load_desired`) so another source (a Git revision) plugs in
-without touching the rest. Text output: the plan, the findings and the occupancy tables; `-o json`
-prints the CycleResult document (plan, applied, errors, report) for scripts.
+With `--repo` it runs the one GitOps cycle (reconciler.gitops.run_gitops_cycle, as `migplan run` and
+the demo do); from a directory, the engine alone. Either way the verdict is a CycleOutcome
+(reconciler.outcome) and the exit code is its status's (reconciler.model.cycles). Text output: the
+plan, the findings and the occupancy tables; `-o json` prints the cycle's document (plan, applied,
+errors, report) for scripts.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ import orjson
 from tabulate import tabulate
 
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
-from reconciler.engine import EXIT_ERROR, CycleResult, reconcile_once
+from reconciler.engine import CycleResult, reconcile_once
+from reconciler.model.cycles import EXIT_ERROR
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import DesiredState
 from reconciler.model.plans import Action
 from reconciler.model.redaction import redact, redact_value
+from reconciler.outcome import CycleOutcome
 from reconciler.settings import DEFAULT_CYCLE_DEADLINE, DEFAULT_LOCK_TIMEOUT
 
 MAX_NODE_ROWS = 50  # text output lists per-node occupancy up to this many nodes, then totals per profile
@@ -45,7 +49,8 @@ def load_desired(inventory: Path) -> tuple[DesiredState | None, tuple[Diagnostic
     return result.desired, tuple(result.diagnostics)
 
 
-def render_text(result: CycleResult) -> str:
+def render_text(result: CycleResult, outcome: CycleOutcome | None = None) -> str:
+    """The cycle in text; the verdict line is the outcome's (default: the engine's alone)."""
     out: list[str] = []
     d = result.desired
     head = (
@@ -106,8 +111,9 @@ def render_text(result: CycleResult) -> str:
         out += ["", report.summary()]
     for e in result.errors:
         out.append(f"error {e.code} in {e.step}: {e.message}")
-    verdict = {0: "in sync", 1: "not converged (drift found or changes pending)", 2: "error"}[result.exit_code]
-    out.append(f"Result: {verdict} (exit {result.exit_code})")
+    code = (outcome or CycleOutcome.of_engine(result)).exit_code
+    verdict = {0: "in sync", 1: "not converged (drift found or changes pending)", 2: "error"}[code]
+    out.append(f"Result: {verdict} (exit {code})")
     return "\n".join(out)
 
 
@@ -121,11 +127,6 @@ def _refuse(diagnostics: Sequence[Diagnostic], output: str, inventory: Path) -> 
             click.echo(str(d), err=True)
         click.echo(f"refusing to reconcile: the inventory {inventory} has {len(errors)} error(s)", err=True)
     sys.exit(EXIT_ERROR)
-
-
-def result_to_json(result: CycleResult) -> dict[str, Any]:
-    """The `-o json` document of one cycle (plan, applied, not applied, errors, report)."""
-    return result.to_json()
 
 
 def _connect(kubeconfig: Path | None, context: str | None) -> Any:
@@ -161,17 +162,17 @@ def _from_repo(
     from reconciler.sourcing import InventorySource
 
     source = InventorySource(gitopts.remote(repo, cache_dir), ref=branch, root=path)
-    try:
-        cycle = run_gitops_cycle(
-            source=source, cluster=cluster, dry_run=dry_run, lock_timeout=lock_timeout, deadline=deadline
-        )
-    except MigplanError as exc:  # the cache directory is locked by another run, or unusable
-        click.echo(f"error {exc.code}: {exc.message}", err=True)
-        return EXIT_ERROR
+    cycle = run_gitops_cycle(
+        source=source, cluster=cluster, dry_run=dry_run, lock_timeout=lock_timeout, deadline=deadline
+    )
+    src = cycle.source
+    if src is None:  # the cache directory is locked by another run, or unusable: nothing done
+        for e in cycle.errors:
+            click.echo(f"error {e}", err=True)
+        return cycle.exit_code
     if output == "json":
         _emit_json(cycle.to_json())
         return cycle.exit_code
-    src = cycle.source
     lines = [f"Source: {redact(repo)} {branch}{'/' + path if path else ''}: applying {src.revision or 'nothing'}"]
     if src.refused is not None:
         lines.append(f"  {src.refused.revision} is NOT applied: {src.refused.code} {src.refused.reason}")
@@ -179,7 +180,7 @@ def _from_repo(
     if src.source_error is not None:
         lines.append(f"  source error: {src.source_error}")
     if cycle.result is not None:
-        lines.append(render_text(cycle.result))
+        lines.append(render_text(cycle.result, cycle))
     if cycle.report is not None:
         lines.append(f"Report: {cycle.report.status}" + (f" ({cycle.report.commit})" if cycle.report.commit else ""))
     elif cycle.report_failure is not None:
@@ -277,8 +278,9 @@ def command(
             result = reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run)
     finally:
         cluster.close()
+    outcome = CycleOutcome.of_engine(result)
     if output == "json":
-        _emit_json(result_to_json(result))
+        _emit_json(outcome.to_json())
     else:
-        click.echo(render_text(result))
-    sys.exit(result.exit_code)
+        click.echo(render_text(result, outcome))
+    sys.exit(outcome.exit_code)

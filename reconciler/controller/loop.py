@@ -1,8 +1,8 @@
 """The controller's run loop: scheduler + leader election + HTTP + signals around one cycle callable.
 
 The cycle itself (fetch the inventory, reconcile, commit the report) is injected as `CycleFn`, so this
-module is the same shell for the real engine (reconciler.commands.run builds that cycle) and for the
-tests. What the shell guarantees:
+module is the same shell for the real cycle (reconciler.gitops.GitCycle) and for the tests; it reads
+everything it publishes from the cycle's reconciler.outcome.CycleOutcome. What the shell guarantees:
 - cycles run one at a time, at start (once this replica leads), every interval (with jitter), on
   SIGHUP and on a verified webhook; a replica that does not lead skips cycles;
 - every write the cycle makes goes through `api_client`, a FencedApiClient whose `may_write` is
@@ -10,7 +10,7 @@ tests. What the shell guarantees:
 - a cycle, with its Events and node marks, runs under `cycle_deadline_seconds`: no request of it
   outlives that deadline (adapters/deadline.py), so a server that never answers fails the cycle
   (MP811) instead of stalling the loop;
-- a failed cycle (exception, or an outcome with result "failed") counts towards the backoff;
+- a failed cycle (exception, or an outcome with status FAILED) counts towards the backoff;
 - after each cycle: metrics, Events and node marks (on change only), one structured log line with
   revision, result and finding codes.
 """
@@ -31,40 +31,18 @@ from reconciler.controller import signals
 from reconciler.controller.http import ControllerHttp
 from reconciler.controller.leader import LeaderElector
 from reconciler.controller.metrics import ControllerMetrics
-from reconciler.model.drift import DriftReport
+from reconciler.model.cycles import CycleStatus
 from reconciler.model.errors import MigplanError
-from reconciler.model.plans import Change, Plan
 from reconciler.model.redaction import redact
 from reconciler.model.signals import EventIntent, NodeMark
+from reconciler.outcome import CycleContext, CycleOutcome
 from reconciler.scheduling import CycleRunner, Scheduler, install_signal_handlers
 from reconciler.settings import Settings
 
 log = logging.getLogger("migplan.controller")
 
 
-@dataclass(frozen=True, slots=True)
-class CycleContext:
-    trigger: str
-    api_client: Any  # kubernetes ApiClient, fenced: writes only while this replica may write
-    may_write: Callable[[], bool]
-    settings: Settings
-
-
-@dataclass(frozen=True, slots=True)
-class CycleOutcome:
-    result: str  # "success" (in sync or converging), "drift" (findings remain), "failed"
-    revision: str = ""
-    report: DriftReport | None = None
-    plan: Plan | None = None
-    applied: tuple[Change, ...] = ()
-    errors: tuple[str, ...] = ()
-    nodes_in_flight: int = 0
-    cluster_policy: str = "cluster-policy"
-    message: str = ""
-    report_status: str = ""  # ReportOutcome.status when a report was handed to Git this cycle
-    report_pending: int = 0  # reports left in the outbox after this cycle
-    report_held_until: float = 0.0  # with report_status "held": Unix time the held report is due
-
+__all__ = ["Controller", "CycleContext", "CycleFailed", "CycleFn", "CycleOutcome", "kube_configuration"]
 
 CycleFn = Callable[[CycleContext], CycleOutcome]
 
@@ -191,7 +169,7 @@ class Controller:
 
     def _run_cycle_in_time(self, trigger: str) -> None:
         if not self.may_write():
-            self.metrics.cycles.labels("skipped").inc()
+            self.metrics.count_cycle(None)
             return
         started = time.monotonic()
         log.info("cycle started", extra={"trigger": trigger, "identity": self.settings.identity})
@@ -199,7 +177,7 @@ class Controller:
         try:
             outcome = self._cycle_fn(ctx)
         except Exception as exc:
-            self.metrics.cycles.labels("failed").inc()
+            self.metrics.count_cycle(CycleStatus.FAILED)
             self.metrics.cycle_duration.observe(time.monotonic() - started)
             self.metrics.consecutive_failures.set(self.runner.failures + 1)
             log.error("cycle failed: %s", exc, extra={"trigger": trigger, "code": getattr(exc, "code", "")})
@@ -208,25 +186,26 @@ class Controller:
             self.cycles_run += 1
         elapsed = time.monotonic() - started
         self.metrics.cycle_duration.observe(elapsed)
-        self.metrics.cycles.labels(outcome.result).inc()
+        self.metrics.count_cycle(outcome.status)
         self._publish(outcome)
-        codes = sorted(signals.finding_counts(outcome.report)) if outcome.report else []
+        drift = outcome.drift_report
+        codes = sorted(signals.finding_counts(drift)) if drift else []
         log.info(
             "cycle finished",
             extra={
                 "trigger": trigger,
-                "result": outcome.result,
+                "result": outcome.status.metric_label,
                 "revision": outcome.revision,
                 "codes": codes,
                 "applied": len(outcome.applied),
-                "report": outcome.report_status,
+                "report": outcome.report.status if outcome.report is not None else "",
                 "seconds": round(elapsed, 3),
                 "identity": self.settings.identity,
             },
         )
-        if outcome.result == "failed":
+        if outcome.status is CycleStatus.FAILED:
             self.metrics.consecutive_failures.set(self.runner.failures + 1)
-            raise CycleFailed("; ".join(outcome.errors) or outcome.message or "cycle failed")
+            raise CycleFailed("; ".join(outcome.failures) or outcome.message or "cycle failed")
         self.metrics.consecutive_failures.set(0)
         self.metrics.last_success.set(time.time())
 
@@ -234,15 +213,15 @@ class Controller:
         if outcome.revision:
             self.metrics.revision.info({"revision": redact(outcome.revision)})
         self.metrics.nodes_in_flight.set(outcome.nodes_in_flight)
-        if outcome.report_status:
-            self.metrics.record_report(
-                outcome.report_status, outcome.report_pending, now=time.time(), held_until=outcome.report_held_until
-            )
+        pushed = outcome.report
+        if pushed is not None:
+            held_until = pushed.held_until.timestamp() if pushed.held_until is not None else 0.0
+            self.metrics.record_report(pushed.status, pushed.pending, now=time.time(), held_until=held_until)
         for kind, n in signals.applied_by_kind(outcome.applied).items():
             self.metrics.applied_changes.labels(kind).inc(n)
         if outcome.plan is not None:
             self.metrics.held_changes.set(len(outcome.plan.skipped))
-        report = outcome.report
+        report = outcome.drift_report
         if report is None:
             return
         self.metrics.set_findings(signals.finding_counts(report))
@@ -270,7 +249,7 @@ class Controller:
             report=report,
             plan=outcome.plan,
             applied=outcome.applied,
-            errors=outcome.errors,
+            errors=outcome.failures,
             cluster_policy=outcome.cluster_policy,
             previously_applying=signals.applying_nodes(memory.marks.values()),
         )

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from reconciler.model.cycles import CYCLE_RESULTS, SKIPPED, CycleStatus
 from reconciler.model.plans import Kind
 
 __all__ = ["CONTENT_TYPE_LATEST", "OBSERVER_STATES", "OWNER_HOLDINGS", "REPORT_RESULTS", "ControllerMetrics"]
@@ -134,7 +135,7 @@ class ControllerMetrics:
             "Changes of the last cycle's plan held back (disruption guard, maxUnavailableNodes, ordering).",
             registry=r,
         )
-        for result in ("success", "drift", "failed", "skipped"):
+        for result in CYCLE_RESULTS:
             self.cycles.labels(result)  # export zeros so rate() works from the first scrape
         for result in REPORT_RESULTS:
             self.report_pushes.labels(result)
@@ -142,6 +143,11 @@ class ControllerMetrics:
             self.applied_changes.labels(kind.value)
         for state in OBSERVER_STATES:
             self.observers.labels(state)
+
+    def count_cycle(self, status: CycleStatus | None) -> None:
+        """One cycle under its `result` label (CycleStatus.metric_label); None: skipped, this replica does
+        not lead."""
+        self.cycles.labels(SKIPPED if status is None else status.metric_label).inc()
 
     def set_findings(self, counts: Mapping[str, int]) -> None:
         self.findings.clear()

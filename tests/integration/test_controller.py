@@ -26,8 +26,8 @@ from helpers.twinclock import TwinClock
 from kubernetes import client
 
 from reconciler.adapters.kubeevents import REASON_ANNOTATION, STATE_ANNOTATION
-from reconciler.commands.run import GitCycle
 from reconciler.controller.loop import Controller, kube_configuration
+from reconciler.gitops import GitCycle
 from reconciler.resources import inventory_dir
 from reconciler.settings import load_settings
 from reconciler.twin.cluster import ClusterTwin

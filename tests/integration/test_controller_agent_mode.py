@@ -17,9 +17,10 @@ from reconciler.adapters import kubeagentmode
 from reconciler.adapters.kubeagentmode import KubeNodeState, decode_desired, read_agent_state
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.agent import actuate_once
-from reconciler.commands.run import GitCycle
 from reconciler.controller.loop import CycleContext, kube_configuration
+from reconciler.gitops import GitCycle
 from reconciler.logic.agentplan import MigState, plan_node
+from reconciler.model.cycles import CycleStatus
 from reconciler.resources import inventory_dir
 from reconciler.settings import load_settings
 from reconciler.twin.cluster import ClusterTwin
@@ -49,7 +50,7 @@ def test_agent_mode_publish_apply_push(tmp_path: Path) -> None:
         core: Any = client.CoreV1Api(api)
         cycle = GitCycle(settings)
         outcome = cycle(CycleContext("test", api, lambda: True, settings))
-        assert outcome.result != "failed", outcome.errors
+        assert outcome.status is not CycleStatus.FAILED, outcome.failures
         head = git("rev-parse", "HEAD", cwd=repo)
         nodes = [n.metadata.name for n in core.list_node().items if n.metadata.name.startswith("gpu-")]
         assert len(nodes) == 4
@@ -83,7 +84,7 @@ def test_agent_mode_publish_apply_push(tmp_path: Path) -> None:
         git("commit", "-q", "-am", "recut gpu-h200-02 gpu 1", cwd=repo)
         twin.api.reset_counts()
         outcome = cycle(CycleContext("test", api, lambda: True, settings))
-        assert outcome.result != "failed", outcome.errors
+        assert outcome.status is not CycleStatus.FAILED, outcome.failures
         # One node's annotation: the plan's change, sent dry-run (dryRun=All) and then for real.
         assert twin.api.request_counts().get(("PATCH", "nodes", "patch"), 0) == 2
         node = "gpu-h200-02"
@@ -147,9 +148,9 @@ def test_agent_mode_publishes_no_layout_to_a_node_whose_observation_is_malformed
         bad = "gpu-h200-02"
         core.patch_node(bad, {"metadata": {"annotations": {kubeagentmode.OBSERVED: '{"version":"v2","gpus":7}'}}})
         outcome = GitCycle(settings)(CycleContext("test", api, lambda: True, settings))
-        assert outcome.result != "failed", outcome.errors
-        assert outcome.report is not None
-        assert any(f.code == "MP547" and f.node == bad for f in outcome.report.findings)
+        assert outcome.status is not CycleStatus.FAILED, outcome.failures
+        assert outcome.drift_report is not None
+        assert any(f.code == "MP547" and f.node == bad for f in outcome.drift_report.findings)
         for n in core.list_node().items:
             if n.metadata.name.startswith("gpu-"):
                 published = kubeagentmode.DESIRED in (n.metadata.annotations or {})

@@ -27,8 +27,9 @@ from reconciler.adapters.kubegpuclients import KubeGpuClients
 from reconciler.adapters.kubelease import KubeLease
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.agent import actuate_once
-from reconciler.commands.run import GitCycle
 from reconciler.controller.loop import Controller, CycleContext, kube_configuration
+from reconciler.gitops import GitCycle
+from reconciler.model.cycles import CycleStatus
 from reconciler.resources import inventory_dir
 from reconciler.settings import Settings, load_settings
 from reconciler.twin.apiserver.kubeconfig import write_kubeconfig
@@ -208,7 +209,7 @@ def test_create_verbs_are_used_on_a_fresh_cluster(env: Env) -> None:
         s = settings_for(env, kc, "fresh")
         api = client.ApiClient(kube_configuration(str(kc)))
         outcome = GitCycle(s)(CycleContext("test", api, lambda: True, s))
-        assert outcome.result != "failed", outcome.errors
+        assert outcome.status is not CycleStatus.FAILED, outcome.failures
         assert "create core/configmaps in gpu-operator" in {str(a) for a in proxy.distinct()}
         assert proxy.denied == []
     finally:
@@ -240,8 +241,8 @@ def test_a_cycle_without_one_verb_fails_cleanly(env: Env, kind: str, name: str, 
         s = settings_for(env, kc, f"{resource}-{verb}")
         api = client.ApiClient(kube_configuration(str(kc)))
         outcome = GitCycle(s)(CycleContext("test", api, lambda: True, s))
-        assert outcome.result == "failed"
-        text = " ".join(outcome.errors)
+        assert outcome.status is CycleStatus.FAILED
+        text = " ".join(outcome.failures)
         assert "Forbidden" in text or "forbidden" in text or "403" in text, text
         assert proxy.denied and all(a.verb == verb and a.resource == resource for a in proxy.denied)
         # Clean: the engine's server-side dry run (or its observe step) was refused first, so no write
@@ -292,11 +293,11 @@ def test_the_twin_enforces_deploy_rbac_on_a_controller_cycle(env: Env, drop: tup
         outcome = GitCycle(s)(CycleContext("test", api, lambda: True, s))
         strategy = twin.store.get("clusterpolicies.nvidia.com", "cluster-policy")["spec"]["mig"]["strategy"]
         if drop is None:
-            assert outcome.result != "failed", outcome.errors
+            assert outcome.status is not CycleStatus.FAILED, outcome.failures
             assert strategy == "mixed"
         else:
-            assert outcome.result == "failed"
-            assert "forbidden" in " ".join(outcome.errors).lower(), outcome.errors
+            assert outcome.status is CycleStatus.FAILED
+            assert "forbidden" in " ".join(outcome.failures).lower(), outcome.failures
             assert strategy == "single"  # refused by the dry run before any real write
     finally:
         twin.stop()

@@ -25,8 +25,9 @@ from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.agent import report_once
 from reconciler.catalog import load_catalog
 from reconciler.commands.reconcile import load_desired
-from reconciler.engine import EXIT_IN_SYNC, reconcile_once
+from reconciler.engine import reconcile_once
 from reconciler.logic.placement import Request, solve
+from reconciler.model.cycles import EXIT_IN_SYNC
 from reconciler.model.plans import Action, Kind
 from reconciler.twin.cluster import ClusterTwin
 from reconciler.twin.fleet import ClusterSettings, Fleet, GpuSeed, PartitionSeed
@@ -101,7 +102,7 @@ def _round_trip(twin: ClusterTwin, out: Path) -> dict[str, Any]:
 
     twin.reset_counts()
     again = _cycle(twin, out, dry_run=False)
-    assert again.converged and again.exit_code == EXIT_IN_SYNC, [str(f) for f in again.report.findings]  # type: ignore[union-attr]
+    assert again.converged and again.status.exit_code == EXIT_IN_SYNC, [str(f) for f in again.report.findings]  # type: ignore[union-attr]
     writes = {k: v for k, v in twin.request_counts().items() if k[2] not in ("list", "get", "watch")}
     assert writes == {}
     return dict(doc)

@@ -23,6 +23,9 @@ from kubernetes import client
 from reconciler.adapters.kubelease import FencedApiClient, KubeLease, LeaseConflict, NotLeader
 from reconciler.controller.leader import LeaderElector
 from reconciler.controller.loop import CycleContext, CycleOutcome, kube_configuration
+from reconciler.model.cycles import CycleStatus
+from reconciler.model.revisions import Revision
+from reconciler.sourcing import SourceResult
 from reconciler.twin.apiserver import ApiServerTwin
 
 NS = "migplan"
@@ -142,7 +145,9 @@ def worker(kubeconfig: str, identity: str) -> int:
                 _content_type="application/merge-patch+json",
             )
             time.sleep(0.15)
-        return CycleOutcome("success", revision="test@sha1:" + "0" * 40)
+        revision = Revision(ref="test", sha="0" * 40)
+        source = SourceResult(desired=None, revision=revision, latest=revision, changed=False)
+        return CycleOutcome(CycleStatus.SUCCESS, source=source)
 
     controller = Controller(settings, cycle, kube_config=kube_configuration(kubeconfig))
     return controller.run_forever()

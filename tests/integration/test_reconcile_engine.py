@@ -9,7 +9,8 @@ from typing import Any
 
 from helpers import planning as fixtures
 
-from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, EXIT_IN_SYNC, reconcile_once
+from reconciler.engine import reconcile_once
+from reconciler.model.cycles import EXIT_DRIFT, EXIT_ERROR, EXIT_IN_SYNC
 from reconciler.model.errors import Transient
 from reconciler.model.inventory import ApplyMode, GpuOperatorSettings
 from reconciler.model.observed import ObservedState
@@ -58,7 +59,7 @@ def test_whole_plan_is_dry_run_before_any_real_write() -> None:
     assert sorted(cluster.calls[:4]) == sorted((s, True) for s in subjects)
     assert cluster.calls[4:] == [(s, False) for s in subjects]
     assert [c.subject for c in result.applied] == subjects
-    assert result.exit_code == EXIT_DRIFT and not result.errors and result.report is not None
+    assert result.status.exit_code == EXIT_DRIFT and not result.errors and result.report is not None
 
 
 def test_dry_run_and_report_only_write_nothing() -> None:
@@ -71,7 +72,7 @@ def test_dry_run_and_report_only_write_nothing() -> None:
     desired, observed = _case("article-single-strategy", ApplyMode.REPORT_ONLY)
     cluster = RecordingCluster(observed)
     result = reconcile_once(desired=desired, cluster=cluster, now=NOW)
-    assert cluster.calls == [] and len(result.not_applied) == 4 and result.exit_code == EXIT_DRIFT
+    assert cluster.calls == [] and len(result.not_applied) == 4 and result.status.exit_code == EXIT_DRIFT
 
 
 def test_a_failed_write_stops_the_cycle_and_is_reported_with_what_was_not_done() -> None:
@@ -88,7 +89,7 @@ def test_a_failed_write_stops_the_cycle_and_is_reported_with_what_was_not_done()
     ]
     (err,) = result.errors
     assert err.step == "apply_plan" and err.code == "MP554" and "2 of 4 write(s) made" in err.message
-    assert result.exit_code == EXIT_ERROR
+    assert result.status.exit_code == EXIT_ERROR
     assert result.report is not None  # the report is still written
 
 
@@ -97,7 +98,7 @@ def test_a_refused_dry_run_writes_nothing() -> None:
     cluster = RecordingCluster(observed, fail_on="clusterpolicy/cluster-policy", fail_dry_run=True)
     result = reconcile_once(desired=desired, cluster=cluster, now=NOW)
     assert all(dry for _, dry in cluster.calls)
-    assert not result.applied and len(result.not_applied) == 4 and result.exit_code == EXIT_ERROR
+    assert not result.applied and len(result.not_applied) == 4 and result.status.exit_code == EXIT_ERROR
     assert "dry run refused clusterpolicy/cluster-policy" in result.errors[0].message
 
 
@@ -106,12 +107,12 @@ def test_with_dry_run_every_write_is_checked_relabels_included() -> None:
     cluster = RecordingCluster(observed, fail_on="node/gpu-h200-01", fail_dry_run=True)
     result = reconcile_once(desired=desired, cluster=cluster, now=NOW, dry_run=True)
     assert all(dry for _, dry in cluster.calls) and not result.applied
-    assert result.exit_code == EXIT_ERROR and "dry run refused node/gpu-h200-01" in result.errors[0].message
+    assert result.status.exit_code == EXIT_ERROR and "dry run refused node/gpu-h200-01" in result.errors[0].message
 
 
 def test_in_sync_makes_no_write_and_exits_zero() -> None:
     desired, observed = _case("in-sync")
     cluster = RecordingCluster(observed)
     result = reconcile_once(desired=desired, cluster=cluster, now=NOW)
-    assert cluster.calls == [] and result.converged and result.exit_code == EXIT_IN_SYNC
+    assert cluster.calls == [] and result.converged and result.status.exit_code == EXIT_IN_SYNC
     assert result.to_json()["report"]["inSync"] is True

@@ -24,7 +24,8 @@ from httpforward import forward
 
 from reconciler.adapters.kube import KubeCluster
 from reconciler.commands.reconcile import load_desired
-from reconciler.engine import EXIT_ERROR, CycleResult, reconcile_once
+from reconciler.engine import CycleResult, reconcile_once
+from reconciler.model.cycles import EXIT_ERROR
 from reconciler.model.inventory import DesiredState
 from reconciler.model.plans import Kind
 from reconciler.twin.cluster import ClusterTwin
@@ -170,7 +171,7 @@ def test_persistent_failure_is_reported_and_the_next_run_resumes(rig: tuple[Clus
     assert err.code == "MP554" and "clusterpolicy/cluster-policy" in err.message
     assert "1 of" in err.message  # the ConfigMap was written before it
     assert first.not_applied[0].kind is Kind.CLUSTER_POLICY
-    assert first.exit_code == EXIT_ERROR and first.report is not None
+    assert first.status.exit_code == EXIT_ERROR and first.report is not None
 
     proxy.faults = []
     second = _run(kubeconfig)  # the ClusterPolicy patch is still owed and made now

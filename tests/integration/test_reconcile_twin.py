@@ -20,7 +20,8 @@ from helpers.twinclock import TwinClock
 
 from reconciler.adapters.kube import KubeCluster
 from reconciler.commands.reconcile import load_desired
-from reconciler.engine import EXIT_DRIFT, EXIT_ERROR, EXIT_IN_SYNC, CycleResult, reconcile_once
+from reconciler.engine import CycleResult, reconcile_once
+from reconciler.model.cycles import EXIT_DRIFT, EXIT_ERROR, EXIT_IN_SYNC
 from reconciler.model.inventory import DesiredState
 from reconciler.model.observed import MIXED_LAYOUT_ERROR
 from reconciler.model.plans import Kind
@@ -93,7 +94,7 @@ def test_article_story_converges_and_second_run_writes_nothing(article_twin: Clu
     assert kinds.index(Kind.MIG_CONFIG_MAP) < kinds.index(Kind.CLUSTER_POLICY)
     # The device-plugin DaemonSet is the operator's: the strategy in its env (applyMIGConfiguration) rolls it.
     assert Kind.RESTART_DEVICE_PLUGIN not in kinds
-    assert first.exit_code == EXIT_DRIFT
+    assert first.status.exit_code == EXIT_DRIFT
 
     store = twin.store
     spec = store.get("clusterpolicies.nvidia.com", "cluster-policy")["spec"]
@@ -124,7 +125,7 @@ def test_article_story_converges_and_second_run_writes_nothing(article_twin: Clu
 
     twin.reset_counts()
     third = _run(twin, desired)
-    assert third.converged and third.exit_code == EXIT_IN_SYNC, [str(f) for f in third.report.findings]  # type: ignore[union-attr]
+    assert third.converged and third.status.exit_code == EXIT_IN_SYNC, [str(f) for f in third.report.findings]  # type: ignore[union-attr]
     counts = twin.request_counts()
     assert _writes(counts) == {}
     assert {verb for (_, _, verb) in counts} == {"list"}
@@ -148,7 +149,7 @@ def test_layout_change_on_a_busy_node_is_held_back(tmp_path: Path) -> None:
         node = twin.store.get("nodes", NODE)
         assert node["metadata"]["labels"]["nvidia.com/mig.config"] != result.plan.node_configs[NODE]  # type: ignore[union-attr]
         assert not node["spec"].get("unschedulable")
-        assert result.exit_code == EXIT_DRIFT
+        assert result.status.exit_code == EXIT_DRIFT
 
 
 def test_failing_mig_manager_is_reported() -> None:

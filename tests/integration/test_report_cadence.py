@@ -25,9 +25,10 @@ from gitserver import GitDaemon, git, make_bare, seed
 from reconciler.adapters.gitreports import commit_report
 from reconciler.adapters.gitsource import GitAuth, GitRemote, InventoryRepo
 from reconciler.adapters.kube import KubeCluster
-from reconciler.gitops import GitopsCycle, run_gitops_cycle
+from reconciler.gitops import run_gitops_cycle
 from reconciler.logic import reportcadence
 from reconciler.model.inventory import ReportSettings
+from reconciler.outcome import CycleOutcome
 from reconciler.sourcing import InventorySource
 from reconciler.twin.cluster import ClusterTwin
 
@@ -122,7 +123,7 @@ def _commits(bare: Path) -> list[tuple[int, str]]:
     return rows
 
 
-def _has_finding(cycle: GitopsCycle, code: str) -> bool:
+def _has_finding(cycle: CycleOutcome, code: str) -> bool:
     report = cycle.result.report if cycle.result is not None else None
     return report is not None and any(f.code == code for f in report.findings)
 
@@ -131,7 +132,7 @@ def test_occupancy_churn_is_coalesced_and_status_changes_commit_at_once(setup: A
     source, cluster, twin, bare = setup
     store = twin.store
 
-    def cycle() -> GitopsCycle:
+    def cycle() -> CycleOutcome:
         return run_gitops_cycle(source=source, cluster=cluster, deadline=60)
 
     _converge(source, cluster, twin)  # adoption labels, the first report

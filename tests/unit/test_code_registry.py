@@ -141,11 +141,11 @@ def test_traits_belong_to_their_family_and_the_in_progress_set_is_one() -> None:
 
     assert signals.IN_FLIGHT_CODES is codes.IN_PROGRESS_CODES
     assert drift.node_status([drift.finding("MP521", "cordoned")]) is drift.NodeStatus.DRIFTED
-    from reconciler import gitops
+    from reconciler import outcome
     from reconciler.adapters import gitsource
 
     want = {gitsource.UNREACHABLE, gitsource.AUTH_REFUSED, gitsource.HOST_KEY_REFUSED, gitsource.REVISION_NOT_FOUND}
-    assert want == gitops.REMOTE_STATES
+    assert want == outcome.REMOTE_STATES
 
 
 def test_family_views_are_the_registry() -> None:
