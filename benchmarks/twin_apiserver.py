@@ -1,4 +1,4 @@
-"""Scale figures of the API server twin alone: `python -m reconciler.twin.apiserver.scale [--nodes N --pods P]`.
+"""Scale figures of the API server twin alone: `python benchmarks/twin_apiserver.py [--nodes N --pods P]`.
 
 Builds a store of N GPU nodes (8 GPUs' worth of MIG capacity and GFD-style labels each) and P pods holding MIG
 partitions, serves it over HTTPS, and prints: build time, memory held by the store (RSS growth) and peak RSS; a
@@ -19,8 +19,8 @@ from urllib.parse import quote
 
 import orjson
 
-from .store import Store
-from .twin import ApiServerTwin
+from reconciler.twin.apiserver.store import Store
+from reconciler.twin.apiserver.twin import ApiServerTwin
 
 _PROFILES = {"nvidia.com/mig-1g.18gb": 16, "nvidia.com/mig-2g.35gb": 8, "nvidia.com/mig-3g.71gb": 8}
 
