@@ -52,10 +52,10 @@ from typing import Any, Protocol
 
 from reconciler.catalog import load_catalog
 from reconciler.logic import agentdrain, desiredcodec, disruption, drain, drift, migparted, nodestate, observation
-from reconciler.logic.agentplan import DesiredNode, desired_from_node_plan
+from reconciler.logic.agentplan import DesiredNode, desired_from_node_spec
 from reconciler.logic.nodestate import RESTARTED_FOR_ANNOTATION, STRATEGY_SET_ANNOTATION, Geometry
 from reconciler.logic.occupancy import expected_resources
-from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodePlan
+from reconciler.model.inventory import ApplyMode, DesiredState, MigStrategy, NodeSpec
 from reconciler.model.observed import (
     CONFIGS_ADDED_AT_ANNOTATION,
     CORDONED_ANNOTATION,
@@ -371,7 +371,7 @@ def _in_flight(node: ObservedNode, config: str) -> bool:
 
 
 def node_disruption(
-    node: ObservedNode, plan_: NodePlan, previous: Mapping[str, tuple[migparted.ConfigEntry, ...]] | None
+    node: ObservedNode, plan_: NodeSpec, previous: Mapping[str, tuple[migparted.ConfigEntry, ...]] | None
 ) -> tuple[disruption.NodeDisruption, frozenset[str], Mapping[int, migparted.GpuLayout]] | None:
     """What mig-manager destroys when the node moves from the config its label names to its plan, the
     resources that loses, and the previous per-GPU layout; None = unknown (assume everything).
@@ -392,7 +392,7 @@ def node_disruption(
 
 
 def destroyed_resources(
-    node: ObservedNode, plan_: NodePlan, previous: Mapping[str, tuple[migparted.ConfigEntry, ...]] | None
+    node: ObservedNode, plan_: NodeSpec, previous: Mapping[str, tuple[migparted.ConfigEntry, ...]] | None
 ) -> frozenset[str] | None:
     """Resources whose partitions the node's change would destroy; None = unknown (assume all)."""
     found = node_disruption(node, plan_, previous)
@@ -451,7 +451,7 @@ def _previous_configs(observed: ObservedState) -> Mapping[str, tuple[migparted.C
         return None
 
 
-def _converged(plan_: NodePlan, node: ObservedNode, strategy: MigStrategy) -> bool:
+def _converged(plan_: NodeSpec, node: ObservedNode, strategy: MigStrategy) -> bool:
     return nodestate.advertises(node, expected_resources(plan_, strategy))
 
 
@@ -487,7 +487,7 @@ def _node_changes(
     previous = _previous_configs(observed)
     pods_by_node = observed.pods_by_node()
     ready = nodestate.readiness(desired, observed, now=now)
-    wanted: list[tuple[str, NodePlan, ObservedNode, str]] = []
+    wanted: list[tuple[str, NodeSpec, ObservedNode, str]] = []
     changes: list[Change] = []
     aliases: set[str] = set()
     in_flight = 0
@@ -705,7 +705,7 @@ def _agent_layout_changes(desired: DesiredState, observed: ObservedState, now: d
         node = observed.nodes.get(name)
         if node is None:
             continue
-        layout, problems = desired_from_node_plan(desired.nodes[name], revision=str(desired.revision), catalog=catalog)
+        layout, problems = desired_from_node_spec(desired.nodes[name], revision=str(desired.revision), catalog=catalog)
         current = node.annotations.get(desiredcodec.ANNOTATION)
         ours = node.annotations.get(CORDONED_ANNOTATION) == "true"
         if not desiredcodec.needs_publishing(current, layout):

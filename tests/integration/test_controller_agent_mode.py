@@ -108,7 +108,7 @@ def test_reconcile_once_from_a_directory_publishes_the_layouts_too(tmp_path: Pat
     from reconciler.catalog import load_catalog
     from reconciler.cli import cli
     from reconciler.commands.reconcile import load_desired
-    from reconciler.logic.agentplan import desired_from_node_plan
+    from reconciler.logic.agentplan import desired_from_node_spec
 
     inv = tmp_path / "inventory"
     shutil.copytree(inventory_dir(), inv)
@@ -127,7 +127,7 @@ def test_reconcile_once_from_a_directory_publishes_the_layouts_too(tmp_path: Pat
         first = CliRunner().invoke(cli, args)
         assert first.exit_code in (0, 1), first.output
         for name, plan in desired.nodes.items():
-            want, _ = desired_from_node_plan(plan, revision=str(desired.revision), catalog=load_catalog())
+            want, _ = desired_from_node_spec(plan, revision=str(desired.revision), catalog=load_catalog())
             got = decode_desired(name, core.read_node(name).metadata.annotations[kubeagentmode.DESIRED])
             assert got.gpus == want.gpus
         twin.api.reset_counts()
