@@ -114,11 +114,18 @@ class Strategy:
     def validate(
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
     ) -> list[FieldError]:
-        """Validate (old None) or ValidateUpdate: metadata, then a custom resource's schema."""
-        errors = kinds.validate_metadata(obj)
-        if rt.schema is not None:
-            errors += schema.validate(obj, rt.schema)
-        return errors
+        """Validate (old None) or ValidateUpdate: the object's metadata, then the kind's own rules."""
+        return self.validate_metadata(obj, old) + self.validate_kind(rt, obj, old, subresource)
+
+    def validate_metadata(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+        """ValidateObjectMeta as the kind calls it."""
+        return kinds.validate_metadata(obj)
+
+    def validate_kind(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
+    ) -> list[FieldError]:
+        """The kind's rules after its metadata: a custom resource's schema."""
+        return schema.validate(obj, rt.schema) if rt.schema is not None else []
 
     def check_delete(self, name: str) -> None:
         """Validating admission of a delete (raises ApiError)."""
@@ -151,10 +158,10 @@ class PodStrategy(Strategy):
         if subresource is None:
             admission.admit_pod_update(new, old)
 
-    def validate(
+    def validate_kind(
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
     ) -> list[FieldError]:
-        errors = kinds.validate_metadata(obj) + kinds.validate_pod_spec(obj.get("spec") or {}, "spec")
+        errors = kinds.validate_pod_spec(obj.get("spec") or {}, "spec")
         if old is not None:
             errors += kinds.validate_pod_update(obj, old)
         return errors
@@ -189,11 +196,14 @@ class NodeStrategy(Strategy):
         admission.taint_new_node(obj)
         kinds.default_node(obj)
 
-    def validate(
+    def validate_metadata(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+        repeat = 4 if old is not None else 1  # the real node update path reports label errors 4x
+        return kinds.validate_metadata(obj, repeat=repeat)
+
+    def validate_kind(
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
     ) -> list[FieldError]:
-        repeat = 4 if old is not None else 1  # the real node update path reports label errors 4x
-        return kinds.validate_metadata(obj, repeat=repeat) + strategies.validate_node(obj, old, subresource)
+        return strategies.validate_node(obj, old, subresource)
 
 
 class NamespaceStrategy(Strategy):
@@ -215,10 +225,8 @@ class NamespaceStrategy(Strategy):
         if subresource is None:
             new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = old["metadata"]["name"]
 
-    def validate(
-        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
-    ) -> list[FieldError]:
-        return kinds.validate_metadata(obj, label_name=True)
+    def validate_metadata(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+        return kinds.validate_metadata(obj, label_name=True)  # a namespace's name is an RFC 1123 label
 
     def check_delete(self, name: str) -> None:
         admission.check_namespace_delete(name)
@@ -255,10 +263,10 @@ class NamespaceStrategy(Strategy):
 
 
 class ConfigMapStrategy(Strategy):
-    def validate(
+    def validate_kind(
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
     ) -> list[FieldError]:
-        errors = kinds.validate_metadata(obj)
+        errors = []
         if old is not None:
             errors += strategies.configmap_update(obj, old)
         return errors + kinds.validate_configmap(obj)
@@ -270,10 +278,10 @@ class WorkloadStrategy(Strategy):
     def prepare_for_create(self, host: Host, rt: ResourceType, obj: dict[str, Any], ns: str | None) -> None:
         obj["status"] = {}
 
-    def validate(
+    def validate_kind(
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
     ) -> list[FieldError]:
-        errors = kinds.validate_metadata(obj) + kinds.validate_daemonset(obj)  # same selector/template rules
+        errors = kinds.validate_daemonset(obj)  # same selector/template rules
         if old is not None:
             errors += strategies.selector_update(obj, old)
         return errors
@@ -301,20 +309,20 @@ class LeaseStrategy(Strategy):
     def decode(self, obj: dict[str, Any]) -> None:
         kinds.decode_lease(obj)
 
-    def validate(
+    def validate_kind(
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
     ) -> list[FieldError]:
-        return kinds.validate_metadata(obj) + kinds.validate_lease(obj)
+        return kinds.validate_lease(obj)
 
 
 class PodDisruptionBudgetStrategy(Strategy):
     def prepare_for_create(self, host: Host, rt: ResourceType, obj: dict[str, Any], ns: str | None) -> None:
         kinds.default_pdb(obj)
 
-    def validate(
+    def validate_kind(
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
     ) -> list[FieldError]:
-        return kinds.validate_metadata(obj) + kinds.validate_pdb(obj)
+        return kinds.validate_pdb(obj)
 
 
 class CoreEventStrategy(Strategy):
@@ -323,13 +331,11 @@ class CoreEventStrategy(Strategy):
     def prepare_for_create(self, host: Host, rt: ResourceType, obj: dict[str, Any], ns: str | None) -> None:
         kinds.default_core_event(obj)
 
-    def validate(
+    def validate_kind(
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
     ) -> list[FieldError]:
         namespace = obj["metadata"].get("namespace", "")
-        return kinds.validate_metadata(obj) + kinds.validate_event(
-            obj, namespace, via_events_api=False, create=old is None
-        )
+        return kinds.validate_event(obj, namespace, via_events_api=False, create=old is None)
 
 
 class EventsV1Strategy(Strategy):
@@ -338,14 +344,11 @@ class EventsV1Strategy(Strategy):
 
     allow_create_on_update = True
 
-    def validate(
+    def validate_kind(
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
     ) -> list[FieldError]:
-        core = kinds.event_v1_to_core(obj)
         namespace = obj["metadata"].get("namespace", "")
-        return kinds.validate_metadata(obj) + kinds.validate_event(
-            core, namespace, via_events_api=True, create=old is None
-        )
+        return kinds.validate_event(kinds.event_v1_to_core(obj), namespace, via_events_api=True, create=old is None)
 
 
 class CustomResourceDefinitionStrategy(Strategy):
