@@ -9,6 +9,8 @@ import pytest
 
 from reconciler.twin.apiserver import ApiError, Store, clusterpolicy_required_spec
 from reconciler.twin.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
+from reconciler.twin.apiserver.registry import STRATEGIES, strategy_for
+from reconciler.twin.apiserver.resources import BUILTINS
 from reconciler.twin.apiserver.selectors import parse_label_selector
 
 
@@ -413,6 +415,26 @@ def test_pod_logs_by_container_and_tail(store: Store) -> None:
     with pytest.raises(ApiError) as exc:
         store.pod_log("default", "two", "c")
     assert exc.value.message == "container c is not valid for pod two"
+
+
+def test_a_pods_logs_go_with_the_pod_only(store: Store) -> None:
+    """The pod strategy's on_removed drops the pod's logs; another kind's object of the same name does not."""
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "image": "x:1"}]}}
+    store.create("pods", pod, "default")
+    store.create("configmaps", {"metadata": {"name": "p"}}, "default")
+    store.set_pod_log("default", "p", "hello\n")
+    store.delete("configmaps", "p", "default")
+    assert store.pod_log("default", "p") == "hello\n"
+    store.delete("pods", "p", "default", grace_period_seconds=0)
+    store.create("pods", pod, "default")
+    assert store.pod_log("default", "p") == ""
+
+
+def test_every_kind_strategy_names_a_served_built_in() -> None:
+    """A strategy keyed by a misspelt resource would never run: the kind would silently get the generic one."""
+    served = {rt.key for rt in BUILTINS}
+    assert set(STRATEGIES) <= served
+    assert all(strategy_for(rt) is STRATEGIES[rt.key] for rt in BUILTINS if rt.key in STRATEGIES)
 
 
 def test_unknown_fields_of_built_ins_warn_or_fail_strict(store: Store) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import bisect
-import contextlib
 import gc
 import random
 import sys
@@ -39,6 +38,7 @@ from . import (
     limitranger,
     nodelifecycle,
     quota,
+    registry,
     schema,
     strategies,
 )
@@ -54,7 +54,7 @@ from .errors import (
 )
 from .fieldschema import Shape, root_shape
 from .patch import json_patch, merge_patch, strategic_merge_patch
-from .resources import BUILTINS, ResourceType, from_crd
+from .resources import BUILTINS, ResourceType
 from .selectors import FieldSelector, LabelSelector, field_value, parse_field_selector, parse_label_selector
 
 Callback = Callable[[str, dict[str, Any]], None]
@@ -168,18 +168,33 @@ class Store:
         self._pod_logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) -> text
         self._rng = random.Random(seed)
         for rt in BUILTINS:
-            self._register(rt)
+            self.register(rt)
         if not bare:
             self._subscribers.append(self._node_lifecycle)  # the node lifecycle controller (nodelifecycle.py)
             self._subscribers.append(self._quota_controller)  # the resource quota controller (quota.py)
 
     # ------------------------------------------------------------ registry
 
-    def _register(self, rt: ResourceType) -> None:
+    def register(self, rt: ResourceType) -> None:
+        """Serve a resource type (the built-ins, a CRD's versions once it is created)."""
         self._types[rt.key] = rt
         storage = self._storage_key(rt)
         if storage not in self._tables:
             self._tables[storage] = _Table(rt)
+
+    def unregister(self, rt: ResourceType) -> None:
+        """Stop serving a resource type and drop its objects (a deleted CRD's versions)."""
+        self._types.pop(rt.key, None)
+        self._tables.pop(rt.key, None)
+
+    @property
+    def rng(self) -> random.Random:
+        """The seeded source of generated names (generateName, pod suffixes)."""
+        return self._rng
+
+    def exists(self, resource: str, namespace: str | None, name: str) -> bool:
+        """Whether the object is stored. Lock held."""
+        return self._get_entry(resource, namespace, name) is not None
 
     @staticmethod
     def _storage_key(rt: ResourceType) -> str:
@@ -673,8 +688,7 @@ class Store:
         meta["creationTimestamp"] = kinds.now_rfc3339()
         if rt.tracks_generation:
             meta["generation"] = 1
-        if rt.key == "daemonsets.apps":
-            meta.setdefault("annotations", {})["deprecated.daemonset.template.generation"] = "1"
+            registry.strategy_for(rt).on_generation(new, None)
         if applied is None:
             fieldmanager.on_create(rt.key, self._shape(rt), sent, new, manager, rt.api_version, kinds.now_rfc3339())
         else:
@@ -774,7 +788,7 @@ class Store:
                 )
         if entry is None:
             # leases and events allow create-on-update (AllowCreateOnUpdate in their registry strategies)
-            if rt.key in ("leases.coordination.k8s.io", "events", _EVENTS_V1) and subresource is None:
+            if registry.strategy_for(rt).allow_create_on_update and subresource is None:
                 meta.pop("resourceVersion", None)
                 return self.create(resource, new, ns, dry_run=dry_run, field_manager=field_manager)
             raise not_found(rt.plural, rt.group, target)
@@ -932,98 +946,71 @@ class Store:
         dry_run: bool = False,
         preconditions: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Remove the object and return its last state. A pod bound to a node is only marked for deletion
-        (deletionTimestamp) unless grace_period_seconds=0, as with no kubelet in pods.json. `preconditions`
-        (DeleteOptions: uid, resourceVersion) that do not match give the real 409."""
+        """Remove the object and return its last state, or only mark it for deletion where the kind's strategy
+        says so (registry.py: a pod bound to a node unless grace_period_seconds=0, as with no kubelet in pods.json;
+        a namespace with finalizers). `preconditions` (DeleteOptions: uid, resourceVersion) that do not match give
+        the real 409."""
         rt = self.resource_type(resource)
         ns = self._ns(rt, namespace)
-        cascade: _List[tuple[ResourceType, dict[str, Any]]] = []
-        finalize_namespace: str | None = None
+        strategy = registry.strategy_for(rt)
+        after: registry.After | None = None
         with self._lock:
             entry = self._get_entry(rt.key, ns, name)
             if entry is None:
                 raise not_found(rt.plural, rt.group, name)
             old = entry.obj
-            if rt.key == "namespaces":
-                admission.check_namespace_delete(name)
+            strategy.check_delete(name)
             strategies.check_delete_preconditions(rt.kind, self._error_group(rt), self._to_view(rt, old), preconditions)
-            pod = rt.key == "pods"
-            if pod and (old.get("spec") or {}).get("nodeName") and grace_period_seconds != 0:
-                meta = old["metadata"]
-                if meta.get("deletionTimestamp"):
-                    return _clone_obj(old)
-                grace = grace_period_seconds
-                if grace is None:
-                    grace = (old.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-                new = _clone_obj(old)
-                kinds.graceful_delete(new, int(grace))
-                new["metadata"]["generation"] = int(meta.get("generation", 1)) + 1
-                if dry_run:
-                    return new
-                new["metadata"]["resourceVersion"] = str(self._next_rv())
-                self._commit(rt, "MODIFIED", new, prev=old)
-                result = _clone_obj(new)
-            elif rt.key == "namespaces" and (old.get("spec") or {}).get("finalizers"):
-                # the `kubernetes` finalizer keeps a deleted namespace Terminating until the namespace controller
-                # has deleted its content (configmaps.json create-ns shows the finalizer)
+            marked = strategy.mark_for_deletion(old, grace_period_seconds)
+            if marked is not None:
                 if old["metadata"].get("deletionTimestamp"):
-                    return _clone_obj(old)
-                new = _clone_obj(old)
-                new["metadata"]["deletionTimestamp"] = kinds.now_rfc3339()
-                new["metadata"]["deletionGracePeriodSeconds"] = 0
-                new["status"] = {"phase": "Terminating"}
+                    return _clone_obj(old)  # already marked: deleting again changes nothing
                 if dry_run:
-                    return new
-                new["metadata"]["resourceVersion"] = str(self._next_rv())
-                self._commit(rt, "MODIFIED", new, prev=old)
-                result = _clone_obj(new)
-                if not self.bare:
-                    cascade = self._namespace_contents(name)
-                    finalize_namespace = name
+                    return marked
+                marked["metadata"]["resourceVersion"] = str(self._next_rv())
+                self._commit(rt, "MODIFIED", marked, prev=old)
+                result = _clone_obj(marked)
+                after = strategy.after_marked(self, marked)
             else:
                 gone = _clone_obj(old)
-                if pod:
-                    # an unbound pod, or grace 0: the registry first records deletionTimestamp with grace 0
-                    # (bumping generation the first time), then removes the object (pods.json)
-                    gmeta = gone["metadata"]
-                    if not gmeta.get("deletionTimestamp"):
-                        kinds.graceful_delete(gone, 0)
-                        gmeta["generation"] = int(gmeta.get("generation", 1)) + 1
-                    gmeta["deletionGracePeriodSeconds"] = 0
+                strategy.final_state(gone)
                 if dry_run:
                     return _clone_obj(self._to_view(rt, gone))
                 gone["metadata"]["resourceVersion"] = str(self._next_rv())
                 self._commit(rt, "DELETED", gone, remove=True)
                 result = _clone_obj(self._to_view(rt, gone))
-                if rt.key == "pods":
-                    for key in [k for k in self._pod_logs if k[:2] == (ns or "", name)]:
-                        del self._pod_logs[key]
-                if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
-                    for crt in from_crd(old):
-                        self._types.pop(crt.key, None)
-                        self._tables.pop(crt.key, None)
+                strategy.on_removed(self, old)
         self._dispatch()
-        for crt, obj in cascade:  # the namespace controller's job, done at once (ASSUMPTIONS.md)
-            meta = obj["metadata"]
-            with contextlib.suppress(ApiError):  # already gone
-                self.delete(crt.key, meta["name"], meta.get("namespace"), grace_period_seconds=0)
-        if finalize_namespace is not None:
-            with self._lock:
-                entry = self._get_entry("namespaces", None, finalize_namespace)
-                if entry is not None:
-                    gone = entry.obj
-                    gone["spec"]["finalizers"] = []
-                    gone["metadata"]["resourceVersion"] = str(self._next_rv())
-                    self._commit(rt, "DELETED", gone, remove=True)
-            self._dispatch()
+        if after is not None:
+            after()
         return result
 
-    def _namespace_contents(self, namespace: str) -> _List[tuple[ResourceType, dict[str, Any]]]:
+    def finish_deletion(
+        self, resource: str, namespace: str | None, name: str, finalize: Callable[[dict[str, Any]], None]
+    ) -> None:
+        """Remove an object marked for deletion once `finalize` has cleared what kept it (its finalizers)."""
+        rt = self._types[resource]
+        with self._lock:
+            entry = self._get_entry(resource, namespace, name)
+            if entry is not None:
+                gone = entry.obj
+                finalize(gone)
+                gone["metadata"]["resourceVersion"] = str(self._next_rv())
+                self._commit(rt, "DELETED", gone, remove=True)
+        self._dispatch()
+
+    def namespace_contents(self, namespace: str) -> _List[tuple[ResourceType, dict[str, Any]]]:
+        """Every stored object in a namespace, with its type. Lock held."""
         out: _List[tuple[ResourceType, dict[str, Any]]] = []
         for table in self._tables.values():
             if table.rt.namespaced:
                 out.extend((table.rt, e.obj) for k, e in table.items.items() if k.startswith(f"{namespace}/"))
         return out
+
+    def forget_pod_logs(self, namespace: str, name: str) -> None:
+        """Drop the logs of a removed pod. Lock held."""
+        for key in [k for k in self._pod_logs if k[:2] == (namespace, name)]:
+            del self._pod_logs[key]
 
     # ------------------------------------------------------------ pod logs
 
@@ -1110,131 +1097,20 @@ class Store:
             new = schema.apply_defaults(new, rt.schema)
         else:
             defaults.apply(rt.key, rt.kind, rt.version, new)  # the scheme's defaulters and canonical quantities
-        if rt.key == "leases.coordination.k8s.io":
-            kinds.decode_lease(new)
+        registry.strategy_for(rt).decode(new)
         return new
 
     def _admit_create(self, rt: ResourceType, obj: dict[str, Any], ns: str | None) -> None:
-        key = rt.key
-        if key == "pods":
-            sa_name = (obj.get("spec") or {}).get("serviceAccountName") or "default"
-            sa_exists = self._get_entry("serviceaccounts", ns, sa_name) is not None
-            if not self.bare and sa_name == "default":
-                sa_exists = True  # the serviceaccount controller keeps `default` in every namespace
-            limit_ranges = self._namespace_objects("limitranges", ns)
-            admission.admit_pod_create(obj, ns or "", sa_exists, self._rng, limit_ranges)
-        elif key == "nodes":
-            admission.taint_new_node(obj)
-            kinds.default_node(obj)
-        elif key == "namespaces":
-            kinds.default_namespace(obj)
-        elif key == "daemonsets.apps":
-            obj["status"] = kinds.daemonset_initial_status()
-        elif key == "deployments.apps":
-            obj["status"] = {}
-        elif key == "resourcequotas":
-            obj["status"] = {}  # PrepareForCreate: the quota controller fills it
-        elif key == "events":
-            kinds.default_core_event(obj)
-        elif key == "poddisruptionbudgets.policy":
-            kinds.default_pdb(obj)
-        elif key == "customresourcedefinitions.apiextensions.k8s.io":
-            obj.setdefault("spec", {}).setdefault("conversion", {"strategy": "None"})
-            obj["status"] = {
-                "conditions": None,
-                "acceptedNames": {"plural": "", "kind": ""},
-                "storedVersions": [v["name"] for v in obj.get("spec", {}).get("versions", []) if v.get("storage")],
-            }
-        elif rt.is_custom and not rt.status_in_main:
-            obj.pop("status", None)
+        registry.strategy_for(rt).prepare_for_create(self, rt, obj, ns)
 
     def _after_create(self, rt: ResourceType, obj: dict[str, Any]) -> Callable[[], None] | None:
         """Follow-up work of controllers that run inside a real apiserver. Lock held."""
-        if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
-            for crt in from_crd(obj):
-                self._register(crt)
-            name = obj["metadata"]["name"]
-            names = obj["spec"]["names"]
-            now = kinds.now_rfc3339()
-            status = {
-                "conditions": [
-                    {
-                        "type": "NamesAccepted",
-                        "status": "True",
-                        "lastTransitionTime": now,
-                        "reason": "NoConflicts",
-                        "message": "no conflicts found",
-                    },
-                    {
-                        "type": "Established",
-                        "status": "True",
-                        "lastTransitionTime": now,
-                        "reason": "InitialNamesAccepted",
-                        "message": "the initial names have been accepted",
-                    },
-                ],
-                "acceptedNames": {
-                    "plural": names["plural"],
-                    "singular": names.get("singular", ""),
-                    "kind": names["kind"],
-                    "listKind": names.get("listKind", names["kind"] + "List"),
-                    **({"shortNames": names["shortNames"]} if names.get("shortNames") else {}),
-                    **({"categories": names["categories"]} if names.get("categories") else {}),
-                },
-                "storedVersions": obj["status"]["storedVersions"],
-            }
-
-            def establish() -> None:
-                # the apiextensions controllers run inside kube-apiserver (get-crd-established's managedFields)
-                self.patch(rt.key, name, {"status": status}, subresource="status", field_manager="kube-apiserver")
-
-            return establish
-        if rt.key == "namespaces" and not self.bare:
-            ns = obj["metadata"]["name"]
-
-            def default_sa() -> None:
-                with contextlib.suppress(ApiError):  # already there: nothing to do
-                    self.create("serviceaccounts", {"metadata": {"name": "default"}}, ns)
-
-            return default_sa
-        return None
+        return registry.strategy_for(rt).after_create(self, rt, obj)
 
     def _validate(
         self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None = None
     ) -> _List[Any]:
-        key = rt.key
-        repeat = 4 if (old is not None and key == "nodes") else 1  # the real node update path reports them 4x
-        errors = kinds.validate_metadata(obj, label_name=key == "namespaces", repeat=repeat)
-        if key == "nodes":
-            errors += strategies.validate_node(obj, old, subresource)
-        elif key == "configmaps":
-            if old is not None:
-                errors += strategies.configmap_update(obj, old)
-            errors += kinds.validate_configmap(obj)
-        elif key == "pods":
-            errors += kinds.validate_pod_spec(obj.get("spec") or {}, "spec")
-            if old is not None:
-                errors += kinds.validate_pod_update(obj, old)
-        elif key in ("daemonsets.apps", "deployments.apps"):
-            errors += kinds.validate_daemonset(obj)  # same selector/template rules for both workloads
-            if old is not None:
-                errors += strategies.selector_update(obj, old)
-        elif key == "leases.coordination.k8s.io":
-            errors += kinds.validate_lease(obj)
-        elif key == "poddisruptionbudgets.policy":
-            errors += kinds.validate_pdb(obj)
-        elif key == "events":
-            errors += kinds.validate_event(
-                obj, obj["metadata"].get("namespace", ""), via_events_api=False, create=old is None
-            )
-        elif key == _EVENTS_V1:
-            core = kinds.event_v1_to_core(obj)
-            errors += kinds.validate_event(
-                core, obj["metadata"].get("namespace", ""), via_events_api=True, create=old is None
-            )
-        elif rt.schema is not None:
-            errors += schema.validate(obj, rt.schema)
-        return errors
+        return registry.strategy_for(rt).validate(rt, obj, old, subresource)
 
     def _write_update(
         self,
@@ -1286,10 +1162,8 @@ class Store:
                 meta["namespace"] = old_meta["namespace"]
         new["kind"], new["apiVersion"] = old.get("kind", rt.kind), old.get("apiVersion", rt.api_version)
         new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
-        if rt.key == "namespaces" and subresource is None:
-            new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = old_meta["name"]
-        if rt.key == "pods" and subresource is None:
-            admission.admit_pod_update(new, old)
+        strategy = registry.strategy_for(rt)
+        strategy.prepare_for_update(new, old, subresource)
         self._manage_fields(rt, old, new, subresource, manager, applied, sent_fields)
         errors = self._validate(rt, self._to_view(rt, new), old, subresource)
         if errors:
@@ -1303,12 +1177,7 @@ class Store:
             }
             if changed:
                 new["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
-                if rt.key == "daemonsets.apps" and new.get("spec", {}).get("template") != old.get("spec", {}).get(
-                    "template"
-                ):
-                    new["metadata"].setdefault("annotations", {})["deprecated.daemonset.template.generation"] = str(
-                        new["metadata"]["generation"]
-                    )
+                strategy.on_generation(new, old)
         if dry_run:
             return _clone_obj(self._to_view(rt, new))
         new["metadata"]["resourceVersion"] = str(self._next_rv())
@@ -1348,7 +1217,7 @@ class Store:
             kinds.now_rfc3339(),
         )
 
-    def _namespace_objects(self, resource: str, namespace: str | None) -> _List[dict[str, Any]]:
+    def namespace_objects(self, resource: str, namespace: str | None) -> _List[dict[str, Any]]:
         """Every stored object of a namespaced resource in one namespace, in key order. Lock held."""
         if namespace is None:
             return []
@@ -1363,12 +1232,12 @@ class Store:
         """The validating LimitRanger and ResourceQuota plugins on a create (limitranger.py, quota.py): the new
         status.used of every quota the object charges, on top of `pending` (earlier objects of a batch). Lock held."""
         if rt.key == "pods":
-            for limit_range in self._namespace_objects("limitranges", ns):
+            for limit_range in self.namespace_objects("limitranges", ns):
                 problems = limitranger.validate(limit_range, obj)
                 if problems:
                     reason = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
                     raise admission.forbidden("pods", obj["metadata"], reason)
-        quotas = self._namespace_objects("resourcequotas", ns)
+        quotas = self.namespace_objects("resourcequotas", ns)
         if not quotas:
             return {}
         earlier = {name: used for (qns, name), used in pending.items() if qns == ns}
@@ -1395,7 +1264,7 @@ class Store:
         if not ns:
             return
         with self._lock:
-            quotas = self._namespace_objects("resourcequotas", ns)
+            quotas = self.namespace_objects("resourcequotas", ns)
             if not quotas:
                 return
             now = datetime.now(UTC)
@@ -1404,7 +1273,7 @@ class Store:
                 objects = [
                     (t.key, t.group, self._to_view(t, o))
                     for t in self._quota_kinds(q)
-                    for o in self._namespace_objects(t.key, ns)
+                    for o in self.namespace_objects(t.key, ns)
                 ]
                 status = quota.recompute(q, objects, now)
                 if status != q.get("status"):
