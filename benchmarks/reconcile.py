@@ -99,9 +99,9 @@ def desired_from(layouts: dict[str, Any], strategy: str, *, max_unavailable: int
         ApplySettings,
         ClusterSpec,
         DesiredState,
-        GpuPlan,
+        GpuSpec,
         MigStrategy,
-        NodePlan,
+        NodeSpec,
         Partition,
     )
 
@@ -117,7 +117,7 @@ def desired_from(layouts: dict[str, Any], strategy: str, *, max_unavailable: int
                 gm = catalog.get(model)
                 solved[key] = solve(gm, [Request(p) for p in profiles]) if (mig and profiles and gm) else ()
             plans.append(
-                GpuPlan(
+                GpuSpec(
                     index=index,
                     model=model,
                     mig_enabled=mig,
@@ -125,7 +125,7 @@ def desired_from(layouts: dict[str, Any], strategy: str, *, max_unavailable: int
                     placements=solved[key] or (),
                 )
             )
-        nodes[name] = NodePlan(name=name, gpus=tuple(plans))
+        nodes[name] = NodeSpec(name=name, gpus=tuple(plans))
     cluster = ClusterSpec(
         name="bench",
         mig_strategy=MigStrategy(strategy),

@@ -29,7 +29,7 @@ from datetime import datetime
 
 from reconciler.catalog import Catalog, load_catalog
 from reconciler.logic import agentdrain, desiredcodec, drain, drift
-from reconciler.logic.agentplan import DesiredNode, desired_from_node_plan
+from reconciler.logic.agentplan import DesiredNode, desired_from_node_spec
 from reconciler.logic.disruptionguard import blocking_pods, converged
 from reconciler.logic.rollout import Budget, Hold, after_success, by_node, drain_changes
 from reconciler.model.inventory import DesiredState
@@ -111,7 +111,7 @@ def agent_layout_changes(desired: DesiredState, observed: ObservedState, now: da
 def standing(inputs: _Inputs, node: ObservedNode, catalog: Catalog) -> AgentStanding:
     """What the node owes: nothing, migplan's cordon lifted, or a publication; and whether it holds a slot."""
     desired = inputs.desired
-    layout, problems = desired_from_node_plan(desired.nodes[node.name], revision=str(desired.revision), catalog=catalog)
+    layout, problems = desired_from_node_spec(desired.nodes[node.name], revision=str(desired.revision), catalog=catalog)
     ours = node.annotations.get(CORDONED_ANNOTATION) == "true"
     if not desiredcodec.needs_publishing(node.annotations.get(desiredcodec.ANNOTATION), layout):
         return _published(node, ours=ours, unreadable=node.name in inputs.unreadable)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from reconciler.catalog import Catalog
 from reconciler.logic import placement as placements
-from reconciler.model.inventory import NodePlan, Placement
+from reconciler.model.inventory import NodeSpec, Placement
 from reconciler.model.nodeobservation import ObservedGpu as ObservedGpu
 from reconciler.model.nodeobservation import ObservedInstance as ObservedInstance
 from reconciler.model.plans import Action
@@ -254,10 +254,10 @@ def plan_node(desired: Sequence[DesiredGpu], observed: Sequence[ObservedGpu]) ->
     )
 
 
-def desired_from_node_plan(node: NodePlan, *, revision: str, catalog: Catalog) -> tuple[DesiredNode, tuple[str, ...]]:
+def desired_from_node_spec(node: NodeSpec, *, revision: str, catalog: Catalog) -> tuple[DesiredNode, tuple[str, ...]]:
     """The layout the controller publishes for a node, with an exact placement for every partition.
 
-    Placements come from validation (`GpuPlan.placements`) where it found them, otherwise from the
+    Placements come from validation (`GpuSpec.placements`) where it found them, otherwise from the
     solver with the user's fixed starts. Returns the desired node and the problems found (a GPU
     whose partitions cannot be placed is left out of the result: publishing a guess would be worse).
     """

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from reconciler.logic import disruption, migparted, nodestate, observation
 from reconciler.logic.occupancy import expected_resources
-from reconciler.model.inventory import MigStrategy, NodePlan
+from reconciler.model.inventory import MigStrategy, NodeSpec
 from reconciler.model.observed import GPU_RESOURCE, ObservedNode, ObservedPod, ObservedState, is_gpu_resource
 
 PreviousConfigs = Mapping[str, tuple[migparted.ConfigEntry, ...]]
@@ -33,7 +33,7 @@ def previous_configs(observed: ObservedState) -> PreviousConfigs | None:
 
 
 def node_disruption(
-    node: ObservedNode, plan_: NodePlan, previous: PreviousConfigs | None
+    node: ObservedNode, spec: NodeSpec, previous: PreviousConfigs | None
 ) -> tuple[disruption.NodeDisruption, frozenset[str], Mapping[int, migparted.GpuLayout]] | None:
     """What mig-manager destroys when the node moves from the config its label names to its plan, the
     resources that loses, and the previous per-GPU layout; None = unknown (assume everything).
@@ -45,24 +45,24 @@ def node_disruption(
     """
     if previous is None or node.mig_config is None or node.mig_config not in previous:
         return None
-    indexes = [g.index for g in plan_.gpus]
+    indexes = [g.index for g in spec.gpus]
     old = migparted.layouts_of(previous[node.mig_config], indexes)
     if old is None:
         return None
-    what = disruption.mig_parted(old, dict(migparted.node_layout(plan_)))
+    what = disruption.mig_parted(old, dict(migparted.node_layout(spec)))
     return what, disruption.lost_resources(old, what), old
 
 
-def destroyed_resources(node: ObservedNode, plan_: NodePlan, previous: PreviousConfigs | None) -> frozenset[str] | None:
+def destroyed_resources(node: ObservedNode, spec: NodeSpec, previous: PreviousConfigs | None) -> frozenset[str] | None:
     """Resources whose partitions the node's change would destroy; None = unknown (assume all)."""
-    found = node_disruption(node, plan_, previous)
+    found = node_disruption(node, spec, previous)
     return None if found is None else found[1]
 
 
-def converged(plan_: NodePlan, node: ObservedNode, strategy: MigStrategy) -> bool:
+def converged(spec: NodeSpec, node: ObservedNode, strategy: MigStrategy) -> bool:
     """The node advertises exactly what its plan gives under the strategy (counts only: they can hide another
     per-GPU split)."""
-    return nodestate.advertises(node, expected_resources(plan_, strategy))
+    return nodestate.advertises(node, expected_resources(spec, strategy))
 
 
 def guard_holders(

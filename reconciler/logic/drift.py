@@ -31,7 +31,7 @@ from reconciler.model.drift import (
     NodeStatus,
     SlicePartition,
 )
-from reconciler.model.inventory import ApplyMode, DesiredState, GpuPlan, MigStrategy, NodePlan
+from reconciler.model.inventory import ApplyMode, DesiredState, GpuSpec, MigStrategy, NodeSpec
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
     CLIENT_WAIT_SELECTORS,
@@ -484,7 +484,7 @@ def _saturation_findings(
 
 
 def _advertised_findings(
-    name: str, plan: NodePlan, strategy: MigStrategy, advertised: Mapping[str, int], behind_its_back: bool = False
+    name: str, plan: NodeSpec, strategy: MigStrategy, advertised: Mapping[str, int], behind_its_back: bool = False
 ) -> Iterable[Finding]:
     hint = (
         " although mig-manager reports its config applied: the GPUs were changed by hand or a GPU is missing "
@@ -508,7 +508,7 @@ def _advertised_findings(
             )
 
 
-def _gpu_count_findings(name: str, plan: NodePlan, labels: Mapping[str, str]) -> Iterable[Finding]:
+def _gpu_count_findings(name: str, plan: NodeSpec, labels: Mapping[str, str]) -> Iterable[Finding]:
     """MP531: GFD counts more physical GPUs on the node than its file lists.
 
     `nvidia.com/gpu.count` is the number of physical GPUs, MIG-enabled ones included, except under the `single`
@@ -756,7 +756,7 @@ def build_report(
 
 
 def slice_maps(
-    plan: NodePlan,
+    plan: NodeSpec,
     occ: NodeOccupancy | None,
     joined: observation.NodeJoin | None = None,
 ) -> tuple[GpuSliceMap, ...]:
@@ -780,7 +780,7 @@ def slice_maps(
 
 
 def _observed_map(
-    g: GpuPlan, slices: int, seen: observation.GpuJoin, occ: NodeOccupancy | None, holders_known: bool
+    g: GpuSpec, slices: int, seen: observation.GpuJoin, occ: NodeOccupancy | None, holders_known: bool
 ) -> GpuSliceMap:
     assert seen.observed is not None
     parts: list[SlicePartition] = []
@@ -827,14 +827,14 @@ def _observed_map(
     )
 
 
-# A GPU no pod holds has the same slice map every cycle (one per GpuPlan of the controller's
-# DesiredState): remembered by the GpuPlan's identity, which the entry keeps alive so its id is not
+# A GPU no pod holds has the same slice map every cycle (one per GpuSpec of the controller's
+# DesiredState): remembered by the GpuSpec's identity, which the entry keeps alive so its id is not
 # reused while remembered. Bounded; cleared when full. GpuSliceMap is frozen, so sharing it is safe.
-_FREE_MAPS: dict[int, tuple[GpuPlan, GpuSliceMap]] = {}
+_FREE_MAPS: dict[int, tuple[GpuSpec, GpuSliceMap]] = {}
 _FREE_MAPS_LIMIT = 1 << 17
 
 
-def _free_gpu_slice_map(g: GpuPlan) -> GpuSliceMap:
+def _free_gpu_slice_map(g: GpuSpec) -> GpuSliceMap:
     hit = _FREE_MAPS.get(id(g))
     if hit is not None and hit[0] is g:
         return hit[1]
@@ -845,7 +845,7 @@ def _free_gpu_slice_map(g: GpuPlan) -> GpuSliceMap:
     return out
 
 
-def _gpu_slice_map(g: GpuPlan, occ: NodeOccupancy | None) -> GpuSliceMap:
+def _gpu_slice_map(g: GpuSpec, occ: NodeOccupancy | None) -> GpuSliceMap:
     model = load_catalog().get(g.model)
     slices = model.memory_slices if model else 8
     parts = []

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from reconciler.model.inventory import DesiredState, GpuPlan, NodePlan
+from reconciler.model.inventory import DesiredState, GpuSpec, NodeSpec
 
 # Always present: the GPU Operator labels a MIG-capable node without a label `all-disabled`
 # (stack-facts §3.1). If our ConfigMap lacked that name, mig-manager would mark such nodes failed
@@ -62,7 +62,7 @@ class MigPartedFormatError(ValueError):
     """The text is not a valid mig-parted v1 config (messages follow mig-parted's own)."""
 
 
-def gpu_layout(gpu: GpuPlan) -> GpuLayout:
+def gpu_layout(gpu: GpuSpec) -> GpuLayout:
     if not gpu.mig_enabled:
         return GpuLayout(mig_enabled=False)
     counts: dict[str, int] = {}
@@ -71,7 +71,7 @@ def gpu_layout(gpu: GpuPlan) -> GpuLayout:
     return GpuLayout(mig_enabled=True, devices=tuple(sorted(counts.items())))
 
 
-def node_layout(node: NodePlan) -> tuple[tuple[int, GpuLayout], ...]:
+def node_layout(node: NodeSpec) -> tuple[tuple[int, GpuLayout], ...]:
     return tuple(sorted((g.index, gpu_layout(g)) for g in node.gpus))
 
 
@@ -87,7 +87,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._") or "custom"
 
 
-def config_name(node: NodePlan) -> str:
+def config_name(node: NodeSpec) -> str:
     """A stable, label-safe name for the node's layout: migplan-<n>x-<layout>-<hash>.
 
     The hash makes two different layouts never share a name; the readable middle tells a person

@@ -299,16 +299,16 @@ def _impact(inputs: _Inputs, node: ObservedNode, config: str) -> _Impact:
     another config, when it advertises other counts than that config gives while nothing else explains it
     (reconciler.logic.nodestate: changed behind mig-manager's back). For a re-apply it is unknown by
     definition."""
-    plan_ = inputs.desired.nodes[node.name]
+    spec = inputs.desired.nodes[node.name]
     reapply = config.endswith(migparted.ALIAS_SUFFIX) and node.mig_config == inputs.rendered.node_configs[node.name]
-    found = None if reapply else node_disruption(node, plan_, inputs.previous)
+    found = None if reapply else node_disruption(node, spec, inputs.previous)
     if found is not None:
         what, lost, old = found
         advertised = disruption.advertised(old, inputs.desired.cluster.mig_strategy.value)
         if nodestate.classify(node, advertised, inputs.ready) is Geometry.CHANGED_BY_HAND:
             return _Impact(reapply, None, None)  # the label's config is not what the GPUs hold
         return _Impact(reapply, lost, what.gpus, what.describe())
-    if not reapply and converged(plan_, node, inputs.desired.cluster.mig_strategy):
+    if not reapply and converged(spec, node, inputs.desired.cluster.mig_strategy):
         # The config the label names is unknown (set by hand, or not in our ConfigMap), but the node advertises
         # exactly its plan: mig-manager's assert will pass and nothing is destroyed. (Counts can hide a
         # different per-GPU split; NVML still refuses to destroy an instance a process uses, stack-facts §6.)

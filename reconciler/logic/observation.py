@@ -33,7 +33,7 @@ from reconciler.catalog import load_catalog
 from reconciler.logic import observedcodec
 from reconciler.logic.occupancy import pod_identities
 from reconciler.model.drift import Finding, FindingSeverity
-from reconciler.model.inventory import GpuPlan, NodePlan, Placement
+from reconciler.model.inventory import GpuSpec, NodeSpec, Placement
 from reconciler.model.nodeobservation import SOURCE_OK, Holder, NodeObservation, ObservedGpu
 from reconciler.model.observed import OBSERVED_ANNOTATION, ObservedNode, ObservedPod
 from reconciler.model.strict import StrictValueError, short
@@ -102,7 +102,7 @@ class JoinedInstance:
     profile: str
     placement: Placement
     holders: tuple[str, ...]  # namespace/name of the pods holding its MIG device, sorted, unique
-    position: int | None = None  # the planned partition it is matched to (index in GpuPlan.partitions)
+    position: int | None = None  # the planned partition it is matched to (index in GpuSpec.partitions)
     owner: str | None = None  # that partition's owner
     planned_start: int | None = None  # that partition's planned placement start, when the plan has one
 
@@ -118,7 +118,7 @@ class JoinedInstance:
 @dataclass(frozen=True, slots=True)
 class GpuJoin:
     index: int
-    plan: GpuPlan | None  # None: the GPU is not in the plan
+    plan: GpuSpec | None  # None: the GPU is not in the plan
     observed: ObservedGpu | None  # None: the observer did not report this GPU
     instances: tuple[JoinedInstance, ...] = ()  # by placement
     missing: tuple[int, ...] = ()  # planned partition positions the GPU does not have
@@ -160,7 +160,7 @@ def _pods(holders: Iterable[Holder]) -> tuple[str, ...]:
     return tuple(sorted({h.pod_key for h in holders}))
 
 
-def join_gpu(plan: GpuPlan | None, gpu: ObservedGpu | None, index: int) -> GpuJoin:
+def join_gpu(plan: GpuSpec | None, gpu: ObservedGpu | None, index: int) -> GpuJoin:
     planned = list(plan.partitions) if plan is not None and plan.mig_enabled else []
     starts = [p.start for p in plan.placements] if plan is not None and len(plan.placements) == len(planned) else []
     observed = sorted(gpu.instances, key=lambda i: (i.placement.start, i.profile)) if gpu is not None else []
@@ -201,7 +201,7 @@ def join_gpu(plan: GpuPlan | None, gpu: ObservedGpu | None, index: int) -> GpuJo
     )
 
 
-def join(node: str, plan: NodePlan | None, obs: NodeObservation) -> NodeJoin:
+def join(node: str, plan: NodeSpec | None, obs: NodeObservation) -> NodeJoin:
     """The observation of one node set against its plan (None: an undocumented node)."""
     planned = {g.index: g for g in plan.gpus} if plan is not None else {}
     seen = {g.index: g for g in obs.gpus}
@@ -213,7 +213,7 @@ def join(node: str, plan: NodePlan | None, obs: NodeObservation) -> NodeJoin:
 
 
 def joins(
-    plans: Mapping[str, NodePlan],
+    plans: Mapping[str, NodeSpec],
     nodes: Mapping[str, ObservedNode],
     *,
     now: datetime | None,

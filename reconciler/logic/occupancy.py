@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model.drift import Holder, Occupancy
-from reconciler.model.inventory import MigStrategy, NodePlan
+from reconciler.model.inventory import MigStrategy, NodeSpec
 from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, ObservedNode, ObservedPod, is_gpu_resource
 
 if TYPE_CHECKING:
@@ -34,14 +34,14 @@ def resource_of(profile: str) -> str:
 
 
 # expected_resources is asked three times per node and cycle (occupancy, advertised findings, the
-# planner's convergence check), on the same NodePlan every cycle of a controller. Remembered by the
+# planner's convergence check), on the same NodeSpec every cycle of a controller. Remembered by the
 # identity of the node's GPU tuple, which the entry keeps alive (so its id cannot be reused while it
 # is remembered): a new DesiredState simply misses. Bounded; cleared when full.
 _EXPECTED: dict[tuple[int, MigStrategy], tuple[tuple[Any, ...], dict[str, int]]] = {}
 _EXPECTED_LIMIT = 1 << 16
 
 
-def expected_resources(node: NodePlan, strategy: MigStrategy) -> dict[str, int]:
+def expected_resources(node: NodeSpec, strategy: MigStrategy) -> dict[str, int]:
     """What the device plugin should advertise for this plan (stack-facts §1.3).
 
     none: every GPU is a whole nvidia.com/gpu. single: every MIG device is an nvidia.com/gpu (the
@@ -59,7 +59,7 @@ def expected_resources(node: NodePlan, strategy: MigStrategy) -> dict[str, int]:
     return dict(out)
 
 
-def _expected_resources(node: NodePlan, strategy: MigStrategy) -> dict[str, int]:
+def _expected_resources(node: NodeSpec, strategy: MigStrategy) -> dict[str, int]:
     if strategy is MigStrategy.NONE:
         return {GPU_RESOURCE: len(node.gpus)}
     whole = sum(1 for g in node.gpus if not g.mig_enabled)
@@ -74,7 +74,7 @@ def _expected_resources(node: NodePlan, strategy: MigStrategy) -> dict[str, int]
     return out
 
 
-def profile_label(resource: str, node: NodePlan | None = None) -> str:
+def profile_label(resource: str, node: NodeSpec | None = None) -> str:
     """The profile name for a resource ('gpu' for whole GPUs), using the plan's spelling if it has one."""
     if resource == GPU_RESOURCE:
         return "gpu"
@@ -102,14 +102,14 @@ def pod_identities(pod: ObservedPod) -> frozenset[str]:
 class NodeOccupancy:
     node: str
     entries: tuple[Occupancy, ...]
-    # (gpu index, partition position in GpuPlan.partitions) -> pod namespace/name holding it
+    # (gpu index, partition position in GpuSpec.partitions) -> pod namespace/name holding it
     assignment: Mapping[tuple[int, int], str]
 
 
 def node_occupancy(
     *,
     node: str,
-    plan: NodePlan | None,
+    plan: NodeSpec | None,
     strategy: MigStrategy,
     pods: tuple[ObservedPod, ...],
     observed: ObservedNode | None = None,
@@ -145,7 +145,7 @@ def node_occupancy(
 
 
 def _assign(
-    plan: NodePlan,
+    plan: NodeSpec,
     resource: str,
     pods: list[tuple[ObservedPod, int]],
     owner_of: dict[tuple[str, str], str | None],
@@ -179,7 +179,7 @@ def _assign(
 def observed_occupancy(
     *,
     node: str,
-    plan: NodePlan | None,
+    plan: NodeSpec | None,
     strategy: MigStrategy,
     joined: NodeJoin,
     pods: Mapping[str, ObservedPod] | None = None,

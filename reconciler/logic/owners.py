@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from reconciler.logic import podrules
 from reconciler.logic.occupancy import resource_of
 from reconciler.model.drift import GpuSliceMap, OwnerAccount
-from reconciler.model.inventory import MigStrategy, NodePlan
+from reconciler.model.inventory import MigStrategy, NodeSpec
 from reconciler.model.observed import GPU_RESOURCE, ObservedPod
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -37,12 +37,12 @@ class WorkloadIssue:
     message: str  # what is wrong and the fix, one line
 
 
-def _profiles(plan: NodePlan) -> list[str]:
+def _profiles(plan: NodeSpec) -> list[str]:
     return sorted({p.profile for g in plan.gpus if g.mig_enabled for p in g.partitions})
 
 
 def workload_issues(
-    pod: ObservedPod, plans: Mapping[str, NodePlan], strategy: MigStrategy
+    pod: ObservedPod, plans: Mapping[str, NodeSpec], strategy: MigStrategy
 ) -> tuple[WorkloadIssue, ...]:
     """What the pod does that names a card rather than a partition, each with its fix (see module doc)."""
     out: list[WorkloadIssue] = []

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from reconciler.logic import disruption, migparted, observation, occupancy
-from reconciler.model.inventory import DesiredState, GpuPlan, LayoutSpec, MigStrategy, NodePlan, Placement
+from reconciler.model.inventory import DesiredState, GpuSpec, LayoutSpec, MigStrategy, NodeSpec, Placement
 from reconciler.model.observed import GPU_RESOURCE, ObservedPod, ObservedState, is_gpu_resource
 from reconciler.model.revisions import Revision
 
@@ -48,7 +48,7 @@ class PartitionChange:
     after: Placement | None = None
     owner_before: str | None = None
     owner_after: str | None = None
-    # position of the partition in the base GpuPlan.partitions (None for a create); it is how
+    # position of the partition in the base GpuSpec.partitions (None for a create); it is how
     # occupancy names a partition, so the pods holding it can be found
     position: int | None = None
 
@@ -110,11 +110,11 @@ class RevisionDiff:
         return len({(c.node, c.gpu) for c in self.changes} | {(n.node, n.gpu) for n in self.notes})
 
 
-# (profile, placement or None, owner, position in GpuPlan.partitions) for each partition of a GPU
+# (profile, placement or None, owner, position in GpuSpec.partitions) for each partition of a GPU
 _Item = tuple[str, Placement | None, str | None, int]
 
 
-def _items(gpu: GpuPlan | None) -> list[_Item]:
+def _items(gpu: GpuSpec | None) -> list[_Item]:
     if gpu is None or not gpu.mig_enabled:
         return []
     placements: list[Placement | None] = list(gpu.placements) or [None] * len(gpu.partitions)
@@ -124,7 +124,7 @@ def _items(gpu: GpuPlan | None) -> list[_Item]:
 
 
 def _diff_gpu(
-    node: str, index: int, old: GpuPlan | None, new: GpuPlan | None
+    node: str, index: int, old: GpuSpec | None, new: GpuSpec | None
 ) -> tuple[list[PartitionChange], list[GpuNote]]:
     notes: list[GpuNote] = []
     if old is None and new is not None:
@@ -168,7 +168,7 @@ def _diff_gpu(
     return changes, notes
 
 
-def _rebuild(node: str, index: int, old: GpuPlan, new: GpuPlan) -> list[PartitionChange]:
+def _rebuild(node: str, index: int, old: GpuSpec, new: GpuSpec) -> list[PartitionChange]:
     out = [PartitionChange(node, index, ChangeKind.DESTROY, p, pl, None, o, None, i) for p, pl, o, i in _items(old)]
     out += [PartitionChange(node, index, ChangeKind.CREATE, p, None, pl, None, o) for p, pl, o, _i in _items(new)]
     return out
@@ -182,7 +182,7 @@ def _sort_key(c: PartitionChange) -> tuple[str, int, int, int, str]:
     return (c.node, c.gpu, _ORDER[c.kind], where.start if where else -1, c.profile)
 
 
-def _shape(node: NodePlan) -> tuple[object, ...]:
+def _shape(node: NodeSpec) -> tuple[object, ...]:
     """What a node's GPUs are cut into, without its name or where it was written (to tell a rename)."""
     return tuple(
         (g.index, g.model, g.mig_enabled, tuple((p.profile, p.owner) for p in g.partitions), g.placements, g.layout)
@@ -270,7 +270,7 @@ def diff_states(before: DesiredState, after: DesiredState) -> RevisionDiff:
 
 
 def _observed_join(
-    name: str, plan: NodePlan, observed: ObservedState | None, now: datetime | None
+    name: str, plan: NodeSpec, observed: ObservedState | None, now: datetime | None
 ) -> observation.NodeJoin | None:
     """The node observer's report set against the base plan, when it is recent and names the holders."""
     node = observed.nodes.get(name) if observed is not None else None
@@ -298,11 +298,11 @@ def disrupted_pods(
     assignments: dict[str, Mapping[tuple[int, int], str]] = {}
     out: dict[int, tuple[str, ...]] = {}
     for i, change in enumerate(diff.changes):
-        node_plan = base.nodes.get(change.node)
-        if not change.disruptive or change.position is None or node_plan is None:
+        node_spec = base.nodes.get(change.node)
+        if not change.disruptive or change.position is None or node_spec is None:
             continue
         on_node = pods.get(change.node, ())
-        joined = _observed_join(change.node, node_plan, observed, now)
+        joined = _observed_join(change.node, node_spec, observed, now)
         if joined is not None:
             gpu = joined.gpu(change.gpu)
             inst = gpu.holder_at(change.position) if gpu is not None else None
@@ -318,7 +318,7 @@ def disrupted_pods(
         if change.node not in assignments:
             assignments[change.node] = occupancy.node_occupancy(
                 node=change.node,
-                plan=node_plan,
+                plan=node_spec,
                 strategy=base.cluster.mig_strategy,
                 pods=on_node,
                 observed=observed.nodes.get(change.node),
@@ -362,7 +362,7 @@ class Disruptions:
         return frozenset(out)
 
 
-def _layouts(node: NodePlan) -> dict[int, migparted.GpuLayout]:
+def _layouts(node: NodeSpec) -> dict[int, migparted.GpuLayout]:
     return dict(migparted.node_layout(node))
 
 
@@ -441,7 +441,7 @@ def disruptions(
 
 
 def _assignment(
-    plan: NodePlan, on_node: tuple[ObservedPod, ...], observed: ObservedState | None
+    plan: NodeSpec, on_node: tuple[ObservedPod, ...], observed: ObservedState | None
 ) -> Mapping[tuple[int, int], str]:
     """(GPU, partition position) -> pod, as the drift report's occupancy infers it under mixed."""
     return occupancy.node_occupancy(
@@ -454,7 +454,7 @@ def _assignment(
 
 
 def _holders_per_gpu(
-    plan: NodePlan, on_node: tuple[ObservedPod, ...], assignment: Mapping[tuple[int, int], str] | None
+    plan: NodeSpec, on_node: tuple[ObservedPod, ...], assignment: Mapping[tuple[int, int], str] | None
 ) -> dict[int, set[str]]:
     """GPU index -> pods holding a device of it (assignment None: not mixed). Under single/none, or for
     whole GPUs under mixed, nothing says which GPU a pod has, so every candidate pod is named."""

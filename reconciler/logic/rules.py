@@ -74,7 +74,7 @@ from reconciler.catalog import GpuModel
 from reconciler.logic.placement import Request, solve
 from reconciler.model import codes
 from reconciler.model.diagnostics import Diagnostic, Severity
-from reconciler.model.inventory import GpuPlan, MigStrategy, NodePlan, Partition, Placement, SourceRef
+from reconciler.model.inventory import GpuSpec, MigStrategy, NodeSpec, Partition, Placement, SourceRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +291,7 @@ def check_gpu(
 
 
 def check_strategy(
-    strategy: MigStrategy, node: NodePlan, *, gpu_lines: Mapping[int, SourceRef | None]
+    strategy: MigStrategy, node: NodeSpec, *, gpu_lines: Mapping[int, SourceRef | None]
 ) -> tuple[Diagnostic, ...]:
     """The device-plugin strategy rules for one node whose layouts are resolved.
 
@@ -348,7 +348,7 @@ def check_strategy(
     return tuple(out)
 
 
-def _ordered_profiles(gpus: Iterable[GpuPlan]) -> list[str]:
+def _ordered_profiles(gpus: Iterable[GpuSpec]) -> list[str]:
     seen: dict[str, None] = {}
     for g in gpus:
         for p in g.partitions:

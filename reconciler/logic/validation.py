@@ -43,11 +43,11 @@ from reconciler.model.inventory import (
     ClusterSpec,
     DesiredState,
     GpuOperatorSettings,
-    GpuPlan,
+    GpuSpec,
     InventoryFiles,
     LayoutSpec,
     MigStrategy,
-    NodePlan,
+    NodeSpec,
     Partition,
     Placement,
     ReportSettings,
@@ -80,7 +80,7 @@ _YAML_SUFFIXES = (".yaml", ".yml")
 
 @dataclass(frozen=True, slots=True)
 class ValidationResult:
-    desired: DesiredState | None  # None when any error; GpuPlan.placements filled by the solver
+    desired: DesiredState | None  # None when any error; GpuSpec.placements filled by the solver
     diagnostics: tuple[Diagnostic, ...]  # every error and warning of every file, sorted by file, line
 
     @property
@@ -106,7 +106,7 @@ class _Entry:
     blob: str = ""
     cluster: ClusterSpec | None = None
     layout: LayoutSpec | None = None
-    node: NodePlan | None = None  # GPUs that use a layout have partitions=() until stage 2
+    node: NodeSpec | None = None  # GPUs that use a layout have partitions=() until stage 2
     layout_refs: Mapping[int, SourceRef] = field(default_factory=dict)  # GPU index -> `layout:` key
     # The file's bytes when it was read by the fast path, whose layout_refs lines are only the GPU
     # item's line: a diagnostic that needs the exact `layout:` line re-reads it (see _layout_ref).
@@ -489,7 +489,7 @@ def _node_entry(doc: YamlDoc, file: str, catalog: Catalog, memo: _GpuMemo) -> _E
                 name_src,
             )
         )
-    gpus: list[GpuPlan] = []
+    gpus: list[GpuSpec] = []
     refs: dict[int, SourceRef] = {}
     first_index: dict[int, SourceRef] = {}
     models: dict[str, GpuModel | None] = {}  # a node repeats its model on every GPU
@@ -528,7 +528,7 @@ def _node_entry(doc: YamlDoc, file: str, catalog: Catalog, memo: _GpuMemo) -> _E
         model_key = model.key if model is not None else g["model"]
         if has_layout:
             refs[index] = _src(doc, file, "spec", "gpus", i, "layout")
-            gpus.append(GpuPlan(index=index, model=model_key, mig_enabled=False, layout=g["layout"], source=gsrc))
+            gpus.append(GpuSpec(index=index, model=model_key, mig_enabled=False, layout=g["layout"], source=gsrc))
             continue
         mig = g["mig"]
         partitions = _partitions(doc, file, mig.get("partitions", []), "spec", "gpus", i, "mig", "partitions")
@@ -551,7 +551,7 @@ def _node_entry(doc: YamlDoc, file: str, catalog: Catalog, memo: _GpuMemo) -> _E
                 if not check.diagnostics and len(memo) < _MEMO_LIMIT:
                     memo[key] = placements
         gpus.append(
-            GpuPlan(
+            GpuSpec(
                 index=index,
                 model=model_key,
                 mig_enabled=mig["enabled"],
@@ -562,7 +562,7 @@ def _node_entry(doc: YamlDoc, file: str, catalog: Catalog, memo: _GpuMemo) -> _E
         )
     out.extend(_index_gaps(doc, file, name, v["spec"]["gpus"]))
     labels = dict(v["metadata"].get("labels", {}))
-    node = NodePlan(name=name, gpus=tuple(gpus), labels=labels, source=name_src)
+    node = NodeSpec(name=name, gpus=tuple(gpus), labels=labels, source=name_src)
     return _Entry(file, "Node", tuple(out), node=node, layout_refs=refs)
 
 
@@ -619,7 +619,7 @@ def _stage2(
             layouts[e.path[len("layouts/") : -len(".yaml")]] = e
     layout_checks: dict[tuple[str, str, str], GpuCheck] = {}
     names: dict[str, str] = {}
-    nodes: dict[str, NodePlan] = {}
+    nodes: dict[str, NodeSpec] = {}
     for e in entries:
         if e.kind != "Node" or e.node is None:
             continue
@@ -684,9 +684,9 @@ def _stage2(
                 out.extend(check.diagnostics)
             # Direct construction: dataclasses.replace() costs several times more, per GPU.
             gpus.append(
-                GpuPlan(g.index, g.model, lay.mig_enabled, lay.partitions, g.layout, check.placements, g.source)
+                GpuSpec(g.index, g.model, lay.mig_enabled, lay.partitions, g.layout, check.placements, g.source)
             )
-        resolved = NodePlan(node.name, tuple(gpus), node.labels, node.source)
+        resolved = NodeSpec(node.name, tuple(gpus), node.labels, node.source)
         nodes[node.name] = resolved
         if cluster is not None:
             gpu_lines = {g.index: g.source for g in node.gpus}
@@ -703,7 +703,7 @@ def _stage2(
     return desired, out
 
 
-def _layout_ref(e: _Entry, g: GpuPlan) -> SourceRef | None:
+def _layout_ref(e: _Entry, g: GpuSpec) -> SourceRef | None:
     """Where `layout:` is written for GPU g, exactly, even for a file read by the fast path."""
     if e.data is not None:
         doc, _ = yamldocs.load_yaml(e.data, file=e.path)

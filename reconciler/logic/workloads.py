@@ -36,7 +36,7 @@ from reconciler.logic.occupancy import expected_resources, resource_of
 from reconciler.logic.rules import Rule
 from reconciler.model import codes
 from reconciler.model.diagnostics import Diagnostic, Severity
-from reconciler.model.inventory import DesiredState, MigStrategy, NodePlan
+from reconciler.model.inventory import DesiredState, MigStrategy, NodeSpec
 from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, is_gpu_resource, is_mig_resource
 from reconciler.model.printable import one_line
 from reconciler.model.quantities import QuantityError, parse_count
@@ -352,7 +352,7 @@ class NodeFacts:
     live: bool = False  # labels and taints are the cluster's own, not derived from the plan
 
 
-def derived_labels(node: NodePlan, strategy: MigStrategy, catalog: Catalog) -> dict[str, str]:
+def derived_labels(node: NodeSpec, strategy: MigStrategy, catalog: Catalog) -> dict[str, str]:
     """The labels a node of the plan carries: inventory labels, hostname, and GFD's from the plan."""
     labels = dict(node.labels)
     labels[HOSTNAME] = node.name

@@ -1,9 +1,10 @@
 """Desired state: the inventory after parsing, layout resolution and validation.
 
-Vocabulary: a *Partition* is one MIG GPU instance in the plan (profile, placement, owner); a
-*Placement* is where it sits on the GPU (start memory slice, size); a *NodePlan* is a node's GPUs
-and their partitions. Pure values; positions (file, line) travel with them so later stages can
-still point at the line a person wrote.
+Vocabulary: a *Partition* is one MIG GPU instance the inventory declares (profile, placement,
+owner); a *Placement* is where it sits on the GPU (start memory slice, size); a *GpuSpec* is one
+GPU's desired cut and a *NodeSpec* a node's GPUs and their partitions. "Plan" is kept for changes
+(reconciler.model.plans): what a cycle or a merge would create, destroy and re-own. Pure values;
+positions (file, line) travel with them so later stages can still point at the line a person wrote.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class Partition:
 
 
 @dataclass(frozen=True, slots=True)
-class GpuPlan:
+class GpuSpec:
     index: int
     model: str  # catalog key after resolution ("H200-141GB")
     mig_enabled: bool
@@ -92,13 +93,13 @@ class GpuPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class NodePlan:
+class NodeSpec:
     name: str
-    gpus: tuple[GpuPlan, ...]
+    gpus: tuple[GpuSpec, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
     source: SourceRef | None = None
 
-    def gpu(self, index: int) -> GpuPlan | None:
+    def gpu(self, index: int) -> GpuSpec | None:
         for g in self.gpus:
             if g.index == index:
                 return g
@@ -185,6 +186,6 @@ class DesiredState:
     """A validated inventory root: the cluster settings and every node's plan, at one revision."""
 
     cluster: ClusterSpec
-    nodes: Mapping[str, NodePlan]
+    nodes: Mapping[str, NodeSpec]
     layouts: Mapping[str, LayoutSpec] = field(default_factory=dict)
     revision: Revision = WORKDIR

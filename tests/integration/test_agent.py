@@ -36,7 +36,7 @@ from reconciler.logic.agentplan import (
     DesiredPartition,
     MigState,
     ObservedGpu,
-    desired_from_node_plan,
+    desired_from_node_spec,
     plan_node,
 )
 from reconciler.model.inventory import Placement
@@ -72,7 +72,7 @@ def inventory_layouts() -> list[tuple[str, GpuModel, DesiredGpu]]:
     assert desired is not None, [str(d) for d in diags]
     out = []
     for name, node in sorted(desired.nodes.items()):
-        layout, problems = desired_from_node_plan(node, revision=str(desired.revision), catalog=CATALOG)
+        layout, problems = desired_from_node_spec(node, revision=str(desired.revision), catalog=CATALOG)
         assert problems == ()
         for g, plan_gpu in zip(layout.gpus, node.gpus, strict=True):
             model = CATALOG.get(plan_gpu.model)
@@ -241,7 +241,7 @@ def test_in_sync_node_round_trip_through_the_api(cluster: ClusterTwin) -> None:
     assert desired is not None
     core = core_api(cluster)
     node = "gpu-h200-01"
-    layout, _ = desired_from_node_plan(desired.nodes[node], revision=str(desired.revision), catalog=CATALOG)
+    layout, _ = desired_from_node_spec(desired.nodes[node], revision=str(desired.revision), catalog=CATALOG)
     publish(core, layout)
     with NvmlGpu(nvml=cluster.nvml(node)) as gpus:
         outcome = actuate_once(gpus=gpus, node_state=KubeNodeState(core), node=node)

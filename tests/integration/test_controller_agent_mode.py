@@ -108,7 +108,7 @@ def test_reconcile_once_from_a_directory_publishes_the_layouts_too(tmp_path: Pat
     from reconciler.catalog import load_catalog
     from reconciler.cli import cli
     from reconciler.commands.reconcile import load_desired
-    from reconciler.logic.agentplan import desired_from_node_plan
+    from reconciler.logic.agentplan import desired_from_node_spec
 
     inv = tmp_path / "inventory"
     shutil.copytree(inventory_dir(), inv)
@@ -127,11 +127,49 @@ def test_reconcile_once_from_a_directory_publishes_the_layouts_too(tmp_path: Pat
         first = CliRunner().invoke(cli, args)
         assert first.exit_code in (0, 1), first.output
         for name, plan in desired.nodes.items():
-            want, _ = desired_from_node_plan(plan, revision=str(desired.revision), catalog=load_catalog())
+            want, _ = desired_from_node_spec(plan, revision=str(desired.revision), catalog=load_catalog())
             got = decode_desired(name, core.read_node(name).metadata.annotations[kubeagentmode.DESIRED])
             assert got.gpus == want.gpus
         twin.api.reset_counts()
         CliRunner().invoke(cli, args)
+        assert twin.api.request_counts().get(("PATCH", "nodes", "patch"), 0) == 0
+
+
+def test_reconcile_once_from_a_repository_publishes_the_layouts_too(tmp_path: Path) -> None:
+    """`reconcile --once --repo` runs the controller's cycle (reconciler.gitops): in agent mode it
+    publishes every node's layout at the repository's revision, commits the report back, and a second
+    run rewrites no annotation."""
+    from click.testing import CliRunner
+
+    from reconciler.catalog import load_catalog
+    from reconciler.cli import cli
+    from reconciler.commands.reconcile import load_desired
+    from reconciler.logic.agentplan import desired_from_node_spec
+
+    repo = _agent_mode_repo(tmp_path)
+    head = git("rev-parse", "HEAD", cwd=repo)
+    desired, _ = load_desired(repo)
+    assert desired is not None
+    with ClusterTwin.from_inventory(repo) as twin:
+        twin.settle()
+        args = ["reconcile", "--once", "--kubeconfig", str(twin.kubeconfig), "--repo", str(repo),
+                "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+        core: Any = client.CoreV1Api(client.ApiClient(kube_configuration(str(twin.kubeconfig))))
+        assert all(kubeagentmode.DESIRED not in (n.metadata.annotations or {}) for n in core.list_node().items)
+
+        first = CliRunner().invoke(cli, args)
+        assert first.exit_code in (0, 1), first.output
+        assert f"applying main@sha1:{head}" in first.output, first.output
+        for name, spec in desired.nodes.items():
+            want, _ = desired_from_node_spec(spec, revision=f"main@sha1:{head}", catalog=load_catalog())
+            got = decode_desired(name, core.read_node(name).metadata.annotations[kubeagentmode.DESIRED])
+            assert got.revision == f"main@sha1:{head}"
+            assert got.gpus == want.gpus, name
+        assert "reports/drift.yaml" in git("ls-tree", "-r", "--name-only", "migplan-reports", cwd=repo).splitlines()
+
+        twin.api.reset_counts()
+        again = CliRunner().invoke(cli, args)
+        assert again.exit_code in (0, 1), again.output
         assert twin.api.request_counts().get(("PATCH", "nodes", "patch"), 0) == 0
 
 

@@ -25,7 +25,7 @@ from reconciler.commands.reconcile import load_desired
 from reconciler.controller.loop import kube_configuration
 from reconciler.kubeletapi.podresources.v1 import api_pb2
 from reconciler.logic import observedcodec
-from reconciler.logic.agentplan import desired_from_node_plan
+from reconciler.logic.agentplan import desired_from_node_spec
 from reconciler.model.nodeobservation import SOURCE_OK, Holder, NodeObservation
 from reconciler.observer import publish_pass
 from reconciler.resources import inventory_dir
@@ -95,7 +95,7 @@ def as_observed(obs: NodeObservation) -> dict[int, dict[tuple[int, int], tuple[s
 def plan_placements(node: str) -> dict[int, dict[tuple[int, int], str]]:
     desired, _ = load_desired(inventory_dir())
     assert desired is not None
-    layout, problems = desired_from_node_plan(desired.nodes[node], revision="r", catalog=CATALOG)
+    layout, problems = desired_from_node_spec(desired.nodes[node], revision="r", catalog=CATALOG)
     assert problems == ()
     return {g.index: {(p.placement.start, p.placement.size): p.profile for p in g.partitions} for g in layout.gpus}
 

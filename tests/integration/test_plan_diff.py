@@ -11,9 +11,9 @@ from reconciler.model.inventory import (
     ApplySettings,
     ClusterSpec,
     DesiredState,
-    GpuPlan,
+    GpuSpec,
     MigStrategy,
-    NodePlan,
+    NodeSpec,
     Partition,
     Placement,
 )
@@ -23,8 +23,8 @@ from reconciler.model.revisions import Revision
 CLUSTER = ClusterSpec(name="c", mig_strategy=MigStrategy.MIXED)
 
 
-def _gpu(model: str = "H200-141GB", *parts: tuple[str, int, int, str | None], enabled: bool = True) -> GpuPlan:
-    return GpuPlan(
+def _gpu(model: str = "H200-141GB", *parts: tuple[str, int, int, str | None], enabled: bool = True) -> GpuSpec:
+    return GpuSpec(
         index=0,
         model=model,
         mig_enabled=enabled,
@@ -33,8 +33,8 @@ def _gpu(model: str = "H200-141GB", *parts: tuple[str, int, int, str | None], en
     )
 
 
-def _state(gpu: GpuPlan, sha: str, cluster: ClusterSpec = CLUSTER) -> DesiredState:
-    return DesiredState(cluster=cluster, nodes={"n": NodePlan("n", (gpu,))}, revision=Revision("main", sha * 40))
+def _state(gpu: GpuSpec, sha: str, cluster: ClusterSpec = CLUSTER) -> DesiredState:
+    return DesiredState(cluster=cluster, nodes={"n": NodeSpec("n", (gpu,))}, revision=Revision("main", sha * 40))
 
 
 BASE = _gpu("H200-141GB", ("3g.71gb", 4, 4, "a"), ("2g.35gb", 0, 2, "b"), ("1g.18gb", 2, 1, None))
@@ -113,9 +113,9 @@ def test_disrupted_pods_single_names_every_gpu_pod_on_the_node() -> None:
     assert list(got.values()) == [("default/p1", "default/p2")]
 
 
-def _node_state(gpus: tuple[GpuPlan, ...], sha: str, mode: ApplyMode = ApplyMode.GPU_OPERATOR) -> DesiredState:
+def _node_state(gpus: tuple[GpuSpec, ...], sha: str, mode: ApplyMode = ApplyMode.GPU_OPERATOR) -> DesiredState:
     cluster = replace(CLUSTER, apply=ApplySettings(mode=mode))
-    return DesiredState(cluster=cluster, nodes={"n": NodePlan("n", gpus)}, revision=Revision("main", sha * 40))
+    return DesiredState(cluster=cluster, nodes={"n": NodeSpec("n", gpus)}, revision=Revision("main", sha * 40))
 
 
 def test_recut_of_one_partition_disrupts_the_pod_on_another_partition_of_that_gpu_under_mig_parted() -> None:

@@ -12,15 +12,15 @@ import pytest
 
 from reconciler.catalog import load_catalog
 from reconciler.logic import agentdrain, desiredcodec, observedcodec, planner
-from reconciler.logic.agentplan import DesiredGpu, DesiredNode, DesiredPartition, desired_from_node_plan
+from reconciler.logic.agentplan import DesiredGpu, DesiredNode, DesiredPartition, desired_from_node_spec
 from reconciler.model.inventory import (
     ApplyMode,
     ApplySettings,
     ClusterSpec,
     DesiredState,
-    GpuPlan,
+    GpuSpec,
     MigStrategy,
-    NodePlan,
+    NodeSpec,
     Partition,
     Placement,
 )
@@ -73,9 +73,9 @@ def _observation(
 def _desired(partitions: tuple[str, ...] | None, *, allow: bool = True) -> DesiredState:
     """One node `n`, GPU 0 cut into `partitions` (None: MIG disabled)."""
     gpu = (
-        GpuPlan(index=0, model="H200-141GB", mig_enabled=False)
+        GpuSpec(index=0, model="H200-141GB", mig_enabled=False)
         if partitions is None
-        else GpuPlan(
+        else GpuSpec(
             index=0,
             model="H200-141GB",
             mig_enabled=True,
@@ -84,11 +84,11 @@ def _desired(partitions: tuple[str, ...] | None, *, allow: bool = True) -> Desir
     )
     settings = ApplySettings(mode=ApplyMode.AGENT, allow_disruption=allow, drain_timeout_seconds=600)
     cluster = ClusterSpec(name="t", mig_strategy=MigStrategy.MIXED, apply=settings)
-    return DesiredState(cluster=cluster, nodes={"n": NodePlan(name="n", gpus=(gpu,))})
+    return DesiredState(cluster=cluster, nodes={"n": NodeSpec(name="n", gpus=(gpu,))})
 
 
 def _layout(desired: DesiredState) -> DesiredNode:
-    layout, problems = desired_from_node_plan(
+    layout, problems = desired_from_node_spec(
         desired.nodes["n"], revision=str(desired.revision), catalog=load_catalog()
     )
     assert not problems

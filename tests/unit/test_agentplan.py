@@ -17,10 +17,10 @@ from reconciler.logic.agentplan import (
     ObservedGpu,
     ObservedInstance,
     Step,
-    desired_from_node_plan,
+    desired_from_node_spec,
     plan_node,
 )
-from reconciler.model.inventory import GpuPlan, NodePlan, Partition, Placement
+from reconciler.model.inventory import GpuSpec, NodeSpec, Partition, Placement
 from reconciler.model.plans import Action
 
 CATALOG = load_catalog()
@@ -167,19 +167,19 @@ def test_a_step_speaks_the_planners_actions_and_only_those_an_nvml_call_can_take
 
 
 def test_desired_from_node_plan_solves_missing_placements() -> None:
-    node = NodePlan(
+    node = NodeSpec(
         "n1",
         (
-            GpuPlan(
+            GpuSpec(
                 0,
                 "H200-141GB",
                 True,
                 (Partition("3g.71gb"), Partition("2g.35gb"), Partition("1g.18gb"), Partition("1g.18gb")),
             ),
-            GpuPlan(1, "H200-141GB", False),
+            GpuSpec(1, "H200-141GB", False),
         ),
     )
-    desired, problems = desired_from_node_plan(node, revision="main@sha1:" + "a" * 40, catalog=CATALOG)
+    desired, problems = desired_from_node_spec(node, revision="main@sha1:" + "a" * 40, catalog=CATALOG)
     assert problems == ()
     assert desired.gpus[0].partitions[0] == DesiredPartition("3g.71gb", Placement(4, 4))
     assert desired.gpus[1] == DesiredGpu(1, False)

@@ -9,9 +9,9 @@ from reconciler.model.inventory import (
     ApplySettings,
     ClusterSpec,
     DesiredState,
-    GpuPlan,
+    GpuSpec,
     MigStrategy,
-    NodePlan,
+    NodeSpec,
     Partition,
 )
 from reconciler.model.observed import (
@@ -27,12 +27,12 @@ NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 
 
 def _desired(seconds: int = 120) -> DesiredState:
-    gpu = GpuPlan(index=0, model="H200-141GB", mig_enabled=True, partitions=(Partition(profile="7g.141gb"),))
+    gpu = GpuSpec(index=0, model="H200-141GB", mig_enabled=True, partitions=(Partition(profile="7g.141gb"),))
     return DesiredState(
         cluster=ClusterSpec(
             name="t", mig_strategy=MigStrategy.MIXED, apply=ApplySettings(config_propagation_seconds=seconds)
         ),
-        nodes={"n": NodePlan(name="n", gpus=(gpu,))},
+        nodes={"n": NodeSpec(name="n", gpus=(gpu,))},
     )
 
 

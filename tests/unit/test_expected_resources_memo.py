@@ -6,12 +6,12 @@ import dataclasses
 
 from reconciler.logic import occupancy
 from reconciler.logic.occupancy import expected_resources
-from reconciler.model.inventory import GpuPlan, MigStrategy, NodePlan, Partition
+from reconciler.model.inventory import GpuSpec, MigStrategy, NodeSpec, Partition
 
 
-def _node(*profiles: str) -> NodePlan:
+def _node(*profiles: str) -> NodeSpec:
     parts = tuple(Partition(p, None, None) for p in profiles)
-    return NodePlan(name="n", gpus=(GpuPlan(index=0, model="H200-141GB", mig_enabled=True, partitions=parts),))
+    return NodeSpec(name="n", gpus=(GpuSpec(index=0, model="H200-141GB", mig_enabled=True, partitions=parts),))
 
 
 def test_answers_follow_the_gpus_and_strategy_and_are_never_shared() -> None:

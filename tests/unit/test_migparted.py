@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.logic import migparted
-from reconciler.model.inventory import ClusterSpec, DesiredState, GpuPlan, MigStrategy, NodePlan, Partition
+from reconciler.model.inventory import ClusterSpec, DesiredState, GpuSpec, MigStrategy, NodeSpec, Partition
 
 # Byte copies of NVIDIA's own files (see SOURCES.md there).
 NVIDIA = Path(__file__).parents[1] / "fixtures" / "planning" / "nvidia"
@@ -26,8 +26,8 @@ def _nvidia_texts() -> list[tuple[str, str]]:
     return out
 
 
-def gpu(index: int, *profiles: str, mig: bool = True, layout: str | None = None) -> GpuPlan:
-    return GpuPlan(
+def gpu(index: int, *profiles: str, mig: bool = True, layout: str | None = None) -> GpuSpec:
+    return GpuSpec(
         index=index,
         model="H200-141GB",
         mig_enabled=mig,
@@ -36,10 +36,10 @@ def gpu(index: int, *profiles: str, mig: bool = True, layout: str | None = None)
     )
 
 
-def desired(nodes: dict[str, tuple[GpuPlan, ...]]) -> DesiredState:
+def desired(nodes: dict[str, tuple[GpuSpec, ...]]) -> DesiredState:
     return DesiredState(
         cluster=ClusterSpec(name="t", mig_strategy=MigStrategy.MIXED),
-        nodes={n: NodePlan(name=n, gpus=g) for n, g in nodes.items()},
+        nodes={n: NodeSpec(name=n, gpus=g) for n, g in nodes.items()},
     )
 
 

@@ -11,7 +11,7 @@ from reconciler.logic.capacity import capacity_delta, usage_from_report
 from reconciler.logic.mrcomment import MAX_SUMMARY_ROWS, PlanSection, render_comment
 from reconciler.logic.revdiff import diff_states, disruptions
 from reconciler.logic.validation import validate_inventory
-from reconciler.model.inventory import ClusterSpec, DesiredState, GpuPlan, MigStrategy, NodePlan, Partition, Placement
+from reconciler.model.inventory import ClusterSpec, DesiredState, GpuSpec, MigStrategy, NodeSpec, Partition, Placement
 from reconciler.model.revisions import Revision
 
 CLUSTER = b"apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: big}\nspec:\n  migStrategy: mixed\n"
@@ -26,13 +26,13 @@ def _state(n: int, cut: str, sha: str) -> DesiredState:
     """n nodes of 8 H200s, built as validation builds them (the 5,000-node validation is benchmarked elsewhere)."""
     parts = CUTS[cut]
 
-    def gpu(i: int, node: int) -> GpuPlan:
+    def gpu(i: int, node: int) -> GpuSpec:
         partitions = tuple(
             Partition(p, s, f"team-{node % 40}" if k == 0 else None) for k, (p, s, _) in enumerate(parts)
         )
-        return GpuPlan(i, "H200-141GB", True, partitions, placements=tuple(Placement(s, z) for _, s, z in parts))
+        return GpuSpec(i, "H200-141GB", True, partitions, placements=tuple(Placement(s, z) for _, s, z in parts))
 
-    nodes = {f"n{k:05d}": NodePlan(f"n{k:05d}", tuple(gpu(i, k) for i in range(8))) for k in range(n)}
+    nodes = {f"n{k:05d}": NodeSpec(f"n{k:05d}", tuple(gpu(i, k) for i in range(8))) for k in range(n)}
     return DesiredState(ClusterSpec("big", MigStrategy.MIXED), nodes, revision=Revision("main", sha * 40))
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.logic import drift, observation, observedcodec, planner
 from reconciler.model.drift import FindingSeverity
-from reconciler.model.inventory import GpuPlan, NodePlan, Partition, Placement
+from reconciler.model.inventory import GpuSpec, NodeSpec, Partition, Placement
 from reconciler.model.nodeobservation import Holder, NodeObservation, ObservedGpu, ObservedInstance
 from reconciler.model.observed import OBSERVED_ANNOTATION, ContainerResources, ObservedNode, ObservedPod
 
@@ -55,13 +55,13 @@ def _obs(*gpus: ObservedGpu, at: datetime = NOW - timedelta(minutes=1), podresou
     )
 
 
-def _plan_gpu(index: int, *parts: str, starts: tuple[int, ...] = ()) -> GpuPlan:
+def _plan_gpu(index: int, *parts: str, starts: tuple[int, ...] = ()) -> GpuSpec:
     partitions = []
     for p in parts:
         profile, _, owner = p.partition(" ")
         partitions.append(Partition(profile=profile, owner=owner or None))
     sizes = {"1g.18gb": 1, "2g.35gb": 2, "3g.71gb": 4, "7g.141gb": 8}
-    return GpuPlan(
+    return GpuSpec(
         index=index,
         model="H200-141GB",
         mig_enabled=True,
@@ -140,15 +140,15 @@ def test_join_matches_same_placement_first_then_same_profile() -> None:
 
 
 def test_placement_finding_names_the_fragmentation_and_the_pods_in_the_way() -> None:
-    plan = NodePlan(name="gpu-a", gpus=(_plan_gpu(0, "1g.18gb", "1g.18gb", starts=(0, 1)),))
+    plan = NodeSpec(name="gpu-a", gpus=(_plan_gpu(0, "1g.18gb", "1g.18gb", starts=(0, 1)),))
     obs = _obs(_gpu(0, _inst("1g.18gb", 0, 1), _inst("1g.18gb", 4, 1, "ml/x")))
     (f,) = observation.layout_findings(observation.join("gpu-a", plan, obs))
     assert f.code == "MP540" and f.gpu == 0 and f.severity is FindingSeverity.WARNING
     assert "no room for a 3g.71gb" in f.message  # slices 4-7 are no longer free as one block
-    full = NodePlan(name="gpu-a", gpus=(_plan_gpu(0, "3g.71gb", "3g.71gb", starts=(0, 4)),))
+    full = NodeSpec(name="gpu-a", gpus=(_plan_gpu(0, "3g.71gb", "3g.71gb", starts=(0, 4)),))
     swapped = _obs(_gpu(0, _inst("3g.71gb", 4, 4, "ml/x"), _inst("3g.71gb", 0, 4)))
     assert observation.layout_findings(observation.join("gpu-a", full, swapped)) == []  # same places, same cut
-    plan3 = NodePlan(name="gpu-a", gpus=(_plan_gpu(0, "2g.35gb", "1g.18gb", "1g.18gb", starts=(0, 2, 3)),))
+    plan3 = NodeSpec(name="gpu-a", gpus=(_plan_gpu(0, "2g.35gb", "1g.18gb", "1g.18gb", starts=(0, 2, 3)),))
     moved = _obs(_gpu(0, _inst("1g.18gb", 0, 1, "ml/x"), _inst("1g.18gb", 1, 1), _inst("2g.35gb", 2, 2)))
     (g,) = observation.layout_findings(observation.join("gpu-a", plan3, moved))
     assert g.severity is FindingSeverity.INFO and "destroys partitions ml/x hold(s)" in g.message  # nothing lost
@@ -156,7 +156,7 @@ def test_placement_finding_names_the_fragmentation_and_the_pods_in_the_way() -> 
 
 
 def test_same_placements_or_other_counts_are_not_mp540() -> None:
-    plan = NodePlan(name="gpu-a", gpus=(_plan_gpu(0, "3g.71gb", "3g.71gb", starts=(0, 4)),))
+    plan = NodeSpec(name="gpu-a", gpus=(_plan_gpu(0, "3g.71gb", "3g.71gb", starts=(0, 4)),))
     same = _obs(_gpu(0, _inst("3g.71gb", 0, 4), _inst("3g.71gb", 4, 4)))
     assert observation.layout_findings(observation.join("gpu-a", plan, same)) == []
     other = _obs(_gpu(0, _inst("7g.141gb", 0, 8)))  # a re-cut to come: MP501's business
@@ -164,7 +164,7 @@ def test_same_placements_or_other_counts_are_not_mp540() -> None:
 
 
 def test_held_unplanned_partition_is_mp542_only_when_holders_are_measured() -> None:
-    plan = NodePlan(name="gpu-a", gpus=(_plan_gpu(0, "3g.71gb", starts=(0,)),))
+    plan = NodeSpec(name="gpu-a", gpus=(_plan_gpu(0, "3g.71gb", starts=(0,)),))
     gpu = _gpu(0, _inst("3g.71gb", 0, 4), _inst("1g.18gb", 6, 1, "ml/stray"))
     (f,) = observation.layout_findings(observation.join("gpu-a", plan, _obs(gpu)))
     assert f.code == "MP542" and f.pods == ("ml/stray",)
@@ -175,7 +175,7 @@ def test_held_unplanned_partition_is_mp542_only_when_holders_are_measured() -> N
 
 
 def test_foreign_holder_tolerates_the_device_plugins_swap() -> None:
-    plan = NodePlan(name="gpu-a", gpus=(_plan_gpu(0, "3g.71gb vllm", "3g.71gb training", starts=(0, 4)),))
+    plan = NodeSpec(name="gpu-a", gpus=(_plan_gpu(0, "3g.71gb vllm", "3g.71gb training", starts=(0, 4)),))
     pods = {p.key: p for p in (_pod("ml/v", app="vllm"), _pod("ml/t", app="training"), _pod("ml/n"))}
     swapped = _obs(_gpu(0, _inst("3g.71gb", 0, 4, "ml/t"), _inst("3g.71gb", 4, 4, "ml/v")))
     assert observation.owner_findings(observation.join("gpu-a", plan, swapped), pods) == []
@@ -232,7 +232,7 @@ def test_guard_with_observed_holders_reasons_per_gpu() -> None:
 
 def test_codes_emitted_here_have_the_tables_severity() -> None:
     found: list[Any] = []
-    plan = NodePlan(name="gpu-a", gpus=(_plan_gpu(0, "1g.18gb x", "1g.18gb", starts=(0, 1)),))
+    plan = NodeSpec(name="gpu-a", gpus=(_plan_gpu(0, "1g.18gb x", "1g.18gb", starts=(0, 1)),))
     obs = _obs(_gpu(0, _inst("1g.18gb", 0, 1, "ml/n"), _inst("1g.18gb", 4, 1)), _gpu(3, _inst("1g.18gb", 0, 1, "ml/q")))
     j = observation.join("gpu-a", plan, obs)
     found += observation.layout_findings(j) + observation.owner_findings(j, {})
@@ -251,7 +251,7 @@ def test_hostile_names_in_an_observation_stay_text_in_every_report_file() -> Non
     evil_pod = "ns/a```\n# heading</title><script>alert(1)</script>|x"
     evil_profile = "1g`|<b>\u2028"
     gpu = _gpu(0, _inst("3g.71gb", 0, 4, evil_pod), _inst(evil_profile, 6, 1, evil_pod))
-    plan = NodePlan(name="gpu-a", gpus=(_plan_gpu(0, "3g.71gb vllm", starts=(4,)),))
+    plan = NodeSpec(name="gpu-a", gpus=(_plan_gpu(0, "3g.71gb vllm", starts=(4,)),))
     desired = DesiredState(cluster=ClusterSpec(name="c", mig_strategy=MigStrategy.MIXED), nodes={"gpu-a": plan})
     observed = ObservedState(nodes={"gpu-a": _node(_obs(gpu))})
     analysis = drift.analyze(desired, observed, now=NOW)

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from reconciler.logic.occupancy import expected_resources, node_occupancy, pod_identities
-from reconciler.model.inventory import GpuPlan, MigStrategy, NodePlan, Partition
+from reconciler.model.inventory import GpuSpec, MigStrategy, NodeSpec, Partition
 from reconciler.model.observed import ContainerResources, ObservedPod, OwnerRef
 
-PLAN = NodePlan(
+PLAN = NodeSpec(
     name="n",
     gpus=(
-        GpuPlan(
+        GpuSpec(
             index=0,
             model="H200-141GB",
             mig_enabled=True,
             partitions=(Partition("3g.71gb", 4, "vllm"), Partition("1g.18gb", 2, None), Partition("1g.18gb", 3, "rr")),
         ),
-        GpuPlan(index=1, model="H200-141GB", mig_enabled=False),
+        GpuSpec(index=1, model="H200-141GB", mig_enabled=False),
     ),
 )
 

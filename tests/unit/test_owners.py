@@ -9,19 +9,19 @@ from helpers import planning as fixtures
 
 from reconciler.logic import drift, owners, planner, reports, slicesvg
 from reconciler.model.drift import GpuSliceMap, SlicePartition
-from reconciler.model.inventory import GpuPlan, MigStrategy, NodePlan, Partition
+from reconciler.model.inventory import GpuSpec, MigStrategy, NodeSpec, Partition
 from reconciler.model.observed import ContainerResources, ObservedPod
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 PLANS = {
-    "gpu-mig": NodePlan(
+    "gpu-mig": NodeSpec(
         name="gpu-mig",
         gpus=(
-            GpuPlan(0, "H200-141GB", True, (Partition("3g.71gb"), Partition("2g.35gb"))),
-            GpuPlan(1, "H200-141GB", False),
+            GpuSpec(0, "H200-141GB", True, (Partition("3g.71gb"), Partition("2g.35gb"))),
+            GpuSpec(1, "H200-141GB", False),
         ),
     ),
-    "gpu-whole": NodePlan(name="gpu-whole", gpus=(GpuPlan(0, "H200-141GB", False),)),
+    "gpu-whole": NodeSpec(name="gpu-whole", gpus=(GpuSpec(0, "H200-141GB", False),)),
 }
 
 

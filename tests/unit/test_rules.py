@@ -11,7 +11,7 @@ import pytest
 from reconciler.catalog import load_catalog
 from reconciler.logic import rules
 from reconciler.logic.validation import validate_inventory
-from reconciler.model.inventory import GpuPlan, MigStrategy, NodePlan, Partition, Placement, SourceRef
+from reconciler.model.inventory import GpuSpec, MigStrategy, NodeSpec, Partition, Placement, SourceRef
 
 CLUSTER = "apiVersion: migplan/v1\nkind: Cluster\nspec: {{migStrategy: {s}}}\n"
 
@@ -232,10 +232,10 @@ def test_check_gpu_returns_placements_aligned_with_partitions() -> None:
 def test_strategy_rules_on_values() -> None:
     src = SourceRef("nodes/n.yaml", 3)
     gpus = (
-        GpuPlan(0, H100, True, (Partition("3g.40gb"), Partition("3g.40gb"))),
-        GpuPlan(1, H100, True, (Partition("3g.40gb"),)),
+        GpuSpec(0, H100, True, (Partition("3g.40gb"), Partition("3g.40gb"))),
+        GpuSpec(1, H100, True, (Partition("3g.40gb"),)),
     )
-    n = NodePlan("n", gpus, source=src)
+    n = NodeSpec("n", gpus, source=src)
     assert rules.check_strategy(MigStrategy.SINGLE, n, gpu_lines={}) == ()
     assert rules.check_strategy(MigStrategy.MIXED, n, gpu_lines={}) == ()
     (w,) = rules.check_strategy(MigStrategy.NONE, n, gpu_lines={0: src})

@@ -34,7 +34,25 @@ class StoreApi:
         self.store.patch("nodes", node, {"metadata": {"labels": dict(labels)}})
 
     def patch_pod_status(self, name: str, namespace: str, status: Mapping[str, Any]) -> None:
-        self.store.patch("pods", name, {"status": dict(status)}, namespace, subresource="status")
+        """Write a pod's status as its kubelet does: a condition whose status did not change keeps its
+        lastTransitionTime (kubernetes pkg/kubelet/status/status_manager.go updateLastTransitionTime), so a
+        re-read of a Ready plugin (config-manager's SIGHUP) does not look like a pod that just became Ready."""
+        new = dict(status)
+        current = self.get("pods", name, namespace)
+        before = {
+            c.get("type"): c
+            for c in ((current or {}).get("status") or {}).get("conditions") or ()
+            if isinstance(c, Mapping)
+        }
+        conditions = []
+        for cond in new.get("conditions") or ():
+            old = before.get(cond.get("type"))
+            if old is not None and old.get("status") == cond.get("status") and old.get("lastTransitionTime"):
+                cond = {**cond, "lastTransitionTime": old["lastTransitionTime"]}
+            conditions.append(cond)
+        if conditions:
+            new["conditions"] = conditions
+        self.store.patch("pods", name, {"status": new}, namespace, subresource="status")
 
     def set_pod_log(self, pod: str, lines: str, container: str) -> None:
         """The log of a container of a pod in the operator's namespace."""
