@@ -1,6 +1,6 @@
 """apply.mode agent: what publishing a node's new layout destroys, who holds it, and what the agent reported.
 
-Pure. The controller's side of the drain in agent mode (the planner, `_agent_layout_changes`, does the rest
+Pure. The controller's side of the drain in agent mode (the planner, reconciler/logic/agentchanges.py, does the rest
 with reconciler/logic/drain.py, as in gpu-operator mode). The disruption model is the agent's own
 (reconciler/logic/agentplan.py, `plan_node`): on a GPU whose MIG mode stays, only the instances whose
 (profile, placement) is not desired are destroyed; a MIG mode change destroys every instance of that GPU
@@ -12,7 +12,7 @@ Who holds a destroyed instance, best source first:
    kubelet's PodResources answer (`holders_known`): the pods and containers the kubelet allocated each MIG
    device to, and the PIDs NVML sees on it. A PID no pod accounts for is a process outside Kubernetes that no
    eviction removes;
-2. otherwise inference, as gpu-operator mode does it (the planner's `blocking_pods`): the destroyed
+2. otherwise inference, as gpu-operator mode does it (disruptionguard.py `blocking_pods`): the destroyed
    instances are known from a v1 observation or a v2 one without holders (its instances), else from the
    layout published before (`migplan.io/mig-desired`, what the agent was told to build), and every running
    pod on the node requesting one of their profiles is taken as a holder; with neither, every pod holding a

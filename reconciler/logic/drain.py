@@ -3,11 +3,11 @@
 kubectl drain's order, as Changes of the plan: cordon, evict the pods through the Eviction API
 (policy/v1 Eviction, `POST pods/{name}/eviction`: the API server honours PodDisruptionBudgets and answers
 429 when one would be violated), wait until the pods are gone (observed on a later cycle), then the change
-(the relabel), and the uncordon once mig-manager reports success (planner.py). A refused eviction is
+(the relabel), and the uncordon once mig-manager reports success (reconciler/logic/rollout.py). A refused eviction is
 retried on the next cycle, never forced; past `apply.drainTimeoutSeconds` the change is held and the pods
 and PodDisruptionBudgets that block it are named (MP538). Only the pods holding what the change destroys
 are evicted (the apply mode's disruption model, reconciler/logic/disruption.py), not every pod of the node.
-In apply.mode agent the change held is the publication of the node's layout (planner `_agent_layout_changes`;
+In apply.mode agent the change held is the publication of the node's layout (reconciler/logic/agentchanges.py;
 who holds what it destroys: reconciler/logic/agentdrain.py) and the uncordon waits for the agent's success.
 
 Which pods drain can remove follows kubectl's filters (k8s.io/kubectl/pkg/drain/filters.go `makeFilters`,

@@ -12,7 +12,7 @@ mig-manager never sees that (it acts only on a new `nvidia.com/mig.config` value
 Both consumers ask `classify` and act on `Geometry.CHANGED_BY_HAND` alone:
 - drift (reconciler.logic.drift) adds the "changed by hand" hint to MP501 on a node whose label names
   its plan's config and whose mig-manager reports that config applied;
-- the planner (reconciler.logic.planner) re-applies such a node's config through an alias, and does not
+- the planner (reconciler.logic.nodechanges) re-applies such a node's config through an alias, and does not
   trust the config a node's label names as the node's previous layout (the disruption guard then
   assumes every GPU is cut).
 So the report says "changed by hand" exactly where the plan re-applies.
