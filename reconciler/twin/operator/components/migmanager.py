@@ -247,6 +247,7 @@ class MigManager:
         of the selected config, or the log lines of the failure. The file is the ConfigMap as the kubelet has
         projected it into the mig-manager pod (ConfigMapMounts.mounted_text), not the API object."""
         cm_name = self.cache.cluster_policy_spec("migManager", "config").get("name") or ""
+        configs: Mapping[str, tuple[migparted.ConfigEntry, ...]]
         try:
             if not cm_name:
                 configs = migparted.generated_configs(tw.gpus)
