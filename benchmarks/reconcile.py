@@ -6,10 +6,13 @@ The twin (API server + GPU Operator behaviour, `ClusterTwin.synthetic`) runs in 
 peak RSS printed for migplan (ru_maxrss of this process) is migplan's own. Measured in the same run:
 
 1. adoption: the first cycles on the fresh twin (ConfigMap rewrite, every node relabelled to
-   migplan's config names: relabel-only, no disruption), until converged (target: the first cycle
-   <= 10 s at 5,000 nodes on the 2-core benchmark machine), and its write floor: the bare official
-   client sending the same number of node merge patches with the same concurrency
-   (`spec.apply.writeConcurrency`, `--write-concurrency`), raw responses: the ratio cycle/floor;
+   migplan's config names: relabel-only, no disruption), until converged. The ConfigMap goes out
+   first and the relabels one configPropagationSeconds later (mig-manager must see the new file
+   before a node names a config in it), so the cycle that adopts the nodes is the one that writes
+   the most, not the very first: that cycle is the figure (target: <= 10 s at 5,000 nodes on the
+   2-core benchmark machine), with its write floor: the bare official client sending the same
+   number of node merge patches with the same concurrency (`spec.apply.writeConcurrency`,
+   `--write-concurrency`), raw responses: the ratio cycle/floor; and the sum of all adoption cycles;
 2. in-sync cycle: API requests counted at the twin (target: LIST pages only, no write), cycle time;
 3. floor: the official client listing the same nodes and pods with the same page size (the
    client's usual path, objects deserialised into models), and the raw floor (the same lists
@@ -235,12 +238,15 @@ def main() -> int:
 
     failed = False
     # 1. adoption
-    first: tuple[float, int] | None = None
+    first: tuple[float, int] | None = None  # the adopting cycle: the one with the most write requests
+    adoption = 0.0
     for i in range(1, 6):
         result, elapsed, counts = cycle()
         twin.call("settle")
         writes = sum(n for (_, _, v), n in counts.items() if v not in ("list", "get"))
-        first = first or (elapsed, writes)
+        adoption += elapsed
+        if first is None or writes > first[1]:
+            first = (elapsed, writes)
         applied = len(result.applied)
         print(f"adoption cycle {i}: {elapsed:.2f} s, {applied} change(s) applied, {writes} write request(s)")
         if result.errors:
@@ -254,7 +260,8 @@ def main() -> int:
         twin.call("settle")
         print(
             f"adoption write floor (bare client, {first[1]} node merge patches, {concurrency} at a time): {wf:.2f} s "
-            f"-> first cycle/floor = {first[0] / wf:.2f}; first cycle {first[0]:.2f} s (target <= 10 s at 5,000 nodes)"
+            f"-> adopting cycle/floor = {first[0] / wf:.2f}; adopting cycle {first[0]:.2f} s, "
+            f"{first[1]} write request(s) (target <= 10 s at 5,000 nodes); all adoption cycles {adoption:.2f} s"
         )
         failed |= args.nodes >= 5000 and first[0] > 10
 

@@ -24,7 +24,10 @@ parses the raw JSON). Contract:
   level that rejected the request (client-go does not act on them either): they are quoted in the
   error when the retries run out, for the cluster admin to look up.
 - apply() is called from several threads at once (the engine's write pool): the one ApiClient is
-  shared, its urllib3 pool holds at least MAX_CONNECTIONS connections so no thread opens a new one.
+  shared, its urllib3 pool keeps up to MAX_CONNECTIONS connections (the highest writeConcurrency
+  allowed), so at any setting each writer thread reuses a kept-alive connection instead of a new TCP
+  and TLS handshake per request (urllib3 discards a connection handed back to a full pool). The pool
+  only ever opens as many connections as requests are in flight at once: a larger maxsize costs nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from tenacity import RetryCallState, retry, retry_if_exception, wait_exponential
 
 from reconciler.adapters import deadline, kubeobserve
 from reconciler.model.errors import EvictionRefused, MigplanError, Transient
-from reconciler.model.inventory import GpuOperatorSettings
+from reconciler.model.inventory import MAX_WRITE_CONCURRENCY, GpuOperatorSettings
 from reconciler.model.observed import (
     FIELD_MANAGER,
     LAYOUT_REFUSALS,
@@ -67,7 +70,7 @@ MAX_LOG_READS = 100  # device-plugin pod logs read per cycle at most
 REQUEST_TIMEOUT = (5.0, 30.0)  # connect, read (seconds): the default of every request we send
 RETRY_AFTER_MAX_RETRIES = 10  # client-go rest.Request's default maxRetries for Retry-After responses
 RETRY_AFTER_CAP = 60.0  # seconds: a Retry-After above this is waited as this (and never past the deadline)
-MAX_CONNECTIONS = 32  # urllib3 pool size: the write pool's threads each keep their connection
+MAX_CONNECTIONS = MAX_WRITE_CONCURRENCY  # urllib3 pool size: every writer thread keeps its connection
 PF_PRIORITY_LEVEL_HEADER = "X-Kubernetes-PF-PriorityLevel-UID"
 
 

@@ -125,6 +125,7 @@ class LayoutSpec:
 # ConfigMaps are updated automatically": "kubelet sync period + cache propagation delay". 60 s x 1.5 + 60 s.
 CONFIG_PROPAGATION_SECONDS = 150
 DEFAULT_WRITE_CONCURRENCY = 16  # spec.apply.writeConcurrency when the cluster file leaves it out
+MAX_WRITE_CONCURRENCY = 256  # its maximum (schemas/cluster.schema.json); the kube adapter keeps this many connections
 
 
 @dataclass(frozen=True, slots=True)

@@ -172,6 +172,30 @@ def test_one_relabel_per_label_set_is_dry_run_for_all() -> None:
     assert not relabel_only(cordon)
 
 
+@pytest.mark.parametrize(
+    ("subject", "kind", "patch", "label_only"),
+    [
+        ("node/a", Kind.NODE_MIG_CONFIG, {"metadata": {"labels": {"l": "a"}}}, True),
+        ("node/a", Kind.NODE_MIG_CONFIG, {"metadata": {"labels": {"l": "a"}, "annotations": {"x": "1"}}}, True),
+        # anything beyond labels/annotations needs its own dry run
+        ("node/a", Kind.NODE_MIG_CONFIG, {"metadata": {"labels": {"l": "a"}}, "spec": {"unschedulable": True}}, False),
+        ("node/a", Kind.NODE_MIG_CONFIG, {"metadata": {"labels": {"l": "a"}, "finalizers": ["x"]}}, False),
+        ("node/a", Kind.NODE_MIG_CONFIG, {"metadata": ["labels"]}, False),
+        ("node/a", Kind.UNCORDON, {"spec": {"unschedulable": None}}, False),
+        # not a Node: the same body on another kind is dry-run on its own
+        ("configmap/ns/a", Kind.MIG_CONFIG_MAP, {"metadata": {"labels": {"l": "a"}}}, False),
+    ],
+)
+def test_only_label_and_annotation_node_patches_skip_their_own_dry_run(
+    subject: str, kind: Kind, patch: dict[str, object], label_only: bool
+) -> None:
+    change = Change(subject, Action.CONFIGURE, kind, patch=patch)
+    assert relabel_only(change) is label_only
+    twin = Change(subject + "x", Action.CONFIGURE, kind, patch=patch)
+    # a second write with the same labels is left out of the dry run only when both may skip it
+    assert len(dry_run_selection((change, twin))) == (1 if label_only else 2)
+
+
 def test_a_failed_node_group_keeps_the_report_of_every_write_made_elsewhere() -> None:
     plan = _plan(60)
     cluster = OrderCheckingCluster(plan, limit=8, fail={("node/n006", Kind.NODE_MIG_CONFIG)})

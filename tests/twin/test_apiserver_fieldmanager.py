@@ -53,6 +53,19 @@ def test_fieldsv1_encoding_round_trips_with_dot_for_members_with_children() -> N
         fieldpaths.decode([])
 
 
+def test_compare_skips_unchanged_subtrees_but_not_ones_only_python_calls_equal() -> None:
+    """An unchanged map is skipped whole (same result as walking it); True == 1 == 1.0 in Python, so a map
+    that differs only by such a type is still walked, and only the JSON type change (true -> 1) is Modified."""
+    shape = BuiltinShape()
+    status = {"capacity": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}
+    old = {"metadata": {"labels": {"a": "1"}}, "spec": {"unschedulable": True, "x": {"n": 1}}, "status": status}
+    new = {"metadata": {"labels": {"a": "2"}}, "spec": {"unschedulable": 1, "x": {"n": 1.0}}, "status": dict(status)}
+    added, modified, removed = fieldpaths.compare(old, new, shape)
+    assert modified == {("f:metadata", "f:labels", "f:a"), ("f:spec", "f:unschedulable")}
+    assert added == removed == set()
+    assert fieldpaths.compare(old, old, shape) == (set(), set(), set())
+
+
 def test_compare_walks_keyed_lists_and_keeps_atomic_ones_whole() -> None:
     shape = BuiltinShape()
     old = {"spec": {"containers": [{"name": "a", "image": "1"}], "tolerations": [{"key": "x"}]}}

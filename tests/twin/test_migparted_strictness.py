@@ -129,3 +129,28 @@ def test_zero_count_profile_never_asserts_as_applied() -> None:
     )
     assert twin_parted.assert_applied(exact["a"], gpus)
     assert not twin_parted.assert_applied(padded["a"], gpus)
+
+
+def test_mig_manager_parses_each_mounted_text_once_and_never_serves_a_stale_parse() -> None:
+    """Every node's mig-manager reads the same projected file: the twin keeps the last text's parse (a pure
+    function of the text), read-only; a different or broken text is parsed (and refused) afresh every time."""
+    from reconciler.twin.cluster import ClusterTwin
+
+    (_, first), (_, second) = _nvidia_texts()[:2]
+    assert first != second
+    broken = CASES[0]
+    twin = ClusterTwin.synthetic(1).start()
+    try:
+        manager = twin.operator.mig_manager
+        parsed = manager._parse(first)
+        assert manager._parse(first) is parsed  # the same text: the kept parse
+        assert dict(parsed) == twin_parted.parse(first)
+        with pytest.raises(TypeError):
+            parsed["x"] = ()  # type: ignore[index]
+        for _ in range(2):  # a refused text is refused every time, with mig-parted's words
+            with pytest.raises(twin_parted.MigPartedError, match=broken["error"][:30]):
+                manager._parse(broken["config"])
+        assert dict(manager._parse(second)) == twin_parted.parse(second)
+        assert dict(manager._parse(first)) == twin_parted.parse(first)
+    finally:
+        twin.stop()

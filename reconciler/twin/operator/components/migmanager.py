@@ -14,6 +14,7 @@ current value once more.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from reconciler.twin.fleet import TwinNode
 from reconciler.twin.operator import clientwait, migparted
@@ -71,6 +72,11 @@ class MigManager:
         self.clock = clock
         self._done: dict[str, str] = {}  # node → the last value processed (main.go SyncableMigConfig)
         self._runs: dict[str, MigRun] = {}
+        # The last mounted file text and its parse: every node's mig-manager reads the same projected
+        # file, and in the twin they share one CPU with the API server (on a cluster each parses on its
+        # own node). parse() is a pure function of the text, so the result is the same; a text that
+        # fails to parse is not kept (it raises again, with the same message, on every run).
+        self._parsed: tuple[str, Mapping[str, tuple[migparted.ConfigEntry, ...]]] | None = None
 
     # ---------------------------------------------------------------- hooks
     def adopt(self, node: str, labels: Mapping[str, str]) -> None:
@@ -241,6 +247,7 @@ class MigManager:
         of the selected config, or the log lines of the failure. The file is the ConfigMap as the kubelet has
         projected it into the mig-manager pod (ConfigMapMounts.mounted_text), not the API object."""
         cm_name = self.cache.cluster_policy_spec("migManager", "config").get("name") or ""
+        configs: Mapping[str, tuple[migparted.ConfigEntry, ...]]
         try:
             if not cm_name:
                 configs = migparted.generated_configs(tw.gpus)
@@ -250,10 +257,19 @@ class MigManager:
                     if cm_name not in self.cache.configmaps:
                         return None, [f'Error: configmaps "{cm_name}" not found']
                     return None, [f"Error: configmap {cm_name} has no key config.yaml"]
-                configs = migparted.parse(text)
+                configs = self._parse(text)
             return migparted.select(configs, value), []
         except migparted.MigPartedError as exc:
             return None, _failed(exc, "validate")
+
+    def _parse(self, text: str) -> Mapping[str, tuple[migparted.ConfigEntry, ...]]:
+        """migparted.parse(text), kept for the last text (see __init__): read-only, entries are frozen."""
+        last = self._parsed
+        if last is not None and last[0] == text:
+            return last[1]
+        configs = MappingProxyType(migparted.parse(text))
+        self._parsed = (text, configs)
+        return configs
 
     def _log(self, node: str, line: str) -> None:
         """A line of the node's mig-manager log, mirrored into its pod's log."""
