@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,6 +127,7 @@ class ParseCache:
         self._entries: dict[tuple[str, str], _Entry] = {}
         self._layout_checks: dict[tuple[str, str, str], GpuCheck] = {}
         self._gpu_memo: _GpuMemo = {}
+        self._shapes: _ShapeMemo = {}  # node files that differ only by the node's name (see _shape_of)
         self._catalog: Catalog | None = None
 
     def _bind(self, catalog: Catalog) -> None:
@@ -134,6 +136,7 @@ class ParseCache:
             self._entries.clear()
             self._layout_checks.clear()
             self._gpu_memo.clear()
+            self._shapes.clear()
             self._catalog = catalog
 
     def __len__(self) -> int:
@@ -268,7 +271,7 @@ def _validate(
         key = (path, blob)
         entry = cache._entries.get(key)
         if entry is None:
-            entry = _stage1(path, kind, data, catalog, cache._gpu_memo, blob)
+            entry = _stage1(path, kind, data, catalog, cache._gpu_memo, blob, cache._shapes)
             cache.parses += 1
         used[key] = entry
         entries.append(entry)
@@ -315,10 +318,107 @@ def _dedupe(ds: list[Diagnostic]) -> list[Diagnostic]:
 # Stage 1: one file
 
 
-def _stage1(path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo, blob: str) -> _Entry:
+def _stage1(
+    path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo, blob: str, shapes: _ShapeMemo | None = None
+) -> _Entry:
+    shape = _shape_of(path, data) if kind == "Node" and shapes is not None else None
+    if shape is not None and shapes is not None:
+        known = shapes.get(shape.key, _UNSEEN)
+        if isinstance(known, _Entry):
+            return _rebind(known, path, shape.stem.decode(), data, blob)
+        if known is None:
+            shape = None  # seen, and not reusable: read as usual without trying again
     e = _stage1_entry(path, kind, data, catalog, memo)
+    if shape is not None and shapes is not None and len(shapes) < _SHAPE_LIMIT:
+        shapes[shape.key] = e if _shape_holds(e, shape, data) else None
     # Direct construction: dataclasses.replace() costs more than the rest of a small file's entry.
     return _Entry(e.path, e.kind, e.diagnostics, blob, e.cluster, e.layout, e.node, e.layout_refs, e.data)
+
+
+# --------------------------------------------------------------------------------------------
+# Node files that differ only by the node's name
+#
+# A fleet's node files repeat a handful of cuts: most differ from another one only by the node's name (the file's
+# stem, written once as `metadata.name`). A node file whose text, with its stem cut out, is a shape already read
+# clean gets that file's entry with its name and file swapped in, without being parsed again. What makes the swap
+# exact (tests/unit/test_validation_shapes.py holds each guard):
+#   - the stem is a plain YAML scalar that can only be read as that string (a letter first, then letters, digits
+#     and dashes, no YAML keyword), so the same text with another such stem parses to the same document with
+#     another name;
+#   - cut out wherever it occurs (at most four times: the name, and comments that repeat it), the rest of the text
+#     is the same byte for byte (line numbers included);
+#   - the shape was read clean (no diagnostic at all) as `metadata.name` == its stem, and the same text with a
+#     probe name in the stem's places parses to the same document with the probe as its name: every occurrence
+#     is the name's value or in a comment, none in a label or another value.
+# Anything else is read as before.
+
+_SHAPE_LIMIT = 4096  # distinct shapes kept per cache: a fleet has a handful; a bound against a hostile one
+_SHAPE_STEM = re.compile(rb"[a-z][a-z0-9-]{0,251}[a-z0-9]\Z")
+_YAML_WORDS = frozenset({b"true", b"false", b"yes", b"no", b"on", b"off", b"null", b"y", b"n"})
+_SHAPE_HOLE = b"\x00"  # never in a readable YAML file (a NUL is refused), so it cannot stand for real text
+_SHAPE_PROBE = "migplan-shape-probe"
+_ShapeMemo = dict[bytes, "_Entry | None"]  # None: a shape seen and found not reusable (not tried again)
+_UNSEEN = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    key: bytes  # digest of the text with the stem cut out
+    stem: bytes
+    template: bytes
+
+
+def _shape_of(path: str, data: bytes) -> _Shape | None:
+    if not (path.startswith("nodes/") and path.endswith(".yaml")) or path.count("/") != 1:
+        return None
+    stem = path[len("nodes/") : -len(".yaml")].encode()
+    if stem in _YAML_WORDS or not _SHAPE_STEM.match(stem) or not 0 < data.count(stem) <= 4 or _SHAPE_HOLE in data:
+        return None
+    template = data.replace(stem, _SHAPE_HOLE)
+    return _Shape(hashlib.blake2b(template, digest_size=16).digest(), stem, template)
+
+
+def _shape_holds(entry: _Entry, shape: _Shape, data: bytes) -> bool:
+    """The entry read clean, names the file's stem, and the shape is the name's value alone (the probe)."""
+    if entry.diagnostics or entry.node is None or entry.node.name != shape.stem.decode():
+        return False
+    read = yamldocs.fast_parse(data)
+    probe = yamldocs.fast_parse(shape.template.replace(_SHAPE_HOLE, _SHAPE_PROBE.encode()))
+    if read is None or probe is None:
+        return False
+    value, probed = read[1], probe[1]
+    if not isinstance(value, dict) or not isinstance(probed, dict):
+        return False
+    meta = probed.get("metadata")
+    if not isinstance(meta, dict) or meta.get("name") != _SHAPE_PROBE:
+        return False
+    renamed = {**probed, "metadata": {**meta, "name": entry.node.name}}
+    return bool(renamed == value)
+
+
+def _rebind(e: _Entry, path: str, name: str, data: bytes, blob: str) -> _Entry:
+    """The entry of another file of the same shape, with this file's name and path in every position."""
+    node = e.node
+    assert node is not None  # only node entries are kept as shapes
+
+    def at(src: SourceRef | None) -> SourceRef | None:
+        return None if src is None else SourceRef(path, src.line)
+
+    gpus = tuple(
+        GpuSpec(
+            index=g.index,
+            model=g.model,
+            mig_enabled=g.mig_enabled,
+            partitions=tuple(Partition(p.profile, p.placement, p.owner, p.purpose, at(p.source)) for p in g.partitions),
+            layout=g.layout,
+            placements=g.placements,
+            source=at(g.source),
+        )
+        for g in node.gpus
+    )
+    renamed = NodeSpec(name=name, gpus=gpus, labels=node.labels, source=at(node.source))
+    refs = {i: SourceRef(path, s.line) for i, s in e.layout_refs.items()}
+    return _Entry(path, e.kind, (), blob, None, None, renamed, refs, data if e.data is not None else None)
 
 
 def _stage1_entry(path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo) -> _Entry:
