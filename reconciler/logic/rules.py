@@ -133,33 +133,58 @@ def check_gpu(
     context: str,
 ) -> GpuCheck:
     """Check one GPU's partitions against its model. `context` names the GPU in messages
-    ("node gpu-h200-01 GPU 0", "layout a100-balanced on A100-40GB")."""
-    out: list[Diagnostic] = []
-    if not mig_enabled:
-        if partitions:
-            out.append(
-                diag(
-                    "MP310",
-                    f"{context}: MIG is disabled (enabled: false) but {len(partitions)} partition(s) are listed; "
-                    "set enabled: true or remove the partitions",
-                    partitions[0].source or source,
-                )
-            )
-        return GpuCheck(tuple(out))
-    if not partitions:
-        out.append(
-            diag(
-                "MP309",
-                f"{context}: MIG is enabled but no partitions are listed; the GPU would be unusable (under "
-                f"migStrategy single the device plugin exits with 'device <index> {PLUGIN_EMPTY_GPU}' "
-                "and advertises nothing for the node; under mixed it only warns). List partitions or set enabled: "
-                "false",
-                source,
-            )
-        )
-        return GpuCheck(tuple(out))
+    ("node gpu-h200-01 GPU 0", "layout a100-balanced on A100-40GB").
 
-    known: list[Partition] = []
+    In order, each step only when the ones before found nothing that makes it meaningless: MIG enabled with
+    partitions; every profile known to the model; instance limits and slice totals; a placement table for every
+    profile; the written placements; then the exact search for the rest."""
+    if not mig_enabled or not partitions:
+        return GpuCheck(tuple(_enablement(mig_enabled, partitions, source, context)))
+    out = _profile_problems(model, partitions, context)
+    if out:
+        return GpuCheck(tuple(out))
+    out = _capacity_problems(model, partitions, source, context)
+    unpublished = _unpublished_placements(model, partitions, source, context)
+    if unpublished is not None:
+        return GpuCheck((*out, unpublished))
+    if any(d.is_error for d in out):
+        return GpuCheck(tuple(out))
+    out += _written_placement_problems(model, partitions, context)
+    if out:
+        return GpuCheck(tuple(out))
+    return _solved(model, partitions, source, context)
+
+
+def _enablement(
+    mig_enabled: bool, partitions: Sequence[Partition], source: SourceRef | None, context: str
+) -> list[Diagnostic]:
+    """MP310: partitions listed on a GPU whose MIG is disabled; MP309: MIG enabled and no partition."""
+    if not mig_enabled:
+        if not partitions:
+            return []
+        return [
+            diag(
+                "MP310",
+                f"{context}: MIG is disabled (enabled: false) but {len(partitions)} partition(s) are listed; "
+                "set enabled: true or remove the partitions",
+                partitions[0].source or source,
+            )
+        ]
+    return [
+        diag(
+            "MP309",
+            f"{context}: MIG is enabled but no partitions are listed; the GPU would be unusable (under "
+            f"migStrategy single the device plugin exits with 'device <index> {PLUGIN_EMPTY_GPU}' "
+            "and advertises nothing for the node; under mixed it only warns). List partitions or set enabled: "
+            "false",
+            source,
+        )
+    ]
+
+
+def _profile_problems(model: GpuModel, partitions: Sequence[Partition], context: str) -> list[Diagnostic]:
+    """MP311: a compute-instance subdivision (C != G); MP302: a profile the model does not offer."""
+    out: list[Diagnostic] = []
     for p in partitions:
         ci = _CI_PROFILE.match(p.profile)
         if ci and ci.group(1) != ci.group(2):
@@ -183,11 +208,14 @@ def check_gpu(
                     p.source,
                 )
             )
-        else:
-            known.append(p)
-    if len(known) != len(partitions):
-        return GpuCheck(tuple(out))
+    return out
 
+
+def _capacity_problems(
+    model: GpuModel, partitions: Sequence[Partition], source: SourceRef | None, context: str
+) -> list[Diagnostic]:
+    """MP303: more instances of a profile than the model allows; MP304/MP305: compute or memory slices over."""
+    out: list[Diagnostic] = []
     counts = Counter(p.profile for p in partitions)
     seen: Counter[str] = Counter()
     for p in partitions:
@@ -219,28 +247,34 @@ def check_gpu(
                 source,
             )
         )
-    unknown = sorted({p.profile for p in partitions if model.profiles[p.profile].placements is None})
-    if unknown:
-        # Without a published placement table only counts can be checked; say so instead of
-        # pretending the layout is proven to fit (the agent asks NVML on the node).
-        out.append(
-            diag(
-                "MP312",
-                f"{context}: placements of {', '.join(unknown)} on {model.key} are not published; checked on slice "
-                "counts and instance limits only (NVML decides on the node)",
-                source,
-            )
-        )
-        return GpuCheck(tuple(out))
-    if any(d.is_error for d in out):
-        return GpuCheck(tuple(out))
+    return out
 
+
+def _unpublished_placements(
+    model: GpuModel, partitions: Sequence[Partition], source: SourceRef | None, context: str
+) -> Diagnostic | None:
+    """MP312: a profile without a published placement table. Only counts can be checked then; say so instead of
+    pretending the layout is proven to fit (the agent asks NVML on the node)."""
+    unknown = sorted({p.profile for p in partitions if model.profiles[p.profile].placements is None})
+    if not unknown:
+        return None
+    return diag(
+        "MP312",
+        f"{context}: placements of {', '.join(unknown)} on {model.key} are not published; checked on slice "
+        "counts and instance limits only (NVML decides on the node)",
+        source,
+    )
+
+
+def _written_placement_problems(model: GpuModel, partitions: Sequence[Partition], context: str) -> list[Diagnostic]:
+    """MP306: a written start the profile cannot take; MP307: two written placements overlapping."""
+    out: list[Diagnostic] = []
     fixed: list[tuple[Partition, Placement]] = []
     for p in partitions:
         if p.placement is None:
             continue
         rule = model.profiles[p.profile].placements
-        assert rule is not None  # checked above: every profile here has a table
+        assert rule is not None  # checked before: every profile here has a table
         if p.placement not in rule.starts:
             starts = ", ".join(str(s) for s in rule.starts)
             out.append(
@@ -267,27 +301,30 @@ def check_gpu(
                 break
         else:
             fixed.append((p, here))
-    if out:
-        return GpuCheck(tuple(out))
+    return out
 
+
+def _solved(model: GpuModel, partitions: Sequence[Partition], source: SourceRef | None, context: str) -> GpuCheck:
+    """The exact search over the placement table (MP308 when nothing fits)."""
     found = solve(model, [Request(p.profile, p.placement) for p in partitions])
-    if found is None:
-        what = " + ".join(p.profile + (f"@{p.placement}" if p.placement is not None else "") for p in partitions)
-        hint = (
-            "; the fixed placements leave no room: remove `placement:` to let the solver search"
-            if any(p.placement is not None for p in partitions)
-            else ""
-        )
-        out.append(
+    if found is not None:
+        return GpuCheck((), found)
+    what = " + ".join(p.profile + (f"@{p.placement}" if p.placement is not None else "") for p in partitions)
+    hint = (
+        "; the fixed placements leave no room: remove `placement:` to let the solver search"
+        if any(p.placement is not None for p in partitions)
+        else ""
+    )
+    return GpuCheck(
+        (
             diag(
                 "MP308",
                 f"{context}: no feasible placement for {what} on {model.key} (exact search over the placement "
                 f"table){hint}",
                 source,
-            )
+            ),
         )
-        return GpuCheck(tuple(out))
-    return GpuCheck(tuple(out), found)
+    )
 
 
 def check_strategy(
