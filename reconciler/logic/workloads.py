@@ -580,6 +580,35 @@ def _closest(resource: str, offered: Iterable[str]) -> list[str]:
     return sorted(names, key=distance)[:3]
 
 
+@dataclass
+class _Fleet:
+    """The plan's nodes, and what the manifests read so far ask of them (manifests share the cluster)."""
+
+    nodes: Sequence[NodeFacts]
+    strategy: MigStrategy
+    free_source: str | None
+    offered_anywhere: set[str]
+    capacity_total: dict[str, int]
+    demand_total: dict[str, int] = field(default_factory=dict)
+    crossed: set[str] = field(default_factory=set)  # resources already said to be over the cluster's capacity
+    free_left: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> free partitions not yet taken
+
+    @classmethod
+    def of(cls, desired: DesiredState, nodes: Sequence[NodeFacts], free_source: str | None) -> _Fleet:
+        capacity: dict[str, int] = {}
+        for n in nodes:
+            for r, k in n.offers.items():
+                capacity[r] = capacity.get(r, 0) + k
+        return cls(
+            nodes=nodes,
+            strategy=desired.cluster.mig_strategy,
+            free_source=free_source,
+            offered_anywhere={r for n in nodes for r, k in n.offers.items() if k > 0},
+            capacity_total=capacity,
+            free_left={n.name: dict(n.free or {}) for n in nodes},
+        )
+
+
 def check_workloads(
     manifests: Sequence[Manifest],
     *,
@@ -588,145 +617,199 @@ def check_workloads(
     free_source: str | None = None,
 ) -> tuple[list[Diagnostic], list[dict[str, Any]]]:
     """Diagnostics for every manifest, and a per-workload summary (for -o json)."""
+    fleet = _Fleet.of(desired, nodes, free_source)
     diags: list[Diagnostic] = []
     summaries: list[dict[str, Any]] = []
-    strategy = desired.cluster.mig_strategy
-    offered_anywhere = {r for n in nodes for r, k in n.offers.items() if k > 0}
-    demand_total: dict[str, int] = {}
-    capacity_total: dict[str, int] = {}
-    for n in nodes:
-        for r, k in n.offers.items():
-            capacity_total[r] = capacity_total.get(r, 0) + k
-    crossed: set[str] = set()
-    free_left = {n.name: dict(n.free or {}) for n in nodes}
     for m in manifests:
-        w, found = extract_workload(m)
+        found, summary = _check_manifest(m, fleet)
         diags.extend(found)
-        if w is None:
-            continue
-        spec_line = m.line_of(*w.spec_path)
-        for c in w.containers:
-            for p in podrules.container_problems(c):
-                diags.append(_d(_PROBLEM_CODES[p.kind], f"{w.title}: {p.message}", m, c.line, resource=p.resource))
-        diags.extend(_pinning(w, spec_line))
-        per_pod = w.per_pod()
-        if not per_pod:
-            continue
-        elig = eligible_nodes(w, nodes)
-        for key in elig.unknown_keys:
-            diags.append(
-                _d(
-                    "MP617",
-                    f"{w.title}: selects nodes on label {key}, which the plan does not know; run with "
-                    "--kubeconfig to judge it against the nodes' real labels",
-                    m,
-                    spec_line,
-                    label=key,
-                )
-            )
-        summary: dict[str, Any] = {
-            "kind": w.kind,
-            "namespace": m.namespace,
-            "name": m.name,
-            "file": m.file,
-            "line": m.line,
-            "replicas": w.replicas,
-            "perPod": dict(sorted(per_pod.items())),
-            "eligibleNodes": len(elig.nodes),
-        }
-        summaries.append(summary)
-        missing = sorted(r for r in per_pod if r not in offered_anywhere)
+        if summary is not None:
+            summaries.append(summary)
+    return diags, summaries
+
+
+def _check_manifest(m: Manifest, fleet: _Fleet) -> tuple[list[Diagnostic], dict[str, Any] | None]:
+    """One manifest's diagnostics, and its summary when it asks for GPU resources."""
+    w, found = extract_workload(m)
+    diags = list(found)
+    if w is None:
+        return diags, None
+    spec_line = m.line_of(*w.spec_path)
+    for c in w.containers:
+        for p in podrules.container_problems(c):
+            diags.append(_d(_PROBLEM_CODES[p.kind], f"{w.title}: {p.message}", m, c.line, resource=p.resource))
+    diags.extend(_pinning(w, spec_line))
+    per_pod = w.per_pod()
+    if not per_pod:
+        return diags, None
+    elig = eligible_nodes(w, fleet.nodes)
+    diags.extend(_unknown_label_findings(w, m, elig, spec_line))
+    summary: dict[str, Any] = {
+        "kind": w.kind,
+        "namespace": m.namespace,
+        "name": m.name,
+        "file": m.file,
+        "line": m.line,
+        "replicas": w.replicas,
+        "perPod": dict(sorted(per_pod.items())),
+        "eligibleNodes": len(elig.nodes),
+    }
+    unplaceable = _unplaceable(w, m, per_pod, elig, fleet, spec_line)
+    if unplaceable:
+        return diags + unplaceable, summary
+    wanted = len(elig.nodes) if w.replicas is None else w.replicas
+    diags.extend(_fit_findings(w, m, per_pod, elig, wanted, summary, spec_line))
+    diags.extend(_demand_findings(w, m, per_pod, wanted, fleet, spec_line))
+    if fleet.free_source is not None:
+        diags.extend(_free_findings(w, m, per_pod, elig, wanted, fleet, summary, spec_line))
+    diags.extend(_owner_findings(w, per_pod, elig.nodes, wanted, spec_line))
+    return diags, summary
+
+
+def _unknown_label_findings(w: Workload, m: Manifest, elig: Eligibility, spec_line: int) -> list[Diagnostic]:
+    """MP617: a selector on a label the plan does not know (the node is kept; only the cluster can judge it)."""
+    return [
+        _d(
+            "MP617",
+            f"{w.title}: selects nodes on label {key}, which the plan does not know; run with "
+            "--kubeconfig to judge it against the nodes' real labels",
+            m,
+            spec_line,
+            label=key,
+        )
+        for key in elig.unknown_keys
+    ]
+
+
+def _unplaceable(
+    w: Workload, m: Manifest, per_pod: Mapping[str, int], elig: Eligibility, fleet: _Fleet, spec_line: int
+) -> list[Diagnostic]:
+    """Why no pod of the workload can ever run: a resource no node offers, no eligible node (MP616), or a whole
+    GPU asked of nodes that are all cut into MIG partitions (MP611). Empty when pods can be placed at all."""
+    missing = sorted(r for r in per_pod if r not in fleet.offered_anywhere)
+    if missing:
+        out = []
         for r in missing:
             line = next((c.line for c in w.containers if podrules.effective(c).get(r)), spec_line)
-            diags.append(_missing_resource(w, r, strategy, offered_anywhere, line))
-        if missing:
-            continue
-        if not elig.nodes:
-            reasons = sorted(set(elig.excluded.values()))
-            diags.append(
-                _d(
-                    "MP616",
-                    f"{w.title}: no node of the plan can run it ({'; '.join(reasons[:4])})",
-                    m,
-                    spec_line,
-                    excluded=dict(sorted(elig.excluded.items())[:50]),
-                )
+            out.append(_missing_resource(w, r, fleet.strategy, fleet.offered_anywhere, line))
+        return out
+    if not elig.nodes:
+        reasons = sorted(set(elig.excluded.values()))
+        return [
+            _d(
+                "MP616",
+                f"{w.title}: no node of the plan can run it ({'; '.join(reasons[:4])})",
+                m,
+                spec_line,
+                excluded=dict(sorted(elig.excluded.items())[:50]),
             )
-            continue
-        if GPU_RESOURCE in per_pod and not any(n.offers.get(GPU_RESOURCE, 0) for n in elig.nodes):
-            diags.append(
-                _d(
-                    "MP611",
-                    f"{w.title} asks for {GPU_RESOURCE}, but the nodes it may run on offer none (their GPUs are"
-                    " all cut into MIG partitions); the whole GPUs of the plan are only on nodes its selectors "
-                    f"exclude: ask for a nvidia.com/mig-<profile> instead",
-                    m,
-                    spec_line,
-                )
+        ]
+    if GPU_RESOURCE in per_pod and not any(n.offers.get(GPU_RESOURCE, 0) for n in elig.nodes):
+        return [
+            _d(
+                "MP611",
+                f"{w.title} asks for {GPU_RESOURCE}, but the nodes it may run on offer none (their GPUs are"
+                " all cut into MIG partitions); the whole GPUs of the plan are only on nodes its selectors "
+                f"exclude: ask for a nvidia.com/mig-<profile> instead",
+                m,
+                spec_line,
             )
-            continue
-        fit = _pods_fit(per_pod, elig.nodes, free=False)
-        wanted = len(elig.nodes) if w.replicas is None else w.replicas
-        summary["planFits"] = sum(fit.values())
-        if w.replicas is None:  # a DaemonSet runs one pod on every eligible node
-            short = sorted(n.name for n in elig.nodes if n.name not in fit)
-            if short:
-                diags.append(
-                    _d(
-                        "MP613",
-                        f"{w.title} runs a pod on every node it selects, but {len(short)} of them "
-                        f"({', '.join(short[:5])}) cannot hold {_ask(per_pod)}: those pods stay Pending",
-                        m,
-                        spec_line,
-                    )
-                )
-        elif wanted > sum(fit.values()):
-            diags.append(
+        ]
+    return []
+
+
+def _fit_findings(
+    w: Workload,
+    m: Manifest,
+    per_pod: Mapping[str, int],
+    elig: Eligibility,
+    wanted: int,
+    summary: dict[str, Any],
+    spec_line: int,
+) -> list[Diagnostic]:
+    """MP613: more pods than the plan has room for on the nodes the workload may run on."""
+    fit = _pods_fit(per_pod, elig.nodes, free=False)
+    summary["planFits"] = sum(fit.values())
+    if w.replicas is None:  # a DaemonSet runs one pod on every eligible node
+        short = sorted(n.name for n in elig.nodes if n.name not in fit)
+        if not short:
+            return []
+        return [
+            _d(
+                "MP613",
+                f"{w.title} runs a pod on every node it selects, but {len(short)} of them "
+                f"({', '.join(short[:5])}) cannot hold {_ask(per_pod)}: those pods stay Pending",
+                m,
+                spec_line,
+            )
+        ]
+    if wanted <= sum(fit.values()):
+        return []
+    return [
+        _d(
+            "MP613",
+            f"{w.title}: {wanted} replicas x {_ask(per_pod)}, but the plan has room for "
+            f"{sum(fit.values())} such pods on the nodes it may run on"
+            + (f" ({_where(fit)})" if fit else "")
+            + "; the rest stay Pending forever",
+            m,
+            spec_line,
+        )
+    ]
+
+
+def _demand_findings(
+    w: Workload, m: Manifest, per_pod: Mapping[str, int], wanted: int, fleet: _Fleet, spec_line: int
+) -> list[Diagnostic]:
+    """MP613 across manifests: together they ask for more of a resource than the whole plan offers. Said once per
+    resource, and only when several manifests share the blame (one alone over capacity is said by _fit_findings)."""
+    out = []
+    for r, k in per_pod.items():
+        earlier = fleet.demand_total.get(r, 0)
+        fleet.demand_total[r] = earlier + k * wanted
+        if earlier and fleet.demand_total[r] > fleet.capacity_total.get(r, 0) and r not in fleet.crossed:
+            fleet.crossed.add(r)
+            out.append(
                 _d(
                     "MP613",
-                    f"{w.title}: {wanted} replicas x {_ask(per_pod)}, but the plan has room for "
-                    f"{sum(fit.values())} such pods on the nodes it may run on"
-                    + (f" ({_where(fit)})" if fit else "")
-                    + "; the rest stay Pending forever",
+                    f"together, the manifests up to {w.title} ask for {fleet.demand_total[r]} {r}; the plan "
+                    f"offers {fleet.capacity_total.get(r, 0)} in the whole cluster",
                     m,
                     spec_line,
+                    resource=r,
                 )
             )
-        for r, k in per_pod.items():
-            earlier = demand_total.get(r, 0)
-            demand_total[r] = earlier + k * wanted
-            # Only when several manifests share the blame: one alone over capacity is said above.
-            if earlier and demand_total[r] > capacity_total.get(r, 0) and r not in crossed:
-                crossed.add(r)
-                diags.append(
-                    _d(
-                        "MP613",
-                        f"together, the manifests up to {w.title} ask for {demand_total[r]} {r}; the plan "
-                        f"offers {capacity_total.get(r, 0)} in the whole cluster",
-                        m,
-                        spec_line,
-                        resource=r,
-                    )
-                )
-        if free_source is not None:
-            # Earlier manifests take their free partitions first: the pods of this one get what is left.
-            placed_on = _place(per_pod, elig.nodes, wanted, free_left)
-            placed = sum(placed_on.values())
-            summary["freeFits"] = placed
-            if wanted > placed:
-                diags.append(
-                    _d(
-                        "MP614",
-                        f"{w.title}: {wanted} pods x {_ask(per_pod)}, but only {placed} can be placed now "
-                        f"(free per {free_source})"
-                        + (f": {_where(placed_on)}" if placed_on else "")
-                        + "; the others wait for partitions to free up",
-                        m,
-                        spec_line,
-                    )
-                )
-        diags.extend(_owner_findings(w, per_pod, elig.nodes, wanted, spec_line))
-    return diags, summaries
+    return out
+
+
+def _free_findings(
+    w: Workload,
+    m: Manifest,
+    per_pod: Mapping[str, int],
+    elig: Eligibility,
+    wanted: int,
+    fleet: _Fleet,
+    summary: dict[str, Any],
+    spec_line: int,
+) -> list[Diagnostic]:
+    """MP614: fewer pods can be placed now, on the free partitions, than the workload wants. Earlier manifests
+    take their free partitions first: the pods of this one get what is left."""
+    placed_on = _place(per_pod, elig.nodes, wanted, fleet.free_left)
+    placed = sum(placed_on.values())
+    summary["freeFits"] = placed
+    if wanted <= placed:
+        return []
+    return [
+        _d(
+            "MP614",
+            f"{w.title}: {wanted} pods x {_ask(per_pod)}, but only {placed} can be placed now "
+            f"(free per {fleet.free_source})"
+            + (f": {_where(placed_on)}" if placed_on else "")
+            + "; the others wait for partitions to free up",
+            m,
+            spec_line,
+        )
+    ]
 
 
 def _ask(per_pod: Mapping[str, int]) -> str:
