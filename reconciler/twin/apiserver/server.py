@@ -17,7 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -100,6 +100,18 @@ def _go_json_error(exc: json.JSONDecodeError) -> str:
     if exc.msg.startswith("Expecting ','"):
         return f"invalid character '{ch}' after object key:value pair"
     return f"invalid character '{ch}' after top-level value"
+
+
+@dataclass
+class _Write:
+    """What every write of one request shares: dryRun=All, fieldValidation=Strict, its body's media type, its field
+    manager, and the warnings the answer carries."""
+
+    dry_run: bool
+    strict: bool
+    content_type: str
+    manager: str = ""
+    warnings: list[str] = field(default_factory=list)
 
 
 class TwinHTTPServer(ThreadingHTTPServer):
@@ -368,10 +380,51 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(
         self, method: str, route: Route, query: dict[str, str], body: bytes, user: str | ServiceAccountUser | None
     ) -> None:
-        rt = route.rt
+        """One request after routing: record it, authorize it, then hand it to its verb's handler."""
         verb = self._verb(method, route, query)
-        count_resource = rt.key + (f"/{route.sub}" if route.sub else "")
-        self.server.count(method, count_resource, verb)
+        self._record(method, route, verb, user)
+        self._authorize(route, verb, user)
+        rt = route.rt
+        if rt.group == "authorization.k8s.io":
+            if verb != "create":
+                raise method_not_allowed()
+            self._access_review(rt, self._decode_object(rt, body), user)
+            return
+        if verb in ("list", "watch"):
+            self._list_or_watch(route, query, verb == "watch")
+            return
+        if verb == "get":
+            self._get(route, query)
+            return
+        if verb == "create" and route.sub == "binding":
+            self._bind(route, body)
+            return
+        write = _Write(
+            dry_run=query.get("dryRun") == "All",
+            strict=query.get("fieldValidation") == "Strict",
+            content_type=(self.headers.get("Content-Type") or "").split(";")[0].strip(),
+        )
+        if verb in ("create", "update", "patch"):
+            agent = self.headers.get("User-Agent") or ""
+            write.manager = fieldmanager.request_manager(query, agent, verb, applying=write.content_type == APPLY_PATCH)
+        if verb == "create":
+            self._create(route, body, write)
+        elif verb == "update":
+            self._update(route, body, write)
+        elif verb == "patch":
+            self._patch(route, query, body, write)
+        elif verb == "delete":
+            self._delete(route, query, body, write)
+        elif verb == "deletecollection":
+            self._delete_collection(route, query, write)
+        else:
+            raise method_not_allowed()
+
+    def _record(self, method: str, route: Route, verb: str, user: str | ServiceAccountUser | None) -> None:
+        """Count the request and append it to the request log (what tests and benchmarks read back)."""
+        rt = route.rt
+        self.server.count(method, rt.key + (f"/{route.sub}" if route.sub else ""), verb)
+        url = urlsplit(self.path)
         record = RequestRecord(
             method,
             verb,
@@ -380,174 +433,171 @@ class _Handler(BaseHTTPRequestHandler):
             route.sub or "",
             route.namespace or "",
             route.name or "",
-            urlsplit(self.path).path,
-            urlsplit(self.path).query,
+            url.path,
+            url.query,
             user is not None,
         )
         with self.server.counts_lock:
             self.server.log.append(record)
+
+    def _authorize(self, route: Route, verb: str, user: str | ServiceAccountUser | None) -> None:
+        """Anonymous requests are refused; a service account goes through RBAC, except to review its own access
+        (system:basic-user lets everyone do that)."""
         if user is None:
             raise self._forbidden(route, verb)
         self_review = route.rt.key == "selfsubjectaccessreviews.authorization.k8s.io"
         attrs = rbac.Attributes(
             verb, route.rt.group, route.rt.plural, route.sub or "", route.namespace or "", route.name or ""
         )
-        # system:basic-user lets everyone review their own access; everything else goes through RBAC
         if isinstance(user, ServiceAccountUser) and not self_review and not self._rbac_allows(user, attrs):
             raise self._forbidden(route, verb, user.username)
-        if route.rt.group == "authorization.k8s.io":
-            if verb != "create":
-                raise method_not_allowed()
-            self._access_review(route.rt, self._decode_object(route.rt, body), user)
-            return
-        store = self.server.store
-        dry_run = query.get("dryRun") == "All"
-        strict = query.get("fieldValidation") == "Strict"
-        warnings: list[str] = []
-        if verb in ("list", "watch"):
-            self._list_or_watch(route, query, verb == "watch")
-            return
-        if verb == "get":
-            if route.sub == "log":
-                tail = self._int_param(query["tailLines"]) if query.get("tailLines") else None
-                text = store.pod_log(
-                    route.namespace or "", route.name or "", query.get("container") or None, tail, strict=True
-                )
-                self._send(200, text.encode(), "text/plain")
-                return
-            raw = store.get_bytes(rt.key, route.name or "", route.namespace)
-            if self._wants_table():
-                obj = orjson.loads(raw)
-                self._send_json(200, tables.table(rt, [obj], str(store.resource_version), single=True))
-                return
-            self._send(200, raw, "application/json")
-            return
-        if verb == "create" and route.sub == "binding":
-            binding = self._decode_object(rt, body, kind="Binding")
-            target = (binding.get("target") or {}).get("name")
-            if not target:
-                raise invalid("Binding", "", route.name or "", [FieldError("Required", "target.name")])
-            annotations = (binding.get("metadata") or {}).get("annotations")
-            store.bind(route.namespace or "", route.name or "", target, annotations=annotations)
-            self._send_json(
-                201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def _get(self, route: Route, query: dict[str, str]) -> None:
+        """One object (as JSON, or as a Table row for kubectl), or a pod's log."""
+        store, rt = self.server.store, route.rt
+        if route.sub == "log":
+            tail = self._int_param(query["tailLines"]) if query.get("tailLines") else None
+            text = store.pod_log(
+                route.namespace or "", route.name or "", query.get("container") or None, tail, strict=True
             )
+            self._send(200, text.encode(), "text/plain")
             return
-        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-        manager = ""
-        if verb in ("create", "update", "patch"):
-            agent = self.headers.get("User-Agent") or ""
-            manager = fieldmanager.request_manager(query, agent, verb, applying=ctype == APPLY_PATCH)
-        if verb == "create" and route.sub == "eviction":
+        raw = store.get_bytes(rt.key, route.name or "", route.namespace)
+        if self._wants_table():
+            obj = orjson.loads(raw)
+            self._send_json(200, tables.table(rt, [obj], str(store.resource_version), single=True))
+            return
+        self._send(200, raw, "application/json")
+
+    def _bind(self, route: Route, body: bytes) -> None:
+        """pods/binding: the scheduler's write of a pod's node."""
+        binding = self._decode_object(route.rt, body, kind="Binding")
+        target = (binding.get("target") or {}).get("name")
+        if not target:
+            raise invalid("Binding", "", route.name or "", [FieldError("Required", "target.name")])
+        annotations = (binding.get("metadata") or {}).get("annotations")
+        self.server.store.bind(route.namespace or "", route.name or "", target, annotations=annotations)
+        self._send_json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+
+    def _create(self, route: Route, body: bytes, write: _Write) -> None:
+        """A create, or pods/eviction (a create of an Eviction)."""
+        store, rt = self.server.store, route.rt
+        if route.sub == "eviction":
             doc = self._decode_object(rt, body, kind="Eviction")
-            status = eviction.evict(store, route.namespace or "", route.name or "", doc, dry_run=dry_run)
-            self._send_json(201, status)
-            return
-        if verb == "create":
-            obj = self._decode_object(rt, body)
-            created = store.create(
-                rt.key, obj, route.namespace, dry_run=dry_run, strict=strict, warnings=warnings, field_manager=manager
+            self._send_json(
+                201, eviction.evict(store, route.namespace or "", route.name or "", doc, dry_run=write.dry_run)
             )
-            self._send_object(201, rt, created, warnings)
             return
-        if verb == "update":
-            obj = self._decode_object(rt, body)
-            updated = store.update(
-                rt.key,
-                obj,
-                route.namespace,
-                subresource=route.sub,
-                name=route.name,
-                dry_run=dry_run,
-                strict=strict,
-                warnings=warnings,
-                field_manager=manager,
-            )
-            self._send_object(200, rt, updated, warnings)
-            return
-        if verb == "patch" and ctype == APPLY_PATCH:
-            force = fieldmanager.force_option(query)
+        created = store.create(
+            rt.key,
+            self._decode_object(rt, body),
+            route.namespace,
+            dry_run=write.dry_run,
+            strict=write.strict,
+            warnings=write.warnings,
+            field_manager=write.manager,
+        )
+        self._send_object(201, rt, created, write.warnings)
+
+    def _update(self, route: Route, body: bytes, write: _Write) -> None:
+        rt = route.rt
+        updated = self.server.store.update(
+            rt.key,
+            self._decode_object(rt, body),
+            route.namespace,
+            subresource=route.sub,
+            name=route.name,
+            dry_run=write.dry_run,
+            strict=write.strict,
+            warnings=write.warnings,
+            field_manager=write.manager,
+        )
+        self._send_object(200, rt, updated, write.warnings)
+
+    def _patch(self, route: Route, query: dict[str, str], body: bytes, write: _Write) -> None:
+        """A server-side apply, or a JSON, merge or strategic merge patch (the last not for custom resources)."""
+        store, rt, ctype = self.server.store, route.rt, write.content_type
+        if ctype == APPLY_PATCH:
             applied, was_created = store.apply(
                 rt.key,
                 route.name or "",
                 apply.decode_config(body),
                 route.namespace,
-                field_manager=manager,
-                force=force,
+                field_manager=write.manager,
+                force=fieldmanager.force_option(query),
                 subresource=route.sub,
-                dry_run=dry_run,
-                strict=strict,
-                warnings=warnings,
+                dry_run=write.dry_run,
+                strict=write.strict,
+                warnings=write.warnings,
             )
-            self._send_object(201 if was_created else 200, rt, applied, warnings)
+            self._send_object(201 if was_created else 200, rt, applied, write.warnings)
             return
-        if verb == "patch":
-            if ctype == "application/strategic-merge-patch+json" and rt.is_custom:
-                raise unsupported_media_type(
-                    "the body of the request was in an unknown format - accepted media types include: "
-                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
-                )
-            if ctype not in PATCH_TYPES:
-                raise unsupported_media_type()
+        if ctype == "application/strategic-merge-patch+json" and rt.is_custom:
+            raise unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+            )
+        if ctype not in PATCH_TYPES:
+            raise unsupported_media_type()
+        try:
+            patch = json.loads(body or b"null")
+        except json.JSONDecodeError as exc:
+            raise bad_request(f"error decoding patch: {_go_json_error(exc)}") from exc
+        patched = store.patch(
+            rt.key,
+            route.name or "",
+            patch,
+            route.namespace,
+            patch_type=PATCH_TYPES[ctype],
+            subresource=route.sub,
+            dry_run=write.dry_run,
+            strict=write.strict,
+            warnings=write.warnings,
+            field_manager=write.manager,
+        )
+        self._send_object(200, rt, patched, write.warnings)
+
+    def _delete(self, route: Route, query: dict[str, str], body: bytes, write: _Write) -> None:
+        """A delete, with its options from the query or the body (DeleteOptions); pods and namespaces answer with
+        the object (it may stay, terminating), other kinds with a Status."""
+        rt = route.rt
+        grace = query.get("gracePeriodSeconds")
+        options: dict[str, Any] = {}
+        if body.strip():
             try:
-                patch = json.loads(body or b"null")
+                options = json.loads(body)
             except json.JSONDecodeError as exc:
-                raise bad_request(f"error decoding patch: {_go_json_error(exc)}") from exc
-            patched = store.patch(
-                rt.key,
-                route.name or "",
-                patch,
-                route.namespace,
-                patch_type=PATCH_TYPES[ctype],
-                subresource=route.sub,
-                dry_run=dry_run,
-                strict=strict,
-                warnings=warnings,
-                field_manager=manager,
-            )
-            self._send_object(200, rt, patched, warnings)
+                raise bad_request(f"error decoding delete options: {_go_json_error(exc)}") from exc
+        if grace is None and options.get("gracePeriodSeconds") is not None:
+            grace = str(options["gracePeriodSeconds"])
+        grace_s = self._int_param(grace) if grace is not None else None
+        gone = self.server.store.delete(
+            rt.key,
+            route.name or "",
+            route.namespace,
+            grace_period_seconds=grace_s,
+            dry_run=write.dry_run or options.get("dryRun") == ["All"],
+            preconditions=options.get("preconditions"),
+        )
+        if rt.key == "pods" or rt.key == "namespaces":
+            self._send_object(200, rt, gone, [])
             return
-        if verb == "delete":
-            grace = query.get("gracePeriodSeconds")
-            options: dict[str, Any] = {}
-            if body.strip():
-                try:
-                    options = json.loads(body)
-                except json.JSONDecodeError as exc:
-                    raise bad_request(f"error decoding delete options: {_go_json_error(exc)}") from exc
-            if grace is None and options.get("gracePeriodSeconds") is not None:
-                grace = str(options["gracePeriodSeconds"])
-            grace_s = self._int_param(grace) if grace is not None else None
-            if options.get("dryRun") == ["All"]:
-                dry_run = True
-            gone = store.delete(
-                rt.key,
-                route.name or "",
-                route.namespace,
-                grace_period_seconds=grace_s,
-                dry_run=dry_run,
-                preconditions=options.get("preconditions"),
-            )
-            if rt.key == "pods" or rt.key == "namespaces":
-                self._send_object(200, rt, gone, [])
-            else:
-                details: dict[str, Any] = {"name": route.name}
-                if rt.group:
-                    details["group"] = rt.group
-                details["kind"] = rt.plural
-                details["uid"] = gone.get("metadata", {}).get("uid", "")
-                self._send_json(
-                    200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
-                )
-            return
-        if verb == "deletecollection":
-            page = store.list(rt.key, route.namespace, query.get("labelSelector"), query.get("fieldSelector"))
-            for obj in page:
-                meta = obj["metadata"]
-                store.delete(rt.key, meta["name"], meta.get("namespace"), grace_period_seconds=0, dry_run=dry_run)
-            self._send_list(rt, [store.object_bytes(rt, o) for o in page], store.resource_version, None, None)
-            return
-        raise method_not_allowed()
+        details: dict[str, Any] = {"name": route.name}
+        if rt.group:
+            details["group"] = rt.group
+        details["kind"] = rt.plural
+        details["uid"] = gone.get("metadata", {}).get("uid", "")
+        self._send_json(
+            200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+        )
+
+    def _delete_collection(self, route: Route, query: dict[str, str], write: _Write) -> None:
+        store, rt = self.server.store, route.rt
+        page = store.list(rt.key, route.namespace, query.get("labelSelector"), query.get("fieldSelector"))
+        for obj in page:
+            meta = obj["metadata"]
+            store.delete(rt.key, meta["name"], meta.get("namespace"), grace_period_seconds=0, dry_run=write.dry_run)
+        self._send_list(rt, [store.object_bytes(rt, o) for o in page], store.resource_version, None, None)
 
     def _access_review(self, rt: ResourceType, review: dict[str, Any], user: str | ServiceAccountUser | None) -> None:
         """SelfSubjectAccessReview / SubjectAccessReview: answer `status.allowed` for resource attributes."""
