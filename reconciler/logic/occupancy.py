@@ -106,6 +106,15 @@ class NodeOccupancy:
     assignment: Mapping[tuple[int, int], str]
 
 
+# A controller's in-sync cycle sees the same NodeSpec (its DesiredState is kept until Git changes) and, through
+# the kube adapter's parse memo (kubeobserve.ParseMemo), the same ObservedPod objects for pods that did not
+# change: a planned node's occupancy is then remembered by the identity of those frozen inputs. Each entry keeps
+# its inputs alive, so an id is never reused while remembered; any changed pod, pod set or plan is a new key.
+# Bounded; cleared when full.
+_MEMO: dict[tuple[str, int, MigStrategy, tuple[int, ...]], tuple[NodeSpec, tuple[ObservedPod, ...], NodeOccupancy]] = {}
+_MEMO_LIMIT = 1 << 16
+
+
 def node_occupancy(
     *,
     node: str,
@@ -114,7 +123,29 @@ def node_occupancy(
     pods: tuple[ObservedPod, ...],
     observed: ObservedNode | None = None,
 ) -> NodeOccupancy:
-    """Occupancy of one node. Without a plan (undocumented node) totals are what it advertises."""
+    """Occupancy of one node. Without a plan (undocumented node) totals are what it advertises.
+    Pure: a planned node's result is remembered by its inputs' identity (see _MEMO)."""
+    if plan is None:
+        return _node_occupancy(node=node, plan=plan, strategy=strategy, pods=pods, observed=observed)
+    key = (node, id(plan), strategy, tuple(id(p) for p in pods))
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0] is plan and all(a is b for a, b in zip(hit[1], pods, strict=True)):
+        return hit[2]
+    out = _node_occupancy(node=node, plan=plan, strategy=strategy, pods=pods, observed=observed)
+    if len(_MEMO) >= _MEMO_LIMIT:
+        _MEMO.clear()
+    _MEMO[key] = (plan, pods, out)
+    return out
+
+
+def _node_occupancy(
+    *,
+    node: str,
+    plan: NodeSpec | None,
+    strategy: MigStrategy,
+    pods: tuple[ObservedPod, ...],
+    observed: ObservedNode | None = None,
+) -> NodeOccupancy:
     if plan is not None:
         totals = expected_resources(plan, strategy)
     elif observed is not None:
