@@ -91,3 +91,19 @@ def test_remembered_occupancy_follows_every_change_of_its_inputs() -> None:
     assert single == fresh(PLAN, (a,), MigStrategy.SINGLE) and single != first
     other = NodeSpec(name="n", gpus=(PLAN.gpus[1],))
     assert node_occupancy(node="n", plan=other, strategy=MigStrategy.MIXED, pods=(a,)) == fresh(other, (a,))
+
+
+def test_remembered_slice_maps_follow_the_plan_and_the_occupancy() -> None:
+    """slice_maps remembers a node's maps by the identity of (plan, occupancy): the same objects give the same
+    maps; a new occupancy (a pod came) or another plan gives what a fresh computation gives."""
+    from reconciler.logic.drift import _slice_maps, slice_maps
+
+    idle = node_occupancy(node="n", plan=PLAN, strategy=MigStrategy.MIXED, pods=())
+    first = slice_maps(PLAN, idle)
+    assert slice_maps(PLAN, idle) is first
+    busy = node_occupancy(node="n", plan=PLAN, strategy=MigStrategy.MIXED, pods=(pod("x", "nvidia.com/mig-3g.71gb"),))
+    held = slice_maps(PLAN, busy)
+    assert held == _slice_maps(PLAN, busy, None) and held != first
+    assert [p.holder for p in held[0].partitions] == ["ml/x", None, None]
+    other = NodeSpec(name="n", gpus=(PLAN.gpus[1],))
+    assert slice_maps(other, idle) == _slice_maps(other, idle, None) and len(slice_maps(other, idle)) == 1
