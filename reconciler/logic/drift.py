@@ -766,22 +766,23 @@ def slice_maps(
     with the holders occupancy inferred. Each map says which (layout_source, holders_source).
     Without an observation, remembered by the identity of (plan, occ) (_NODE_MAPS)."""
     if joined is None:
-        key = (id(plan), id(occ))
-        hit = _NODE_MAPS.get(key)
+        hit = _NODE_MAPS.get(id(plan))
         if hit is not None and hit[0] is plan and hit[1] is occ:
             return hit[2]
         out = _slice_maps(plan, occ, None)
-        if len(_NODE_MAPS) >= _FREE_MAPS_LIMIT:
+        if len(_NODE_MAPS) >= _NODE_MAPS_LIMIT:
             _NODE_MAPS.clear()
-        _NODE_MAPS[key] = (plan, occ, out)
+        _NODE_MAPS[id(plan)] = (plan, occ, out)
         return out
     return _slice_maps(plan, occ, joined)
 
 
 # A node's slice maps from its plan and inferred occupancy: the same objects every in-sync cycle of the
 # controller (its NodeSpec is kept; occupancy.node_occupancy remembers its result by its inputs' identity), so
-# remembered by their identity; each entry keeps both alive so an id is not reused while remembered. Bounded.
-_NODE_MAPS: dict[tuple[int, int], tuple[NodeSpec, NodeOccupancy | None, tuple[GpuSliceMap, ...]]] = {}
+# remembered by their identity, one entry per NodeSpec (the last computed); each entry keeps both alive so an id
+# is not reused while remembered. Bounded (NodeSpecs of older revisions): cleared when full.
+_NODE_MAPS: dict[int, tuple[NodeSpec, NodeOccupancy | None, tuple[GpuSliceMap, ...]]] = {}
+_NODE_MAPS_LIMIT = 1 << 14
 
 
 def _slice_maps(
