@@ -21,7 +21,9 @@ Contract of `commit_report(repo, settings=, files=, message=, bot=)`:
   on the new tip and retrying with exponential backoff (tenacity);
 - every report goes through an outbox in the cache directory first (one JSON file per report,
   surviving restarts); a report that cannot be pushed now stays there and is pushed, in order, by a
-  later call. Nothing is dropped.
+  later call. Nothing is dropped. A report the same as the last one pushed (or found on the branch),
+  with nothing queued, is not written there (it is already in the branch's history); it is still set
+  against the branch tip, and queued only if that push cannot be made now.
 - with a `signer` (reconciler.adapters.commitsigning), every report commit is signed as git signs
   (`gpgsig` header over the commit buffer: pygit2 `create_commit_string` + `create_commit_with_signature`);
   a signature that cannot be made leaves the report queued with MP730, so nothing is pushed unsigned.
@@ -33,6 +35,7 @@ Not pure: disk and network I/O. With adapters/gitsource.py the only modules impo
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -226,6 +229,8 @@ class Outbox:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
+        # beside the queue, not in it: the queue's directory holds only entries (and the ones set aside)
+        self._done_file = directory.with_name(f"{directory.name}.done")
 
     @classmethod
     def for_repo(cls, repo: InventoryRepo) -> Outbox:
@@ -255,6 +260,20 @@ class Outbox:
 
     def entries(self) -> list[Path]:
         return sorted(self.directory.glob("*.json"))
+
+    def done(self) -> str | None:
+        """The entry_digest of the last report pushed or found already on the branch (None: unknown)."""
+        try:
+            return self._done_file.read_text(encoding="ascii").strip() or None
+        except (OSError, ValueError):
+            return None
+
+    def mark_done(self, digest: str) -> None:
+        """Remember the report just pushed (or found there); a failure to remember only costs a queued copy."""
+        with contextlib.suppress(OSError):
+            tmp = self._done_file.with_suffix(".tmp")
+            tmp.write_text(digest, encoding="ascii")
+            tmp.replace(self._done_file)
 
     def set_aside(self, path: Path, why: str) -> Path:
         """Keep an entry that cannot be pushed out of the queue, for a person to look at."""
@@ -303,7 +322,18 @@ def commit_report(
         "inventory": {"branch": inventory.branch, "root": inventory.root},
     }
     try:
-        Outbox.for_repo(repo).put(entry)
+        outbox = Outbox.for_repo(repo)
+    except OSError as exc:
+        failure = GitFailure(GIT_FAILED, f"cannot write the report outbox: {exc}", repo.remote.url)
+        return ReportOutcome(status="failed", failure=failure)
+    if not outbox.entries() and outbox.done() == entry_digest(entry):
+        # The same report as the last one pushed (or found already there): it is in the branch's history,
+        # so nothing is lost without a queued copy; not writing one saves a file as big as the report (tens
+        # of MB at 5,000 nodes) every cycle. It is still set against the branch tip (re-committed if someone
+        # changed the branch); queued only if that push cannot be made now.
+        return flush_outbox(repo, max_attempts=max_attempts, signer=signer, unqueued=entry)
+    try:
+        outbox.put(entry)
     except OSError as exc:
         # Nowhere to keep it: say so loudly rather than pretend it is queued.
         failure = GitFailure(GIT_FAILED, f"cannot write the report outbox: {exc}", repo.remote.url)
@@ -311,16 +341,36 @@ def commit_report(
     return flush_outbox(repo, max_attempts=max_attempts, signer=signer)
 
 
-def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6, signer: CommitSigner | None = None) -> ReportOutcome:
-    """Push queued reports in order; stop at the first that cannot be pushed now (kept for later)."""
+def entry_digest(entry: Mapping[str, Any]) -> str:
+    """What makes two outbox entries the same report: branch, path and files (not the message or author)."""
+    h = hashlib.sha256()
+    for part in (entry.get("branch"), entry.get("path")):
+        h.update(f"{part}\0".encode())
+    for name, data in sorted((entry.get("files") or {}).items()):
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(str(data).encode())
+    return h.hexdigest()
+
+
+def flush_outbox(
+    repo: InventoryRepo,
+    *,
+    max_attempts: int = 6,
+    signer: CommitSigner | None = None,
+    unqueued: Mapping[str, Any] | None = None,
+) -> ReportOutcome:
+    """Push queued reports in order; stop at the first that cannot be pushed now (kept for later).
+    `unqueued`: a report not written to the outbox (the same as the last one done, see commit_report),
+    pushed after the queued ones and put in the outbox only if it cannot be pushed now."""
     outbox = Outbox.for_repo(repo)
     pushed: list[str] = []
     attempts = 0
     last_status, last_commit = "unchanged", None
     refused: GitFailure | None = None
-    for path in outbox.entries():
+    items: list[Path | None] = [*outbox.entries(), *([None] if unqueued is not None else [])]
+    for path in items:
         try:
-            entry = Outbox.load(path)
+            entry = dict(unqueued or {}) if path is None else Outbox.load(path)
             # Scrubbed again on read: entries queued before redaction existed must not carry a
             # secret into history either.
             files = {str(name): redact_bytes(base64.b64decode(data)) for name, data in entry["files"].items()}
@@ -328,7 +378,8 @@ def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6, signer: CommitSi
             bot = BotIdentity(*(str(x) for x in entry["author"]))
             inventory = _entry_inventory(entry)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            outbox.set_aside(path, "unreadable")  # never block the queue on one damaged file
+            if path is not None:
+                outbox.set_aside(path, "unreadable")  # never block the queue on one damaged file
             continue
         refused = (
             check_report_paths(root, list(files))
@@ -336,7 +387,8 @@ def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6, signer: CommitSi
             or check_branch(repo, branch)
         )
         if refused is not None:
-            outbox.set_aside(path, "refused")  # an edited (or older, unsafe) entry: never written to Git
+            if path is not None:
+                outbox.set_aside(path, "refused")  # an edited (or older, unsafe) entry: never written to Git
             continue
         try:
             for attempt in tenacity.Retrying(
@@ -359,22 +411,26 @@ def flush_outbox(repo: InventoryRepo, *, max_attempts: int = 6, signer: CommitSi
                     )
         except _Refused as exc:
             refused = exc.failure
-            outbox.set_aside(path, "refused")  # the branch tip makes it unsafe: kept for a person to see
+            if path is not None:
+                outbox.set_aside(path, "refused")  # the branch tip makes it unsafe: kept for a person to see
             continue
-        except _Offline as exc:
-            return ReportOutcome(
-                status="queued",
-                pushed=tuple(pushed),
-                pending=len(outbox.entries()),
-                failure=exc.failure,
-                attempts=attempts,
-            )
-        except _Rejected as exc:
-            failure = GitFailure(PUSH_REJECTED, f"push of {branch} kept being rejected: {exc}", repo.remote.url)
+        except (_Offline, _Rejected) as exc:
+            if isinstance(exc, _Offline):
+                failure = exc.failure
+            else:
+                failure = GitFailure(PUSH_REJECTED, f"push of {branch} kept being rejected: {exc}", repo.remote.url)
+            if path is None:
+                try:
+                    outbox.put(entry)  # could not be pushed now: queued after all, so nothing is lost
+                except OSError as put_exc:
+                    lost = GitFailure(GIT_FAILED, f"cannot write the report outbox: {put_exc}", repo.remote.url)
+                    return ReportOutcome(status="failed", pushed=tuple(pushed), failure=lost, attempts=attempts)
             return ReportOutcome(
                 status="queued", pushed=tuple(pushed), pending=len(outbox.entries()), failure=failure, attempts=attempts
             )
-        path.unlink(missing_ok=True)  # (the cache lock keeps other processes out; never crash on it)
+        if path is not None:
+            path.unlink(missing_ok=True)  # (the cache lock keeps other processes out; never crash on it)
+        outbox.mark_done(entry_digest(entry))
         refused = None
         if commit is None:
             last_status, last_commit = "unchanged", None

@@ -283,11 +283,6 @@ def _append(items: list[Mapping[str, Any]], obj: Mapping[str, Any]) -> None:
     items.append(obj)
 
 
-def _add_node(nodes: dict[str, ObservedNode], obj: Mapping[str, Any]) -> None:
-    node = kubeobserve.node_from_json(obj)
-    nodes[node.name] = node
-
-
 def _drain(resp: Any) -> bytes:
     """Read a raw (`_preload_content=False`) response to the end and hand its connection back to the
     pool; without this every request opens a new connection (and a new TLS handshake)."""
@@ -315,6 +310,11 @@ class KubeCluster:
         self.custom = client.CustomObjectsApi(api_client)
         self.policy = client.PolicyV1Api(api_client)
         self.page_size = page_size
+        # In-sync cycles: a node or pod whose (uid, resourceVersion) the last observation saw is not parsed
+        # again (kubeobserve.ParseMemo says why that key is exact). Only the parse of one object is
+        # remembered; everything that reads several objects or the clock is computed every cycle.
+        self.node_memo = kubeobserve.ParseMemo(kubeobserve.node_from_json)
+        self.pod_memo = kubeobserve.ParseMemo(kubeobserve.gpu_pod_from_json)
 
     @classmethod
     def from_kubeconfig(
@@ -392,7 +392,15 @@ class KubeCluster:
         return self._one(what, fn, name, **kwargs)
 
     def observe(self, ops: GpuOperatorSettings) -> ObservedState:
-        nodes = self._fold("list nodes", self.core.list_node, dict, _add_node)
+        self.node_memo.begin()
+        self.pod_memo.begin()
+        node_memo = self.node_memo
+
+        def add_node(nodes: dict[str, ObservedNode], obj: Mapping[str, Any]) -> None:
+            node = node_memo(obj)
+            nodes[node.name] = node
+
+        nodes = self._fold("list nodes", self.core.list_node, dict, add_node)
         cp_obj = self._one(
             f"list clusterpolicies {ops.cluster_policy}",
             self.custom.list_cluster_custom_object,
@@ -417,6 +425,7 @@ class KubeCluster:
                 device_plugin_log=self._quote_log,
                 mig_manager_log=self._mig_manager_reason,
                 max_log_reads=self.max_log_reads,
+                gpu_pod=self.pod_memo,
             )
 
         pods = self._fold("list pods", self.core.list_pod_for_all_namespaces, sorter, kubeobserve.PodSorter.add)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from reconciler.logic.observation import read_observation
 from reconciler.model.inventory import GpuOperatorSettings
@@ -400,6 +400,53 @@ def mig_manager_error(text: str) -> str | None:
 
 
 Json = Mapping[str, Any]
+T = TypeVar("T")
+_ABSENT: Any = object()
+
+
+class ParseMemo(Generic[T]):
+    """What `parse` made of each listed object, remembered from one observation to the next by the object's
+    (metadata.uid, metadata.resourceVersion), so an object that did not change is not parsed again.
+
+    Why that key is exact: the API server gives every write of an object a new resourceVersion (apimachinery
+    ObjectMeta: "changes on every update"), a deleted and re-created object has a new uid, and `parse` reads
+    nothing but the object itself (no clock, no other object): the same key can only stand for the same JSON,
+    so the same value. An object without both (not something a server sends) is parsed every time, never
+    remembered. The values are frozen dataclasses (or None), so sharing one across cycles is safe.
+
+    Bounded by the cluster: `begin()` at the start of each observation keeps only what the last one saw.
+    One observation at a time (the controller observes from one thread)."""
+
+    def __init__(self, parse: Callable[[Json], T]) -> None:
+        self.parse = parse
+        self._last: dict[tuple[str, str], T] = {}
+        self._current: dict[tuple[str, str], T] = {}
+        self.hits = 0  # this observation's objects taken from the memo (for tests and profiling)
+
+    def begin(self) -> None:
+        """A new observation: what the last one saw is what may be reused; nothing older."""
+        if self._current:
+            self._last, self._current = self._current, {}
+        self.hits = 0
+
+    def __call__(self, obj: Json) -> T:
+        meta = obj.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, Mapping) else None
+        rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+        if not (isinstance(uid, str) and uid and isinstance(rv, str) and rv):
+            return self.parse(obj)
+        key = (uid, rv)
+        value = self._current.get(key, _ABSENT)
+        if value is _ABSENT:
+            value = self._last.get(key, _ABSENT)
+            if value is _ABSENT:
+                value = self.parse(obj)
+            else:
+                self.hits += 1
+            self._current[key] = value
+        else:
+            self.hits += 1
+        return value  # type: ignore[no-any-return]
 
 
 class PodSorter:
@@ -417,8 +464,10 @@ class PodSorter:
         device_plugin_log: Callable[[Json], str | None],
         mig_manager_log: Callable[[Json], str | None],
         max_log_reads: int,
+        gpu_pod: Callable[[Json], ObservedPod | None] = gpu_pod_from_json,
     ) -> None:
         self.ops = ops
+        self.gpu_pod = gpu_pod  # gpu_pod_from_json, or a ParseMemo of it (the kube adapter's, across cycles)
         self.failed = failed
         self.daemonset = daemonset
         self.device_plugin_log = device_plugin_log
@@ -445,7 +494,7 @@ class PodSorter:
             line = self.device_plugin_log(obj) if read else None
             self.dp_pods.append(device_plugin_pod_from_json(obj, line, log_read=ready or read))
             return
-        pod = gpu_pod_from_json(obj)
+        pod = self.gpu_pod(obj)
         if pod is not None:
             self.gpu_pods.append(pod)
 

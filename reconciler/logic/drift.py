@@ -763,7 +763,33 @@ def slice_maps(
     """Per GPU of the plan: its cut and who holds each partition. With the node's observation (`joined`),
     the cut is the GPU's real one (placements from NVML, each partition set against the plan: planned,
     moved, unplanned, missing) and the holders are the kubelet's when measured; otherwise the planned cut
-    with the holders occupancy inferred. Each map says which (layout_source, holders_source)."""
+    with the holders occupancy inferred. Each map says which (layout_source, holders_source).
+    Without an observation, remembered by the identity of (plan, occ) (_NODE_MAPS)."""
+    if joined is None:
+        hit = _NODE_MAPS.get(id(plan))
+        if hit is not None and hit[0] is plan and hit[1] is occ:
+            return hit[2]
+        out = _slice_maps(plan, occ, None)
+        if len(_NODE_MAPS) >= _NODE_MAPS_LIMIT:
+            _NODE_MAPS.clear()
+        _NODE_MAPS[id(plan)] = (plan, occ, out)
+        return out
+    return _slice_maps(plan, occ, joined)
+
+
+# A node's slice maps from its plan and inferred occupancy: the same objects every in-sync cycle of the
+# controller (its NodeSpec is kept; occupancy.node_occupancy remembers its result by its inputs' identity), so
+# remembered by their identity, one entry per NodeSpec (the last computed); each entry keeps both alive so an id
+# is not reused while remembered. Bounded (NodeSpecs of older revisions): cleared when full.
+_NODE_MAPS: dict[int, tuple[NodeSpec, NodeOccupancy | None, tuple[GpuSliceMap, ...]]] = {}
+_NODE_MAPS_LIMIT = 1 << 14
+
+
+def _slice_maps(
+    plan: NodeSpec,
+    occ: NodeOccupancy | None,
+    joined: observation.NodeJoin | None,
+) -> tuple[GpuSliceMap, ...]:
     catalog = load_catalog()
     held = {gpu for gpu, _ in occ.assignment} if occ and occ.assignment else ()
     out = []

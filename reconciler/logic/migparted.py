@@ -108,8 +108,23 @@ def config_name(node: NodeSpec) -> str:
     return f"{head}{middle[:room].rstrip('-._')}-{digest}"
 
 
+# The controller keeps one DesiredState until Git changes and renders it every cycle: the last rendering is
+# remembered by the DesiredState's identity (kept alive here, so its id is not reused; both are frozen values).
+_LAST: list[tuple[DesiredState, MigPartedConfig]] = []
+
+
 def render(desired: DesiredState) -> MigPartedConfig:
-    """The ConfigMap's `config.yaml`: all-disabled plus one config per distinct node layout."""
+    """The ConfigMap's `config.yaml`: all-disabled plus one config per distinct node layout.
+    Pure; the last result is remembered for the same DesiredState object (_LAST)."""
+    last = _LAST[0] if _LAST else None
+    if last is not None and last[0] is desired:
+        return last[1]
+    out = _render(desired)
+    _LAST[:] = [(desired, out)]
+    return out
+
+
+def _render(desired: DesiredState) -> MigPartedConfig:
     by_layout: dict[tuple[tuple[int, GpuLayout], ...], str] = {}
     node_configs: dict[str, str] = {}
     for name in sorted(desired.nodes):

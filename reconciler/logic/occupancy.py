@@ -106,6 +106,16 @@ class NodeOccupancy:
     assignment: Mapping[tuple[int, int], str]
 
 
+# A controller's in-sync cycle sees the same NodeSpec (its DesiredState is kept until Git changes) and, through
+# the kube adapter's parse memo (kubeobserve.ParseMemo), the same ObservedPod objects for pods that did not
+# change: a planned node's occupancy is then remembered by the identity of those frozen inputs, one entry per
+# NodeSpec (the last one computed). Each entry keeps its inputs alive, so an id is never reused while remembered;
+# any changed pod, pod set, strategy or plan computes afresh. Bounded: cleared when it holds _MEMO_LIMIT entries
+# (NodeSpecs of older revisions); a fleet larger than that only loses the memo, never correctness.
+_MEMO: dict[int, tuple[NodeSpec, str, MigStrategy, tuple[ObservedPod, ...], NodeOccupancy]] = {}
+_MEMO_LIMIT = 1 << 14
+
+
 def node_occupancy(
     *,
     node: str,
@@ -114,7 +124,35 @@ def node_occupancy(
     pods: tuple[ObservedPod, ...],
     observed: ObservedNode | None = None,
 ) -> NodeOccupancy:
-    """Occupancy of one node. Without a plan (undocumented node) totals are what it advertises."""
+    """Occupancy of one node. Without a plan (undocumented node) totals are what it advertises.
+    Pure: a planned node's result is remembered by its inputs' identity (see _MEMO)."""
+    if plan is None:
+        return _node_occupancy(node=node, plan=plan, strategy=strategy, pods=pods, observed=observed)
+    hit = _MEMO.get(id(plan))
+    if (
+        hit is not None
+        and hit[0] is plan
+        and hit[1] == node
+        and hit[2] is strategy
+        and len(hit[3]) == len(pods)
+        and all(a is b for a, b in zip(hit[3], pods, strict=True))
+    ):
+        return hit[4]
+    out = _node_occupancy(node=node, plan=plan, strategy=strategy, pods=pods, observed=observed)
+    if len(_MEMO) >= _MEMO_LIMIT:
+        _MEMO.clear()
+    _MEMO[id(plan)] = (plan, node, strategy, pods, out)
+    return out
+
+
+def _node_occupancy(
+    *,
+    node: str,
+    plan: NodeSpec | None,
+    strategy: MigStrategy,
+    pods: tuple[ObservedPod, ...],
+    observed: ObservedNode | None = None,
+) -> NodeOccupancy:
     if plan is not None:
         totals = expected_resources(plan, strategy)
     elif observed is not None:

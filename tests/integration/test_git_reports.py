@@ -369,3 +369,50 @@ def test_a_report_commit_touches_only_the_pages_that_changed(remote, tmp_path: P
     assert "reports/par1/nodes/gpu-29.md" not in git("ls-tree", "-r", "--name-only", SETTINGS.branch, cwd=bare)
     readme = git("show", f"{SETTINGS.branch}:reports/par1/README.md", cwd=bare)
     assert "| [gpu-07](nodes/gpu-07.md) | Drifted |" in readme
+
+
+def _edit_report_by_hand(bare: Path, work: Path) -> None:
+    git("clone", "-q", "-b", SETTINGS.branch, str(bare), str(work))
+    (work / "reports" / "par1" / "drift.yaml").write_text("edited\n")
+    git("commit", "-q", "-am", "by hand", cwd=work)
+    git("push", "-q", "origin", f"HEAD:{SETTINGS.branch}", cwd=work)
+
+
+def test_an_unchanged_report_writes_nothing_to_the_outbox(remote, tmp_path: Path, monkeypatch) -> None:
+    """A report the same as the last one pushed is not queued (tens of MB at 5,000 nodes, every cycle), yet it is
+    still set against the branch tip, and queued after all when it cannot be pushed now."""
+    daemon, bare = remote
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    queued: list[object] = []
+    put = Outbox.put
+
+    def counting_put(self: Outbox, entry: dict[str, object]) -> Path:
+        queued.append(entry)
+        return put(self, entry)
+
+    monkeypatch.setattr(Outbox, "put", counting_put)
+    assert commit_report(repo, settings=SETTINGS, files=_report(1), message="r1", bot=BOT).status == "committed"
+    assert len(queued) == 1
+    for _ in range(3):
+        again = commit_report(repo, settings=SETTINGS, files=_report(1), message="r1 again", bot=BOT)
+        assert again.status == "unchanged" and again.pending == 0
+    assert len(queued) == 1  # nothing written for the three unchanged reports
+    assert len(_log(bare, SETTINGS.branch)) == 1
+    # someone rewrites the report on the branch: the unchanged report is committed again, still unqueued
+    _edit_report_by_hand(bare, tmp_path / "work2")
+    assert repo.fetch() is None
+    back = commit_report(repo, settings=SETTINGS, files=_report(1), message="r1 restored", bot=BOT)
+    assert back.status == "committed" and len(queued) == 1
+    assert git("show", f"{SETTINGS.branch}:reports/par1/drift.yaml", cwd=bare) == "drifted: 1"
+    # a changed report is queued as always
+    assert commit_report(repo, settings=SETTINGS, files=_report(2), message="r2", bot=BOT).status == "committed"
+    assert len(queued) == 2
+    # the server is down and the branch was changed meanwhile: the unchanged report cannot be pushed: queued
+    _edit_report_by_hand(bare, tmp_path / "work3")
+    assert repo.fetch() is None
+    daemon.stop()
+    down = commit_report(repo, settings=SETTINGS, files=_report(2), message="r2 restored", bot=BOT)
+    assert down.status == "queued" and down.pending == 1 and len(queued) == 3
+    daemon.start()
+    assert flush_outbox(repo).status == "committed"
+    assert git("show", f"{SETTINGS.branch}:reports/par1/drift.yaml", cwd=bare) == "drifted: 2"

@@ -136,3 +136,16 @@ def test_configs_nodes_still_carry_are_kept_until_relabelled() -> None:
     assert entry.device_filter == ("0x233510DE",) and dict(entry.mig_devices) == {"1g.18gb": 7}
     assert migparted.config_map_text(r, observed_text=previous, referenced={r.node_configs["a"]}) == r.text
     assert migparted.config_map_text(r, observed_text="not: [valid", referenced={"theirs"}) == r.text
+
+
+def test_render_remembers_only_the_same_desired_state() -> None:
+    """The controller renders its kept DesiredState every cycle: the same object gives the same result; another
+    DesiredState (the next Git revision) is rendered afresh, never served the last one's configs."""
+    one = desired({"a": (gpu(0, *BALANCED),)})
+    first = migparted.render(one)
+    assert migparted.render(one) is first
+    other = desired({"a": (gpu(0, "7g.141gb"),), "b": (gpu(0, *BALANCED),)})
+    second = migparted.render(other)
+    assert second == migparted._render(other) and second.node_configs.keys() == {"a", "b"}
+    assert second.node_configs["a"] != first.node_configs["a"]
+    assert migparted.render(one) == first  # back to the first: rendered again, the same value

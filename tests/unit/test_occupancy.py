@@ -66,3 +66,44 @@ def test_pod_identities_strip_the_replicaset_hash() -> None:
         "vllm-5d9f7c-x1", "nvidia.com/mig-3g.71gb", owner=OwnerRef("ReplicaSet", "vllm-5d9f7c"), labels={"app": "a"}
     )
     assert {"vllm", "vllm-5d9f7c", "a", "ml", "ml/vllm-5d9f7c-x1"} <= pod_identities(p)
+
+
+def test_remembered_occupancy_follows_every_change_of_its_inputs() -> None:
+    """node_occupancy remembers a planned node's result by its inputs' identity (a controller's unchanged
+    NodeSpec and ObservedPods): the same inputs give the same value, any other input is computed afresh."""
+    from reconciler.logic.occupancy import _node_occupancy
+
+    def fresh(plan: NodeSpec, pods: tuple[ObservedPod, ...], strategy: MigStrategy = MigStrategy.MIXED) -> object:
+        return _node_occupancy(node="n", plan=plan, strategy=strategy, pods=pods)
+
+    a = pod("a", "nvidia.com/mig-1g.18gb")
+    first = node_occupancy(node="n", plan=PLAN, strategy=MigStrategy.MIXED, pods=(a,))
+    assert node_occupancy(node="n", plan=PLAN, strategy=MigStrategy.MIXED, pods=(a,)) is first
+    # the pod changed (now two devices): a new object, a new result
+    a2 = pod("a", "nvidia.com/mig-1g.18gb", 2)
+    changed = node_occupancy(node="n", plan=PLAN, strategy=MigStrategy.MIXED, pods=(a2,))
+    assert changed == fresh(PLAN, (a2,)) and changed != first
+    # a pod more, a pod less, another strategy, another plan
+    b = pod("b", "nvidia.com/mig-3g.71gb")
+    assert node_occupancy(node="n", plan=PLAN, strategy=MigStrategy.MIXED, pods=(a, b)) == fresh(PLAN, (a, b))
+    assert node_occupancy(node="n", plan=PLAN, strategy=MigStrategy.MIXED, pods=()) == fresh(PLAN, ())
+    single = node_occupancy(node="n", plan=PLAN, strategy=MigStrategy.SINGLE, pods=(a,))
+    assert single == fresh(PLAN, (a,), MigStrategy.SINGLE) and single != first
+    other = NodeSpec(name="n", gpus=(PLAN.gpus[1],))
+    assert node_occupancy(node="n", plan=other, strategy=MigStrategy.MIXED, pods=(a,)) == fresh(other, (a,))
+
+
+def test_remembered_slice_maps_follow_the_plan_and_the_occupancy() -> None:
+    """slice_maps remembers a node's maps by the identity of (plan, occupancy): the same objects give the same
+    maps; a new occupancy (a pod came) or another plan gives what a fresh computation gives."""
+    from reconciler.logic.drift import _slice_maps, slice_maps
+
+    idle = node_occupancy(node="n", plan=PLAN, strategy=MigStrategy.MIXED, pods=())
+    first = slice_maps(PLAN, idle)
+    assert slice_maps(PLAN, idle) is first
+    busy = node_occupancy(node="n", plan=PLAN, strategy=MigStrategy.MIXED, pods=(pod("x", "nvidia.com/mig-3g.71gb"),))
+    held = slice_maps(PLAN, busy)
+    assert held == _slice_maps(PLAN, busy, None) and held != first
+    assert [p.holder for p in held[0].partitions] == ["ml/x", None, None]
+    other = NodeSpec(name="n", gpus=(PLAN.gpus[1],))
+    assert slice_maps(other, idle) == _slice_maps(other, idle, None) and len(slice_maps(other, idle)) == 1
