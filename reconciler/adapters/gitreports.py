@@ -229,8 +229,9 @@ class Outbox:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        # beside the queue, not in it: the queue's directory holds only entries (and the ones set aside)
-        self._done_file = directory.with_name(f"{directory.name}.done")
+        # Outside the outbox: it holds only entries (and the ones set aside), so "the outbox is empty" stays a
+        # plain check of the directory (<cache>/pushed/<repo digest> for <cache>/outbox/<repo digest>).
+        self._done_file = directory.parent.with_name("pushed") / directory.name
 
     @classmethod
     def for_repo(cls, repo: InventoryRepo) -> Outbox:
@@ -271,6 +272,7 @@ class Outbox:
     def mark_done(self, digest: str) -> None:
         """Remember the report just pushed (or found there); a failure to remember only costs a queued copy."""
         with contextlib.suppress(OSError):
+            self._done_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = self._done_file.with_suffix(".tmp")
             tmp.write_text(digest, encoding="ascii")
             tmp.replace(self._done_file)

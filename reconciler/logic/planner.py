@@ -102,7 +102,11 @@ def plan(
     agent = desired.cluster.apply.mode is ApplyMode.AGENT
     changes: list[Change] = []
     if not agent:  # the node agent applies layouts itself: no mig-parted ConfigMap, no mig-manager
-        changes.append(_config_map_change(desired, observed, rendered, nodes.aliases, stamp=stamp))
+        # The ConfigMap's stamp starts the configPropagationSeconds wait: a whole second, so rounded up (the
+        # write goes out after `now`), never earlier than the write it dates, or the wait would end up to a
+        # second early and mig-manager see a label before its mounted file holds the config.
+        added_at = rfc3339(now if now.microsecond == 0 else now + timedelta(seconds=1))
+        changes.append(_config_map_change(desired, observed, rendered, nodes.aliases, stamp=added_at))
     changes.extend(_cluster_policy_changes(desired, observed, nodes_settled=nodes.settled, stamp=stamp))
     changes.extend(nodes.changes)
     if agent:

@@ -85,3 +85,17 @@ def test_a_write_that_only_drops_configs_keeps_the_old_stamp() -> None:
 
 def test_zero_seconds_keeps_the_same_cycle_relabel() -> None:
     assert _relabel(planner.plan(_desired(0), _observed(OLD), now=NOW)) is Action.CONFIGURE
+
+
+def test_the_stamp_is_never_earlier_than_the_write() -> None:
+    """Whole seconds, rounded up: a write at 10:00:00.4 is stamped 10:00:01, so the wait that starts at the stamp
+    never ends before configPropagationSeconds after the write (rounding down ended it up to a second early, and
+    mig-manager then saw a label before its mounted file held the config: `selected mig-config not present`)."""
+    p = planner.plan(_desired(), _observed(OLD), now=NOW + timedelta(milliseconds=400))
+    (cm,) = [c for c in p.changes if c.kind is Kind.MIG_CONFIG_MAP and c.action is Action.CONFIGURE]
+    assert cm.patch is not None
+    assert cm.patch["metadata"]["annotations"] == {CONFIGS_ADDED_AT_ANNOTATION: "2026-12-02T10:00:01Z"}
+    text = migparted.render(_desired()).text
+    stamp = cm.patch["metadata"]["annotations"]
+    early = NOW + timedelta(seconds=120, milliseconds=399)  # 119.999 s after the write
+    assert _relabel(planner.plan(_desired(), _observed(text, stamp), now=early)) is Action.SKIP
