@@ -291,7 +291,7 @@ def _roots(root: Path | None, repo: str | None, rev: str, path: str, cache_dir: 
             return [""]  # the embedded example
         if not root.is_dir():
             return [""]  # load_files words the problem
-        from reconciler.adapters.rootdiscovery import dir_roots
+        from reconciler.adapters.dirroots import dir_roots
 
         found = dir_roots(root)
         if isinstance(found, str):
