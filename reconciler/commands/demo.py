@@ -237,7 +237,9 @@ class SimulatedClock:
 
     def __init__(self, step: float) -> None:
         self.step = step
-        self.start = datetime.now(UTC)
+        # On a whole second: the ConfigMap's configs-added-at stamp is rounded up to the second, so a clock
+        # between seconds would hold each relabel one more simulated cycle (cycles are exactly that delay apart).
+        self.start = datetime.now(UTC).replace(microsecond=0)
         self.seconds = -step  # the first cycle runs at the start
 
     def monotonic(self) -> float:

@@ -55,6 +55,11 @@ def test_demo_repairs_what_it_may_and_commits_the_report(tmp_path: Path) -> None
     assert statuses["gpu-h200-02"] == "InSync"
     assert statuses["gpu-undocumented-01"] == "Undocumented"
     assert last["cycle"]["applied"] == []
+    # Cycles are one propagation delay apart, so the second cycle's relabels are due: the ConfigMap written by
+    # the first has reached mig-manager (its configs-added-at stamp is rounded up to the second; a simulated
+    # clock between seconds held every relabel one cycle more).
+    assert len(cycles) == 3, [len(c["cycle"]["applied"]) for c in cycles]
+    assert cycles[1]["cycle"]["applied"], "the relabels go out one propagation delay after the ConfigMap"
 
     # The report is in Git, on its own branch, once per distinct content, naming the revision.
     repo = Path(doc["repository"])
