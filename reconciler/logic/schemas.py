@@ -263,7 +263,9 @@ def fast_valid(kind: str, value: Any) -> bool:
 # A fleet repeats a handful of GPU cuts thousands of times. A Node is checked as its envelope
 # (every GPU item accepted as is) plus each GPU item against the GPU sub-schema, and GPU items
 # already accepted are remembered by their JSON text (orjson): for JSON-like values equal texts
-# mean equal values (1, "1" and true all differ), so the answer is the same.
+# mean equal values (1, "1" and true all differ), so the answer is the same. Not for a text with
+# `null` in it: orjson writes NaN and the infinities as null too (the reference loader can give them),
+# so such an item is checked every time.
 _GPU_SEEN: dict[bytes, None] = {}
 _GPU_SEEN_LIMIT = 4096
 
@@ -295,7 +297,7 @@ def _fast_node_valid(value: Any) -> bool:
             if key in _GPU_SEEN:
                 continue
             gpu(item)
-            if len(_GPU_SEEN) < _GPU_SEEN_LIMIT:
+            if len(_GPU_SEEN) < _GPU_SEEN_LIMIT and b"null" not in key:
                 _GPU_SEEN[key] = None
     except Exception:
         return False

@@ -281,3 +281,60 @@ def test_random_edits_agree(files: dict[str, bytes], monkeypatch: pytest.MonkeyP
     fast, reference = both(files, monkeypatch)
     assert fast.diagnostics == reference.diagnostics
     assert fast.desired == reference.desired
+
+
+# Files the fast parser declines (a flow list `[...]`, quoted values) are read by the reference loader; the
+# compiled schema then vouches for the valid ones instead of jsonschema, which costs ~50x more a file.
+_FLOW_GPU = (
+    "    - {{index: {i}, model: H200-141GB, mig: {{enabled: true, partitions: "
+    "[{{profile: 3g.71gb, owner: {owner}}}, {{profile: 2g.35gb}}, {{profile: 1g.18gb}}, {{profile: 1g.18gb}}]}}}}\n"
+)
+_FLOW_BAD = {
+    "unknown key in a flow list": ("{profile: 2g.35gb}", "{profile: 2g.35gb, colour: red}"),
+    "placement as a string": ("{profile: 2g.35gb}", '{profile: 2g.35gb, placement: "0"}'),
+    "owner with an upper case": ("owner: team", "owner: Team"),
+    "no profile": ("{profile: 2g.35gb}", "{placement: 0}"),
+    "placement as a float": ("{profile: 2g.35gb}", "{profile: 2g.35gb, placement: 2.0}"),
+    "index as a float": ("{index: 1,", "{index: 1.0,"),
+}
+
+
+def _flow_fleet(nodes: int, edit: tuple[str, str] | None = None) -> dict[str, bytes]:
+    cluster = b"apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: f}\nspec:\n  migStrategy: mixed\n"
+    files = {"cluster.yaml": cluster}
+    for k in range(nodes):
+        gpus = "".join(_FLOW_GPU.format(i=i, owner=f"team-{k % 3}") for i in range(2))
+        text = f'apiVersion: migplan/v1\nkind: Node\nmetadata: {{name: "n{k}"}}\nspec:\n  gpus:\n{gpus}'
+        if edit is not None and k == 1:
+            text = text.replace(edit[0], edit[1], 1)
+        files[f"nodes/n{k}.yaml"] = text.encode()
+    return files
+
+
+def test_flow_lists_agree_and_skip_jsonschema_when_valid(
+    monkeypatch: pytest.MonkeyPatch, count_reference: list[str]
+) -> None:
+    from reconciler.logic import schemas
+
+    checked: list[str] = []
+    real = schemas.check_document
+
+    def counting(doc: Any, *, kind: str, file: str) -> Any:
+        checked.append(file)
+        return real(doc, kind=kind, file=file)
+
+    monkeypatch.setattr(schemas, "check_document", counting)
+    files = _flow_fleet(6)
+    fast, reference = both(files, monkeypatch)
+    assert fast == reference and fast.valid
+    assert len(count_reference) >= 12, "the flow-list files go through the reference loader"
+    # jsonschema ran only for the reference run: the fast run's valid files were vouched for by the compiled schema.
+    assert len(checked) == 7
+
+
+@pytest.mark.parametrize("case", sorted(_FLOW_BAD))
+def test_flow_list_errors_are_the_references(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, reference = both(_flow_fleet(3, _FLOW_BAD[case]), monkeypatch)
+    assert not fast.valid
+    assert fast.diagnostics == reference.diagnostics
+    assert {d.file for d in fast.errors} == {"nodes/n1.yaml"}
