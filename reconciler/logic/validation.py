@@ -328,9 +328,11 @@ def _stage1(
             return _rebind(known, path, shape.stem.decode(), data, blob)
         if known is None:
             shape = None  # seen, and not reusable: read as usual without trying again
-    e = _stage1_entry(path, kind, data, catalog, memo)
+    # A new shape's file is parsed once: the fast path and the shape's guard share the parse.
+    parsed = yamldocs.fast_parse(data) if shape is not None else _NOT_PARSED
+    e = _stage1_entry(path, kind, data, catalog, memo, parsed)
     if shape is not None and shapes is not None and len(shapes) < _SHAPE_LIMIT:
-        shapes[shape.key] = e if _shape_holds(e, shape, data) else None
+        shapes[shape.key] = e if _shape_holds(e, shape, parsed) else None
     # Direct construction: dataclasses.replace() costs more than the rest of a small file's entry.
     return _Entry(e.path, e.kind, e.diagnostics, blob, e.cluster, e.layout, e.node, e.layout_refs, e.data)
 
@@ -359,6 +361,8 @@ _SHAPE_HOLE = b"\x00"  # never in a readable YAML file (a NUL is refused), so it
 _SHAPE_PROBE = "migplan-shape-probe"
 _ShapeMemo = dict[bytes, "_Entry | None"]  # None: a shape seen and found not reusable (not tried again)
 _UNSEEN = object()
+_Parsed = tuple[str, dict[str, Any]] | None  # yamldocs.fast_parse's answer
+_NOT_PARSED: Any = object()  # fast_parse not called yet (None is its answer for a file it declines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,11 +382,11 @@ def _shape_of(path: str, data: bytes) -> _Shape | None:
     return _Shape(hashlib.blake2b(template, digest_size=16).digest(), stem, template)
 
 
-def _shape_holds(entry: _Entry, shape: _Shape, data: bytes) -> bool:
-    """The entry read clean, names the file's stem, and the shape is the name's value alone (the probe)."""
+def _shape_holds(entry: _Entry, shape: _Shape, read: _Parsed) -> bool:
+    """The entry read clean, names the file's stem, and the shape is the name's value alone (the probe).
+    `read` is the file's own fast parse (None where the fast parser declined it)."""
     if entry.diagnostics or entry.node is None or entry.node.name != shape.stem.decode():
         return False
-    read = yamldocs.fast_parse(data)
     probe = yamldocs.fast_parse(shape.template.replace(_SHAPE_HOLE, _SHAPE_PROBE.encode()))
     if read is None or probe is None:
         return False
@@ -421,12 +425,14 @@ def _rebind(e: _Entry, path: str, name: str, data: bytes, blob: str) -> _Entry:
     return _Entry(path, e.kind, (), blob, None, None, renamed, refs, data if e.data is not None else None)
 
 
-def _stage1_entry(path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo) -> _Entry:
+def _stage1_entry(
+    path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo, parsed: _Parsed = _NOT_PARSED
+) -> _Entry:
     # Fast path first (see yamldocs.fast_parse): it only ever says "this file is plain and
     # schema-valid and has nothing to report, here is what it holds"; anything else, including
     # every diagnostic, comes from the reference path below.
     if FAST_PATH:
-        entry = _fast_stage1(path, kind, data, catalog, memo)
+        entry = _fast_stage1(path, kind, data, catalog, memo, parsed)
         if entry is not None:
             return entry
     doc, problems = yamldocs.load_yaml(data, file=path)
@@ -438,8 +444,11 @@ def _stage1_entry(path: str, kind: str, data: bytes, catalog: Catalog, memo: _Gp
     return _build(doc, path, kind, catalog, memo)
 
 
-def _fast_stage1(path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo) -> _Entry | None:
-    parsed = yamldocs.fast_parse(data)
+def _fast_stage1(
+    path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo, parsed: _Parsed = _NOT_PARSED
+) -> _Entry | None:
+    if parsed is _NOT_PARSED:
+        parsed = yamldocs.fast_parse(data)
     if parsed is None or not schemas.fast_valid(kind, parsed[1]):
         return None
     text, value = parsed
