@@ -38,7 +38,7 @@ import orjson
 from reconciler import __version__, resources
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
 from reconciler.catalog import Catalog, load_catalog
-from reconciler.commands import gcpause
+from reconciler.commands import gcpause, quickexit
 from reconciler.logic import ciannotations
 from reconciler.logic.reporttarget import normalize_root
 from reconciler.logic.validation import ValidationResult, solver_choices, validate_inventory
@@ -268,6 +268,7 @@ def command(
                 bad = sum(1 for _w, _l, r in checked if not r.valid)
                 texts.append(f"{len(checked)} inventory roots: {len(checked) - bad} valid, {bad} invalid\n")
             click.echo("".join(texts), nl=False)
+    quickexit.request()  # nothing to clean up: no child process, temporary file or thread
     sys.exit(0 if all(r.valid for _w, _l, r in checked) else 1)
 
 

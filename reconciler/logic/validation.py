@@ -324,7 +324,7 @@ def _stage1(
     shape = _shape_of(path, data) if kind == "Node" and shapes is not None else None
     if shape is not None and shapes is not None:
         known = shapes.get(shape.key, _UNSEEN)
-        if isinstance(known, _Entry):
+        if isinstance(known, _Recipe):
             return _rebind(known, path, shape.stem.decode(), data, blob)
         if known is None:
             shape = None  # seen, and not reusable: read as usual without trying again
@@ -332,7 +332,7 @@ def _stage1(
     parsed = yamldocs.fast_parse(data) if shape is not None else _NOT_PARSED
     e = _stage1_entry(path, kind, data, catalog, memo, parsed)
     if shape is not None and shapes is not None and len(shapes) < _SHAPE_LIMIT:
-        shapes[shape.key] = e if _shape_holds(e, shape, parsed) else None
+        shapes[shape.key] = _recipe(e) if _shape_holds(e, shape, parsed) else None
     # Direct construction: dataclasses.replace() costs more than the rest of a small file's entry.
     return _Entry(e.path, e.kind, e.diagnostics, blob, e.cluster, e.layout, e.node, e.layout_refs, e.data)
 
@@ -359,7 +359,7 @@ _SHAPE_STEM = re.compile(rb"[a-z][a-z0-9-]{0,251}[a-z0-9]\Z")
 _YAML_WORDS = frozenset({b"true", b"false", b"yes", b"no", b"on", b"off", b"null", b"y", b"n"})
 _SHAPE_HOLE = b"\x00"  # never in a readable YAML file (a NUL is refused), so it cannot stand for real text
 _SHAPE_PROBE = "migplan-shape-probe"
-_ShapeMemo = dict[bytes, "_Entry | None"]  # None: a shape seen and found not reusable (not tried again)
+_ShapeMemo = dict[bytes, "_Recipe | None"]  # None: a shape seen and found not reusable (not tried again)
 _UNSEEN = object()
 _Parsed = tuple[str, dict[str, Any]] | None  # yamldocs.fast_parse's answer
 _NOT_PARSED: Any = object()  # fast_parse not called yet (None is its answer for a file it declines)
@@ -400,28 +400,87 @@ def _shape_holds(entry: _Entry, shape: _Shape, read: _Parsed) -> bool:
     return bool(renamed == value)
 
 
-def _rebind(e: _Entry, path: str, name: str, data: bytes, blob: str) -> _Entry:
-    """The entry of another file of the same shape, with this file's name and path in every position."""
+# A rebind builds every object of the node again with the new file in its SourceRefs (about 50 per node file, for
+# thousands of files). The shape's entry is flattened once into a recipe of plain tuples, so a rebind is a loop
+# over values, and its two most numerous objects (SourceRef, Partition) are built by setting their slots
+# directly: a frozen dataclass's __init__ sets each field through object.__setattr__(self, name, value), which
+# looks the slot's descriptor up by name every time, and was most of a rebind's cost. The result is the same
+# object (test_validation_shapes.py compares every rebound entry with the parse of its file, and checks these
+# field lists against the classes'); it is only valid for frozen, slotted dataclasses without __post_init__.
+_NEW = object.__new__
+_REF_FIELDS = ("file", "line")
+_PARTITION_FIELDS = ("profile", "placement", "owner", "purpose", "source")
+_set_ref_file, _set_ref_line = (vars(SourceRef)[f].__set__ for f in _REF_FIELDS)
+_set_profile, _set_placement, _set_owner, _set_purpose, _set_source = (
+    vars(Partition)[f].__set__ for f in _PARTITION_FIELDS
+)
+
+
+def _ref(file: str, line: int | None) -> SourceRef:
+    ref: SourceRef = _NEW(SourceRef)
+    _set_ref_file(ref, file)
+    _set_ref_line(ref, line)
+    return ref
+
+
+# index, model, MIG enabled, layout, placements, line of the GPU item,
+# ((profile, placement, owner, purpose, line of the partition item), ...)
+_GpuRecipe = tuple[int, str, bool, str | None, tuple[Placement, ...], int | None, tuple[tuple[Any, ...], ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Recipe:
+    """A shape's entry as plain values: what _rebind needs to build it again for another file."""
+
+    entry: _Entry
+    name_line: int | None
+    gpus: tuple[_GpuRecipe, ...]
+    layout_refs: tuple[tuple[int, int | None], ...]
+
+
+def _line(src: SourceRef | None) -> int | None:
+    return None if src is None else src.line
+
+
+def _recipe(e: _Entry) -> _Recipe | None:
     node = e.node
-    assert node is not None  # only node entries are kept as shapes
-
-    def at(src: SourceRef | None) -> SourceRef | None:
-        return None if src is None else SourceRef(path, src.line)
-
+    assert node is not None  # only clean node entries become shapes (_shape_holds)
+    if node.source is None or any(g.source is None or any(p.source is None for p in g.partitions) for g in node.gpus):
+        return None  # never the case for a node read from a file; a recipe always writes a SourceRef
     gpus = tuple(
-        GpuSpec(
-            index=g.index,
-            model=g.model,
-            mig_enabled=g.mig_enabled,
-            partitions=tuple(Partition(p.profile, p.placement, p.owner, p.purpose, at(p.source)) for p in g.partitions),
-            layout=g.layout,
-            placements=g.placements,
-            source=at(g.source),
+        (
+            g.index,
+            g.model,
+            g.mig_enabled,
+            g.layout,
+            g.placements,
+            _line(g.source),
+            tuple((p.profile, p.placement, p.owner, p.purpose, _line(p.source)) for p in g.partitions),
         )
         for g in node.gpus
     )
-    renamed = NodeSpec(name=name, gpus=gpus, labels=node.labels, source=at(node.source))
-    refs = {i: SourceRef(path, s.line) for i, s in e.layout_refs.items()}
+    refs = tuple((i, s.line) for i, s in e.layout_refs.items())
+    return _Recipe(e, _line(node.source), gpus, refs)
+
+
+def _rebind(r: _Recipe, path: str, name: str, data: bytes, blob: str) -> _Entry:
+    """The entry of another file of the same shape, with this file's name and path in every position."""
+    gpus = []
+    for index, model, mig_enabled, layout, placements, line, parts in r.gpus:
+        partitions = []
+        for profile, placement, owner, purpose, at in parts:
+            p: Partition = _NEW(Partition)
+            _set_profile(p, profile)
+            _set_placement(p, placement)
+            _set_owner(p, owner)
+            _set_purpose(p, purpose)
+            _set_source(p, _ref(path, at))
+            partitions.append(p)
+        gpus.append(GpuSpec(index, model, mig_enabled, tuple(partitions), layout, placements, _ref(path, line)))
+    e = r.entry
+    assert e.node is not None  # a recipe is only made of a node entry
+    renamed = NodeSpec(name, tuple(gpus), e.node.labels, _ref(path, r.name_line))
+    refs = {i: _ref(path, line) for i, line in r.layout_refs}
     return _Entry(path, e.kind, (), blob, None, None, renamed, refs, data if e.data is not None else None)
 
 

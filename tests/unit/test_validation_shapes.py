@@ -122,3 +122,17 @@ def test_every_reused_entry_names_its_own_file_and_node() -> None:
 )
 def test_stems_that_are_not_plain_strings_have_no_shape(path: str, reason: str) -> None:
     assert validation._shape_of(path, _text().encode()) is None, reason
+
+
+def test_the_rebind_builders_know_every_field() -> None:
+    """_rebind sets SourceRef's and Partition's slots one by one (see validation._ref): a field added to either
+    class, or a __post_init__, must change those builders too, or rebound nodes would silently differ."""
+    from dataclasses import fields
+
+    from reconciler.model.inventory import Partition, SourceRef
+
+    assert tuple(f.name for f in fields(SourceRef)) == validation._REF_FIELDS
+    assert tuple(f.name for f in fields(Partition)) == validation._PARTITION_FIELDS
+    for cls in (SourceRef, Partition):
+        assert not hasattr(cls, "__post_init__") and cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert validation._ref("nodes/a.yaml", 7) == SourceRef("nodes/a.yaml", 7)
