@@ -72,24 +72,29 @@ def read_inventory_dir(root: Path, *, limit: int = MAX_FILE_BYTES) -> InventoryF
             if rel != (f"{rel_dir}/{name}" if rel_dir else name):
                 out.unreadable[rel] = "the file name is not UTF-8"
                 continue
-            try:
-                mode = entry.stat(follow_symlinks=False).st_mode
-            except OSError as exc:
-                out.unreadable[rel] = f"cannot stat: {_why(exc)}"
-                continue
-            if stat.S_ISLNK(mode):
-                out.unreadable[rel] = "a symbolic link (never followed)"
-            elif stat.S_ISDIR(mode):
-                if depth + 1 >= MAX_DEPTH:
-                    out.unreadable[rel] = f"directories nested deeper than {MAX_DEPTH} levels"
-                else:
-                    stack.append((entry.path, rel, depth + 1))
-            elif stat.S_ISREG(mode):
-                _read_file(entry.path, rel, out, limit)
-                if len(out) > MAX_FILES:
-                    raise InventoryReadError(f"inventory root {root} holds more than {MAX_FILES} files")
-            else:
-                out.unreadable[rel] = "not a regular file (a FIFO, socket or device): not read"
+            # The directory listing's file type tells a regular file without a stat call (5,000 files add up);
+            # _read_file checks it again on the open descriptor. Anything else is stat'ed, as before.
+            if not entry.is_file(follow_symlinks=False):
+                try:
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                except OSError as exc:
+                    out.unreadable[rel] = f"cannot stat: {_why(exc)}"
+                    continue
+                if stat.S_ISLNK(mode):
+                    out.unreadable[rel] = "a symbolic link (never followed)"
+                    continue
+                if stat.S_ISDIR(mode):
+                    if depth + 1 >= MAX_DEPTH:
+                        out.unreadable[rel] = f"directories nested deeper than {MAX_DEPTH} levels"
+                    else:
+                        stack.append((entry.path, rel, depth + 1))
+                    continue
+                if not stat.S_ISREG(mode):
+                    out.unreadable[rel] = "not a regular file (a FIFO, socket or device): not read"
+                    continue
+            _read_file(entry.path, rel, out, limit)
+            if len(out) > MAX_FILES:
+                raise InventoryReadError(f"inventory root {root} holds more than {MAX_FILES} files")
     return out
 
 
