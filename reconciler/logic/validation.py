@@ -349,9 +349,11 @@ def _stage1(
 #     another name;
 #   - cut out wherever it occurs (at most four times: the name, and comments that repeat it), the rest of the text
 #     is the same byte for byte (line numbers included);
-#   - the shape was read clean (no diagnostic at all) as `metadata.name` == its stem, and the same text with a
-#     probe name in the stem's places parses to the same document with the probe as its name: every occurrence
-#     is the name's value or in a comment, none in a label or another value.
+#   - the shape was read clean (no diagnostic at all) as `metadata.name` == its stem, and every occurrence is the
+#     name's value or in a comment, none in a label or another value. Either the text says so plainly (each
+#     occurrence is the whole value of the `name:` line where metadata.name was read, or in a comment line before
+#     any content, which cannot be anything but a comment), or the same text with a probe name in the stem's
+#     places parses to the same document with the probe as its name (a second parse of the file).
 # Anything else is read as before.
 
 _SHAPE_LIMIT = 4096  # distinct shapes kept per cache: a fleet has a handful; a bound against a hostile one
@@ -385,10 +387,12 @@ def _shape_of(path: str, data: bytes) -> _Shape | None:
 def _shape_holds(entry: _Entry, shape: _Shape, read: _Parsed) -> bool:
     """The entry read clean, names the file's stem, and the shape is the name's value alone (the probe).
     `read` is the file's own fast parse (None where the fast parser declined it)."""
-    if entry.diagnostics or entry.node is None or entry.node.name != shape.stem.decode():
+    if entry.diagnostics or entry.node is None or entry.node.name != shape.stem.decode() or read is None:
         return False
+    if entry.node.source is not None and _only_name_and_leading_comments(shape.template, entry.node.source.line):
+        return True
     probe = yamldocs.fast_parse(shape.template.replace(_SHAPE_HOLE, _SHAPE_PROBE.encode()))
-    if read is None or probe is None:
+    if probe is None:
         return False
     value, probed = read[1], probe[1]
     if not isinstance(value, dict) or not isinstance(probed, dict):
@@ -398,6 +402,27 @@ def _shape_holds(entry: _Entry, shape: _Shape, read: _Parsed) -> bool:
         return False
     renamed = {**probed, "metadata": {**meta, "name": entry.node.name}}
     return bool(renamed == value)
+
+
+def _only_name_and_leading_comments(template: bytes, name_line: int | None) -> bool:
+    """Every hole in the template is either the whole value of line `name_line` (`<spaces>name: <hole>`, where
+    metadata.name was read) or in the comment lines that open the file (lines starting with '#' before any other
+    line: no scalar, quote or block can be open there). Anything else needs the probe."""
+    header = 0  # where the opening comment lines end
+    while template.startswith(b"#", header):
+        end = template.find(b"\n", header)
+        if end < 0:
+            return True  # nothing but comments
+        header = end + 1
+    hole = template.find(_SHAPE_HOLE, header)
+    while hole >= 0:
+        start = template.rfind(b"\n", 0, hole) + 1
+        end = template.find(b"\n", hole)
+        line = template[start : end if end >= 0 else len(template)]
+        if template.count(b"\n", 0, start) + 1 != name_line or line.lstrip(b" ") != b"name: " + _SHAPE_HOLE:
+            return False
+        hole = template.find(_SHAPE_HOLE, hole + 1)
+    return True
 
 
 # A rebind builds every object of the node again with the new file in its SourceRefs (about 50 per node file, for
