@@ -435,10 +435,12 @@ def _only_name_and_leading_comments(template: bytes, name_line: int | None) -> b
 _NEW = object.__new__
 _REF_FIELDS = ("file", "line")
 _PARTITION_FIELDS = ("profile", "placement", "owner", "purpose", "source")
+_GPU_FIELDS = ("index", "model", "mig_enabled", "partitions", "layout", "placements", "source")
 _set_ref_file, _set_ref_line = (vars(SourceRef)[f].__set__ for f in _REF_FIELDS)
 _set_profile, _set_placement, _set_owner, _set_purpose, _set_source = (
     vars(Partition)[f].__set__ for f in _PARTITION_FIELDS
 )
+_set_gpu = tuple(vars(GpuSpec)[f].__set__ for f in _GPU_FIELDS)
 
 
 def _ref(file: str, line: int | None) -> SourceRef:
@@ -446,6 +448,28 @@ def _ref(file: str, line: int | None) -> SourceRef:
     _set_ref_file(ref, file)
     _set_ref_line(ref, line)
     return ref
+
+
+def _gpu(
+    index: int,
+    model: str,
+    mig_enabled: bool,
+    partitions: tuple[Partition, ...],
+    layout: str | None,
+    placements: tuple[Placement, ...],
+    source: SourceRef | None,
+) -> GpuSpec:
+    """GpuSpec(...) with every field given (stage 2 builds one per GPU that uses a layout, too)."""
+    gpu: GpuSpec = _NEW(GpuSpec)
+    set_index, set_model, set_mig, set_partitions, set_layout, set_placements, set_source = _set_gpu
+    set_index(gpu, index)
+    set_model(gpu, model)
+    set_mig(gpu, mig_enabled)
+    set_partitions(gpu, partitions)
+    set_layout(gpu, layout)
+    set_placements(gpu, placements)
+    set_source(gpu, source)
+    return gpu
 
 
 # index, model, MIG enabled, layout, placements, line of the GPU item,
@@ -501,7 +525,7 @@ def _rebind(r: _Recipe, path: str, name: str, data: bytes, blob: str) -> _Entry:
             _set_purpose(p, purpose)
             _set_source(p, _ref(path, at))
             partitions.append(p)
-        gpus.append(GpuSpec(index, model, mig_enabled, tuple(partitions), layout, placements, _ref(path, line)))
+        gpus.append(_gpu(index, model, mig_enabled, tuple(partitions), layout, placements, _ref(path, line)))
     e = r.entry
     assert e.node is not None  # a recipe is only made of a node entry
     renamed = NodeSpec(name, tuple(gpus), e.node.labels, _ref(path, r.name_line))
@@ -876,9 +900,7 @@ def _stage2(
                 layout_checks[key] = check
                 out.extend(check.diagnostics)
             # Direct construction: dataclasses.replace() costs several times more, per GPU.
-            gpus.append(
-                GpuSpec(g.index, g.model, lay.mig_enabled, lay.partitions, g.layout, check.placements, g.source)
-            )
+            gpus.append(_gpu(g.index, g.model, lay.mig_enabled, lay.partitions, g.layout, check.placements, g.source))
         resolved = NodeSpec(node.name, tuple(gpus), node.labels, node.source)
         nodes[node.name] = resolved
         if cluster is not None:

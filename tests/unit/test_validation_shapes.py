@@ -168,14 +168,17 @@ def test_stems_that_are_not_plain_strings_have_no_shape(path: str, reason: str) 
 
 
 def test_the_rebind_builders_know_every_field() -> None:
-    """_rebind sets SourceRef's and Partition's slots one by one (see validation._ref): a field added to either
-    class, or a __post_init__, must change those builders too, or rebound nodes would silently differ."""
+    """_rebind sets SourceRef's, Partition's and GpuSpec's slots one by one (see validation._ref): a field added to
+    one of them, or a __post_init__, must change those builders too, or rebound nodes would silently differ."""
     from dataclasses import fields
 
-    from reconciler.model.inventory import Partition, SourceRef
+    from reconciler.model.inventory import GpuSpec, Partition, Placement, SourceRef
 
     assert tuple(f.name for f in fields(SourceRef)) == validation._REF_FIELDS
     assert tuple(f.name for f in fields(Partition)) == validation._PARTITION_FIELDS
-    for cls in (SourceRef, Partition):
+    assert tuple(f.name for f in fields(GpuSpec)) == validation._GPU_FIELDS
+    for cls in (SourceRef, Partition, GpuSpec):
         assert not hasattr(cls, "__post_init__") and cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
     assert validation._ref("nodes/a.yaml", 7) == SourceRef("nodes/a.yaml", 7)
+    values = (3, "H200-141GB", True, (Partition("1g.18gb"),), "sevens", (Placement(0, 1),), SourceRef("n.yaml", 2))
+    assert validation._gpu(*values) == GpuSpec(*values)
