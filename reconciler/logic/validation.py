@@ -77,6 +77,7 @@ FAST_PATH = True
 _MEMO_LIMIT = 65_536
 _GpuMemo = dict[tuple[str, bool, tuple[tuple[str, int | None], ...]], tuple[Placement, ...]]
 _YAML_SUFFIXES = (".yaml", ".yml")
+_NOT_CUT: Any = object()  # _shape_of not called yet (None is its answer for a file without a shape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,11 +268,18 @@ def _validate(
         if kind is None:
             continue
         data = files[path]
-        blob = (blob_ids or {}).get(path) or _content_id(data)
+        blob = (blob_ids or {}).get(path)
+        shape: _Shape | None = _NOT_CUT
+        if blob is None and kind == "Node":
+            # A node file's shape names its content exactly (the text with its stem cut out, and the stem): its
+            # digest, needed anyway, stands in for a content hash of the file.
+            shape = _shape_of(path, data)
+            blob = f"{shape.key.hex()}/{shape.stem.decode()}" if shape is not None else None
+        blob = blob or _content_id(data)
         key = (path, blob)
         entry = cache._entries.get(key)
         if entry is None:
-            entry = _stage1(path, kind, data, catalog, cache._gpu_memo, blob, cache._shapes)
+            entry = _stage1(path, kind, data, catalog, cache._gpu_memo, blob, cache._shapes, shape)
             cache.parses += 1
         used[key] = entry
         entries.append(entry)
@@ -319,9 +327,20 @@ def _dedupe(ds: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def _stage1(
-    path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo, blob: str, shapes: _ShapeMemo | None = None
+    path: str,
+    kind: str,
+    data: bytes,
+    catalog: Catalog,
+    memo: _GpuMemo,
+    blob: str,
+    shapes: _ShapeMemo | None = None,
+    shape: _Shape | None = _NOT_CUT,
 ) -> _Entry:
-    shape = _shape_of(path, data) if kind == "Node" and shapes is not None else None
+    """One file's entry. `shape` is the file's _shape_of() when the caller has it already."""
+    if shape is _NOT_CUT:
+        shape = _shape_of(path, data) if kind == "Node" else None
+    if shapes is None:
+        shape = None
     if shape is not None and shapes is not None:
         known = shapes.get(shape.key, _UNSEEN)
         if isinstance(known, _Recipe):
