@@ -469,6 +469,19 @@ def _ref(file: str, line: int | None) -> SourceRef:
     return ref
 
 
+def _partition(
+    profile: str, placement: int | None, owner: str | None, purpose: str | None, source: SourceRef | None
+) -> Partition:
+    """Partition(profile, placement, owner, purpose, source)."""
+    partition: Partition = _NEW(Partition)
+    _set_profile(partition, profile)
+    _set_placement(partition, placement)
+    _set_owner(partition, owner)
+    _set_purpose(partition, purpose)
+    _set_source(partition, source)
+    return partition
+
+
 def _gpu(
     index: int,
     model: str,
@@ -535,16 +548,10 @@ def _rebind(r: _Recipe, path: str, name: str, data: bytes, blob: str) -> _Entry:
     """The entry of another file of the same shape, with this file's name and path in every position."""
     gpus = []
     for index, model, mig_enabled, layout, placements, line, parts in r.gpus:
-        partitions = []
-        for profile, placement, owner, purpose, at in parts:
-            p: Partition = _NEW(Partition)
-            _set_profile(p, profile)
-            _set_placement(p, placement)
-            _set_owner(p, owner)
-            _set_purpose(p, purpose)
-            _set_source(p, _ref(path, at))
-            partitions.append(p)
-        gpus.append(_gpu(index, model, mig_enabled, tuple(partitions), layout, placements, _ref(path, line)))
+        partitions = tuple(
+            [_partition(profile, start, owner, purpose, _ref(path, at)) for profile, start, owner, purpose, at in parts]
+        )
+        gpus.append(_gpu(index, model, mig_enabled, partitions, layout, placements, _ref(path, line)))
     e = r.entry
     assert e.node is not None  # a recipe is only made of a node entry
     renamed = NodeSpec(name, tuple(gpus), e.node.labels, _ref(path, r.name_line))
@@ -659,7 +666,7 @@ def _partitions(doc: YamlDoc, file: str, raw: list[dict[str, Any]], *path: str |
     for i, p in enumerate(raw):
         at = (*path, i)
         line = get(at) or line_of(at)
-        out.append(Partition(p["profile"], p.get("placement"), p.get("owner"), p.get("purpose"), SourceRef(file, line)))
+        out.append(_partition(p["profile"], p.get("placement"), p.get("owner"), p.get("purpose"), _ref(file, line)))
     return tuple(out)
 
 

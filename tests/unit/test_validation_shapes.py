@@ -180,5 +180,7 @@ def test_the_rebind_builders_know_every_field() -> None:
     for cls in (SourceRef, Partition, GpuSpec):
         assert not hasattr(cls, "__post_init__") and cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
     assert validation._ref("nodes/a.yaml", 7) == SourceRef("nodes/a.yaml", 7)
+    written = ("3g.71gb", 4, "vllm", "chat", SourceRef("nodes/a.yaml", 9))
+    assert validation._partition(*written) == Partition(*written)
     values = (3, "H200-141GB", True, (Partition("1g.18gb"),), "sevens", (Placement(0, 1),), SourceRef("n.yaml", 2))
     assert validation._gpu(*values) == GpuSpec(*values)
