@@ -446,7 +446,7 @@ def _only_name_and_leading_comments(template: bytes, name_line: int | None) -> b
 
 # A rebind builds every object of the node again with the new file in its SourceRefs (about 50 per node file, for
 # thousands of files). The shape's entry is flattened once into a recipe of plain tuples, so a rebind is a loop
-# over values, and its two most numerous objects (SourceRef, Partition) are built by setting their slots
+# over values, and its most numerous objects (SourceRef, Partition, GpuSpec) are built by setting their slots
 # directly: a frozen dataclass's __init__ sets each field through object.__setattr__(self, name, value), which
 # looks the slot's descriptor up by name every time, and was most of a rebind's cost. The result is the same
 # object (test_validation_shapes.py compares every rebound entry with the parse of its file, and checks these
