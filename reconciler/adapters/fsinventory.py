@@ -68,9 +68,10 @@ def read_inventory_dir(root: Path, *, limit: int = MAX_FILE_BYTES) -> InventoryF
             name = entry.name
             if name.startswith("."):
                 continue  # hidden folders (.git, .github) and files are never inventory
-            rel = f"{rel_dir}/{printable_name(name)}" if rel_dir else printable_name(name)
-            if rel != (f"{rel_dir}/{name}" if rel_dir else name):
-                out.unreadable[rel] = "the file name is not UTF-8"
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if not name.isascii() and printable_name(name) != name:  # an ASCII name is printable as it is
+                shown = printable_name(name)
+                out.unreadable[f"{rel_dir}/{shown}" if rel_dir else shown] = "the file name is not UTF-8"
                 continue
             # The directory listing's file type tells a regular file without a stat call (5,000 files add up);
             # _read_file checks it again on the open descriptor. Anything else is stat'ed, as before.
