@@ -114,8 +114,18 @@ def _thread_died(args: threading.ExceptHookArgs) -> None:
 
 
 def main(argv: list[str] | None = None) -> Any:
+    """The `migplan` program. Called without arguments it is the process's entry point (the console
+    script, python -m reconciler): a one-shot command may then end the process without the interpreter's
+    teardown (reconciler/commands/quickexit.py). With arguments (tests) it raises SystemExit as click does."""
     # click exits 2 on usage errors, which is our contract for usage/IO errors as well.
     try:
         return cli.main(args=argv, prog_name="migplan")
+    except SystemExit as done:
+        if argv is None:
+            from reconciler.commands import quickexit
+
+            if quickexit.requested():
+                quickexit.exit_now(done.code)
+        raise
     except Exception as exc:  # outside any command (e.g. listing them for --help): still one line
         internal_error(exc)

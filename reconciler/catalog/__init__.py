@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml_rs
 
 __all__ = ["Catalog", "GpuModel", "PlacementRule", "Profile", "load_catalog"]
 
@@ -169,13 +169,23 @@ def _model_from(key: str, raw: Mapping[str, Any]) -> GpuModel:
     )
 
 
+_PACKAGED = Path(__file__).resolve().parent / "data" / "gpu-catalog.yaml"
+
+
 def parse_catalog(text: str | bytes) -> Catalog:
-    raw = yaml.load(text, Loader=yaml.CSafeLoader)
+    """A catalog from YAML text, read as pyyaml (YAML 1.1) reads it."""
+    import yaml  # the reference reader; load_catalog does without it
+
+    return _catalog_from(yaml.load(text, Loader=yaml.CSafeLoader))
+
+
+def _catalog_from(raw: Any) -> Catalog:
     return Catalog({k: _model_from(k, v) for k, v in raw["models"].items()})
 
 
 @functools.cache
 def load_catalog() -> Catalog:
     """The packaged catalog (parsed once per process)."""
-    text = resources.files("reconciler.catalog").joinpath("data/gpu-catalog.yaml").read_text("utf-8")
-    return parse_catalog(text)
+    # yaml-rs, not pyyaml: ~1.5 ms instead of ~10 ms plus ~10 ms of importing pyyaml, in every `migplan validate`.
+    # The packaged file is generated plain YAML that both read alike (tests/unit/test_catalog.py compares them).
+    return _catalog_from(yaml_rs.loads(_PACKAGED.read_text("utf-8"), parse_datetime=False))

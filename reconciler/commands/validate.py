@@ -38,7 +38,7 @@ import orjson
 from reconciler import __version__, resources
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
 from reconciler.catalog import Catalog, load_catalog
-from reconciler.commands import gcpause
+from reconciler.commands import gcpause, quickexit
 from reconciler.logic import ciannotations
 from reconciler.logic.reporttarget import normalize_root
 from reconciler.logic.validation import ValidationResult, solver_choices, validate_inventory
@@ -137,7 +137,8 @@ def render_json(result: ValidationResult, *, root: str, catalog: Catalog) -> byt
     if result.desired is not None:
         doc["placements"] = _placements(result.desired)
         doc["notes"] = derived_notes(result.desired, catalog)
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+    # OPT_APPEND_NEWLINE, not + b"\n": the document is 25 MB at 5,000 nodes, and the + would copy it.
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
 
 
 def render_text(result: ValidationResult, *, root: str, catalog: Catalog) -> str:
@@ -268,6 +269,7 @@ def command(
                 bad = sum(1 for _w, _l, r in checked if not r.valid)
                 texts.append(f"{len(checked)} inventory roots: {len(checked) - bad} valid, {bad} invalid\n")
             click.echo("".join(texts), nl=False)
+    quickexit.request()  # nothing to clean up: no child process, temporary file or thread
     sys.exit(0 if all(r.valid for _w, _l, r in checked) else 1)
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import yaml
-
 from reconciler.logic.reporttarget import normalize_root, path_problem
 
 ROOTS_FILE = "migplan-roots.yaml"
@@ -47,6 +45,8 @@ def parse_roots_file(data: bytes) -> list[str] | str:
     """The roots `migplan-roots.yaml` lists, or why it cannot be used."""
     if len(data) > MAX_ROOTS_FILE_BYTES:
         return f"larger than {MAX_ROOTS_FILE_BYTES} bytes"
+    import yaml  # only a repository with a roots file needs it: `migplan validate DIR` does not import pyyaml
+
     try:
         doc = yaml.safe_load(data)
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

@@ -77,6 +77,7 @@ FAST_PATH = True
 _MEMO_LIMIT = 65_536
 _GpuMemo = dict[tuple[str, bool, tuple[tuple[str, int | None], ...]], tuple[Placement, ...]]
 _YAML_SUFFIXES = (".yaml", ".yml")
+_NOT_CUT: Any = object()  # _shape_of not called yet (None is its answer for a file without a shape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,11 +268,18 @@ def _validate(
         if kind is None:
             continue
         data = files[path]
-        blob = (blob_ids or {}).get(path) or _content_id(data)
+        blob = (blob_ids or {}).get(path)
+        shape: _Shape | None = _NOT_CUT
+        if blob is None and kind == "Node":
+            # A node file's shape names its content exactly (the text with its stem cut out, and the stem): its
+            # digest, needed anyway, stands in for a content hash of the file.
+            shape = _shape_of(path, data)
+            blob = f"{shape.key.hex()}/{shape.stem.decode()}" if shape is not None else None
+        blob = blob or _content_id(data)
         key = (path, blob)
         entry = cache._entries.get(key)
         if entry is None:
-            entry = _stage1(path, kind, data, catalog, cache._gpu_memo, blob, cache._shapes)
+            entry = _stage1(path, kind, data, catalog, cache._gpu_memo, blob, cache._shapes, shape)
             cache.parses += 1
         used[key] = entry
         entries.append(entry)
@@ -319,18 +327,31 @@ def _dedupe(ds: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def _stage1(
-    path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo, blob: str, shapes: _ShapeMemo | None = None
+    path: str,
+    kind: str,
+    data: bytes,
+    catalog: Catalog,
+    memo: _GpuMemo,
+    blob: str,
+    shapes: _ShapeMemo | None = None,
+    shape: _Shape | None = _NOT_CUT,
 ) -> _Entry:
-    shape = _shape_of(path, data) if kind == "Node" and shapes is not None else None
+    """One file's entry. `shape` is the file's _shape_of() when the caller has it already."""
+    if shape is _NOT_CUT:
+        shape = _shape_of(path, data) if kind == "Node" else None
+    if shapes is None:
+        shape = None
     if shape is not None and shapes is not None:
         known = shapes.get(shape.key, _UNSEEN)
-        if isinstance(known, _Entry):
+        if isinstance(known, _Recipe):
             return _rebind(known, path, shape.stem.decode(), data, blob)
         if known is None:
             shape = None  # seen, and not reusable: read as usual without trying again
-    e = _stage1_entry(path, kind, data, catalog, memo)
+    # A new shape's file is parsed once: the fast path and the shape's guard share the parse.
+    parsed = yamldocs.fast_parse(data) if shape is not None else _NOT_PARSED
+    e = _stage1_entry(path, kind, data, catalog, memo, parsed)
     if shape is not None and shapes is not None and len(shapes) < _SHAPE_LIMIT:
-        shapes[shape.key] = e if _shape_holds(e, shape, data) else None
+        shapes[shape.key] = _recipe(e) if _shape_holds(e, shape, parsed) else None
     # Direct construction: dataclasses.replace() costs more than the rest of a small file's entry.
     return _Entry(e.path, e.kind, e.diagnostics, blob, e.cluster, e.layout, e.node, e.layout_refs, e.data)
 
@@ -347,9 +368,11 @@ def _stage1(
 #     another name;
 #   - cut out wherever it occurs (at most four times: the name, and comments that repeat it), the rest of the text
 #     is the same byte for byte (line numbers included);
-#   - the shape was read clean (no diagnostic at all) as `metadata.name` == its stem, and the same text with a
-#     probe name in the stem's places parses to the same document with the probe as its name: every occurrence
-#     is the name's value or in a comment, none in a label or another value.
+#   - the shape was read clean (no diagnostic at all) as `metadata.name` == its stem, and every occurrence is the
+#     name's value or in a comment, none in a label or another value. Either the text says so plainly (each
+#     occurrence is the whole value of the `name:` line where metadata.name was read, or in a comment line before
+#     any content, which cannot be anything but a comment), or the same text with a probe name in the stem's
+#     places parses to the same document with the probe as its name (a second parse of the file).
 # Anything else is read as before.
 
 _SHAPE_LIMIT = 4096  # distinct shapes kept per cache: a fleet has a handful; a bound against a hostile one
@@ -357,8 +380,10 @@ _SHAPE_STEM = re.compile(rb"[a-z][a-z0-9-]{0,251}[a-z0-9]\Z")
 _YAML_WORDS = frozenset({b"true", b"false", b"yes", b"no", b"on", b"off", b"null", b"y", b"n"})
 _SHAPE_HOLE = b"\x00"  # never in a readable YAML file (a NUL is refused), so it cannot stand for real text
 _SHAPE_PROBE = "migplan-shape-probe"
-_ShapeMemo = dict[bytes, "_Entry | None"]  # None: a shape seen and found not reusable (not tried again)
+_ShapeMemo = dict[bytes, "_Recipe | None"]  # None: a shape seen and found not reusable (not tried again)
 _UNSEEN = object()
+_Parsed = tuple[str, dict[str, Any]] | None  # yamldocs.fast_parse's answer
+_NOT_PARSED: Any = object()  # fast_parse not called yet (None is its answer for a file it declines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,13 +403,15 @@ def _shape_of(path: str, data: bytes) -> _Shape | None:
     return _Shape(hashlib.blake2b(template, digest_size=16).digest(), stem, template)
 
 
-def _shape_holds(entry: _Entry, shape: _Shape, data: bytes) -> bool:
-    """The entry read clean, names the file's stem, and the shape is the name's value alone (the probe)."""
-    if entry.diagnostics or entry.node is None or entry.node.name != shape.stem.decode():
+def _shape_holds(entry: _Entry, shape: _Shape, read: _Parsed) -> bool:
+    """The entry read clean, names the file's stem, and the shape is the name's value alone (the probe).
+    `read` is the file's own fast parse (None where the fast parser declined it)."""
+    if entry.diagnostics or entry.node is None or entry.node.name != shape.stem.decode() or read is None:
         return False
-    read = yamldocs.fast_parse(data)
+    if entry.node.source is not None and _only_name_and_leading_comments(shape.template, entry.node.source.line):
+        return True
     probe = yamldocs.fast_parse(shape.template.replace(_SHAPE_HOLE, _SHAPE_PROBE.encode()))
-    if read is None or probe is None:
+    if probe is None:
         return False
     value, probed = read[1], probe[1]
     if not isinstance(value, dict) or not isinstance(probed, dict):
@@ -396,37 +423,150 @@ def _shape_holds(entry: _Entry, shape: _Shape, data: bytes) -> bool:
     return bool(renamed == value)
 
 
-def _rebind(e: _Entry, path: str, name: str, data: bytes, blob: str) -> _Entry:
-    """The entry of another file of the same shape, with this file's name and path in every position."""
+def _only_name_and_leading_comments(template: bytes, name_line: int | None) -> bool:
+    """Every hole in the template is either the whole value of line `name_line` (`<spaces>name: <hole>`, where
+    metadata.name was read) or in the comment lines that open the file (lines starting with '#' before any other
+    line: no scalar, quote or block can be open there). Anything else needs the probe."""
+    header = 0  # where the opening comment lines end
+    while template.startswith(b"#", header):
+        end = template.find(b"\n", header)
+        if end < 0:
+            return True  # nothing but comments
+        header = end + 1
+    hole = template.find(_SHAPE_HOLE, header)
+    while hole >= 0:
+        start = template.rfind(b"\n", 0, hole) + 1
+        end = template.find(b"\n", hole)
+        line = template[start : end if end >= 0 else len(template)]
+        if template.count(b"\n", 0, start) + 1 != name_line or line.lstrip(b" ") != b"name: " + _SHAPE_HOLE:
+            return False
+        hole = template.find(_SHAPE_HOLE, hole + 1)
+    return True
+
+
+# A rebind builds every object of the node again with the new file in its SourceRefs (about 50 per node file, for
+# thousands of files). The shape's entry is flattened once into a recipe of plain tuples, so a rebind is a loop
+# over values, and its most numerous objects (SourceRef, Partition, GpuSpec) are built by setting their slots
+# directly: a frozen dataclass's __init__ sets each field through object.__setattr__(self, name, value), which
+# looks the slot's descriptor up by name every time, and was most of a rebind's cost. The result is the same
+# object (test_validation_shapes.py compares every rebound entry with the parse of its file, and checks these
+# field lists against the classes'); it is only valid for frozen, slotted dataclasses without __post_init__.
+_NEW = object.__new__
+_REF_FIELDS = ("file", "line")
+_PARTITION_FIELDS = ("profile", "placement", "owner", "purpose", "source")
+_GPU_FIELDS = ("index", "model", "mig_enabled", "partitions", "layout", "placements", "source")
+_set_ref_file, _set_ref_line = (vars(SourceRef)[f].__set__ for f in _REF_FIELDS)
+_set_profile, _set_placement, _set_owner, _set_purpose, _set_source = (
+    vars(Partition)[f].__set__ for f in _PARTITION_FIELDS
+)
+_set_gpu = tuple(vars(GpuSpec)[f].__set__ for f in _GPU_FIELDS)
+
+
+def _ref(file: str, line: int | None) -> SourceRef:
+    ref: SourceRef = _NEW(SourceRef)
+    _set_ref_file(ref, file)
+    _set_ref_line(ref, line)
+    return ref
+
+
+def _partition(
+    profile: str, placement: int | None, owner: str | None, purpose: str | None, source: SourceRef | None
+) -> Partition:
+    """Partition(profile, placement, owner, purpose, source)."""
+    partition: Partition = _NEW(Partition)
+    _set_profile(partition, profile)
+    _set_placement(partition, placement)
+    _set_owner(partition, owner)
+    _set_purpose(partition, purpose)
+    _set_source(partition, source)
+    return partition
+
+
+def _gpu(
+    index: int,
+    model: str,
+    mig_enabled: bool,
+    partitions: tuple[Partition, ...],
+    layout: str | None,
+    placements: tuple[Placement, ...],
+    source: SourceRef | None,
+) -> GpuSpec:
+    """GpuSpec(...) with every field given (stage 2 builds one per GPU that uses a layout, too)."""
+    gpu: GpuSpec = _NEW(GpuSpec)
+    set_index, set_model, set_mig, set_partitions, set_layout, set_placements, set_source = _set_gpu
+    set_index(gpu, index)
+    set_model(gpu, model)
+    set_mig(gpu, mig_enabled)
+    set_partitions(gpu, partitions)
+    set_layout(gpu, layout)
+    set_placements(gpu, placements)
+    set_source(gpu, source)
+    return gpu
+
+
+# index, model, MIG enabled, layout, placements, line of the GPU item,
+# ((profile, placement, owner, purpose, line of the partition item), ...)
+_GpuRecipe = tuple[int, str, bool, str | None, tuple[Placement, ...], int | None, tuple[tuple[Any, ...], ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Recipe:
+    """A shape's entry as plain values: what _rebind needs to build it again for another file."""
+
+    entry: _Entry
+    name_line: int | None
+    gpus: tuple[_GpuRecipe, ...]
+    layout_refs: tuple[tuple[int, int | None], ...]
+
+
+def _line(src: SourceRef | None) -> int | None:
+    return None if src is None else src.line
+
+
+def _recipe(e: _Entry) -> _Recipe | None:
     node = e.node
-    assert node is not None  # only node entries are kept as shapes
-
-    def at(src: SourceRef | None) -> SourceRef | None:
-        return None if src is None else SourceRef(path, src.line)
-
+    assert node is not None  # only clean node entries become shapes (_shape_holds)
+    if node.source is None or any(g.source is None or any(p.source is None for p in g.partitions) for g in node.gpus):
+        return None  # never the case for a node read from a file; a recipe always writes a SourceRef
     gpus = tuple(
-        GpuSpec(
-            index=g.index,
-            model=g.model,
-            mig_enabled=g.mig_enabled,
-            partitions=tuple(Partition(p.profile, p.placement, p.owner, p.purpose, at(p.source)) for p in g.partitions),
-            layout=g.layout,
-            placements=g.placements,
-            source=at(g.source),
+        (
+            g.index,
+            g.model,
+            g.mig_enabled,
+            g.layout,
+            g.placements,
+            _line(g.source),
+            tuple((p.profile, p.placement, p.owner, p.purpose, _line(p.source)) for p in g.partitions),
         )
         for g in node.gpus
     )
-    renamed = NodeSpec(name=name, gpus=gpus, labels=node.labels, source=at(node.source))
-    refs = {i: SourceRef(path, s.line) for i, s in e.layout_refs.items()}
+    refs = tuple((i, s.line) for i, s in e.layout_refs.items())
+    return _Recipe(e, _line(node.source), gpus, refs)
+
+
+def _rebind(r: _Recipe, path: str, name: str, data: bytes, blob: str) -> _Entry:
+    """The entry of another file of the same shape, with this file's name and path in every position."""
+    gpus = []
+    for index, model, mig_enabled, layout, placements, line, parts in r.gpus:
+        partitions = tuple(
+            [_partition(profile, start, owner, purpose, _ref(path, at)) for profile, start, owner, purpose, at in parts]
+        )
+        gpus.append(_gpu(index, model, mig_enabled, partitions, layout, placements, _ref(path, line)))
+    e = r.entry
+    assert e.node is not None  # a recipe is only made of a node entry
+    renamed = NodeSpec(name, tuple(gpus), e.node.labels, _ref(path, r.name_line))
+    refs = {i: _ref(path, line) for i, line in r.layout_refs}
     return _Entry(path, e.kind, (), blob, None, None, renamed, refs, data if e.data is not None else None)
 
 
-def _stage1_entry(path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo) -> _Entry:
+def _stage1_entry(
+    path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo, parsed: _Parsed = _NOT_PARSED
+) -> _Entry:
     # Fast path first (see yamldocs.fast_parse): it only ever says "this file is plain and
     # schema-valid and has nothing to report, here is what it holds"; anything else, including
     # every diagnostic, comes from the reference path below.
     if FAST_PATH:
-        entry = _fast_stage1(path, kind, data, catalog, memo)
+        entry = _fast_stage1(path, kind, data, catalog, memo, parsed)
         if entry is not None:
             return entry
     doc, problems = yamldocs.load_yaml(data, file=path)
@@ -459,8 +599,11 @@ def _json_plain(value: object) -> bool:
     return True
 
 
-def _fast_stage1(path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo) -> _Entry | None:
-    parsed = yamldocs.fast_parse(data)
+def _fast_stage1(
+    path: str, kind: str, data: bytes, catalog: Catalog, memo: _GpuMemo, parsed: _Parsed = _NOT_PARSED
+) -> _Entry | None:
+    if parsed is _NOT_PARSED:
+        parsed = yamldocs.fast_parse(data)
     if parsed is None or not schemas.fast_valid(kind, parsed[1]):
         return None
     text, value = parsed
@@ -544,7 +687,7 @@ def _partitions(doc: YamlDoc, file: str, raw: list[dict[str, Any]], *path: str |
     for i, p in enumerate(raw):
         at = (*path, i)
         line = get(at) or line_of(at)
-        out.append(Partition(p["profile"], p.get("placement"), p.get("owner"), p.get("purpose"), SourceRef(file, line)))
+        out.append(_partition(p["profile"], p.get("placement"), p.get("owner"), p.get("purpose"), _ref(file, line)))
     return tuple(out)
 
 
@@ -804,9 +947,7 @@ def _stage2(
                 layout_checks[key] = check
                 out.extend(check.diagnostics)
             # Direct construction: dataclasses.replace() costs several times more, per GPU.
-            gpus.append(
-                GpuSpec(g.index, g.model, lay.mig_enabled, lay.partitions, g.layout, check.placements, g.source)
-            )
+            gpus.append(_gpu(g.index, g.model, lay.mig_enabled, lay.partitions, g.layout, check.placements, g.source))
         resolved = NodeSpec(node.name, tuple(gpus), node.labels, node.source)
         nodes[node.name] = resolved
         if cluster is not None:

@@ -21,22 +21,33 @@ maps a path such as ("spec", "gpus", 0, "mig", "partitions", 2) to a 1-based lin
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from reconciler.model.diagnostics import Diagnostic
+
+if TYPE_CHECKING:
+    import yaml
 
 MAX_FILE_BYTES = 1024 * 1024  # an inventory file is hand-written; 1 MiB is ~20,000 lines
 MAX_DEPTH = 32  # the inventory format nests 7 levels; anything far deeper is an attack or a mistake
 
 Path = tuple[str | int, ...]
 
-_Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_SCALAR = yaml.constructor.SafeConstructor()
+
+@functools.cache
+def _pyyaml() -> tuple[type[Any], Any]:
+    """pyyaml's loader class and scalar constructor. pyyaml is the reference reader, imported on first use: a
+    valid inventory is read by the fast path alone, and importing pyyaml costs ~10 ms of every `migplan validate`
+    process (python -X importtime)."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader), yaml.constructor.SafeConstructor()
+
+
 _PLAIN_TAGS = {
     "tag:yaml.org,2002:str",
     "tag:yaml.org,2002:int",
@@ -164,7 +175,10 @@ def load_yaml(data: bytes, *, file: str) -> tuple[YamlDoc | None, tuple[Diagnost
     bad = check_bytes(data, file=file)
     if bad is not None:
         return None, (bad,)
-    loader = _Loader(data)
+    import yaml
+
+    loader_class, _ = _pyyaml()
+    loader = loader_class(data)
     try:
         try:
             node = loader.get_single_node()
@@ -240,6 +254,8 @@ def _type_name(v: Any) -> str:
 
 
 def _build(node: yaml.Node, path: Path, lines: dict[Path, int], seen: set[int], depth: int) -> Any:
+    import yaml  # loaded by load_yaml already: a lookup in sys.modules
+
     # An alias makes pyyaml's composer hand out the node it refers to a second time; refusing the
     # second visit rejects every alias, including billion-laughs chains, after one linear pass.
     if id(node) in seen:
@@ -304,9 +320,12 @@ def _scalar(node: yaml.ScalarNode) -> Any:
         return node.value
     if node.tag not in _PLAIN_TAGS:
         raise _Reject("MP110", f"unsupported YAML tag {node.tag!r}; write a plain value", line)
+    import yaml  # loaded by load_yaml already: a lookup in sys.modules
+
+    _, constructor = _pyyaml()
     try:
         # The per-tag constructor directly: construct_object() would memoise every node forever.
-        value = _SCALAR.yaml_constructors[node.tag](_SCALAR, node)
+        value = constructor.yaml_constructors[node.tag](constructor, node)
     except ValueError as exc:  # int() beyond Python's 4300-digit limit
         raise _Reject("MP115", f"number with {len(node.value)} characters is too large to read", line) from exc
     except yaml.YAMLError as exc:
@@ -363,7 +382,12 @@ _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 # 19+ digits, .5; on the original bytes: leading zeros (017, 0x1f, 0o17). Literal-led patterns and
 # substring tests only: they run at memchr speed, alternations would cost more than the parse.
 _FLOATISH = re.compile(rb"0[.eE:_]")
-_LEADING_ZERO = re.compile(rb"[ {,+]0[0-9xXoObB_]|[ {,]-0[0-9xXoObB_]")
+# Leading zeros are looked for after '{', ',' and '+' have become spaces, so that each pattern starts with a
+# literal: one alternation led by a character class scanned every byte and cost as much as the parse. ('+-0'
+# is refused too: more than needed, never less.)
+_LEAD_TO_SPACE = bytes.maketrans(b"{,+", b"   ")
+_LEADING_ZERO = re.compile(rb" 0[0-9xXoObB_]")
+_LEADING_MINUS_ZERO = re.compile(rb" -0[0-9xXoObB_]")
 _SEPARATORS_TO_SPACE = bytes.maketrans(b"{,+-", b"    ")  # then " .0" stands for all of " {,+-" + ".0"
 # A comment cut from the screened copy only when no '"' follows it on its line, so that a ' #'
 # inside a quoted string never hides what comes after it.
@@ -405,7 +429,10 @@ def fast_parse(data: bytes) -> tuple[str, dict[str, Any]] | None:
     if body.translate(None, _SAFE) or b"\n---" in body or b"\n..." in body or body.startswith((b"---", b"...")):
         return None
     digits = body.translate(_DIGITS_TO_ZERO)
-    if _FLOATISH.search(digits) or _LEADING_ZERO.search(body) or b"0000000000000000000" in digits:
+    if _FLOATISH.search(digits) or b"0000000000000000000" in digits:
+        return None
+    spaced = body.translate(_LEAD_TO_SPACE)
+    if _LEADING_ZERO.search(spaced) or _LEADING_MINUS_ZERO.search(spaced):
         return None
     if b"+0" in digits:  # +4: YAML 1.1-only (MP116), the reference words it
         return None

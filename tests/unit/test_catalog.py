@@ -21,6 +21,24 @@ def test_packaged_catalog_matches_reference_rebuild() -> None:
     assert packaged == rebuilt, "run: python -m reconciler.catalog._build > reconciler/catalog/data/gpu-catalog.yaml"
 
 
+def test_the_packaged_catalog_reads_the_same_with_yaml_rs_as_with_pyyaml() -> None:
+    """load_catalog reads the packaged file with yaml-rs (YAML 1.2, no pyyaml import); parse_catalog reads YAML
+    as pyyaml (1.1) does. On the packaged file both give the same values of the same types, hence the same
+    catalog."""
+    import json
+
+    import yaml_rs
+
+    from reconciler.catalog import parse_catalog
+
+    packaged = importlib_resources.files("reconciler.catalog").joinpath("data/gpu-catalog.yaml").read_text("utf-8")
+    by_pyyaml = yaml.load(packaged, Loader=yaml.CSafeLoader)
+    by_yaml_rs = yaml_rs.loads(packaged, parse_datetime=False)
+    # JSON text, not ==: True == 1 and 1.0 == 1 in Python, and a type that differs must fail here.
+    assert json.dumps(by_yaml_rs, sort_keys=True) == json.dumps(by_pyyaml, sort_keys=True)
+    assert load_catalog()._models == parse_catalog(packaged)._models
+
+
 def test_catalog_facts_the_validator_relies_on() -> None:
     cat = load_catalog()
     h200 = cat.get("H200-141GB")

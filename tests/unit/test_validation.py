@@ -155,6 +155,23 @@ def test_reader_never_follows_symlinks_and_bounds_reads(example: Path, tmp_path:
     assert [(d.code, d.file) for d in result.errors] == [("MP101", "nodes/big.yaml"), ("MP420", "nodes/leak.yaml")]
 
 
+@pytest.mark.parametrize("stat_size", [0, 10, 2_500_000, 5_000_000])
+@pytest.mark.parametrize("real_size", [0, 11, 2_500_000])
+def test_the_bounded_read_trusts_no_size_it_was_told(stat_size: int, real_size: int, tmp_path: Path) -> None:
+    """The reader sizes its first read from fstat; a file that grew or shrank since is still read whole up to
+    the bound (here 2,000,001 bytes), never beyond it."""
+    from reconciler.adapters.fsinventory import _read_bounded
+
+    path = tmp_path / "f.yaml"
+    path.write_bytes(bytes(range(256)) * (real_size // 256) + b"x" * (real_size % 256))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got = _read_bounded(fd, 2_000_001, stat_size)
+    finally:
+        os.close(fd)
+    assert got == path.read_bytes()[:2_000_001]
+
+
 def test_reader_rejects_missing_root(tmp_path: Path) -> None:
     with pytest.raises(InventoryReadError):
         read_inventory_dir(tmp_path / "nope")

@@ -338,3 +338,29 @@ def test_flow_list_errors_are_the_references(case: str, monkeypatch: pytest.Monk
     assert not fast.valid
     assert fast.diagnostics == reference.diagnostics
     assert {d.file for d in fast.errors} == {"nodes/n1.yaml"}
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [({"a": "x"}, True), ({"a": "y"}, False), ({"b": True}, True), ({"b": 1}, False), ({"b": "true"}, False)],
+)
+def test_the_fast_schema_keeps_const_without_detailed_exceptions(value: dict[str, Any], accepted: bool) -> None:
+    """schemas._compile rewrites `const` as a one-value `enum` (fastjsonschema cannot generate `const` without
+    detailed exceptions): same values accepted, with an `enum` beside it both must hold, True is not 1."""
+    import fastjsonschema
+
+    from reconciler.logic import schemas
+
+    check = schemas._compile(
+        fastjsonschema,
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "properties": {"a": {"const": "x", "enum": ["x", "y"]}, "b": {"const": True}},
+        },
+    )
+    try:
+        check(value)
+    except fastjsonschema.JsonSchemaException:
+        assert not accepted
+    else:
+        assert accepted

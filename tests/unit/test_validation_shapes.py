@@ -36,6 +36,24 @@ def _variants() -> dict[str, str]:
     for i in range(3):
         name = f"gpu-labelled-{i}"
         out[f"nodes/{name}.yaml"] = text.replace(BASE, name).replace("labels: {rack:", f"labels: {{host: {name}, rack:")
+    # The name repeated where only the probe can tell it is a comment: after the name on its line, or on a comment
+    # line after the content has begun. Reused (the probe agrees), but not on sight.
+    for i in range(2):
+        name = f"gpu-tailnote-{i}"
+        out[f"nodes/{name}.yaml"] = text.replace(BASE, name).replace(f"name: {name}", f"name: {name}  # {name}")
+        name = f"gpu-midnote-{i}"
+        out[f"nodes/{name}.yaml"] = text.replace(BASE, name).replace("spec:\n", f"spec:\n# {name}: spare\n")
+    # Look-alikes of the lines the text check accepts: a `name:` label on its own line, and a line that starts
+    # with '#' inside a quoted value (text, not a comment). Never reused: each keeps its own name in its value.
+    for i in range(3):
+        name = f"gpu-labelname-{i}"
+        out[f"nodes/{name}.yaml"] = text.replace(BASE, name).replace(
+            "  labels: {rack: r12, zone: par1-b}", f"  labels:\n    name: {name}\n    rack: r12"
+        )
+        name = f"gpu-hashnote-{i}"
+        out[f"nodes/{name}.yaml"] = text.replace(BASE, name).replace(
+            "purpose: free for ad-hoc notebooks}", f'purpose: "free\n            # {name}"}}', 1
+        )
     # Stems YAML reads as something else than that string, or that are no plain scalar at all.
     out["nodes/yes.yaml"] = text.replace(BASE, "yes")
     out["nodes/no.yaml"] = text.replace(BASE, "no")
@@ -85,6 +103,7 @@ def test_the_memo_changes_nothing_but_the_work(monkeypatch: pytest.MonkeyPatch) 
     # second quoted one: and only those (a file with a diagnostic is never a shape).
     want = {f"nodes/gpu-clone-{i:02d}.yaml" for i in range(1, 12)} | {f"nodes/{BASE}.yaml"}
     want |= {f"nodes/gpu-commented-{i}.yaml" for i in range(1, 3)} | {"nodes/gpu-quoted-2.yaml"}
+    want |= {"nodes/gpu-tailnote-1.yaml", "nodes/gpu-midnote-1.yaml"}
     assert set(hits) == want
     codes = {(d.code, d.file) for d in without.diagnostics}
     assert ("MP404", "nodes/gpu-misnamed.yaml") in codes
@@ -108,6 +127,30 @@ def test_every_reused_entry_names_its_own_file_and_node() -> None:
             assert all(p.source is not None and p.source.file == want for p in gpu.partitions)
     labelled = result.desired.nodes["gpu-labelled-1"]
     assert labelled.labels["host"] == "gpu-labelled-1"
+    for i in range(3):
+        assert result.desired.nodes[f"gpu-labelname-{i}"].labels["name"] == f"gpu-labelname-{i}"
+        purposes = {p.purpose for g in result.desired.nodes[f"gpu-hashnote-{i}"].gpus for p in g.partitions}
+        assert f"free # gpu-hashnote-{i}" in purposes
+
+
+@pytest.mark.parametrize(
+    ("name", "on_sight"),
+    [
+        ("gpu-clone-01", True),  # the name's line alone
+        ("gpu-commented-1", True),  # and a comment line that opens the file
+        ("gpu-tailnote-1", False),  # a comment after the name: the probe's to judge
+        ("gpu-midnote-1", False),  # a comment line after content has begun: the probe's to judge
+        ("gpu-labelname-1", False),  # a `name:` line that is not metadata.name
+        ("gpu-hashnote-1", False),  # a line starting with '#' inside a quoted value
+    ],
+)
+def test_which_shapes_the_text_alone_vouches_for(name: str, on_sight: bool) -> None:
+    """The text check (no second parse) accepts only the name's own line and the opening comment lines."""
+    data = _variants()[f"nodes/{name}.yaml"].encode()
+    shape = validation._shape_of(f"nodes/{name}.yaml", data)
+    assert shape is not None
+    name_line = 1 + data.split(b"\n").index(f"  name: {name}".encode()) if on_sight else 8
+    assert validation._only_name_and_leading_comments(shape.template, name_line) is on_sight
 
 
 @pytest.mark.parametrize(
@@ -122,3 +165,22 @@ def test_every_reused_entry_names_its_own_file_and_node() -> None:
 )
 def test_stems_that_are_not_plain_strings_have_no_shape(path: str, reason: str) -> None:
     assert validation._shape_of(path, _text().encode()) is None, reason
+
+
+def test_the_rebind_builders_know_every_field() -> None:
+    """_rebind sets SourceRef's, Partition's and GpuSpec's slots one by one (see validation._ref): a field added to
+    one of them, or a __post_init__, must change those builders too, or rebound nodes would silently differ."""
+    from dataclasses import fields
+
+    from reconciler.model.inventory import GpuSpec, Partition, Placement, SourceRef
+
+    assert tuple(f.name for f in fields(SourceRef)) == validation._REF_FIELDS
+    assert tuple(f.name for f in fields(Partition)) == validation._PARTITION_FIELDS
+    assert tuple(f.name for f in fields(GpuSpec)) == validation._GPU_FIELDS
+    for cls in (SourceRef, Partition, GpuSpec):
+        assert not hasattr(cls, "__post_init__") and cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert validation._ref("nodes/a.yaml", 7) == SourceRef("nodes/a.yaml", 7)
+    written = ("3g.71gb", 4, "vllm", "chat", SourceRef("nodes/a.yaml", 9))
+    assert validation._partition(*written) == Partition(*written)
+    values = (3, "H200-141GB", True, (Partition("1g.18gb"),), "sevens", (Placement(0, 1),), SourceRef("n.yaml", 2))
+    assert validation._gpu(*values) == GpuSpec(*values)
