@@ -303,7 +303,7 @@ def _flow_fleet(nodes: int, edit: tuple[str, str] | None = None) -> dict[str, by
     cluster = b"apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: f}\nspec:\n  migStrategy: mixed\n"
     files = {"cluster.yaml": cluster}
     for k in range(nodes):
-        gpus = "".join(_FLOW_GPU.format(i=i, owner=f"team-{k % 3}") for i in range(2))
+        gpus = "".join(_FLOW_GPU.format(i=i, owner=f"team-{k}") for i in range(2))
         text = f'apiVersion: migplan/v1\nkind: Node\nmetadata: {{name: "n{k}"}}\nspec:\n  gpus:\n{gpus}'
         if edit is not None and k == 1:
             text = text.replace(edit[0], edit[1], 1)

@@ -19,6 +19,18 @@ INVENTORY = Path(__file__).resolve().parents[2] / "inventory"
 BASE = "gpu-h200-01"
 
 
+_FLOW = f"""# yaml-language-server: $schema=../../schemas/node.schema.json
+apiVersion: migplan/v1
+kind: Node
+metadata: {{name: {BASE}, labels: {{rack: r1}}}}
+spec:
+  gpus:
+    - {{index: 0, model: H200-141GB, mig: {{enabled: true, partitions: [{{profile: 3g.71gb, owner: vllm}}, \
+{{profile: 2g.35gb}}, {{profile: 1g.18gb}}, {{profile: 1g.18gb}}]}}}}
+    - {{index: 1, model: H200-141GB, mig: {{enabled: true, partitions: [{{profile: 1g.18gb, placement: 0}}]}}}}
+""".replace("\\\n", "")
+
+
 def _text() -> str:
     return (INVENTORY / "nodes" / f"{BASE}.yaml").read_text()
 
@@ -70,6 +82,13 @@ def _variants() -> dict[str, str]:
     bad = text.replace("profile: 3g.71gb", "profile: 3g.70gb", 1)
     for i in range(3):
         out[f"nodes/gpu-bad-{i}.yaml"] = bad.replace(BASE, f"gpu-bad-{i}")
+    # Flow lists (`partitions: [...]`), which the fast parser declines: the reference loader reads the file and
+    # the shape's probe alike. The stem also in a label of the flow mapping: never reused.
+    for i in range(3):
+        out[f"nodes/gpu-flow-{i}.yaml"] = _FLOW.replace(BASE, f"gpu-flow-{i}")
+    for i in range(2):
+        name = f"gpu-flowlabel-{i}"
+        out[f"nodes/{name}.yaml"] = _FLOW.replace(BASE, name).replace("labels: {", f"labels: {{host: {name}, ")
     # A NUL byte (the memo's hole) and a CRLF file.
     out["nodes/gpu-nul.yaml"] = text.replace(BASE, "gpu-nul") + "\0"
     out["nodes/gpu-crlf.yaml"] = text.replace(BASE, "gpu-crlf").replace("\n", "\r\n")
@@ -103,7 +122,7 @@ def test_the_memo_changes_nothing_but_the_work(monkeypatch: pytest.MonkeyPatch) 
     # second quoted one: and only those (a file with a diagnostic is never a shape).
     want = {f"nodes/gpu-clone-{i:02d}.yaml" for i in range(1, 12)} | {f"nodes/{BASE}.yaml"}
     want |= {f"nodes/gpu-commented-{i}.yaml" for i in range(1, 3)} | {"nodes/gpu-quoted-2.yaml"}
-    want |= {"nodes/gpu-tailnote-1.yaml", "nodes/gpu-midnote-1.yaml"}
+    want |= {"nodes/gpu-tailnote-1.yaml", "nodes/gpu-midnote-1.yaml", "nodes/gpu-flow-1.yaml", "nodes/gpu-flow-2.yaml"}
     assert set(hits) == want
     codes = {(d.code, d.file) for d in without.diagnostics}
     assert ("MP404", "nodes/gpu-misnamed.yaml") in codes
@@ -127,6 +146,7 @@ def test_every_reused_entry_names_its_own_file_and_node() -> None:
             assert all(p.source is not None and p.source.file == want for p in gpu.partitions)
     labelled = result.desired.nodes["gpu-labelled-1"]
     assert labelled.labels["host"] == "gpu-labelled-1"
+    assert result.desired.nodes["gpu-flowlabel-1"].labels["host"] == "gpu-flowlabel-1"
     for i in range(3):
         assert result.desired.nodes[f"gpu-labelname-{i}"].labels["name"] == f"gpu-labelname-{i}"
         purposes = {p.purpose for g in result.desired.nodes[f"gpu-hashnote-{i}"].gpus for p in g.partitions}
