@@ -161,7 +161,8 @@ class Store:
         self._tables: dict[str, _Table] = {}
         self._logs: dict[str, list[WatchEvent]] = {}  # per storage: the watch cache window
         self._floors: dict[str, int] = {}  # per storage: watches from an RV below this get 410 Expired
-        self._subscribers: list[Callback] = []
+        # each callback with the kinds it is told about (None: every kind)
+        self._subscribers: list[tuple[Callback, frozenset[str] | None]] = []
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._dispatch_lock = threading.Lock()
         self._local = threading.local()
@@ -170,8 +171,9 @@ class Store:
         for rt in BUILTINS:
             self.register(rt)
         if not bare:
-            self._subscribers.append(self._node_lifecycle)  # the node lifecycle controller (nodelifecycle.py)
-            self._subscribers.append(self._quota_controller)  # the resource quota controller (quota.py)
+            # the node lifecycle controller (nodelifecycle.py)
+            self._subscribers.append((self._node_lifecycle, frozenset({"Node"})))
+            self._subscribers.append((self._quota_controller, None))  # the resource quota controller (quota.py)
 
     # ------------------------------------------------------------ registry
 
@@ -242,6 +244,13 @@ class Store:
             return kinds.event_core_to_v1(obj)
         return obj
 
+    def _fresh_view(self, rt: ResourceType, entry: _Entry) -> dict[str, Any]:
+        """A stored object as its type's view, in new dicts the caller may mutate: entry.obj is decoded afresh from
+        the stored bytes on each call, so only a view built over it (events.k8s.io) is copied again."""
+        if rt.key == _EVENTS_V1:
+            return _clone_obj(self._to_view(rt, entry.obj))
+        return entry.obj
+
     def _item_bytes(self, rt: ResourceType, obj: dict[str, Any]) -> bytes:
         if rt.is_custom:
             raw = _dumps(obj, sort=True)
@@ -296,15 +305,17 @@ class Store:
 
     # ------------------------------------------------------------ notifications
 
-    def subscribe(self, callback: Callback) -> Callable[[], None]:
-        """Receive (event_type, object copy) after every committed write; returns an unsubscribe function."""
+    def subscribe(self, callback: Callback, kinds: Iterable[str] | None = None) -> Callable[[], None]:
+        """Receive (event_type, object copy) after every committed write - of one of `kinds` only when given (a
+        controller that ignores the other kinds is spared their copies); returns an unsubscribe function."""
+        entry = (callback, None if kinds is None else frozenset(kinds))
         with self._lock:
-            self._subscribers.append(callback)
+            self._subscribers.append(entry)
 
         def unsubscribe() -> None:
             with self._lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
+                if entry in self._subscribers:
+                    self._subscribers.remove(entry)
 
         return unsubscribe
 
@@ -320,8 +331,13 @@ class Store:
                             return
                         event_type, obj = self._pending.pop(0)
                         subscribers = list(self._subscribers)
-                    for cb in subscribers:
-                        cb(event_type, _clone(obj))
+                    kind = obj.get("kind")
+                    raw = b""  # serialised once per event, if anyone wants it; each subscriber decodes its own copy
+                    for cb, kinds in subscribers:
+                        if kinds is not None and not (isinstance(kind, str) and kind in kinds):
+                            continue
+                        raw = raw or orjson.dumps(obj)
+                        cb(event_type, orjson.loads(raw))
             finally:
                 self._local.dispatching = False
 
@@ -333,7 +349,7 @@ class Store:
             entry = self._table(rt).items.get(self._sort_key(rt, self._ns(rt, namespace), name))
             if entry is None:
                 raise not_found(rt.plural, rt.group, name)
-            return _clone_obj(self._to_view(rt, entry.obj))
+            return self._fresh_view(rt, entry)
 
     def get_bytes(self, resource: str, name: str, namespace: str | None = None) -> bytes:
         rt = self.resource_type(resource)
@@ -825,7 +841,7 @@ class Store:
             entry = self._get_entry(rt.key, ns, name)
             if entry is None:
                 raise not_found(rt.plural, rt.group, name)
-            current = _clone(self._to_view(rt, entry.obj))
+            current = self._fresh_view(rt, entry)
             if patch_type == "merge":
                 if not isinstance(patch, dict):
                     raise bad_request("error decoding patch: json: cannot unmarshal into Go value of type map")
@@ -1302,7 +1318,8 @@ class Store:
             entry = self._get_entry("nodes", None, obj["metadata"]["name"])
             if entry is None:
                 return
-            current = entry.obj
+            # the event's copy is the stored node unless a later write replaced it (then read the store again)
+            current = obj if str(entry.rv) == str(obj["metadata"].get("resourceVersion")) else entry.obj
             taints = nodelifecycle.reconciled_taints(current, kinds.now_rfc3339())
             if taints is None:
                 return
