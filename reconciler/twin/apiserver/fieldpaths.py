@@ -25,6 +25,7 @@ from .fieldschema import Shape
 Path = tuple[str, ...]
 _ABSENT: Any = object()
 _ORDER = {"f": 0, "k": 1, "v": 2, "i": 3}
+_SCALARS = (str, int, float, bool)  # JSON leaves: equal values of one of these types compare as the same value
 
 
 def _compact(value: Any) -> str:
@@ -115,8 +116,11 @@ def _compare(
     if isinstance(lhs, dict | None) and isinstance(rhs, dict | None) and not both_null and not shape.atomic():
         lmap, rmap = lhs or {}, rhs or {}
         for key in {**lmap, **rmap}:
+            lval, rval = lmap.get(key, _ABSENT), rmap.get(key, _ABSENT)
+            if type(lval) is type(rval) and type(lval) in _SCALARS and lval == rval:
+                continue  # an unchanged leaf (most labels of a relabelled node): the walk would find no path
             sub = (*path, "f:" + key)
-            _compare(lmap.get(key, _ABSENT), rmap.get(key, _ABSENT), shape.field(key), sub, added, modified, removed)
+            _compare(lval, rval, shape.field(key), sub, added, modified, removed)
         return
     if isinstance(lhs, list | None) and isinstance(rhs, list | None) and not both_null:
         left, right = _item_elements(lhs or [], shape), _item_elements(rhs or [], shape)
