@@ -283,7 +283,24 @@ def with_retries(fn: Callable[[], T], *, attempts: int = 4) -> T:
         limit = RETRY_AFTER_MAX_RETRIES + 1 if isinstance(exc, Throttled) else attempts
         return state.attempt_number >= limit
 
-    wrapped = retry(retry=retry_if_exception(_retryable), stop=stop, wait=wait, reraise=True)(fn)
+    # The first attempt runs bare (a cycle's thousands of writes nearly all succeed at once, and tenacity's
+    # bookkeeping costs as much as a small request); a retryable failure is then replayed as the loop's own
+    # first attempt, so waits, stops and the error raised are exactly the loop's.
+    try:
+        return fn()
+    except Exception as exc:
+        if not _retryable(exc):
+            raise
+        first: Exception | None = exc
+
+    def attempt() -> T:
+        nonlocal first
+        if first is not None:
+            failed, first = first, None
+            raise failed
+        return fn()
+
+    wrapped = retry(retry=retry_if_exception(_retryable), stop=stop, wait=wait, reraise=True)(attempt)
     return wrapped()
 
 
