@@ -263,6 +263,18 @@ class TwinGpu:
                 out.append(MigDevice(self.index, gi.id, ci.id, prof, gi.start, gi.size, ci.uuid_seed, ci.holder))
         return out
 
+    def mig_profiles(self) -> list[str]:
+        """The profile of each MIG device, in mig_devices() order: what GFD's labels and `mig-parted assert`
+        count, without building the devices (GFD relabels a node on every one of its writes)."""
+        if not self.mig_current:
+            return []
+        out = []
+        for gi in sorted(self.gpu_instances.values(), key=lambda g: g.id):
+            name, slices = gi.profile.name, gi.profile.compute_slices
+            for ci in sorted(gi.compute_instances.values(), key=lambda c: c.id):
+                out.append(name if ci.size == slices else f"{ci.size}c.{name}")
+        return out
+
     def iter_cis(self) -> Iterator[tuple[GpuInstance, ComputeInstance]]:
         for gi in self.gpu_instances.values():
             for ci in gi.compute_instances.values():
@@ -444,8 +456,8 @@ class TwinGpu:
     def geometry(self) -> dict[str, int]:
         """Profile → count of MIG devices (what `mig-parted assert` compares, placement ignored)."""
         out: dict[str, int] = {}
-        for dev in self.mig_devices():
-            out[dev.profile] = out.get(dev.profile, 0) + 1
+        for profile in self.mig_profiles():
+            out[profile] = out.get(profile, 0) + 1
         return out
 
     def pid_of(self, holder: str) -> int:
