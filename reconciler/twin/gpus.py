@@ -30,6 +30,7 @@ Assumptions where the references are silent (also listed in reconciler/twin/ASSU
 
 from __future__ import annotations
 
+import operator
 import threading
 import uuid
 import zlib
@@ -49,6 +50,8 @@ __all__ = [
     "gi_profiles",
     "nvml_error",
 ]
+
+_BY_ID = operator.attrgetter("id")  # GPU and compute instances in NVML's index order
 
 # CI profile enums → compute slices; only the C == G family and its integer sub-divisions are modelled.
 CI_PROFILE_SLICES: dict[int, int] = {
@@ -269,9 +272,10 @@ class TwinGpu:
         if not self.mig_current:
             return []
         out = []
-        for gi in sorted(self.gpu_instances.values(), key=lambda g: g.id):
-            name, slices = gi.profile.name, gi.profile.compute_slices
-            for ci in sorted(gi.compute_instances.values(), key=lambda c: c.id):
+        gis = self.gpu_instances
+        for gi in sorted(gis.values(), key=_BY_ID) if len(gis) > 1 else gis.values():
+            name, slices, cis = gi.profile.name, gi.profile.compute_slices, gi.compute_instances
+            for ci in sorted(cis.values(), key=_BY_ID) if len(cis) > 1 else cis.values():
                 out.append(name if ci.size == slices else f"{ci.size}c.{name}")
         return out
 
