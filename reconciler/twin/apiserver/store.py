@@ -133,6 +133,24 @@ class ListPage:
     remaining: int | None
 
 
+Wants = Callable[[dict[str, Any]], bool]  # which committed objects a subscriber is told about (reads only)
+
+
+def _of_kinds(kinds: Iterable[str]) -> Wants:
+    wanted = frozenset(kinds)
+
+    def wants(obj: dict[str, Any]) -> bool:
+        kind = obj.get("kind")
+        return isinstance(kind, str) and kind in wanted
+
+    return wants
+
+
+def _namespaced(obj: dict[str, Any]) -> bool:
+    meta = obj.get("metadata")
+    return isinstance(meta, dict) and bool(meta.get("namespace"))
+
+
 def _dumps(obj: Any, sort: bool = False) -> bytes:
     return orjson.dumps(obj, option=_SORTED_KEYS) if sort else orjson.dumps(obj)
 
@@ -161,8 +179,9 @@ class Store:
         self._tables: dict[str, _Table] = {}
         self._logs: dict[str, list[WatchEvent]] = {}  # per storage: the watch cache window
         self._floors: dict[str, int] = {}  # per storage: watches from an RV below this get 410 Expired
-        # each callback with the kinds it is told about (None: every kind)
-        self._subscribers: list[tuple[Callback, frozenset[str] | None]] = []
+        # each callback with the test of the events it is told about (None: every event) and whether it gets its
+        # own copy (every subscriber does, but the store's own read-only node lifecycle controller)
+        self._subscribers: list[tuple[Callback, Wants | None, bool]] = []
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._dispatch_lock = threading.Lock()
         self._local = threading.local()
@@ -171,9 +190,10 @@ class Store:
         for rt in BUILTINS:
             self.register(rt)
         if not bare:
-            # the node lifecycle controller (nodelifecycle.py)
-            self._subscribers.append((self._node_lifecycle, frozenset({"Node"})))
-            self._subscribers.append((self._quota_controller, None))  # the resource quota controller (quota.py)
+            # the node lifecycle controller (nodelifecycle.py) and the resource quota controller (quota.py), each
+            # told only of what it acts on (nodes; objects in a namespace)
+            self._subscribers.append((self._node_lifecycle, _of_kinds(("Node",)), False))
+            self._subscribers.append((self._quota_controller, _namespaced, True))
 
     # ------------------------------------------------------------ registry
 
@@ -308,7 +328,7 @@ class Store:
     def subscribe(self, callback: Callback, kinds: Iterable[str] | None = None) -> Callable[[], None]:
         """Receive (event_type, object copy) after every committed write - of one of `kinds` only when given (a
         controller that ignores the other kinds is spared their copies); returns an unsubscribe function."""
-        entry = (callback, None if kinds is None else frozenset(kinds))
+        entry = (callback, None if kinds is None else _of_kinds(kinds), True)
         with self._lock:
             self._subscribers.append(entry)
 
@@ -331,10 +351,12 @@ class Store:
                             return
                         event_type, obj = self._pending.pop(0)
                         subscribers = list(self._subscribers)
-                    kind = obj.get("kind")
                     raw = b""  # serialised once per event, if anyone wants it; each subscriber decodes its own copy
-                    for cb, kinds in subscribers:
-                        if kinds is not None and not (isinstance(kind, str) and kind in kinds):
+                    for cb, wants, copies in subscribers:
+                        if wants is not None and not wants(obj):
+                            continue
+                        if not copies:
+                            cb(event_type, obj)  # committed objects are never mutated; this reader does not either
                             continue
                         raw = raw or orjson.dumps(obj)
                         cb(event_type, orjson.loads(raw))
@@ -842,6 +864,10 @@ class Store:
             if entry is None:
                 raise not_found(rt.plural, rt.group, name)
             current = self._fresh_view(rt, entry)
+            # a merge patch builds new dicts along its own paths only and the result is copied by _decode, so
+            # `current` comes out unchanged and is the update's old object too (one decode less); other patch
+            # types, and views, decode the stored object again
+            old = current if patch_type == "merge" and rt.key != _EVENTS_V1 else None
             if patch_type == "merge":
                 if not isinstance(patch, dict):
                     raise bad_request("error decoding patch: json: cannot unmarshal into Go value of type map")
@@ -861,7 +887,12 @@ class Store:
                 )
             new = self._decode(rt, patched, strict, warnings)
             result = self._write_update(
-                rt, entry.obj, self._from_view(rt, new), subresource, dry_run, field_manager or PYTHON_MANAGER
+                rt,
+                entry.obj if old is None else old,
+                self._from_view(rt, new),
+                subresource,
+                dry_run,
+                field_manager or PYTHON_MANAGER,
             )
         self._dispatch()
         return result
@@ -1322,7 +1353,7 @@ class Store:
             entry = self._get_entry("nodes", None, obj["metadata"]["name"])
             if entry is None:
                 return
-            # the event's copy is the stored node unless a later write replaced it (then read the store again)
+            # `obj` is the committed node itself (read only, never changed here), unless a later write replaced it
             current = obj if str(entry.rv) == str(obj["metadata"].get("resourceVersion")) else entry.obj
             taints = nodelifecycle.reconciled_taints(current, kinds.now_rfc3339())
             if taints is None:
