@@ -124,12 +124,20 @@ class TimeoutApiClient(client.ApiClient):
     retries are switched off (`with_retries` is the one retry loop, and it stops at the deadline),
     every request gets REQUEST_TIMEOUT unless it asks for less, and none outlives the deadline
     (adapters/deadline.py).
+
+    The proxy is pinned to what the environment says when the client is built. The kubeconfig and
+    in-cluster loaders refresh the bearer token before every request by setting the configuration's
+    `host` again, and the configuration then re-reads every proxy variable of the environment
+    (urllib's getproxies: a walk over all of os.environ, per request); but the connection pool,
+    proxy included, is built once, here, from `configuration.proxy`, so the re-read value is never
+    used. Pinning it (the `proxy` setter) keeps the same proxy and drops that walk.
     """
 
     def __init__(self, configuration: client.Configuration | None = None, **kwargs: Any) -> None:
         configuration = configuration if configuration is not None else client.Configuration.get_default_copy()
         if configuration.retries is None:
             configuration.retries = False
+        configuration.proxy = configuration.proxy  # pinned: see the class docstring
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, MAX_CONNECTIONS)
         super().__init__(configuration, **kwargs)
         self.request_timeout: tuple[float, float] = REQUEST_TIMEOUT
@@ -275,7 +283,24 @@ def with_retries(fn: Callable[[], T], *, attempts: int = 4) -> T:
         limit = RETRY_AFTER_MAX_RETRIES + 1 if isinstance(exc, Throttled) else attempts
         return state.attempt_number >= limit
 
-    wrapped = retry(retry=retry_if_exception(_retryable), stop=stop, wait=wait, reraise=True)(fn)
+    # The first attempt runs bare (a cycle's thousands of writes nearly all succeed at once, and tenacity's
+    # bookkeeping costs as much as a small request); a retryable failure is then replayed as the loop's own
+    # first attempt, so waits, stops and the error raised are exactly the loop's.
+    try:
+        return fn()
+    except Exception as exc:
+        if not _retryable(exc):
+            raise
+        first: Exception | None = exc
+
+    def attempt() -> T:
+        nonlocal first
+        if first is not None:
+            failed, first = first, None
+            raise failed
+        return fn()
+
+    wrapped = retry(retry=retry_if_exception(_retryable), stop=stop, wait=wait, reraise=True)(attempt)
     return wrapped()
 
 

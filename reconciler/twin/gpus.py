@@ -30,6 +30,7 @@ Assumptions where the references are silent (also listed in reconciler/twin/ASSU
 
 from __future__ import annotations
 
+import operator
 import threading
 import uuid
 import zlib
@@ -49,6 +50,8 @@ __all__ = [
     "gi_profiles",
     "nvml_error",
 ]
+
+_BY_ID = operator.attrgetter("id")  # GPU and compute instances in NVML's index order
 
 # CI profile enums → compute slices; only the C == G family and its integer sub-divisions are modelled.
 CI_PROFILE_SLICES: dict[int, int] = {
@@ -263,6 +266,19 @@ class TwinGpu:
                 out.append(MigDevice(self.index, gi.id, ci.id, prof, gi.start, gi.size, ci.uuid_seed, ci.holder))
         return out
 
+    def mig_profiles(self) -> list[str]:
+        """The profile of each MIG device, in mig_devices() order: what GFD's labels and `mig-parted assert`
+        count, without building the devices (GFD relabels a node on every one of its writes)."""
+        if not self.mig_current:
+            return []
+        out = []
+        gis = self.gpu_instances
+        for gi in sorted(gis.values(), key=_BY_ID) if len(gis) > 1 else gis.values():
+            name, slices, cis = gi.profile.name, gi.profile.compute_slices, gi.compute_instances
+            for ci in sorted(cis.values(), key=_BY_ID) if len(cis) > 1 else cis.values():
+                out.append(name if ci.size == slices else f"{ci.size}c.{name}")
+        return out
+
     def iter_cis(self) -> Iterator[tuple[GpuInstance, ComputeInstance]]:
         for gi in self.gpu_instances.values():
             for ci in gi.compute_instances.values():
@@ -444,8 +460,8 @@ class TwinGpu:
     def geometry(self) -> dict[str, int]:
         """Profile → count of MIG devices (what `mig-parted assert` compares, placement ignored)."""
         out: dict[str, int] = {}
-        for dev in self.mig_devices():
-            out[dev.profile] = out.get(dev.profile, 0) + 1
+        for profile in self.mig_profiles():
+            out[profile] = out.get(profile, 0) + 1
         return out
 
     def pid_of(self, holder: str) -> int:

@@ -36,6 +36,7 @@ from .eviction import PDB, disruption_allowed_condition, pod_ready, selector_mat
 from .store import Store
 
 DELETION_TIMEOUT = timedelta(minutes=2)
+_WATCHED = ("Pod", "PodDisruptionBudget", "Deployment")  # the kinds the controller acts on
 
 
 class _SyncFailed(Exception):
@@ -152,14 +153,14 @@ class DisruptionController:
         self.store = store
         # namespace -> PDB names in it: a pod write elsewhere costs a dict lookup (fleets of 40,000 pods).
         self._pdbs: dict[str, set[str]] = {}
-        self._unsubscribe = store.subscribe(self._on_event)
+        self._unsubscribe = store.subscribe(self._on_event, kinds=_WATCHED)
 
     def stop(self) -> None:
         self._unsubscribe()
 
     def _on_event(self, event_type: str, obj: dict[str, Any]) -> None:
         kind = obj.get("kind")
-        if kind not in ("Pod", "PodDisruptionBudget", "Deployment"):
+        if kind not in _WATCHED:
             return
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace")

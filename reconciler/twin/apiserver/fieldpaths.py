@@ -25,6 +25,7 @@ from .fieldschema import Shape
 Path = tuple[str, ...]
 _ABSENT: Any = object()
 _ORDER = {"f": 0, "k": 1, "v": 2, "i": 3}
+_SCALARS = (str, int, float, bool)  # JSON leaves: equal values of one of these types compare as the same value
 
 
 def _compact(value: Any) -> str:
@@ -115,8 +116,11 @@ def _compare(
     if isinstance(lhs, dict | None) and isinstance(rhs, dict | None) and not both_null and not shape.atomic():
         lmap, rmap = lhs or {}, rhs or {}
         for key in {**lmap, **rmap}:
+            lval, rval = lmap.get(key, _ABSENT), rmap.get(key, _ABSENT)
+            if type(lval) is type(rval) and type(lval) in _SCALARS and lval == rval:
+                continue  # an unchanged leaf (most labels of a relabelled node): the walk would find no path
             sub = (*path, "f:" + key)
-            _compare(lmap.get(key, _ABSENT), rmap.get(key, _ABSENT), shape.field(key), sub, added, modified, removed)
+            _compare(lval, rval, shape.field(key), sub, added, modified, removed)
         return
     if isinstance(lhs, list | None) and isinstance(rhs, list | None) and not both_null:
         left, right = _item_elements(lhs or [], shape), _item_elements(rhs or [], shape)
@@ -138,7 +142,11 @@ def _identical(a: Any, b: Any) -> bool:
     if a != b:
         return False
     try:
-        return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(b, option=orjson.OPT_SORT_KEYS)
+        # equal bytes in insertion order are identical JSON (most writes: both sides decoded from the same
+        # stored bytes); only when the orders differ are the key-sorted bytes needed
+        return orjson.dumps(a) == orjson.dumps(b) or (
+            orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(b, option=orjson.OPT_SORT_KEYS)
+        )
     except orjson.JSONEncodeError:
         return False
 
@@ -167,8 +175,33 @@ def element_order(element: str) -> tuple[int, str]:
     return (_ORDER.get(element[:1], 4), element)
 
 
+# Memos of encode and decode. A fleet's objects of one kind share a handful of field sets (FieldsV1 holds the
+# field names and keys, not the values: every node relabelled by the same manager has the same set), and every
+# write re-encodes all of an object's managers, so most calls are repeats. Bounded; each hit returns a fresh
+# copy (callers mutate sets and objects), so a memo is never observable.
+_MEMO_SIZE = 4096
+_ENCODED: dict[frozenset[Path], bytes] = {}
+_DECODED: dict[bytes, frozenset[Path]] = {}
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= _MEMO_SIZE:
+        memo.clear()  # a fleet's working set is small: starting over is cheaper than tracking recency
+    memo[key] = value
+
+
 def encode(paths: Iterable[Path]) -> dict[str, Any]:
     """The FieldsV1 JSON of a field set: nested `f:`/`k:`/`v:`/`i:` objects, `"."` marking a member with children."""
+    key = frozenset(paths)
+    raw = _ENCODED.get(key)
+    if raw is None:
+        raw = orjson.dumps(_encode(key))
+        _remember(_ENCODED, key, raw)
+    out: dict[str, Any] = orjson.loads(raw)
+    return out
+
+
+def _encode(paths: Iterable[Path]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     member_marks: set[Path] = set()
     for path in paths:
@@ -192,6 +225,18 @@ def decode(fields_v1: Any) -> set[Path]:
     """The field set of a FieldsV1 JSON object; ValueError when it is not one."""
     if not isinstance(fields_v1, dict):
         raise ValueError("fieldsV1 must be an object")
+    try:
+        key = orjson.dumps(fields_v1)
+    except (orjson.JSONEncodeError, TypeError):
+        return _decode(fields_v1)  # not JSON (a Python caller's object): decoded (and refused) as it is
+    hit = _DECODED.get(key)
+    if hit is None:
+        hit = frozenset(_decode(fields_v1))  # a ValueError is raised here, never remembered
+        _remember(_DECODED, key, hit)
+    return set(hit)
+
+
+def _decode(fields_v1: dict[str, Any]) -> set[Path]:
     out: set[Path] = set()
     stack: list[tuple[Path, dict[str, Any]]] = [((), fields_v1)]
     while stack:

@@ -270,6 +270,17 @@ def canonical(raw: object, *, resource_list: bool = False) -> str:
     """The string the real server stores and returns for this value; ValueError with Go's message if invalid.
 
     resource_list=True also applies SetDefaults_ResourceList's RoundUp to the milli scale."""
+    if type(raw) is str:  # the usual form (numbers are not remembered: 1, 1.0 and True are equal dict keys)
+        return _canonical_text(raw, resource_list)
+    return _canonical_value(raw, resource_list)
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical_text(raw: str, resource_list: bool) -> str:
+    return _canonical_value(raw, resource_list)
+
+
+def _canonical_value(raw: object, resource_list: bool) -> str:
     q = unmarshal(raw)
     if resource_list:
         q = round_up(q, _MILLI)

@@ -133,6 +133,24 @@ class ListPage:
     remaining: int | None
 
 
+Wants = Callable[[dict[str, Any]], bool]  # which committed objects a subscriber is told about (reads only)
+
+
+def _of_kinds(kinds: Iterable[str]) -> Wants:
+    wanted = frozenset(kinds)
+
+    def wants(obj: dict[str, Any]) -> bool:
+        kind = obj.get("kind")
+        return isinstance(kind, str) and kind in wanted
+
+    return wants
+
+
+def _namespaced(obj: dict[str, Any]) -> bool:
+    meta = obj.get("metadata")
+    return isinstance(meta, dict) and bool(meta.get("namespace"))
+
+
 def _dumps(obj: Any, sort: bool = False) -> bytes:
     return orjson.dumps(obj, option=_SORTED_KEYS) if sort else orjson.dumps(obj)
 
@@ -161,7 +179,9 @@ class Store:
         self._tables: dict[str, _Table] = {}
         self._logs: dict[str, list[WatchEvent]] = {}  # per storage: the watch cache window
         self._floors: dict[str, int] = {}  # per storage: watches from an RV below this get 410 Expired
-        self._subscribers: list[Callback] = []
+        # each callback with the test of the events it is told about (None: every event) and whether it gets its
+        # own copy (every subscriber does, but the store's own read-only node lifecycle controller)
+        self._subscribers: list[tuple[Callback, Wants | None, bool]] = []
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._dispatch_lock = threading.Lock()
         self._local = threading.local()
@@ -170,8 +190,10 @@ class Store:
         for rt in BUILTINS:
             self.register(rt)
         if not bare:
-            self._subscribers.append(self._node_lifecycle)  # the node lifecycle controller (nodelifecycle.py)
-            self._subscribers.append(self._quota_controller)  # the resource quota controller (quota.py)
+            # the node lifecycle controller (nodelifecycle.py) and the resource quota controller (quota.py), each
+            # told only of what it acts on (nodes; objects in a namespace)
+            self._subscribers.append((self._node_lifecycle, _of_kinds(("Node",)), False))
+            self._subscribers.append((self._quota_controller, _namespaced, True))
 
     # ------------------------------------------------------------ registry
 
@@ -242,6 +264,13 @@ class Store:
             return kinds.event_core_to_v1(obj)
         return obj
 
+    def _fresh_view(self, rt: ResourceType, entry: _Entry) -> dict[str, Any]:
+        """A stored object as its type's view, in new dicts the caller may mutate: entry.obj is decoded afresh from
+        the stored bytes on each call, so only a view built over it (events.k8s.io) is copied again."""
+        if rt.key == _EVENTS_V1:
+            return _clone_obj(self._to_view(rt, entry.obj))
+        return entry.obj
+
     def _item_bytes(self, rt: ResourceType, obj: dict[str, Any]) -> bytes:
         if rt.is_custom:
             raw = _dumps(obj, sort=True)
@@ -296,15 +325,17 @@ class Store:
 
     # ------------------------------------------------------------ notifications
 
-    def subscribe(self, callback: Callback) -> Callable[[], None]:
-        """Receive (event_type, object copy) after every committed write; returns an unsubscribe function."""
+    def subscribe(self, callback: Callback, kinds: Iterable[str] | None = None) -> Callable[[], None]:
+        """Receive (event_type, object copy) after every committed write - of one of `kinds` only when given (a
+        controller that ignores the other kinds is spared their copies); returns an unsubscribe function."""
+        entry = (callback, None if kinds is None else _of_kinds(kinds), True)
         with self._lock:
-            self._subscribers.append(callback)
+            self._subscribers.append(entry)
 
         def unsubscribe() -> None:
             with self._lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
+                if entry in self._subscribers:
+                    self._subscribers.remove(entry)
 
         return unsubscribe
 
@@ -320,8 +351,15 @@ class Store:
                             return
                         event_type, obj = self._pending.pop(0)
                         subscribers = list(self._subscribers)
-                    for cb in subscribers:
-                        cb(event_type, _clone(obj))
+                    raw = b""  # serialised once per event, if anyone wants it; each subscriber decodes its own copy
+                    for cb, wants, copies in subscribers:
+                        if wants is not None and not wants(obj):
+                            continue
+                        if not copies:
+                            cb(event_type, obj)  # committed objects are never mutated; this reader does not either
+                            continue
+                        raw = raw or orjson.dumps(obj)
+                        cb(event_type, orjson.loads(raw))
             finally:
                 self._local.dispatching = False
 
@@ -333,7 +371,7 @@ class Store:
             entry = self._table(rt).items.get(self._sort_key(rt, self._ns(rt, namespace), name))
             if entry is None:
                 raise not_found(rt.plural, rt.group, name)
-            return _clone_obj(self._to_view(rt, entry.obj))
+            return self._fresh_view(rt, entry)
 
     def get_bytes(self, resource: str, name: str, namespace: str | None = None) -> bytes:
         rt = self.resource_type(resource)
@@ -825,7 +863,11 @@ class Store:
             entry = self._get_entry(rt.key, ns, name)
             if entry is None:
                 raise not_found(rt.plural, rt.group, name)
-            current = _clone(self._to_view(rt, entry.obj))
+            current = self._fresh_view(rt, entry)
+            # a merge patch builds new dicts along its own paths only and the result is copied by _decode, so
+            # `current` comes out unchanged and is the update's old object too (one decode less); other patch
+            # types, and views, decode the stored object again
+            old = current if patch_type == "merge" and rt.key != _EVENTS_V1 else None
             if patch_type == "merge":
                 if not isinstance(patch, dict):
                     raise bad_request("error decoding patch: json: cannot unmarshal into Go value of type map")
@@ -845,7 +887,12 @@ class Store:
                 )
             new = self._decode(rt, patched, strict, warnings)
             result = self._write_update(
-                rt, entry.obj, self._from_view(rt, new), subresource, dry_run, field_manager or PYTHON_MANAGER
+                rt,
+                entry.obj if old is None else old,
+                self._from_view(rt, new),
+                subresource,
+                dry_run,
+                field_manager or PYTHON_MANAGER,
             )
         self._dispatch()
         return result
@@ -1183,7 +1230,11 @@ class Store:
         new["metadata"]["resourceVersion"] = str(self._next_rv())
         new = self._order(rt, new)
         self._commit(rt, "MODIFIED", new, prev=old)
-        return _clone_obj(self._to_view(rt, new))
+        if rt.is_custom or rt.key == _EVENTS_V1:
+            return _clone_obj(self._to_view(rt, new))
+        # a built-in's stored bytes decode to the same dict, key order included (kind, apiVersion, then the rest):
+        # one decode instead of a serialisation and a decode
+        return self._table(rt).items[self._sort_key(rt, new["metadata"].get("namespace"), new["metadata"]["name"])].obj
 
     def _manage_fields(
         self,
@@ -1302,7 +1353,8 @@ class Store:
             entry = self._get_entry("nodes", None, obj["metadata"]["name"])
             if entry is None:
                 return
-            current = entry.obj
+            # `obj` is the committed node itself (read only, never changed here), unless a later write replaced it
+            current = obj if str(entry.rv) == str(obj["metadata"].get("resourceVersion")) else entry.obj
             taints = nodelifecycle.reconciled_taints(current, kinds.now_rfc3339())
             if taints is None:
                 return

@@ -19,6 +19,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from .errors import ApiError, FieldError, GoLiteral, bad_request
 from .kinds import MSG_LABEL_KEY, MSG_LABEL_VALUE, valid_label_value, valid_qualified_name
 from .quantity import milli_value, unmarshal
@@ -139,11 +141,34 @@ def _integer_resource(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
+_RESOURCE_MEMO: dict[bytes, tuple[FieldError, ...]] = {}
+_RESOURCE_MEMO_SIZE = 1024
+
+
 def node_resources(obj: Mapping[str, Any]) -> list[FieldError]:
     """ValidateNodeResources: capacity and allocatable are non-negative, integer resources whole (sorted by name;
-    Go walks the maps in random order)."""
-    errs: list[FieldError] = []
+    Go walks the maps in random order).
+
+    Remembered by the exact JSON of the two lists (types included: "1", 1 and true differ): a fleet's nodes
+    report a handful of distinct capacities, and every node write validates them again."""
     status = obj.get("status") or {}
+    if not isinstance(status, Mapping):
+        return _node_resources(status)
+    try:
+        key = orjson.dumps([status.get("capacity"), status.get("allocatable")])
+    except (orjson.JSONEncodeError, TypeError):
+        return _node_resources(status)
+    hit = _RESOURCE_MEMO.get(key)
+    if hit is None:
+        hit = tuple(_node_resources(status))
+        if len(_RESOURCE_MEMO) >= _RESOURCE_MEMO_SIZE:
+            _RESOURCE_MEMO.clear()
+        _RESOURCE_MEMO[key] = hit
+    return list(hit)
+
+
+def _node_resources(status: Any) -> list[FieldError]:
+    errs: list[FieldError] = []
     for field in ("capacity", "allocatable"):
         values = status.get(field)
         if not isinstance(values, Mapping):
@@ -205,4 +230,5 @@ def validate_node(obj: Mapping[str, Any], old: Mapping[str, Any] | None, subreso
         return node_taints(obj) + node_resources(obj)
     if subresource == "status":
         return node_resources(obj)
-    return node_taints(obj) + node_resources(obj) + node_resources(obj)
+    resources = node_resources(obj)  # pure: the second report is the same list
+    return node_taints(obj) + resources + resources

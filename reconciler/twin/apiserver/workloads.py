@@ -36,7 +36,7 @@ class ReplacementController:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._unsubscribe = store.subscribe(self._on_event)
+        self._unsubscribe = store.subscribe(self._on_event, kinds=("Pod",))
 
     def stop(self) -> None:
         self._unsubscribe()

@@ -87,11 +87,12 @@ def gfd_labels(gpus: Sequence[TwinGpu], strategy: str) -> dict[str, str]:
 def _single_labels(gpus: Sequence[TwinGpu], mig_gpus: Sequence[TwinGpu], product: str) -> dict[str, str]:
     """newMigStrategySingleLabeler: the node's one MIG device type as its GPU, or the `-MIG-INVALID` set (§1.5)."""
     first = gpus[0]
-    devices = [d for g in mig_gpus for d in g.mig_devices()]
-    kinds = {d.profile for d in devices}
+    per_gpu = [g.mig_profiles() for g in mig_gpus]
+    devices = [p for profiles in per_gpu for p in profiles]
+    kinds = set(devices)
     invalid = (
         len(mig_gpus) != len(gpus)  # "devices with MIG enabled and disable detected"
-        or any(not g.mig_devices() for g in mig_gpus)  # "at least one MIG device is enabled but empty"
+        or any(not profiles for profiles in per_gpu)  # "at least one MIG device is enabled but empty"
         or len(kinds) > 1  # "more than one MIG device type present on node"
     )
     if invalid:
@@ -122,9 +123,9 @@ def _mixed_labels(mig_gpus: Sequence[TwinGpu], product: str) -> dict[str, str]:
     counts: dict[str, int] = {}
     owner: dict[str, TwinGpu] = {}
     for g in mig_gpus:
-        for d in g.mig_devices():
-            counts[d.profile] = counts.get(d.profile, 0) + 1
-            owner.setdefault(d.profile, g)
+        for profile in g.mig_profiles():
+            counts[profile] = counts.get(profile, 0) + 1
+            owner.setdefault(profile, g)
     labels: dict[str, str] = {}
     for profile, n in sorted(counts.items()):
         name = mig_device_name(profile)
@@ -156,6 +157,6 @@ def _slices(gpu: TwinGpu, profile: str) -> tuple[int, int]:
 
 def diff_labels(current: Mapping[str, str], wanted: Mapping[str, str]) -> dict[str, str | None]:
     """Merge-patch body turning the GFD labels in `current` into `wanted` (None deletes)."""
-    patch: dict[str, str | None] = {k: None for k in current if is_gfd_label(k) and k not in wanted}
+    patch: dict[str, str | None] = {k: None for k in current if k not in wanted and is_gfd_label(k)}
     patch.update({k: v for k, v in wanted.items() if current.get(k) != v})
     return patch
