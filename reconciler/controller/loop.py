@@ -12,7 +12,8 @@ everything it publishes from the cycle's reconciler.outcome.CycleOutcome. What t
   (MP811) instead of stalling the loop;
 - a failed cycle (exception, or an outcome with status FAILED) counts towards the backoff;
 - after each cycle: metrics, Events and node marks (on change only), one structured log line with
-  revision, result and finding codes.
+  revision, result and finding codes;
+- Python's cycle collector is off while a cycle runs and makes one full pass after it (gcpolicy.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from reconciler.adapters import deadline, kubeclient
 from reconciler.adapters.kubeevents import KubeSignals
 from reconciler.adapters.kubelease import FencedApiClient, KubeLease
 from reconciler.controller import signals
+from reconciler.controller.gcpolicy import collector_per_cycle
 from reconciler.controller.http import ControllerHttp
 from reconciler.controller.leader import LeaderElector
 from reconciler.controller.metrics import ControllerMetrics
@@ -175,7 +177,8 @@ class Controller:
         log.info("cycle started", extra={"trigger": trigger, "identity": self.settings.identity})
         ctx = CycleContext(trigger, self.api_client, self.may_write, self.settings)
         try:
-            outcome = self._cycle_fn(ctx)
+            with collector_per_cycle():
+                outcome = self._cycle_fn(ctx)
         except Exception as exc:
             self.metrics.count_cycle(CycleStatus.FAILED)
             self.metrics.cycle_duration.observe(time.monotonic() - started)

@@ -10,6 +10,7 @@ test_demo, test_cache_lock).
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -236,8 +237,11 @@ def test_the_controller_counts_the_cycle_under_its_label(
     runs: list[CycleContext] = []
     seen = controller._cycle_fn
 
+    collecting: list[bool] = []
+
     def spy(ctx: CycleContext) -> CycleOutcome:
         runs.append(ctx)
+        collecting.append(gc.isenabled())
         return seen(ctx)
 
     controller._cycle_fn = spy
@@ -247,6 +251,8 @@ def test_the_controller_counts_the_cycle_under_its_label(
     else:
         controller._run_cycle("test")
     assert fake.calls == 1 and len(runs) == 1
+    # The collector is off while the cycle runs and back on after it, a failed cycle included (gcpolicy.py).
+    assert collecting == [False] and gc.isenabled()
     sample = controller.metrics.registry.get_sample_value
     for other in CycleStatus:
         want = 1.0 if other is status else 0.0
