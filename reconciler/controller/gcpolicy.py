@@ -20,13 +20,14 @@ from contextlib import contextmanager
 
 @contextmanager
 def collector_per_cycle() -> Iterator[None]:
-    """The collector off for the block, then one full collection, whatever happens (left alone if it was off)."""
-    was_enabled = gc.isenabled()
-    if was_enabled:
-        gc.disable()
+    """The collector off for the block, then one full collection, whatever happens. A collector someone else
+    turned off is left alone: its owner decides when it runs."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
-            gc.collect()
+        gc.enable()
+        gc.collect()
