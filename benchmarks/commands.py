@@ -218,6 +218,7 @@ def main() -> int:
     ap.add_argument("--run-seconds", type=float, default=40.0, help="how long `migplan run` is watched")
     ap.add_argument("--interval", type=float, default=10.0, help="`migplan run --interval`")
     ap.add_argument("--no-run", action="store_true", help="skip the `migplan run` part")
+    ap.add_argument("--profile", type=Path, help="write a cProfile of each reconcile process into this folder")
     ap.add_argument("--floor-list", help=argparse.SUPPRESS)
     ap.add_argument("--floor-write", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -247,7 +248,12 @@ def main() -> int:
 
         def cycle(label: str) -> tuple[float, float, int, int]:
             twin.call("reset")
-            wall, peak, rc, _ = timed_process(reconcile)
+            argv = reconcile
+            if args.profile:  # (slower: for where the time goes, not for the figures)
+                args.profile.mkdir(parents=True, exist_ok=True)
+                out = args.profile / f"{label}-{time.time_ns()}.prof"
+                argv = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "reconciler", *reconcile[len(migplan()) :]]
+            wall, peak, rc, _ = timed_process(argv)
             writes = twin.writes()
             twin.call("settle")
             return wall, peak, rc, writes
@@ -328,16 +334,19 @@ def run_controller(
     with log_path.open("wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
 
-    def finished() -> list[dict[str, Any]]:
+    def logged(message: str) -> list[dict[str, Any]]:
         out = []
         for line in log_path.read_bytes().splitlines():
             try:
                 doc = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(doc, dict) and doc.get("message") == "cycle finished":
+            if isinstance(doc, dict) and doc.get("message") == message:
                 out.append(doc)
         return out
+
+    def finished() -> list[dict[str, Any]]:
+        return logged("cycle finished")
 
     def hwm() -> float:
         for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
@@ -357,8 +366,9 @@ def run_controller(
         # 1% drift again (other nodes than the reconcile --once run's), inside the long-lived process
         n_drift = max(1, int(args.nodes * args.drift_percent / 100))
         victims = names[1 :: max(1, len(names) // n_drift)][:n_drift]
-        before = len(finished())
         twin.call("inject", [f"gpu-recut:{n}" for n in victims])
+        twin.call("settle")
+        before = len(logged("cycle started"))  # the first cycle that starts after the drift sees it
         while len(finished()) <= before and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.5)
         changed = finished()[before:]
