@@ -15,8 +15,12 @@ Contract of `commit_report(repo, settings=, files=, message=, bot=)`:
   (every other entry kept by id); a path component that is a file, symlink or submodule at the tip
   is refused, and the commit's diff is checked to touch nothing outside `reports.path` before it is
   pushed;
-- no secret reaches Git: report files and the message are redacted (reconciler.model.redaction)
-  before they are queued, and again when an outbox entry is read (entries queued by older versions);
+- no secret reaches Git: secrets enter a report through settings, URLs and error texts, and are redacted
+  where they enter (the Git source's state, GitFailure, Finding messages); this module keeps one guard
+  (reconciler.model.redaction) over the commit message and the files at the top of the report (drift.yaml,
+  README.md: they quote the source's state, settings and errors), before they are queued and again when an
+  outbox entry is read. Per-node files (nodes/, maps/) are not scanned: thousands of files at fleet size, built
+  only from values already redacted. Entries queued by older versions (no `scrubbed` mark) are scanned whole;
 - a push rejected because someone else pushed first is resolved by fetching, re-creating the commit
   on the new tip and retrying with exponential backoff (tenacity);
 - every report goes through an outbox in the cache directory first (one JSON file per report,
@@ -68,6 +72,19 @@ from reconciler.model.revisions import Revision
 INVENTORY_OVERLAP = reporttarget.CODE  # MP412: the same rule and code as `migplan validate`
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@+-]+$")
+# An outbox entry's mark: its files went through guard_files (older entries have none and are scrubbed whole).
+SCRUBBED = "guard/1"
+
+
+def guarded(name: str) -> bool:
+    """Whether a report file is one the guard scans: those at the top of the report, which quote the source's
+    state, settings and error texts; per-node files (a folder in the name) hold only already-redacted values."""
+    return "/" not in name
+
+
+def guard_files(files: Mapping[str, bytes], *, everything: bool = False) -> dict[str, bytes]:
+    """The report files with the guard applied (to every file with `everything`: entries of older versions)."""
+    return {name: redact_bytes(data) if everything or guarded(name) else data for name, data in files.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,8 +337,9 @@ def commit_report(
         "path": settings.path,
         "message": redact(message),
         "author": [bot.name, bot.email],
-        "files": {name: base64.b64encode(redact_bytes(data)).decode("ascii") for name, data in sorted(files.items())},
+        "files": {name: base64.b64encode(data).decode("ascii") for name, data in sorted(guard_files(files).items())},
         "inventory": {"branch": inventory.branch, "root": inventory.root},
+        "scrubbed": SCRUBBED,
     }
     try:
         outbox = Outbox.for_repo(repo)
@@ -373,9 +391,12 @@ def flush_outbox(
     for path in items:
         try:
             entry = dict(unqueued or {}) if path is None else Outbox.load(path)
-            # Scrubbed again on read: entries queued before redaction existed must not carry a
-            # secret into history either.
-            files = {str(name): redact_bytes(base64.b64decode(data)) for name, data in entry["files"].items()}
+            # Guarded again on read; entries queued by older versions (no mark, or before redaction existed)
+            # are scrubbed whole: they must not carry a secret into history either.
+            files = guard_files(
+                {str(name): base64.b64decode(data) for name, data in entry["files"].items()},
+                everything=entry.get("scrubbed") != SCRUBBED,
+            )
             branch, root, message = str(entry["branch"]), str(entry["path"]), redact(str(entry["message"]))
             bot = BotIdentity(*(str(x) for x in entry["author"]))
             inventory = _entry_inventory(entry)
