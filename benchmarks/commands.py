@@ -240,7 +240,8 @@ def main() -> int:
         kubeconfig = tmp / "kubeconfig"
         t0 = time.perf_counter()
         twin = Twin(repo, kubeconfig)
-        print(f"twin (child process, from the inventory, no kubelets): {twin.pods} pods, {time.perf_counter() - t0:.1f} s")
+        took = time.perf_counter() - t0
+        print(f"twin (child process, from the inventory, no kubelets): {twin.pods} pods, {took:.1f} s")
         reconcile = [
             *migplan(), "reconcile", "--once", "--repo", str(repo), "--kubeconfig", str(kubeconfig),
             "--cache-dir", str(tmp / "cache"), "--deadline", "600",
@@ -252,7 +253,8 @@ def main() -> int:
             if args.profile:  # (slower: for where the time goes, not for the figures)
                 args.profile.mkdir(parents=True, exist_ok=True)
                 out = args.profile / f"{label}-{time.time_ns()}.prof"
-                argv = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "reconciler", *reconcile[len(migplan()) :]]
+                rest = reconcile[len(migplan()) :]
+                argv = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "reconciler", *rest]
             wall, peak, rc, _ = timed_process(argv)
             writes = twin.writes()
             twin.call("settle")
@@ -272,9 +274,7 @@ def main() -> int:
         time.sleep(1.2)  # configPropagationSeconds: 1
         wall, peak, rc, writes = cycle("adopting")
         if writes:
-            wf, _, _, _ = timed_process(
-                [sys.executable, __file__, "--floor-write", str(kubeconfig), str(writes), "16"]
-            )
+            wf, _, _, _ = timed_process([sys.executable, __file__, "--floor-write", str(kubeconfig), str(writes), "16"])
             twin.call("settle")
         else:
             wf = 0.0
@@ -298,7 +298,8 @@ def main() -> int:
         best = min(range(len(walls)), key=lambda i: walls[i] / sum(floors[i]))
         ratio = walls[best] / sum(floors[best])
         print(
-            f"  in-sync cycle: {min(walls):.2f} s min, {statistics.median(walls):.2f} s median, peak {max(peaks):.0f} MB;"
+            f"  in-sync cycle: {min(walls):.2f} s min, {statistics.median(walls):.2f} s median,"
+            f" peak {max(peaks):.0f} MB;"
             f" floor validate {floors[best][0]:.2f} s + bare list {floors[best][1]:.2f} s -> {ratio:.2f}x"
             f" (target <= 1.3x)  [{'ok' if ratio <= 1.3 and min(walls) <= cycle_target else 'OVER'}]",
             flush=True,
@@ -311,9 +312,8 @@ def main() -> int:
         twin.call("settle")
         wall, peak, rc, writes = cycle("report-changing")
         tv, tl, _ = floor(repo, kubeconfig)
-        verdict(
-            f"report-changing cycle ({len(victims)} nodes recut)", wall, peak, tv + tl, f"; exit {rc}, {writes} write(s)"
-        )
+        label = f"report-changing cycle ({len(victims)} nodes recut)"
+        verdict(label, wall, peak, tv + tl, f"; exit {rc}, {writes} write(s)")
         if not args.no_run:
             failed |= run_controller(args, tmp, repo, kubeconfig, twin, names)
         twin.stop()
