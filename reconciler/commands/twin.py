@@ -4,9 +4,13 @@
                  [--device-plugin-config NAME] [--drift CASE ...]
 
 Starts the Kubernetes API server twin on 127.0.0.1 (a free port), the GPU Operator's behaviour and the NVML
-twin, writes a kubeconfig for kubectl and the kubernetes client to FILE, prints the server URL once ready and
-serves until SIGINT or SIGTERM, then stops cleanly (exit 0). Exit 2 for usage errors (unknown strategy or
-drift case, unreadable inventory). Side effects: a listening socket and the kubeconfig file.
+twin, and the kubelet PodResources servers of the nodes `migplan agent` is to be pointed at; writes a kubeconfig
+for kubectl and the kubernetes client to FILE only once the server answers (atomically: whoever waits for the file
+gets a twin that is ready), prints the server URL and serves until SIGINT or SIGTERM, then stops cleanly (exit 0).
+Kubelets: every node's for a fleet of up to KUBELETS_BY_DEFAULT nodes, otherwise only those named by `--kubelet`
+(each is a gRPC server with threads of its own: one per node of a 5,000-node fleet was more than 5,000 threads).
+Exit 2 for usage errors (unknown strategy, drift case or --kubelet node, unreadable inventory). Side effects: a
+listening socket, the kubelets' unix sockets and the kubeconfig file.
 """
 
 from __future__ import annotations
@@ -16,12 +20,15 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
 from reconciler.twin.fleet import DRIFT_KINDS, parse_drift
 
-__all__ = ["command"]
+__all__ = ["KUBELETS_BY_DEFAULT", "command"]
+
+KUBELETS_BY_DEFAULT = 32  # nodes: up to this fleet size every node's kubelet is served without --kubelet
 
 
 def _drift(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -69,12 +76,20 @@ def _drift(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
     metavar="CASE",
     help="Inject a drift case; repeatable. One of: " + ", ".join(DRIFT_KINDS) + " (most take :<node>).",
 )
+@click.option(
+    "--kubelet",
+    "kubelets",
+    multiple=True,
+    metavar="NODE",
+    help=f"Serve NODE's kubelet PodResources socket; repeatable (default: every node up to {KUBELETS_BY_DEFAULT}).",
+)
 def command(
     inventory: Path,
     kubeconfig_out: Path,
     strategy: str | None,
     device_plugin_config: str | None,
     drift: tuple[str, ...],
+    kubelets: tuple[str, ...],
 ) -> None:
     """Serve a cluster twin (Kubernetes API, GPU Operator, NVML) built from an inventory until interrupted."""
     from reconciler.twin.cluster import ClusterTwin  # imported late: `migplan --help` stays fast
@@ -86,15 +101,16 @@ def command(
         click.echo(f"error: cannot write the kubeconfig {kubeconfig_out}: {exc.strerror or exc}", err=True)
         sys.exit(2)
     try:
+        # Its own kubeconfig in a private folder at first: FILE is written once the server answers.
         twin = ClusterTwin.from_inventory(
-            inventory,
-            strategy=strategy,
-            device_plugin_config=device_plugin_config,
-            drift=drift,
-            kubeconfig=kubeconfig_out,
+            inventory, strategy=strategy, device_plugin_config=device_plugin_config, drift=drift
         )
     except (OSError, ValueError, KeyError) as exc:
         raise click.UsageError(f"cannot build the twin from {inventory}: {exc}") from exc
+    unknown = sorted(set(kubelets) - set(twin.fleet.nodes))
+    if unknown:
+        raise click.BadParameter(f"no such node in {inventory}: {', '.join(unknown)}", param_hint="--kubelet")
+    served = kubelet_nodes(sorted(twin.fleet.nodes), set(twin.fleet.absent), kubelets)
     stop = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -105,14 +121,62 @@ def command(
         with twin:
             twin.settle()
             nodes = len(twin.store.list("nodes"))
+            sockets = {node: twin.pod_resources_socket(node) for node in served}  # started here, before FILE
+            try:
+                answers(twin.url, twin.api.ca_file)
+                publish_kubeconfig(twin, kubeconfig_out)
+            except OSError as exc:
+                click.echo(f"error: the twin does not answer or {kubeconfig_out} cannot be written: {exc}", err=True)
+                sys.exit(2)
             click.echo(f"cluster twin ready: {twin.url}", nl=True)
-            click.echo(f"kubeconfig: {twin.kubeconfig}  ({nodes} nodes; Ctrl-C to stop)", nl=True)
-            for node in sorted(twin.fleet.nodes):
-                if node not in twin.fleet.absent:  # its kubelet's PodResources socket, for `migplan agent`
-                    click.echo(f"kubelet {node}: --pod-resources-socket {twin.pod_resources_socket(node)}", nl=True)
+            click.echo(f"kubeconfig: {kubeconfig_out}  ({nodes} nodes; Ctrl-C to stop)", nl=True)
+            for node, socket in sockets.items():  # its kubelet's PodResources socket, for `migplan agent`
+                click.echo(f"kubelet {node}: --pod-resources-socket {socket}", nl=True)
+            left = len(twin.fleet.nodes) - len(twin.fleet.absent) - len(sockets)
+            if left > 0:
+                click.echo(f"kubelets of {left} other node(s) not served: name them with --kubelet NODE", nl=True)
             while not stop.wait(0.5):
                 pass
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     click.echo("cluster twin stopped")
+
+
+def kubelet_nodes(nodes: list[str], absent: set[str], named: tuple[str, ...]) -> list[str]:
+    """The nodes whose kubelet is served: those named, or every present node of a fleet up to the default size."""
+    if named:
+        return sorted(set(named) - absent)
+    present = [n for n in nodes if n not in absent]
+    return present if len(nodes) <= KUBELETS_BY_DEFAULT else []
+
+
+def answers(url: str, ca_file: Path | None, timeout: float = 30.0) -> None:
+    """Return once the API server answers GET /version (OSError if it does not within `timeout`)."""
+    import ssl
+    import time
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=str(ca_file)) if ca_file is not None else None
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/version", timeout=5, context=context) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
+def publish_kubeconfig(twin: Any, target: Path) -> None:
+    """Write the kubeconfig next to `target`, then rename it into place: the file appears whole, or not at all."""
+    import os
+
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        twin.api.write_kubeconfig(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
