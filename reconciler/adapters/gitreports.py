@@ -331,13 +331,14 @@ def commit_report(
     )
     if refused is not None:
         return ReportOutcome(status="refused", failure=refused)
-    # Redacted before it is stored: an entry queued during an outage is pushed later, into history.
+    # Guarded before it is stored: an entry queued during an outage is pushed later, into history.
+    clean = guard_files(files)
     entry = {
         "branch": settings.branch,
         "path": settings.path,
         "message": redact(message),
         "author": [bot.name, bot.email],
-        "files": {name: base64.b64encode(data).decode("ascii") for name, data in sorted(guard_files(files).items())},
+        "files": {name: base64.b64encode(data).decode("ascii") for name, data in sorted(clean.items())},
         "inventory": {"branch": inventory.branch, "root": inventory.root},
         "scrubbed": SCRUBBED,
     }
@@ -353,12 +354,17 @@ def commit_report(
         # changed the branch); queued only if that push cannot be made now.
         return flush_outbox(repo, max_attempts=max_attempts, signer=signer, unqueued=entry)
     try:
-        outbox.put(entry)
+        waiting = set(outbox.entries())
+        queued = outbox.put(entry)
     except OSError as exc:
         # Nowhere to keep it: say so loudly rather than pretend it is queued.
         failure = GitFailure(GIT_FAILED, f"cannot write the report outbox: {exc}", repo.remote.url)
         return ReportOutcome(status="failed", failure=failure)
-    return flush_outbox(repo, max_attempts=max_attempts, signer=signer)
+    if queued in waiting:  # the newest queued entry holds the same files: it is pushed as it was queued
+        return flush_outbox(repo, max_attempts=max_attempts, signer=signer)
+    # The entry just written is pushed from memory (the same content as its file): not read back and decoded,
+    # a copy of the report less at fleet size.
+    return flush_outbox(repo, max_attempts=max_attempts, signer=signer, in_memory=(queued, entry, clean))
 
 
 def entry_digest(entry: Mapping[str, Any]) -> str:
@@ -378,10 +384,12 @@ def flush_outbox(
     max_attempts: int = 6,
     signer: CommitSigner | None = None,
     unqueued: Mapping[str, Any] | None = None,
+    in_memory: tuple[Path, Mapping[str, Any], Mapping[str, bytes]] | None = None,
 ) -> ReportOutcome:
     """Push queued reports in order; stop at the first that cannot be pushed now (kept for later).
     `unqueued`: a report not written to the outbox (the same as the last one done, see commit_report),
-    pushed after the queued ones and put in the outbox only if it cannot be pushed now."""
+    pushed after the queued ones and put in the outbox only if it cannot be pushed now.
+    `in_memory`: (outbox file, its entry, its guarded files) of the entry commit_report just queued."""
     outbox = Outbox.for_repo(repo)
     pushed: list[str] = []
     attempts = 0
@@ -390,13 +398,16 @@ def flush_outbox(
     items: list[Path | None] = [*outbox.entries(), *([None] if unqueued is not None else [])]
     for path in items:
         try:
-            entry = dict(unqueued or {}) if path is None else Outbox.load(path)
-            # Guarded again on read; entries queued by older versions (no mark, or before redaction existed)
-            # are scrubbed whole: they must not carry a secret into history either.
-            files = guard_files(
-                {str(name): base64.b64decode(data) for name, data in entry["files"].items()},
-                everything=entry.get("scrubbed") != SCRUBBED,
-            )
+            if in_memory is not None and path == in_memory[0]:
+                entry, files = dict(in_memory[1]), dict(in_memory[2])  # guarded by commit_report just now
+            else:
+                entry = dict(unqueued or {}) if path is None else Outbox.load(path)
+                # Guarded again on read; entries queued by older versions (no mark, or before redaction
+                # existed) are scrubbed whole: they must not carry a secret into history either.
+                files = guard_files(
+                    {str(name): base64.b64decode(data) for name, data in entry["files"].items()},
+                    everything=entry.get("scrubbed") != SCRUBBED,
+                )
             branch, root, message = str(entry["branch"]), str(entry["path"]), redact(str(entry["message"]))
             bot = BotIdentity(*(str(x) for x in entry["author"]))
             inventory = _entry_inventory(entry)

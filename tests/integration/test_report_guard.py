@@ -98,3 +98,22 @@ def test_a_marked_entry_is_guarded_again_on_read(repo: tuple[InventoryRepo, Path
     outbox.put(edited)
     assert flush_outbox(opened).status == "committed"
     assert SECRET not in git("log", "-p", "--all", cwd=bare)
+
+
+def test_the_report_just_queued_is_pushed_from_memory_not_read_back(
+    repo: tuple[InventoryRepo, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Issue 29, item 2: a copy of the report less at fleet size.) Reading the just-written entry back fails
+    here; the report is committed all the same, from memory, guarded, and leaves the outbox."""
+    opened, bare = repo
+
+    def unreadable(path: Path) -> dict[str, object]:
+        raise OSError(f"{path} must not be read back")
+
+    monkeypatch.setattr(Outbox, "load", staticmethod(unreadable))
+    files = {"README.md": f"{URL}\n".encode(), "nodes/gpu-1.md": b"# gpu-1\n"}
+    out = commit_report(opened, settings=SETTINGS, files=files, message="m", bot=BotIdentity())
+    assert out.status == "committed" and out.pending == 0, out
+    assert git("show", f"{SETTINGS.branch}:reports/nodes/gpu-1.md", cwd=bare) == "# gpu-1"
+    assert SECRET not in git("log", "-p", "--all", cwd=bare)
+    assert not Outbox.for_repo(opened).entries()
