@@ -59,3 +59,20 @@ def test_every_command_and_option_is_in_the_cli_reference() -> None:
             if isinstance(param, click.Option):
                 assert all(f"`{o}" in section or f", {o}" in section for o in param.opts), (name, param.opts)
     assert "`-o, --output [text|json|github|codequality|sarif]`" in text
+
+
+def test_every_setting_has_a_row_and_a_new_one_appears_by_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from reconciler import settings
+
+    text = docsgen.settings_reference()
+    for f in dataclasses.fields(settings.Settings):
+        assert f"| `{f.name}` | `MIGPLAN_{f.name.upper()}` |" in text, f.name
+    # a default computed at start (the replica's identity) is described, never the machine's own value
+    assert "| `identity` | `MIGPLAN_IDENTITY` | POD_NAME, else the host name |" in text
+    grown = dataclasses.make_dataclass(
+        "Grown", [("queue_depth", int, dataclasses.field(default=7))], bases=(settings.Settings,), frozen=True
+    )
+    monkeypatch.setattr(settings, "Settings", grown)
+    assert "| `queue_depth` | `MIGPLAN_QUEUE_DEPTH` | `7` |  |" in docsgen.settings_reference()

@@ -66,7 +66,8 @@ def broken_links(path: Path) -> list[str]:
         dest = (path.parent / file_part).resolve() if file_part else path.resolve()
         if not dest.exists():
             broken.append(target)
-        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest.read_text(encoding="utf-8")):
+            continue
+        if anchor and dest.suffix == ".md" and anchor not in _anchors(dest.read_text(encoding="utf-8")):
             broken.append(target)
     return broken
 
@@ -81,8 +82,8 @@ def test_a_broken_link_or_anchor_is_found(tmp_path: Path) -> None:
     (tmp_path / "b.md").write_text("# Real heading\n", encoding="utf-8")
     page = tmp_path / "a.md"
     page.write_text(
-        "[ok](b.md) [ok](b.md#real-heading) [gone](c.md) [bad](b.md#nowhere) [web](https://x.invalid/y)\n"
+        "[ok](b.md) [ok](b.md#real-heading) [gone](c.md) [bad](b.md#nowhere) [gone](d.md#x) [web](https://x.invalid/y)\n"
         "```\n[in code](nowhere.md)\n```\n",
         encoding="utf-8",
     )
-    assert broken_links(page) == ["c.md", "b.md#nowhere"]
+    assert broken_links(page) == ["c.md", "b.md#nowhere", "d.md#x"]
