@@ -3,7 +3,7 @@
 Pure: each generator takes nothing and returns the Markdown text of one file, read from what the package declares
 (the code registry reconciler.model.codes, the `migplan` click group with its commands, the Settings dataclass),
 never from a hand-kept copy, so a code, an option or a setting added anywhere shows up here by itself.
-`python -m reconciler.docsgen --write` writes the files; tests/unit/test_docs_reference.py regenerates them and
+`python -m reconciler.docsgen --write` writes the files; tests/unit/project/test_docs_reference.py regenerates them and
 fails on any difference.
 """
 
