@@ -1,7 +1,7 @@
 """Drift and occupancy values: what differs between the plan and the cluster, and who holds what.
 
-Pure values. A Finding carries a stable code (the table in reconciler/logic/drift.py and the
-README), the node/GPU/profile it concerns, the desired and observed values and one line a person
+Pure values. A Finding carries a stable code (the table in reconciler/logic/drift/drift.py and
+docs/reference/codes.md), the node/GPU/profile it concerns, the desired and observed values and one line a person
 can act on. A DriftReport is the whole picture for one revision; reports.py renders it.
 """
 
@@ -45,7 +45,7 @@ class Finding:
     def __post_init__(self) -> None:
         # Where error texts enter a report: a message quoting an API or Git error may carry a URL's credential.
         # Redacted here, once, so the per-node report files built from findings need no scan of their own
-        # (reconciler.adapters.gitreports guards only the files that quote settings and the commit message).
+        # (reconciler.adapters.git.reports guards only the files that quote settings and the commit message).
         cleaned = redact(self.message)
         if cleaned is not self.message:
             object.__setattr__(self, "message", cleaned)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from gitserver import git, make_bare, seed
 
-from reconciler.adapters.gitreports import SCRUBBED, BotIdentity, Outbox, commit_report, flush_outbox, guard_files
-from reconciler.adapters.gitsource import GitAuth, GitRemote, InventoryRepo
+from reconciler.adapters.git.reports import SCRUBBED, BotIdentity, Outbox, commit_report, flush_outbox, guard_files
+from reconciler.adapters.git.source import GitAuth, GitRemote, InventoryRepo
 from reconciler.model.drift import Finding
 from reconciler.model.inventory import ReportSettings
 
