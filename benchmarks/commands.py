@@ -139,8 +139,11 @@ def migplan() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "reconciler.cli"]
 
 
+CPU: list[float] = [0.0]  # CPU seconds (user + system) of the last timed process: steadier than wall when shared
+
+
 def timed_process(argv: list[str], *, env: dict[str, str] | None = None) -> tuple[float, float, int, bytes]:
-    """(wall s, peak RSS MB, exit code, stdout) of one whole process."""
+    """(wall s, peak RSS MB, exit code, stdout) of one whole process; its CPU seconds in CPU[0]."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     out: list[bytes] = []
@@ -156,6 +159,7 @@ def timed_process(argv: list[str], *, env: dict[str, str] | None = None) -> tupl
     for r in readers:
         r.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
+    CPU[0] = usage.ru_utime + usage.ru_stime
     if proc.returncode not in (0, 1):
         sys.stderr.write(f"{' '.join(argv[:3])} exited {proc.returncode}: {(out[0] + err[0])[-3000:].decode()}\n")
     return wall, usage.ru_maxrss / 1024, proc.returncode, out[0]
@@ -219,6 +223,13 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=10.0, help="`migplan run --interval`")
     ap.add_argument("--no-run", action="store_true", help="skip the `migplan run` part")
     ap.add_argument("--profile", type=Path, help="write a cProfile of each reconcile process into this folder")
+    ap.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="another migplan source tree (PYTHONPATH=DIR) timed on the same in-sync cycles, interleaved",
+    )
     ap.add_argument("--floor-list", help=argparse.SUPPRESS)
     ap.add_argument("--floor-write", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -256,8 +267,10 @@ def main() -> int:
                 rest = reconcile[len(migplan()) :]
                 argv = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "reconciler", *rest]
             wall, peak, rc, _ = timed_process(argv)
+            cpu = CPU[0]
             writes = twin.writes()
             twin.call("settle")
+            print(f"    ({label}: {cpu:.2f} s CPU)", flush=True)
             return wall, peak, rc, writes
 
         def verdict(label: str, wall: float, peak: float, floor_s: float | None, extra: str = "") -> None:
@@ -288,7 +301,19 @@ def main() -> int:
             if rc == 0:
                 break
         walls, peaks, floors = [], [], []
+        others: dict[str, list[tuple[float, float]]] = {d: [] for d in args.compare}
+
+        def other(tree: str) -> tuple[float, float, int]:
+            argv = [*reconcile[:-4], "--cache-dir", str(tmp / f"cache-{abs(hash(tree))}"), "--deadline", "600"]
+            wall, peak, rc, _ = timed_process(argv, env={**os.environ, "PYTHONPATH": tree})
+            return wall, peak, rc
+
+        for tree in args.compare:
+            other(tree)  # its own cache: the clone is not the in-sync cycle
         for _ in range(args.repeat):
+            for tree in args.compare:
+                wall, peak, rc = other(tree)
+                others[tree].append((wall, peak))
             wall, peak, rc, writes = cycle("in-sync")
             walls.append(wall)
             peaks.append(peak)
@@ -305,6 +330,11 @@ def main() -> int:
             flush=True,
         )
         failed |= ratio > 1.3
+        for tree, runs in others.items():
+            print(
+                f"  in-sync cycle of {tree}: {min(w for w, _ in runs):.2f} s min, peak {max(p for _, p in runs):.0f} MB"
+                f" (this tree, interleaved: {min(walls):.2f} s)"
+            )
         names = [f"gpu-{n:05d}" for n in range(args.nodes)]
         n_drift = max(1, int(args.nodes * args.drift_percent / 100))
         victims = names[:: max(1, len(names) // n_drift)][:n_drift]
