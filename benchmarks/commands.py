@@ -19,6 +19,9 @@ spawns no child) and its ratio to floors measured in the same run, interleaved w
   node and pod pages raw (`_preload_content=False`, orjson);
 - the adopting cycle's write floor: a bare official-client process sending the same number of node merge patches
   at the same concurrency (spec.apply.writeConcurrency, default 16).
+The CPU seconds (user + system) of each reconcile process are printed too: on a shared machine they move much less
+than wall time. `--compare DIR` also times another source tree's `migplan` (PYTHONPATH=DIR, its own cache) on the
+same in-sync cycles, interleaved; `PYTHONPATH=DIR` on the whole benchmark measures that tree's every cycle.
 Targets (issue 29) at 5,000 nodes: each cycle <= 15 s (goal 10), in-sync <= 1.3x its floor, the report-changing
 cycle of `migplan run` <= 5 s, peak RSS <= 400 MB (goal 300); at 1,000 nodes each cycle <= 4 s. Figures are noisy
 on a shared machine: the minimum of the repeats is printed next to the median.
