@@ -181,12 +181,43 @@ def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
     return OwnerRef(kind=str(refs[0].get("kind", "")), name=str(refs[0].get("name", "")), controller=False)
 
 
+def _name(value: Any) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= 253 else None
+
+
+def pod_claims(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ResourceClaims a pod uses, "<namespace>/<name>": `spec.resourceClaims[].resourceClaimName`, or for
+    a template the claim the controller generated, from `status.resourceClaimStatuses` (core/v1 types.go
+    `PodResourceClaimStatus`; until it is written the claim is unknown and left out). Entries of the wrong
+    type are skipped: this reads what the API server already validated, and a hostile value names nothing."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    namespace = _name((obj.get("metadata") or {}).get("namespace")) or ""
+    raw_claims, raw_statuses = spec.get("resourceClaims"), status.get("resourceClaimStatuses")
+    generated = {
+        s.get("name"): _name(s.get("resourceClaimName"))
+        for s in (raw_statuses if isinstance(raw_statuses, list) else ())
+        if isinstance(s, Mapping)
+    }
+    out: set[str] = set()
+    for rc in raw_claims if isinstance(raw_claims, list) else ():
+        if not isinstance(rc, Mapping):
+            continue
+        name = _name(rc.get("resourceClaimName")) or generated.get(rc.get("name"))
+        if name is not None:
+            out.add(f"{namespace}/{name}")
+    return tuple(sorted(out))
+
+
 def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
-    """The pod if any container asks for a GPU or MIG resource, else None (not kept)."""
+    """The pod if any container asks for a GPU or MIG resource or it uses ResourceClaims, else None (not kept).
+
+    Pods with claims are kept whatever the driver: which claim holds a GPU is known from the node observer (and
+    the claims' allocations), and drain must be able to evict a DRA holder the guard names."""
     spec = obj.get("spec") or {}
     bad: list[Malformed] = []
     containers = _containers(spec, bad)
-    if not containers:
+    claims = pod_claims(obj) if spec.get("resourceClaims") else ()
+    if not containers and not claims:
         return None
     meta = obj.get("metadata") or {}
     return ObservedPod(
@@ -201,6 +232,7 @@ def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
         malformed=tuple(bad),
         terminating=bool(meta.get("deletionTimestamp")),
         mirror=MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}),
+        claims=claims,
     )
 
 

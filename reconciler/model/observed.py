@@ -193,7 +193,7 @@ class OwnerRef:
 
 @dataclass(frozen=True, slots=True)
 class ObservedPod:
-    """A pod that asks for nvidia.com/gpu or nvidia.com/mig-* (others are not kept)."""
+    """A pod that asks for nvidia.com/gpu or nvidia.com/mig-*, or uses DRA ResourceClaims (others are not kept)."""
 
     namespace: str
     name: str
@@ -208,6 +208,9 @@ class ObservedPod:
     malformed: tuple[Malformed, ...] = ()
     terminating: bool = False  # metadata.deletionTimestamp is set: it goes on its own
     mirror: bool = False  # the API copy of a static pod (kubernetes.io/config.mirror): the API cannot remove it
+    # The ResourceClaims it uses ("<namespace>/<name>", sorted): a DRA pod holds its devices through them, with
+    # no extended-resource request, so only the node observer (or the claims) can say what it holds.
+    claims: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:

@@ -49,7 +49,7 @@ from reconciler.twin.fleet import (
     undocumented_seeds,
 )
 from reconciler.twin.gpus import TwinGpu
-from reconciler.twin.kubelet import PodResourcesServer
+from reconciler.twin.kubelet import ClaimListing, PodResourcesServer
 from reconciler.twin.nvml import NvmlTwin
 from reconciler.twin.operator import deviceplugin, dsupdate, gfd, kubeobjects, rendering
 from reconciler.twin.operator.controller import GpuOperator
@@ -109,6 +109,8 @@ class ClusterTwin:
         self._operator: GpuOperator | None = None
         self._nvml: dict[str, NvmlTwin] = {}
         self._kubelets: dict[str, PodResourcesServer] = {}
+        # node -> the DRA claims its kubelet's DRA manager has prepared for running pods (hold_through_claim)
+        self._dra_claims: dict[str, list[ClaimListing]] = {}
         self._socket_dir: Path | None = None
         self._late: list[DriftCase] = []
         self._apply_build_drift()
@@ -257,9 +259,30 @@ class ClusterTwin:
             name = hashlib.sha1(node.encode()).hexdigest()[:12] + ".sock"
             operator = self.operator
             self._kubelets[node] = PodResourcesServer(
-                self._socket_dir / name, lambda: operator.pod_resources(node)
+                self._socket_dir / name, lambda: operator.pod_resources(node), claims=lambda: self._live_claims(node)
             ).start()
         return self._kubelets[node]
+
+    def hold_through_claim(
+        self, node: str, namespace: str, pod: str, claim: str, device: str, *, container: str = "main"
+    ) -> None:
+        """`pod` (already on `node`) holds the DRA device `device` of NVIDIA's driver through ResourceClaim
+        `claim`: what the kubelet's DRA manager records once the driver prepared the claim, and lists in
+        PodResources `dynamic_resources` while the pod exists (pkg/kubelet/apis/podresources/server_v1.go
+        `List`). Allocation by the twin's scheduler is not modelled here: the test names the device."""
+        self._dra_claims.setdefault(node, []).append(
+            (namespace, pod, container, namespace, claim, [("gpu.nvidia.com", node, device)])
+        )
+
+    def _live_claims(self, node: str) -> list[ClaimListing]:
+        live: list[ClaimListing] = []
+        for entry in self._dra_claims.get(node, []):
+            try:
+                self.store.get("pods", entry[1], entry[0])
+            except ApiError:
+                continue  # the pod is gone: the kubelet unprepared its claims
+            live.append(entry)
+        return live
 
     def pod_resources_socket(self, node: str) -> Path:
         """Where the node's kubelet serves PodResources v1 (point `migplan agent --pod-resources-socket` at it)."""

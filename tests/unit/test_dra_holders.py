@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from reconciler.adapters import kubeobserve
 from reconciler.logic import dradevices, observedcodec
 from reconciler.logic.observejoin import NVML, POD_RESOURCES, join
 from reconciler.model.inventory import Placement
@@ -162,3 +163,40 @@ def test_device_plugin_holders_encode_as_before_and_hostile_claims_are_refused()
         observedcodec.decode(hostile)
     with pytest.raises(StrictValueError):
         observedcodec.decode(text.replace('"index":1,', '"index":1,"minor":-1,'))
+
+
+# --- pods that hold through claims (the kube observer keeps them so drain can evict them) -------------------
+
+
+def _pod_json(spec: dict[str, object], status: dict[str, object] | None = None) -> dict[str, object]:
+    return {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"nodeName": "n", "containers": [{"name": "main"}], **spec},
+        "status": status or {"phase": "Running"},
+    }
+
+
+def test_a_pod_with_claims_is_kept_with_its_claims_and_a_pod_without_is_not() -> None:
+    direct = _pod_json({"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}]})
+    pod = kubeobserve.gpu_pod_from_json(direct)
+    assert pod is not None and pod.claims == ("ml/shared-gpu",) and pod.requested() == {}
+    templated = _pod_json(
+        {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-mig"}]},
+        {"phase": "Running", "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x7k2q"}]},
+    )
+    assert kubeobserve.pod_claims(templated) == ("ml/p-gpu-x7k2q",)
+    assert kubeobserve.gpu_pod_from_json(_pod_json({})) is None
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        "not-a-list",
+        [7, None, "x"],
+        [{"name": "gpu", "resourceClaimName": 5}],
+        [{"name": "gpu", "resourceClaimName": "x" * 300}],
+        [{"name": "gpu", "resourceClaimTemplateName": "t"}],  # generated claim not written yet: unknown
+    ],
+)
+def test_hostile_or_unresolved_claims_name_nothing_and_never_raise(claims: object) -> None:
+    assert kubeobserve.pod_claims(_pod_json({"resourceClaims": claims})) == ()
