@@ -36,6 +36,8 @@ import yaml
 
 from reconciler.twin.apiserver.errors import ApiError
 from reconciler.twin.apiserver.twin import ApiServerTwin, clusterpolicy_required_spec
+from reconciler.twin.dra import DRIVER as DRA_DRIVER
+from reconciler.twin.dra import DraDriverTwin
 from reconciler.twin.fleet import (
     BUILD_ONLY,
     POD_NAMESPACE,
@@ -111,6 +113,7 @@ class ClusterTwin:
         self._kubelets: dict[str, PodResourcesServer] = {}
         # node -> the DRA claims its kubelet's DRA manager has prepared for running pods (hold_through_claim)
         self._dra_claims: dict[str, list[ClaimListing]] = {}
+        self._dra_drivers: dict[str, DraDriverTwin] = {}
         self._socket_dir: Path | None = None
         self._late: list[DriftCase] = []
         self._apply_build_drift()
@@ -262,6 +265,27 @@ class ClusterTwin:
                 self._socket_dir / name, lambda: operator.pod_resources(node), claims=lambda: self._live_claims(node)
             ).start()
         return self._kubelets[node]
+
+    def dra_driver(self, node: str, *, dynamic_mig: bool = False) -> DraDriverTwin:
+        """NVIDIA's DRA driver's GPU kubelet plugin on `node` (reconciler/twin/dra.py); nothing is published until
+        its `start_plugin()`, as the real plugin publishes when it starts and only then."""
+        if node not in self._dra_drivers:
+            tw = self.fleet.nodes[node]
+            store = self.store
+
+            def create(obj: dict[str, Any]) -> None:
+                store.create("resourceslices.resource.k8s.io", obj)
+
+            def delete_pool(name: str) -> None:
+                for old in store.list("resourceslices.resource.k8s.io", field_selector=f"spec.nodeName={name}"):
+                    if old["spec"].get("driver") == DRA_DRIVER:
+                        store.delete("resourceslices.resource.k8s.io", old["metadata"]["name"])
+
+            uid = store.get("nodes", node)["metadata"].get("uid", "")
+            self._dra_drivers[node] = DraDriverTwin(
+                node, tw.gpus, create=create, delete_pool=delete_pool, node_uid=uid, dynamic_mig=dynamic_mig
+            )
+        return self._dra_drivers[node]
 
     def hold_through_claim(
         self, node: str, namespace: str, pod: str, claim: str, device: str, *, container: str = "main"
