@@ -334,6 +334,7 @@ class KubeCluster:
         self.apps = client.AppsV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.policy = client.PolicyV1Api(api_client)
+        self.resource = client.ResourceV1Api(api_client)
         self.page_size = page_size
         # In-sync cycles: a node or pod whose (uid, resourceVersion) the last observation saw is not parsed
         # again (kubeobserve.ParseMemo says why that key is exact). Only the parse of one object is
@@ -458,6 +459,7 @@ class KubeCluster:
         return kubeobserve.observed_from_parts(
             ops,
             pdbs=pdbs,
+            resource_slices=self._resource_slices(),
             nodes=nodes,
             pods=pods,
             cluster_policy=cp_obj,
@@ -479,6 +481,22 @@ class KubeCluster:
                 self._pages("list poddisruptionbudgets", self.policy.list_pod_disruption_budget_for_all_namespaces)
             )
         except ApiRequestFailed:
+            return []
+
+    def _resource_slices(self) -> list[Mapping[str, Any]]:
+        """The ResourceSlices of NVIDIA's DRA driver (resource.k8s.io/v1, paginated, the server filtering on
+        `spec.driver`). A server without that API (before 1.34, or with DRA off) answers 404: no DRA there,
+        every node on the device-plugin path. A 403 is an error like any other list: the RBAC of deploy/ grants
+        it, and a controller that cannot see DRA must not take a DRA node for a device-plugin one."""
+        try:
+            return list(
+                self._pages(
+                    "list resourceslices",
+                    self.resource.list_resource_slice,
+                    field_selector=f"spec.driver={kubeobserve.DRA_DRIVER}",
+                )
+            )
+        except NotFound:  # 404: the API is not served
             return []
 
     def _config_map(self, namespace: str, name: str) -> ConfigMapState | None:

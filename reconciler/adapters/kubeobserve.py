@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from reconciler.logic.observation import read_observation
+from reconciler.model.dra import DraDevice, NodeDra
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
@@ -595,10 +596,12 @@ def observed_from_parts(
     daemonset: Json | None,
     config_map: Callable[[str], Json | None],
     pdbs: Iterable[Json] = (),
+    resource_slices: Iterable[Json] = (),
 ) -> ObservedState:
     """The observed state from the listed objects: the nodes (node_from_json, by name), the pods as a
     PodSorter sorted them, and `config_map(name)` for migplan's mig-parted ConfigMap and the
-    device-plugin config the ClusterPolicy names (each another request); PodDisruptionBudgets (a drain's)."""
+    device-plugin config the ClusterPolicy names (each another request); PodDisruptionBudgets (a drain's);
+    the ResourceSlices of NVIDIA's DRA driver (dra_from_slices)."""
     cp = cluster_policy_from_json(cluster_policy) if cluster_policy else None
     ds = device_plugin_from_json(daemonset, tuple(pods.dp_pods)) if daemonset else None
     bound_namespaces = {q.namespace for q in pods.gpu_pods if q.node is not None}
@@ -616,4 +619,94 @@ def observed_from_parts(
         mig_manager_errors=pods.mig_manager_errors,
         # Only the PodDisruptionBudgets of namespaces where a GPU pod runs can block a drain.
         pdbs=tuple(p for p in (pdb_from_json(o) for o in pdbs) if p.namespace in bound_namespaces),
+        dra=dra_from_slices(resource_slices),
     )
+
+
+# --- NVIDIA's DRA driver: its ResourceSlices (resource.k8s.io/v1) ----------------------------------------------
+
+DRA_DRIVER = "gpu.nvidia.com"
+_DRA_ATTRIBUTES = {"type": "kind", "profile": "profile", "uuid": "uuid", "parentUUID": "parent_uuid"}
+_MAX_DRA_PROBLEMS = 16  # per node: enough to act on, bounded so a hostile slice cannot flood the report
+
+
+def _dra_device(raw: Any, where: str, problems: list[str]) -> DraDevice | None:
+    """One device of a slice, or None (and a problem) when its name or an attribute migplan uses is unreadable.
+
+    Attributes are `{"string": ...}` in resource.k8s.io/v1 (`DeviceAttribute`, exactly one typed value); the ones
+    migplan reads are strings in NVIDIA's driver (deviceinfo.go, mig.go `CommonAttributesMig`), so another type
+    is bad input, not a value to coerce."""
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: a device that is not an object")
+        return None
+    name = raw.get("name")
+    if not isinstance(name, str) or not 0 < len(name) <= 63:
+        problems.append(f"{where}: a device without a readable name")
+        return None
+    attributes = raw.get("attributes") or {}
+    if not isinstance(attributes, Mapping):
+        problems.append(f"{where}: device {name}: attributes are not a map")
+        return None
+    values: dict[str, str | None] = {}
+    for key, field_name in _DRA_ATTRIBUTES.items():
+        attr = attributes.get(key)
+        if attr is None:
+            values[field_name] = None
+            continue
+        value = attr.get("string") if isinstance(attr, Mapping) else None
+        if not isinstance(value, str) or len(value) > 64:
+            problems.append(f"{where}: device {name}: attribute {key} is not a string")
+            return None
+        values[field_name] = value
+    return DraDevice(
+        name=name,
+        kind=values["kind"],
+        profile=values["profile"],
+        uuid=values["uuid"],
+        parent_uuid=values["parent_uuid"],
+        consumes_counters=bool(raw.get("consumesCounters")),
+    )
+
+
+def dra_from_slices(slices: Iterable[Json]) -> dict[str, NodeDra]:
+    """node -> what NVIDIA's DRA driver publishes for it, from every listed ResourceSlice; never raises.
+
+    Only slices of driver `gpu.nvidia.com` bound to one node (`spec.nodeName`, as the driver publishes: one pool
+    per node) count; another driver's slices are not GPUs. What cannot be read is a one-line problem on the node
+    (MP571), and the rest of the node's devices are still read."""
+    devices: dict[str, list[DraDevice]] = {}
+    counters: dict[str, list[str]] = {}
+    problems: dict[str, list[str]] = {}
+    for obj in slices:
+        spec = obj.get("spec") if isinstance(obj, Mapping) else None
+        if not isinstance(spec, Mapping) or spec.get("driver") != DRA_DRIVER:
+            continue
+        node = spec.get("nodeName")
+        if not isinstance(node, str) or not node:
+            continue  # not a node's pool: nothing migplan plans
+        name = (obj.get("metadata") or {}).get("name")
+        where = f"ResourceSlice {name if isinstance(name, str) else '?'}"
+        found = problems.setdefault(node, [])
+        raw_devices, raw_counters = spec.get("devices") or [], spec.get("sharedCounters") or []
+        if not isinstance(raw_devices, list) or not isinstance(raw_counters, list):
+            found.append(f"{where}: devices or sharedCounters is not a list")
+            continue
+        for raw in raw_devices:
+            device = _dra_device(raw, where, found)
+            if device is not None:
+                devices.setdefault(node, []).append(device)
+        for cs in raw_counters:
+            cs_name = cs.get("name") if isinstance(cs, Mapping) else None
+            if isinstance(cs_name, str) and cs_name:
+                counters.setdefault(node, []).append(cs_name)
+            else:
+                found.append(f"{where}: a counter set without a name")
+    return {
+        node: NodeDra(
+            node=node,
+            devices=tuple(sorted(devices.get(node, ()), key=lambda d: d.name)),
+            counter_sets=tuple(sorted(counters.get(node, ()))),
+            problems=tuple(problems.get(node, ())[:_MAX_DRA_PROBLEMS]),
+        )
+        for node in sorted(set(devices) | set(counters) | {n for n, p in problems.items() if p})
+    }

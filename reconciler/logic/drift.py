@@ -18,10 +18,11 @@ from datetime import datetime, timedelta
 import yaml
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import migparted, nodestate, observation, occupancy, owners, podrules
+from reconciler.logic import draregime, migparted, nodestate, observation, occupancy, owners, podrules
 from reconciler.logic.nodestate import Geometry
 from reconciler.logic.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
+from reconciler.model.dra import NodeDra, Regime
 from reconciler.model.drift import (
     DriftReport,
     Finding,
@@ -154,7 +155,12 @@ def analyze(
             and node.mig_config_state == MigConfigState.SUCCESS
             and nodestate.classify(node, expected_resources(plan, strategy), ready) is Geometry.CHANGED_BY_HAND
         )
-        if not any(m.field.startswith("status.") for m in node.malformed):
+        published = observed.dra.get(name)
+        dra_node = draregime.regime(published) is not Regime.DEVICE_PLUGIN
+        if published is not None and dra_node:
+            out.extend(_dra_findings(name, plan, published, joined))
+        # A DRA node advertises no nvidia.com/mig-* counts: its published devices are compared instead (above).
+        if not dra_node and not any(m.field.startswith("status.") for m in node.malformed):
             # With a quantity unread, any count comparison would be a guess (MP530 says why).
             out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources, behind_its_back))
         out.extend(_gpu_count_findings(name, plan, node.labels))
@@ -277,6 +283,70 @@ def _malformed_findings(desired: DesiredState, observed: ObservedState) -> Itera
                 observed=m.value,
                 pods=(pod.key,),
             )
+
+
+def other_writers(observed: ObservedState) -> Mapping[str, str]:
+    """node -> the other component that writes its MIG layout (reconciler.logic.draregime): never written."""
+    return {name: w for name, published in observed.dra.items() if (w := draregime.other_writer(published))}
+
+
+def _dra_findings(name: str, plan: NodeSpec, published: NodeDra, joined: observation.NodeJoin | None) -> list[Finding]:
+    """A DRA node against its plan (reconciler.logic.draregime): another writer, unreadable slices, and the
+    plan against the published devices name for name where the layout is static."""
+    out = [finding("MP571", f"{name}: {problem}", node=name) for problem in published.problems]
+    writer = draregime.other_writer(published)
+    if writer is not None:
+        where = plan.source.file if plan.source is not None else f"nodes/{name}.yaml"
+        out.append(
+            finding(
+                "MP570",
+                f"{writer} writes the MIG layout of {name}, and the inventory ({where}) plans one for migplan: "
+                "two writers for one GPU, so migplan writes nothing on this node (declare the node's GPUs to the "
+                "DRA driver, or turn DynamicMIG off on it)",
+                node=name,
+            )
+        )
+        return out
+    for index in draregime.unpublished_gpus(plan):
+        out.append(
+            finding(
+                "MP574",
+                f"GPU {index} of {name} has MIG enabled and no partition: NVIDIA's DRA driver publishes nothing for "
+                "it (a MIG-enabled GPU is not published whole)",
+                node=name,
+                gpu=index,
+            )
+        )
+    obs = joined.observation if joined is not None else None
+    minors = {g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {}
+    planned = draregime.planned_devices(plan, minors)
+    found, bad = draregime.published_devices(published)
+    out.extend(
+        finding("MP571", f"{name}: device {d} does not parse as NVIDIA's DRA driver names devices", node=name)
+        for d in bad
+    )
+    inferred = sorted({i for i, _ in planned.values() if i not in minors})
+    guess = f" (minor numbers of GPU(s) {', '.join(map(str, inferred))} inferred from their index)" if inferred else ""
+    for key in sorted(set(planned) - set(found)):
+        index, what = planned[key]
+        out.append(
+            finding(
+                "MP572",
+                f"{name}: planned {what} on GPU {index} is not published by NVIDIA's DRA driver "
+                f"(no device gpu-{key[0]}-mig-{key[1]}-*-{key[2]}){guess}",
+                node=name,
+                gpu=index,
+            )
+        )
+    for key in sorted(set(found) - set(planned)):
+        out.append(
+            finding(
+                "MP573",
+                f"{name}: the DRA driver publishes {found[key]}, which the plan does not have{guess}",
+                node=name,
+            )
+        )
+    return out
 
 
 def unreadable_nodes(observed: ObservedState) -> frozenset[str]:

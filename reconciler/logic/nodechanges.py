@@ -60,6 +60,7 @@ class Standing(enum.StrEnum):
     FAILED_WAITING = "failed, waiting"  # mig-manager failed; the retry waits for the pods or FAILED_RETRY_AFTER
     WANTED = "wanted"  # a relabel is wanted: to its config, or to the alias that re-applies it
     UNREADABLE = "unreadable"  # a value migplan reads on it is malformed (MP530, MP547): held, nothing written
+    OTHER_WRITER = "other writer"  # another component writes its MIG layout (MP570): held, nothing written, ever
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,9 @@ class NodeStanding:
     @property
     def settled(self) -> bool:
         """No change wanted and none in flight: a switch to `single` need not wait for this node."""
-        return self.standing in (Standing.SETTLED, Standing.SUCCEEDED)
+        # A node another component lays out never converges to migplan's plan; it must not hold back the
+        # cluster-wide changes (a strategy switch) that wait for every node to settle.
+        return self.standing in (Standing.SETTLED, Standing.SUCCEEDED, Standing.OTHER_WRITER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +125,20 @@ def node_changes(
         nodestate.readiness(desired, observed, now=now),
     )
     unreadable = drift.unreadable_nodes(observed)
+    writers = drift.other_writers(observed)
     nodes = {name: node for name in sorted(desired.nodes) if (node := observed.nodes.get(name)) is not None}
-    standings = {name: standing(inputs, node, unreadable) for name, node in nodes.items()}
+    standings = {
+        name: NodeStanding(Standing.OTHER_WRITER, inputs.rendered.node_configs[name])
+        if name in writers
+        else standing(inputs, node, unreadable)
+        for name, node in nodes.items()
+    }
     settled = all(s.settled for s in standings.values())
     if desired.cluster.apply.mode is ApplyMode.AGENT:
         return NodeChanges((), settled, frozenset())
-    changes = [c for name, s in standings.items() if (c := _standing_change(nodes[name], s)) is not None]
+    changes = [
+        c for name, s in standings.items() if (c := _standing_change(nodes[name], s, writers.get(name))) is not None
+    ]
     budget = Budget(desired.cluster.apply.max_unavailable_nodes, sum(s.holds_slot for s in standings.values()))
     aliases: set[str] = set()
     for name, s in standings.items():
@@ -189,8 +200,12 @@ def _labelled(inputs: _Inputs, node: ObservedNode, config: str) -> NodeStanding:
     return NodeStanding(Standing.SETTLED, config)
 
 
-def _standing_change(node: ObservedNode, s: NodeStanding) -> Change | None:
+def _standing_change(node: ObservedNode, s: NodeStanding, writer: str | None = None) -> Change | None:
     """What a node's standing alone writes or reports: migplan's cordon lifted, or the malformed node held."""
+    if s.standing is Standing.OTHER_WRITER:
+        return _relabel_hold(node, s.config)(
+            f"held: {writer} writes this node's MIG layout; migplan writes nothing there (MP570)", code="MP570"
+        )
     if s.standing is Standing.SUCCEEDED:
         return after_success(node)
     if s.standing is Standing.UNREADABLE:

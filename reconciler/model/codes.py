@@ -270,6 +270,27 @@ DECLARED: tuple[Code, ...] = (
         W,
         "a pod's container holds more than one device of a MIG profile (CUDA uses one; the others sit idle)",
     ),
+    # DRA (issue 27): who writes a GPU's layout, and what NVIDIA's DRA driver publishes
+    Code(
+        "MP570",
+        FINDING,
+        E,
+        "another component writes this node's MIG layout (DRA DynamicMIG): migplan writes nothing there",
+    ),
+    Code(
+        "MP571",
+        FINDING,
+        W,
+        "a ResourceSlice or ResourceClaim of NVIDIA's DRA driver on this node cannot be read: ignored, named",
+    ),
+    Code("MP572", FINDING, W, "a planned partition is not among the devices the node's ResourceSlices publish"),
+    Code("MP573", FINDING, W, "the node's ResourceSlices publish a MIG device the plan does not have"),
+    Code(
+        "MP574",
+        FINDING,
+        E,
+        "MIG enabled with no partition on a DRA node: NVIDIA's DRA driver publishes nothing for that GPU",
+    ),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),
     Code("MP552", KUBERNETES, E, "a list's continue token expired (410): the list restarts"),

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from reconciler.model.dra import NodeDra
 from reconciler.model.nodeobservation import NodeObservation
 
 # Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
@@ -362,6 +363,9 @@ class ObservedState:
     mig_manager_errors: Mapping[str, str] = field(default_factory=dict)
     # PodDisruptionBudgets in namespaces where a GPU pod runs (to name the ones that block a drain).
     pdbs: tuple[ObservedPdb, ...] = ()
+    # node -> what NVIDIA's DRA driver publishes for it (resource.k8s.io/v1 ResourceSlices of gpu.nvidia.com);
+    # a node the driver publishes nothing for is absent. Empty on a server without resource.k8s.io/v1.
+    dra: Mapping[str, NodeDra] = field(default_factory=dict)
 
     def pods_by_node(self) -> Mapping[str, tuple[ObservedPod, ...]]:
         """Bound pods grouped by node, in one pass (callers join on this, never per node over all pods)."""

@@ -1,0 +1,42 @@
+"""What NVIDIA's DRA driver publishes about a node, and who writes a GPU node's MIG layout. Pure values.
+
+The kube adapter reads the ResourceSlices of driver `gpu.nvidia.com` (resource.k8s.io/v1) into one `NodeDra` per
+node: the devices, the counter sets (DynamicMIG publishes one per GPU; static MIG none) and the one-line reasons
+for what could not be read (a finding, never a crash). reconciler.logic.draregime classifies the node from it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Regime(enum.StrEnum):
+    """Who allocates (and possibly lays out) a GPU node's MIG devices."""
+
+    DEVICE_PLUGIN = "device-plugin"  # NVIDIA's device plugin with mig-manager or migplan's agent (today's path)
+    DRA_STATIC = "dra-static"  # NVIDIA's DRA driver allocates the MIG devices that exist; it creates none
+    DRA_DYNAMIC_MIG = "dra-dynamic-mig"  # the DRA driver creates MIG devices per claim and destroys unknown ones
+    EXTERNAL = "external"  # another dynamic partitioner (HAMi's MIG mode, ...), as the inventory declares
+
+
+@dataclass(frozen=True, slots=True)
+class DraDevice:
+    """One device of a node's ResourceSlices, with the attributes migplan uses (None when absent)."""
+
+    name: str
+    kind: str | None = None  # attribute `type`: "gpu" | "mig" | "vfio"
+    profile: str | None = None  # attribute `profile` ("3g.71gb")
+    uuid: str | None = None  # attribute `uuid` (static devices only)
+    parent_uuid: str | None = None  # attribute `parentUUID`
+    consumes_counters: bool = False  # DynamicMIG: it consumes its GPU's counter set
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDra:
+    """The devices NVIDIA's DRA driver publishes for one node (its pool), and what could not be read."""
+
+    node: str
+    devices: tuple[DraDevice, ...] = ()
+    counter_sets: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()  # one line each: a slice or device that could not be read (MP571)
