@@ -1,0 +1,111 @@
+"""Who writes a DRA node's layout, and DRA drift, as pure values; hostile ResourceSlices are findings, never a
+crash (issue 27 items 2 and 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.adapters.kubeobserve import dra_from_slices
+from reconciler.logic import draregime
+from reconciler.model.dra import DraDevice, NodeDra, Regime
+from reconciler.model.inventory import GpuSpec, NodeSpec, Partition, Placement
+
+
+def _slice(
+    node: Any = "n", devices: Any = None, counters: Any = None, driver: str = "gpu.nvidia.com"
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"driver": driver, "nodeName": node, "pool": {"name": node}}
+    if devices is not None:
+        spec["devices"] = devices
+    if counters is not None:
+        spec["sharedCounters"] = counters
+    return {"metadata": {"name": f"{node}-slice"}, "spec": spec}
+
+
+def _mig(name: str, profile: str = "3g.71gb", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "attributes": {"type": {"string": "mig"}, "profile": {"string": profile}}, **extra}
+
+
+def test_static_dynamic_and_no_slices_are_told_apart() -> None:
+    static = dra_from_slices([_slice(devices=[_mig("gpu-0-mig-3g71gb-9-4")])])["n"]
+    dynamic = dra_from_slices(
+        [
+            _slice(counters=[{"name": "gpu-0-counter-set", "counters": {"memory-slice-0": {"value": "1"}}}]),
+            _slice(devices=[_mig("gpu-0-mig-3g71gb-9-4", consumesCounters=[{"counterSet": "gpu-0-counter-set"}])]),
+        ]
+    )["n"]
+    assert draregime.regime(static) is Regime.DRA_STATIC and draregime.other_writer(static) is None
+    assert draregime.regime(dynamic) is Regime.DRA_DYNAMIC_MIG
+    assert draregime.other_writer(dynamic) == "NVIDIA's DRA driver (DynamicMIG)"
+    assert draregime.regime(None) is Regime.DEVICE_PLUGIN
+    # another driver's slices, or a slice for no node, say nothing about GPU nodes
+    assert dra_from_slices([_slice(driver="sriov.example.com", devices=[_mig("vf-0")]), _slice(node=None)]) == {}
+
+
+@pytest.mark.parametrize(
+    ("devices", "problem"),
+    [
+        (
+            [{"name": "gpu-0-mig-3g71gb-9-4", "attributes": {"profile": {"int": 3}}}],
+            "attribute profile is not a string",
+        ),
+        ([{"name": "gpu-0-mig-3g71gb-9-4", "attributes": {"uuid": "MIG-x"}}], "attribute uuid is not a string"),
+        ([{"name": "gpu-0", "attributes": {"type": {"string": "x" * 65}}}], "attribute type is not a string"),
+        ([{"attributes": {}}], "a device without a readable name"),
+        ([{"name": 7}], "a device without a readable name"),
+        (["gpu-0"], "a device that is not an object"),
+        ([{"name": "gpu-0", "attributes": ["type"]}], "attributes are not a map"),
+        ("not-a-list", "devices or sharedCounters is not a list"),
+    ],
+)
+def test_a_hostile_slice_is_a_problem_on_its_node_and_the_rest_is_read(devices: Any, problem: str) -> None:
+    good = _slice(devices=[_mig("gpu-1-mig-1g18gb-19-0", "1g.18gb")])
+    read = dra_from_slices([good, _slice(devices=devices)])["n"]
+    assert any(problem in p for p in read.problems), read.problems
+    assert [d.name for d in read.devices] == ["gpu-1-mig-1g18gb-19-0"]
+
+
+def test_problems_are_bounded() -> None:
+    read = dra_from_slices([_slice(devices=[{"name": 7}] * 1000)])["n"]
+    assert len(read.problems) == 16 and read.devices == ()
+
+
+def _plan(*parts: tuple[str, int], index: int = 0, mig: bool = True) -> NodeSpec:
+    return NodeSpec(
+        name="n",
+        gpus=(
+            GpuSpec(
+                index=index,
+                model="H200-141GB",
+                mig_enabled=mig,
+                partitions=tuple(Partition(profile=p) for p, _ in parts),
+                placements=tuple(Placement(s, 4 if p.startswith("3g") else 1) for p, s in parts),
+            ),
+        ),
+    )
+
+
+def test_the_plan_and_the_published_devices_are_compared_name_for_name_with_the_measured_minor() -> None:
+    plan = _plan(("3g.71gb", 4), ("1g.18gb+me", 0), index=0)
+    published = NodeDra(
+        "n", devices=(DraDevice("gpu-2-mig-3g71gb-9-4", "mig"), DraDevice("gpu-2-mig-1g18gb-19-1", "mig"))
+    )
+    found, bad = draregime.published_devices(published)
+    planned = draregime.planned_devices(plan, {0: 2})  # GPU 0 is /dev/nvidia2 on this node
+    assert bad == []
+    assert sorted(set(planned) - set(found)) == [(2, "1g18gb-me", 0)]  # placement included: 0 planned, 1 published
+    assert sorted(set(found) - set(planned)) == [(2, "1g18gb", 1)]
+    assert draregime.planned_devices(plan, {})[(0, "3g71gb", 4)] == (0, "3g.71gb@4")  # no observer: index taken
+
+
+def test_names_that_do_not_parse_are_bad_input_and_vfio_is_not() -> None:
+    published = NodeDra("n", devices=(DraDevice("gpu-0-mig-3g.71gb-9-4", "mig"), DraDevice("gpu-vfio-0", "vfio")))
+    assert draregime.published_devices(published) == ({}, ["gpu-0-mig-3g.71gb-9-4"])
+
+
+def test_mig_enabled_without_partitions_is_named() -> None:
+    assert list(draregime.unpublished_gpus(_plan(index=3))) == [3]
+    assert list(draregime.unpublished_gpus(_plan(("3g.71gb", 4)))) == []
+    assert list(draregime.unpublished_gpus(_plan(mig=False))) == []
