@@ -460,6 +460,7 @@ class KubeCluster:
             ops,
             pdbs=pdbs,
             resource_slices=self._resource_slices(),
+            resource_claims=self._dra_list("list resourceclaims", self.resource.list_resource_claim_for_all_namespaces),
             nodes=nodes,
             pods=pods,
             cluster_policy=cp_obj,
@@ -483,21 +484,23 @@ class KubeCluster:
         except ApiRequestFailed:
             return []
 
+    def _dra_list(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> list[Mapping[str, Any]]:
+        """A paginated list of a resource.k8s.io/v1 kind; [] on a server that does not serve it (404)."""
+        try:
+            return list(self._pages(what, fn, **kwargs))
+        except NotFound:
+            return []
+
     def _resource_slices(self) -> list[Mapping[str, Any]]:
         """The ResourceSlices of NVIDIA's DRA driver (resource.k8s.io/v1, paginated, the server filtering on
         `spec.driver`). A server without that API (before 1.34, or with DRA off) answers 404: no DRA there,
         every node on the device-plugin path. A 403 is an error like any other list: the RBAC of deploy/ grants
         it, and a controller that cannot see DRA must not take a DRA node for a device-plugin one."""
-        try:
-            return list(
-                self._pages(
-                    "list resourceslices",
-                    self.resource.list_resource_slice,
-                    field_selector=f"spec.driver={kubeobserve.DRA_DRIVER}",
-                )
-            )
-        except NotFound:  # 404: the API is not served
-            return []
+        return self._dra_list(
+            "list resourceslices",
+            self.resource.list_resource_slice,
+            field_selector=f"spec.driver={kubeobserve.DRA_DRIVER}",
+        )
 
     def _config_map(self, namespace: str, name: str) -> ConfigMapState | None:
         obj = self._one(

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from reconciler.logic.observation import read_observation
-from reconciler.model.dra import DraDevice, NodeDra
+from reconciler.model.dra import ClaimedDevice, DraDevice, NodeDra, ObservedClaim
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
@@ -597,6 +597,7 @@ def observed_from_parts(
     config_map: Callable[[str], Json | None],
     pdbs: Iterable[Json] = (),
     resource_slices: Iterable[Json] = (),
+    resource_claims: Iterable[Json] = (),
 ) -> ObservedState:
     """The observed state from the listed objects: the nodes (node_from_json, by name), the pods as a
     PodSorter sorted them, and `config_map(name)` for migplan's mig-parted ConfigMap and the
@@ -604,6 +605,7 @@ def observed_from_parts(
     the ResourceSlices of NVIDIA's DRA driver (dra_from_slices)."""
     cp = cluster_policy_from_json(cluster_policy) if cluster_policy else None
     ds = device_plugin_from_json(daemonset, tuple(pods.dp_pods)) if daemonset else None
+    claims, claim_problems = claims_from_json(resource_claims)
     bound_namespaces = {q.namespace for q in pods.gpu_pods if q.node is not None}
     mig_cm = config_map(ops.mig_config_map)
     dp_cm = None
@@ -620,6 +622,8 @@ def observed_from_parts(
         # Only the PodDisruptionBudgets of namespaces where a GPU pod runs can block a drain.
         pdbs=tuple(p for p in (pdb_from_json(o) for o in pdbs) if p.namespace in bound_namespaces),
         dra=dra_from_slices(resource_slices),
+        claims=claims,
+        claim_problems=claim_problems,
     )
 
 
@@ -710,3 +714,55 @@ def dra_from_slices(slices: Iterable[Json]) -> dict[str, NodeDra]:
         )
         for node in sorted(set(devices) | set(counters) | {n for n, p in problems.items() if p})
     }
+
+
+def _claim(obj: Json) -> ObservedClaim | str | None:
+    """A ResourceClaim with devices of NVIDIA's driver, None when it has none, or why it cannot be read."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return "a ResourceClaim without metadata"
+    namespace, name = _name(meta.get("namespace")), _name(meta.get("name"))
+    if namespace is None or name is None:
+        return "a ResourceClaim without a readable namespace and name"
+    if not isinstance(status, Mapping) or status.get("allocation") is None:
+        return None  # not allocated: it holds nothing yet
+    allocation = status.get("allocation")
+    results = ((allocation.get("devices") or {}) if isinstance(allocation, Mapping) else {}).get("results")
+    if not isinstance(results, list):
+        return f"ResourceClaim {namespace}/{name}: status.allocation.devices.results is not a list"
+    devices: list[ClaimedDevice] = []
+    for r in results:
+        if not isinstance(r, Mapping) or r.get("driver") != DRA_DRIVER:
+            continue
+        pool, device = _name(r.get("pool")), r.get("device")
+        if pool is None or not isinstance(device, str) or not 0 < len(device) <= 63:
+            return f"ResourceClaim {namespace}/{name}: an allocation result without a readable pool and device"
+        devices.append(ClaimedDevice(DRA_DRIVER, pool, device))
+    if not devices:
+        return None
+    reserved = status.get("reservedFor") or []
+    pods = sorted(
+        {
+            f"{namespace}/{n}"
+            for c in (reserved if isinstance(reserved, list) else ())
+            if isinstance(c, Mapping) and c.get("resource") == "pods" and (n := _name(c.get("name"))) is not None
+        }
+    )
+    return ObservedClaim(namespace, name, tuple(devices), tuple(pods))
+
+
+def claims_from_json(items: Iterable[Json]) -> tuple[tuple[ObservedClaim, ...], tuple[str, ...]]:
+    """(the claims allocated a device of NVIDIA's driver, why the unreadable ones were left out); never raises.
+
+    `status.reservedFor` names the pods using a claim (the scheduler reserves it for them; core/v1 pods are the only
+    consumers kept). A claim that cannot be read is named (MP571, bounded), not guessed at."""
+    claims: list[ObservedClaim] = []
+    problems: list[str] = []
+    for obj in items:
+        found = _claim(obj)
+        if isinstance(found, ObservedClaim):
+            claims.append(found)
+        elif found is not None and len(problems) < _MAX_DRA_PROBLEMS:
+            problems.append(found)
+    return tuple(sorted(claims, key=lambda c: c.key)), tuple(problems)

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 import yaml
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import draregime, migparted, nodestate, observation, occupancy, owners, podrules
+from reconciler.logic import draclaims, draregime, migparted, nodestate, observation, occupancy, owners, podrules
 from reconciler.logic.nodestate import Geometry
 from reconciler.logic.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
@@ -130,6 +130,15 @@ def analyze(
     occ: dict[str, NodeOccupancy] = {}
 
     out.extend(_malformed_findings(desired, observed))
+    out.extend(finding("MP571", f"ignored: {problem}") for problem in observed.claim_problems)
+    for claim, pool in draclaims.unknown_pools(observed.claims, observed.nodes):
+        out.append(
+            finding(
+                "MP571",
+                f"ResourceClaim {claim} is allocated a device on {pool}, a node the cluster does not list",
+                node=pool,
+            )
+        )
     for name in sorted(desired.nodes):
         plan = desired.nodes[name]
         node = observed.nodes.get(name)

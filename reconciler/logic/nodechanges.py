@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.logic import disruption, drain, drift, migparted, nodestate, observation
+from reconciler.logic import disruption, draclaims, drain, drift, migparted, nodestate, observation
 from reconciler.logic.disruptionguard import (
     PreviousConfigs,
     blocking_pods,
@@ -99,6 +99,7 @@ class _Inputs:
     previous: PreviousConfigs | None  # the observed ConfigMap's configs (what a node's label names)
     pods_by_node: Mapping[str, tuple[ObservedPod, ...]]
     ready: nodestate.Readiness  # whether a node's advertised counts can be believed
+    claimed: Mapping[str, list[tuple[str, str]]]  # node -> [(DRA device, pod)] from ResourceClaims (draclaims)
 
     def pods(self, name: str) -> tuple[ObservedPod, ...]:
         return self.pods_by_node.get(name, ())
@@ -123,6 +124,7 @@ def node_changes(
         previous_configs(observed),
         observed.pods_by_node(),
         nodestate.readiness(desired, observed, now=now),
+        draclaims.by_node(observed.claims),
     )
     unreadable = drift.unreadable_nodes(observed)
     writers = drift.other_writers(observed)
@@ -285,6 +287,15 @@ def wanted_changes(
     pods = inputs.pods(node.name)
     now, silent_after = inputs.now, inputs.silent_after
     blockers = guard_holders(node, pods, impact.destroyed, impact.gpus, now=now, silent_after=silent_after)
+    claimed = inputs.claimed.get(node.name)
+    if claimed:
+        # Pods holding a GPU of the change through a ResourceClaim request nothing the counts can see; the
+        # claims name them even without a node observer (those the API still lists: the others are gone).
+        obs = node.observation
+        minors = {g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {}
+        listed = {p.key for p in pods}
+        through_claims = draclaims.holders_on(draclaims.holds(claimed, minors), impact.gpus)
+        blockers = tuple(sorted(set(blockers) | {k for k in through_claims if k in listed}))
     if blockers and not settings.allow_disruption:
         reason = f"disruption guard: running pods hold partitions this change destroys ({impact.effect})"
         return [held(reason, blocked_by=blockers, code="MP519")], ()

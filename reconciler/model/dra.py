@@ -40,3 +40,26 @@ class NodeDra:
     devices: tuple[DraDevice, ...] = ()
     counter_sets: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()  # one line each: a slice or device that could not be read (MP571)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedDevice:
+    """One allocated device of a ResourceClaim (`status.allocation.devices.results[]`)."""
+
+    driver: str
+    pool: str  # the node's name for NVIDIA's driver (one pool per node)
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedClaim:
+    """A ResourceClaim allocated a device of NVIDIA's DRA driver, and the pods reserving it (`status.reservedFor`)."""
+
+    namespace: str
+    name: str
+    devices: tuple[ClaimedDevice, ...]
+    reserved_for: tuple[str, ...] = ()  # "<namespace>/<pod>" of each pod consumer, sorted
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"

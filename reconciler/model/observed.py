@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler.model.dra import NodeDra
+from reconciler.model.dra import NodeDra, ObservedClaim
 from reconciler.model.nodeobservation import NodeObservation
 
 # Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
@@ -366,6 +366,10 @@ class ObservedState:
     # node -> what NVIDIA's DRA driver publishes for it (resource.k8s.io/v1 ResourceSlices of gpu.nvidia.com);
     # a node the driver publishes nothing for is absent. Empty on a server without resource.k8s.io/v1.
     dra: Mapping[str, NodeDra] = field(default_factory=dict)
+    # ResourceClaims allocated a device of NVIDIA's DRA driver (the holders where no node observer reports), and
+    # the one-line reasons the claims that could not be read were left out (MP571).
+    claims: tuple[ObservedClaim, ...] = ()
+    claim_problems: tuple[str, ...] = ()
 
     def pods_by_node(self) -> Mapping[str, tuple[ObservedPod, ...]]:
         """Bound pods grouped by node, in one pass (callers join on this, never per node over all pods)."""

@@ -143,3 +143,52 @@ def test_without_the_claim_the_same_pod_holds_nothing_and_the_recut_goes(twin: C
     desired = _desired(_inventory(tmp_path / "after", [GPU0, GPU1_RECUT], allow_disruption=False))
     change = _relabel(_cycle(twin, desired))
     assert change.action is not Action.SKIP and not change.blocked_by, change
+
+
+def _allocate(twin: ClusterTwin, claim: str, device: str, pod: str, *, pool: str = NODE) -> None:
+    """ResourceClaim `claim` allocated `device` of NVIDIA's driver and reserved for `pod`, as the scheduler writes
+    them (status subresource)."""
+    twin.store.create(
+        "resourceclaims.resource.k8s.io",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": claim},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}},
+        },
+        "default",
+    )
+    status = {
+        "allocation": {
+            "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": pool, "device": device}]}
+        },
+        "reservedFor": [{"resource": "pods", "name": pod, "uid": "00000000-0000-0000-0000-000000000001"}],
+    }
+    twin.store.patch("resourceclaims.resource.k8s.io", claim, {"status": status}, "default", subresource="status")
+
+
+def test_without_an_observer_the_claim_alone_holds_the_recut(twin: ClusterTwin, tmp_path: Path) -> None:
+    _allocate(twin, CLAIM, _device_of_2g(twin), "emb-0")  # no observer on the node: no annotation at all
+    desired = _desired(_inventory(tmp_path / "after", [GPU0, GPU1_RECUT], allow_disruption=False))
+    held = _relabel(_cycle(twin, desired))
+    assert held.action is Action.SKIP and held.blocked_by == ("default/emb-0",), held
+
+
+def test_a_claim_on_another_gpu_does_not_hold_the_recut(twin: ClusterTwin, tmp_path: Path) -> None:
+    gpu0 = twin.gpus(NODE)[0]
+    (gi,) = gpu0.gpu_instances.values()
+    _allocate(twin, CLAIM, f"gpu-{gpu0.minor}-mig-7g141gb-{gi.profile.id}-{gi.start}", "emb-0")
+    desired = _desired(_inventory(tmp_path / "after", [GPU0, GPU1_RECUT], allow_disruption=False))
+    change = _relabel(_cycle(twin, desired))
+    assert change.action is not Action.SKIP, change
+
+
+def test_a_claim_on_a_node_the_cluster_does_not_list_is_named_and_changes_nothing(
+    twin: ClusterTwin, tmp_path: Path
+) -> None:
+    _allocate(twin, CLAIM, "gpu-0-mig-1g18gb-19-0", "emb-0", pool="gpu-elsewhere")
+    desired = _desired(_inventory(tmp_path / "same", [GPU0, GPU1_CUT], allow_disruption=False))
+    result = _cycle(twin, desired)
+    assert not result.errors and result.report is not None
+    (named,) = [f for f in result.report.findings if f.code == "MP571"]
+    assert named.node == "gpu-elsewhere" and "default/emb-0-gpu" in named.message

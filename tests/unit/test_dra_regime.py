@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters.kubeobserve import dra_from_slices
-from reconciler.logic import draregime
+from reconciler.adapters.kubeobserve import claims_from_json, dra_from_slices
+from reconciler.logic import draclaims, draregime
 from reconciler.model.dra import DraDevice, NodeDra, Regime
 from reconciler.model.inventory import GpuSpec, NodeSpec, Partition, Placement
 
@@ -109,3 +109,56 @@ def test_mig_enabled_without_partitions_is_named() -> None:
     assert list(draregime.unpublished_gpus(_plan(index=3))) == [3]
     assert list(draregime.unpublished_gpus(_plan(("3g.71gb", 4)))) == []
     assert list(draregime.unpublished_gpus(_plan(mig=False))) == []
+
+
+# --- holders from ResourceClaims alone ---------------------------------------------------------------------
+
+
+def _claim_json(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ml", "name": "c"}, "status": status}
+
+
+def _allocated(device: Any = "gpu-1-mig-2g35gb-14-0", pool: Any = "n", reserved: Any = None) -> dict[str, Any]:
+    return _claim_json(
+        allocation={
+            "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": pool, "device": device}]}
+        },
+        reservedFor=reserved if reserved is not None else [{"resource": "pods", "name": "p", "uid": "u"}],
+    )
+
+
+def test_claims_name_their_pods_on_the_gpu_their_device_is() -> None:
+    claims, problems = claims_from_json(
+        [_allocated(), _claim_json(), _claim_json(allocation={"devices": {"results": []}})]
+    )
+    assert problems == () and [(c.key, c.reserved_for) for c in claims] == [("ml/c", ("ml/p",))]
+    held = draclaims.holds(draclaims.by_node(claims)["n"], {0: 1, 1: 0})  # minor 1 is GPU 0 on this node
+    assert held == [(0, "ml/p")]
+    assert draclaims.holders_on(held, frozenset({0})) == ("ml/p",) and draclaims.holders_on(held, frozenset({1})) == ()
+    # a device name that does not say which GPU: held everywhere, the guard errs on the pod's side
+    odd = draclaims.holds([("gpu-1-mig-2g.35gb-14-0", "ml/p")], {})
+    assert draclaims.holders_on(odd, frozenset({5})) == ("ml/p",)
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        {"metadata": "x"},
+        {"metadata": {"namespace": "ml"}, "status": {}},
+        _claim_json(allocation={"devices": {"results": "x"}}),
+        _allocated(device=7),
+        _allocated(pool=""),
+    ],
+)
+def test_unreadable_claims_are_named_never_raised(claim: dict[str, Any]) -> None:
+    claims, problems = claims_from_json([claim, _allocated()])
+    assert [c.key for c in claims] == ["ml/c"] and len(problems) == 1
+
+
+def test_hostile_reservations_name_no_pod_and_unknown_pools_are_found() -> None:
+    (claim,), _ = claims_from_json(
+        [_allocated(reserved=[{"resource": "pods", "name": 5}, "x", {"resource": "jobs", "name": "j"}])]
+    )
+    assert claim.reserved_for == ()
+    (elsewhere,), _ = claims_from_json([_allocated(pool="ghost")])
+    assert draclaims.unknown_pools([elsewhere], ["n"]) == [("ml/c", "ghost")]
