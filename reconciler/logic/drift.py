@@ -165,8 +165,9 @@ def analyze(
             and nodestate.classify(node, expected_resources(plan, strategy), ready) is Geometry.CHANGED_BY_HAND
         )
         published = observed.dra.get(name)
-        dra_node = draregime.regime(published) is not Regime.DEVICE_PLUGIN
-        if published is not None and dra_node:
+        declared = desired.layout_writer(name) != "migplan"
+        dra_node = declared or draregime.regime(published) is not Regime.DEVICE_PLUGIN
+        if published is not None and dra_node and not declared:
             out.extend(_dra_findings(name, plan, published, joined))
         # A DRA node advertises no nvidia.com/mig-* counts: its published devices are compared instead (above).
         if not dra_node and not any(m.field.startswith("status.") for m in node.malformed):
@@ -174,7 +175,9 @@ def analyze(
             out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources, behind_its_back))
         out.extend(_gpu_count_findings(name, plan, node.labels))
         out.extend(
-            _mig_manager_findings(
+            ()
+            if declared  # mig-manager does not lay out a node the inventory gives to another writer
+            else _mig_manager_findings(
                 name,
                 rendered.node_configs[name],
                 node.labels,
@@ -294,9 +297,21 @@ def _malformed_findings(desired: DesiredState, observed: ObservedState) -> Itera
             )
 
 
-def other_writers(observed: ObservedState) -> Mapping[str, str]:
-    """node -> the other component that writes its MIG layout (reconciler.logic.draregime): never written."""
-    return {name: w for name, published in observed.dra.items() if (w := draregime.other_writer(published))}
+def declared_writers(desired: DesiredState) -> Mapping[str, str]:
+    """node -> the other component the inventory says writes its MIG layout (spec.layoutWriter): nothing is
+    planned or written there, and nothing is held either (the inventory agrees with itself: validate's MP320)."""
+    return {name: w for name in desired.nodes if (w := desired.layout_writer(name)) != "migplan"}
+
+
+def other_writers(desired: DesiredState, observed: ObservedState) -> Mapping[str, str]:
+    """node -> the other component found writing the MIG layout of a node the inventory gives migplan (NVIDIA's
+    DRA driver in DynamicMIG, reconciler.logic.draregime): the conflict MP570 reports; never written."""
+    declared = declared_writers(desired)
+    return {
+        name: w
+        for name in desired.nodes
+        if name not in declared and (w := draregime.other_writer(observed.dra.get(name))) is not None
+    }
 
 
 def _dra_findings(name: str, plan: NodeSpec, published: NodeDra, joined: observation.NodeJoin | None) -> list[Finding]:

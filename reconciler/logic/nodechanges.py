@@ -127,11 +127,12 @@ def node_changes(
         draclaims.by_node(observed.claims),
     )
     unreadable = drift.unreadable_nodes(observed)
-    writers = drift.other_writers(observed)
+    writers = drift.other_writers(desired, observed)  # found writing a node given to migplan: held, said (MP570)
+    declared = drift.declared_writers(desired)  # the inventory gives the node to another writer: left out, silently
     nodes = {name: node for name in sorted(desired.nodes) if (node := observed.nodes.get(name)) is not None}
     standings = {
         name: NodeStanding(Standing.OTHER_WRITER, inputs.rendered.node_configs[name])
-        if name in writers
+        if name in writers or name in declared
         else standing(inputs, node, unreadable)
         for name, node in nodes.items()
     }
@@ -205,6 +206,8 @@ def _labelled(inputs: _Inputs, node: ObservedNode, config: str) -> NodeStanding:
 def _standing_change(node: ObservedNode, s: NodeStanding, writer: str | None = None) -> Change | None:
     """What a node's standing alone writes or reports: migplan's cordon lifted, or the malformed node held."""
     if s.standing is Standing.OTHER_WRITER:
+        if writer is None:
+            return None  # declared another writer's in the inventory: nothing to write, nothing held
         return _relabel_hold(node, s.config)(
             f"held: {writer} writes this node's MIG layout; migplan writes nothing there (MP570)", code="MP570"
         )

@@ -117,6 +117,9 @@ DECLARED: tuple[Code, ...] = (
     Code("MP313", VALIDATION, E, "GPU needs exactly one of mig or layout"),
     Code("MP314", VALIDATION, E, "layout restricted to another model"),
     Code("MP315", VALIDATION, E, "GPU indexes not 0..n-1"),
+    Code(
+        "MP320", VALIDATION, E, "MIG partitions planned on a node whose layout another component writes (layoutWriter)"
+    ),
     Code("MP401", VALIDATION, E, "single strategy with several MIG device types"),
     Code("MP402", VALIDATION, E, "single strategy with mixed MIG modes"),
     Code("MP403", VALIDATION, W, "MIG partitions under strategy none"),
