@@ -166,6 +166,8 @@ def analyze(
         )
         published = observed.dra.get(name)
         declared = desired.layout_writer(name) != "migplan"
+        # mig-manager's labels mean nothing where another component writes the layout: migplan never relabels it
+        elsewhere = declared or draregime.other_writer(published) is not None
         dra_node = declared or draregime.regime(published) is not Regime.DEVICE_PLUGIN
         if published is not None and dra_node and not declared:
             out.extend(_dra_findings(name, plan, published, joined))
@@ -176,7 +178,7 @@ def analyze(
         out.extend(_gpu_count_findings(name, plan, node.labels))
         out.extend(
             ()
-            if declared  # mig-manager does not lay out a node the inventory gives to another writer
+            if elsewhere
             else _mig_manager_findings(
                 name,
                 rendered.node_configs[name],

@@ -589,6 +589,10 @@ class ClusterTwin:
                 self._late.append(d)  # made by the twin's mig-manager itself, once it runs
             elif d.kind == "pod-wants-gpu":
                 self._late.append(d)
+            elif d.kind == "dra-dynamic-mig":
+                if d.arg not in self.fleet.nodes or not self.fleet.nodes[d.arg].gpus:
+                    raise ValueError(f"{d}: no such GPU node in the inventory")
+                self._late.append(d)  # the DRA driver's plugin starts once the API serves
             elif d.kind == "foreign-holder" and d.arg:
                 self._check_gpu(d)
                 self.fleet.give_to_other_owner(d.arg, int(d.extra or 0))
@@ -698,6 +702,12 @@ class ClusterTwin:
             self.dp_config = (d.arg or STALE_DP_CONFIG, _other(self.inventory_strategy))
             self._create_dp_config()
             self._patch_cp({"spec": {"devicePlugin": {"config": {"name": self.dp_config[0], "default": "default"}}}})
+        elif d.kind == "dra-dynamic-mig" and d.arg:
+            # NVIDIA's DRA driver in DynamicMIG mode starts on the node: its plugin destroys the MIG devices it did
+            # not create (those in use stay: NVML refuses) and publishes counters and every profile x placement.
+            self.settle()
+            self.dra_driver(d.arg, dynamic_mig=True).start_plugin()
+            self.gpus_changed(d.arg)
         elif d.kind == "pod-wants-gpu":
             pod: dict[str, Any] = {
                 "apiVersion": "v1",

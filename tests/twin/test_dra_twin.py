@@ -123,3 +123,21 @@ def test_the_api_refuses_a_slice_the_real_server_refuses(twin: ClusterTwin, muta
     assert err.value.code == 422
     causes = (err.value.details or {})["causes"]
     assert field in [c["field"] for c in causes], causes
+
+
+def test_the_dra_dynamic_mig_drift_case_starts_the_driver_on_its_node_once_the_api_serves() -> None:
+    from reconciler.resources import inventory_dir
+
+    with pytest.raises(ValueError, match="needs a node"):
+        ClusterTwin.from_inventory(inventory_dir(), drift=["dra-dynamic-mig"])
+    with ClusterTwin.from_inventory(inventory_dir(), drift=["dra-dynamic-mig:gpu-h200-01"], tls=False) as tw:
+        tw.settle()
+        slices = tw.store.list("resourceslices.resource.k8s.io", field_selector="spec.nodeName=gpu-h200-01")
+        assert any(s["spec"].get("sharedCounters") for s in slices)
+        assert tw.store.list("resourceslices.resource.k8s.io", field_selector="spec.nodeName=gpu-h100-01") == []
+        # what pods hold stays (NVML refuses to destroy it); everything else the driver did not create is gone
+        held = {(g.index, gi.id) for g in tw.gpus("gpu-h200-01") for gi in g.gpu_instances.values()}
+        assert all(
+            any(ci.holder for ci in tw.gpus("gpu-h200-01")[i].gpu_instances[gid].compute_instances.values())
+            for i, gid in held
+        )
