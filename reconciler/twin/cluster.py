@@ -36,8 +36,8 @@ import yaml
 
 from reconciler.twin.apiserver.errors import ApiError
 from reconciler.twin.apiserver.twin import ApiServerTwin, clusterpolicy_required_spec
+from reconciler.twin.dra import DEVICE_CLASSES, DraDriverTwin, canonical_profile
 from reconciler.twin.dra import DRIVER as DRA_DRIVER
-from reconciler.twin.dra import DraDriverTwin
 from reconciler.twin.fleet import (
     BUILD_ONLY,
     POD_NAMESPACE,
@@ -282,10 +282,53 @@ class ClusterTwin:
                         store.delete("resourceslices.resource.k8s.io", old["metadata"]["name"])
 
             uid = store.get("nodes", node)["metadata"].get("uid", "")
+            for cls in DEVICE_CLASSES:  # the driver's Helm chart installs them with the driver
+                with contextlib.suppress(ApiError):
+                    store.create("deviceclasses.resource.k8s.io", cls)
             self._dra_drivers[node] = DraDriverTwin(
                 node, tw.gpus, create=create, delete_pool=delete_pool, node_uid=uid, dynamic_mig=dynamic_mig
             )
         return self._dra_drivers[node]
+
+    def run_claim_pod(self, node: str, namespace: str, pod: str, claim: str, *, container: str = "main") -> list[str]:
+        """What the scheduler, the DRA driver and the kubelet do for `pod` (already bound to `node`) using the
+        ResourceClaim `claim`: allocate it on the node's ResourceSlices (reconciler/twin/draallocator.py, CEL
+        selectors), reserve it for the pod (status), prepare each device (DynamicMIG creates the MIG device) and
+        list it in the kubelet's `dynamic_resources`; the MIG device is then held (NVML refuses to destroy it).
+        Returns the devices; AllocationError (nothing written) when the claim cannot be satisfied there."""
+        from reconciler.twin.draallocator import allocate
+
+        store = self.store
+        obj = store.get("resourceclaims.resource.k8s.io", claim, namespace)
+        slices = store.list("resourceslices.resource.k8s.io", field_selector=f"spec.nodeName={node}")
+        classes = {c["metadata"]["name"]: c for c in store.list("deviceclasses.resource.k8s.io")}
+        taken = [
+            (r["driver"], r["pool"], r["device"])
+            for c in store.list("resourceclaims.resource.k8s.io")
+            for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ()
+        ]
+        results = allocate(obj, node=node, slices=slices, classes=classes, allocated=taken)
+        uid = store.get("pods", pod, namespace)["metadata"].get("uid", "")
+        status = {
+            "allocation": {"devices": {"results": results}},
+            "reservedFor": [{"resource": "pods", "name": pod, "uid": uid}],
+        }
+        store.patch("resourceclaims.resource.k8s.io", claim, {"status": status}, namespace, subresource="status")
+        driver = self.dra_driver(node)
+        for r in results:
+            driver.prepare(r["device"])
+            self.hold_through_claim(node, namespace, pod, claim, r["device"], container=container)
+            self._mark_held(node, r["device"], f"{namespace}/{pod}")
+        self.gpus_changed(node)
+        return [r["device"] for r in results]
+
+    def _mark_held(self, node: str, device: str, holder: str) -> None:
+        """The MIG device's compute instance is in use by the pod (the twin's NVML then refuses to destroy it)."""
+        for gpu in self.fleet.nodes[node].gpus:
+            for gi in gpu.gpu_instances.values():
+                if f"gpu-{gpu.minor}-mig-{canonical_profile(gi.profile.name)}-{gi.profile.id}-{gi.start}" == device:
+                    for ci in gi.compute_instances.values():
+                        ci.holder = holder
 
     def hold_through_claim(
         self, node: str, namespace: str, pod: str, claim: str, device: str, *, container: str = "main"

@@ -29,6 +29,22 @@ from reconciler.twin.gpus import TwinGpu
 
 DRIVER = "gpu.nvidia.com"
 _NOT_RFC1123 = re.compile(r"[^a-z0-9.-]")
+_MIG_NAME = re.compile(r"gpu-([0-9]+)-mig-(.+)-([0-9]+)-([0-9]+)")  # mig.go canonicalMigNameRegex
+_GPU_NAME = re.compile(r"gpu-([0-9]+)")
+
+
+def _device_class(name: str, kind: str) -> dict[str, Any]:
+    expression = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{kind}'"
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+# The DeviceClasses the driver's Helm chart installs (dra-facts.md): whole GPUs and MIG devices.
+DEVICE_CLASSES = (_device_class("gpu.nvidia.com", "gpu"), _device_class("mig.nvidia.com", "mig"))
 
 CreateSlice = Callable[[dict[str, Any]], None]
 DeleteSlices = Callable[[str], None]  # node name: every slice of the driver's pool for that node
@@ -199,6 +215,30 @@ class DraDriverTwin:
                 _slice(self.node, devices, None, count=1, generation=self._generation, node_uid=self._node_uid)
             )
         return destroyed
+
+    def prepare(self, device: str) -> None:
+        """NodePrepareResources for an allocated device. Under DynamicMIG the MIG device is created now, at the
+        placement its name carries (`partitions.go` devices are profile x placement), and remembered as the
+        driver's own; a static device exists already. A name that is not one of this node's devices is refused."""
+        match = _MIG_NAME.fullmatch(device)
+        whole = _GPU_NAME.fullmatch(device)
+        if whole is not None and any(g.minor == int(whole.group(1)) for g in self.gpus):
+            return
+        if match is None:
+            raise ValueError(f"{device}: not a device of NVIDIA's DRA driver")
+        minor, profile_id, start = int(match.group(1)), int(match.group(3)), int(match.group(4))
+        gpu = next((g for g in self.gpus if g.minor == minor), None)
+        if gpu is None:
+            raise ValueError(f"{device}: no GPU with minor number {minor} on {self.node}")
+        with gpu.lock:
+            existing = [gi for gi in gpu.gpu_instances.values() if gi.start == start and gi.profile.id == profile_id]
+            if existing or not self.dynamic_mig:
+                if not existing:
+                    raise ValueError(f"{device}: no such MIG device on {self.node} (static MIG creates none)")
+                return
+            prof = gpu.profiles_by_id[profile_id]
+            gi, _ = gpu.add_partition(prof.name, start)
+            self.created.add((gpu.index, gi.id))
 
     def _destroy_unknown(self) -> list[str]:
         """`DestroyUnknownMIGDevices`: every MIG device this driver did not create goes, compute instances first."""

@@ -192,3 +192,40 @@ def test_a_claim_on_a_node_the_cluster_does_not_list_is_named_and_changes_nothin
     assert not result.errors and result.report is not None
     (named,) = [f for f in result.report.findings if f.code == "MP571"]
     assert named.node == "gpu-elsewhere" and "default/emb-0-gpu" in named.message
+
+
+def test_a_claim_the_twins_scheduler_allocated_holds_the_recut_through_the_observer(
+    twin: ClusterTwin, tmp_path: Path
+) -> None:
+    """The whole DRA path: the driver publishes, the scheduler allocates the claim with a CEL selector, the
+    kubelet lists it, the observer publishes the holder and the guard holds the re-cut."""
+    twin.dra_driver(NODE).start_plugin()
+    twin.store.create(
+        "resourceclaims.resource.k8s.io",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": CLAIM},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": "mig.nvidia.com",
+                                "selectors": [
+                                    {"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '2g.35gb'"}}
+                                ],
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+        "default",
+    )
+    assert twin.run_claim_pod(NODE, "default", "emb-0", CLAIM) == [_device_of_2g(twin)]
+    _observe(twin)
+    desired = _desired(_inventory(tmp_path / "after", [GPU0, GPU1_RECUT], allow_disruption=False))
+    held = _relabel(_cycle(twin, desired))
+    assert held.action is Action.SKIP and held.blocked_by == ("default/emb-0",), held
