@@ -461,6 +461,13 @@ class KubeCluster:
             pdbs=pdbs,
             resource_slices=self._resource_slices(),
             resource_claims=self._dra_list("list resourceclaims", self.resource.list_resource_claim_for_all_namespaces),
+            gpu_clusters=self._dra_list(
+                "list gpuclusters",
+                self.custom.list_cluster_custom_object,
+                group=CP_GROUP,
+                version=kubeobserve.GPUCLUSTER_VERSION,
+                plural="gpuclusters",
+            ),
             nodes=nodes,
             pods=pods,
             cluster_policy=cp_obj,
@@ -485,7 +492,8 @@ class KubeCluster:
             return []
 
     def _dra_list(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> list[Mapping[str, Any]]:
-        """A paginated list of a resource.k8s.io/v1 kind; [] on a server that does not serve it (404)."""
+        """A paginated list of a DRA kind (resource.k8s.io/v1, the GPU Operator's GPUCluster); [] on a server that
+        does not serve it (404: no DRA there, or a GPU Operator without GPUCluster)."""
         try:
             return list(self._pages(what, fn, **kwargs))
         except NotFound:

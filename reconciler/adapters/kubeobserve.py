@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from reconciler.logic.observation import read_observation
-from reconciler.model.dra import ClaimedDevice, DraDevice, NodeDra, ObservedClaim
+from reconciler.model.dra import ClaimedDevice, DraDevice, GpuClusterState, NodeDra, ObservedClaim
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
@@ -598,6 +598,7 @@ def observed_from_parts(
     pdbs: Iterable[Json] = (),
     resource_slices: Iterable[Json] = (),
     resource_claims: Iterable[Json] = (),
+    gpu_clusters: Iterable[Json] = (),
 ) -> ObservedState:
     """The observed state from the listed objects: the nodes (node_from_json, by name), the pods as a
     PodSorter sorted them, and `config_map(name)` for migplan's mig-parted ConfigMap and the
@@ -624,6 +625,7 @@ def observed_from_parts(
         dra=dra_from_slices(resource_slices),
         claims=claims,
         claim_problems=claim_problems,
+        gpu_clusters=tuple(gpu_cluster_from_json(o) for o in gpu_clusters),
     )
 
 
@@ -766,3 +768,29 @@ def claims_from_json(items: Iterable[Json]) -> tuple[tuple[ObservedClaim, ...], 
         elif found is not None and len(problems) < _MAX_DRA_PROBLEMS:
             problems.append(found)
     return tuple(sorted(claims, key=lambda c: c.key)), tuple(problems)
+
+
+GPUCLUSTER_VERSION = "v1alpha1"  # the version migplan reads (api/nvidia/v1alpha1/gpucluster_types.go)
+
+
+def gpu_cluster_from_json(obj: Json) -> GpuClusterState:
+    """What a GPUCluster says about DynamicMIG; never raises. An object of another apiVersion, or a feature-gate map
+    migplan cannot read, leaves DynamicMIG unknown (None) with the reason: taken as on, so nothing is written."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = _name((meta or {}).get("name")) or "?"
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    ignored = isinstance(status, Mapping) and status.get("state") == "ignored"
+    api_version = obj.get("apiVersion") if isinstance(obj, Mapping) else None
+    if api_version not in (None, f"nvidia.com/{GPUCLUSTER_VERSION}"):
+        return GpuClusterState(
+            name, None, ignored, f"GPUCluster {name} is {short(api_version)}, not nvidia.com/v1alpha1"
+        )
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    driver = spec.get("draDriver", {}) if isinstance(spec, Mapping) else None
+    gates = driver.get("featureGates") or {} if isinstance(driver, Mapping) else None
+    if not isinstance(gates, Mapping):
+        return GpuClusterState(name, None, ignored, f"GPUCluster {name}: spec.draDriver.featureGates is not a map")
+    value = gates.get("DynamicMIG", False)
+    if not isinstance(value, bool):
+        return GpuClusterState(name, None, ignored, f"GPUCluster {name}: featureGates.DynamicMIG is not true or false")
+    return GpuClusterState(name, value, ignored)

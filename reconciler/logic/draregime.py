@@ -9,6 +9,8 @@ A node is on the device-plugin path unless NVIDIA's DRA driver publishes devices
   nothing on such a node (MP570, naming both writers).
 - MIG devices without counters: static MIG (`MigDeviceInfo.GetDevice`): the driver allocates the MIG devices
   that exist and creates none, so the layout is still written by whoever cut it (mig-manager, migplan's agent).
+A GPU Operator GPUCluster whose DRA driver has the DynamicMIG feature gate on (api/nvidia/v1alpha1/
+gpucluster_types.go `DRADriverSpec.FeatureGates`) says the same for every GPU node, before any slice is published.
 Drift on a DRA node is the plan against the published devices, name for name (placement included): each planned
 partition is the device `gpu-<minor>-mig-<profile>-<GI profile id>-<start>` (reconciler.logic.dradevices), and
 a node's device-plugin counts (`nvidia.com/mig-*`, which a DRA node never advertises) say nothing there.
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from reconciler.logic import dradevices
-from reconciler.model.dra import NodeDra, Regime
+from reconciler.model.dra import GpuClusterState, NodeDra, Regime
 from reconciler.model.inventory import NodeSpec
 
 DYNAMIC_MIG_WRITER = "NVIDIA's DRA driver (DynamicMIG)"
@@ -36,9 +38,23 @@ def regime(published: NodeDra | None) -> Regime:
     return Regime.DEVICE_PLUGIN
 
 
-def other_writer(published: NodeDra | None) -> str | None:
-    """Who else writes the node's MIG layout, or None when migplan may (its plan is then the layout)."""
-    return DYNAMIC_MIG_WRITER if regime(published) is Regime.DRA_DYNAMIC_MIG else None
+def cluster_dynamic_mig(clusters: Iterable[GpuClusterState]) -> str | None:
+    """The GPUCluster that runs NVIDIA's DRA driver with DynamicMIG (its driver lays out every GPU node, published
+    or not yet), or None. One whose gate cannot be read counts as on: a guess must never lead to a write."""
+    for c in clusters:
+        if not c.ignored and c.dynamic_mig is not False:
+            return c.name
+    return None
+
+
+def other_writer(published: NodeDra | None, gpu_cluster: str | None = None) -> str | None:
+    """Who else writes the node's MIG layout, or None when migplan may (its plan is then the layout).
+    `gpu_cluster`: the GPUCluster running DynamicMIG (cluster_dynamic_mig), if any."""
+    if regime(published) is Regime.DRA_DYNAMIC_MIG:
+        return DYNAMIC_MIG_WRITER
+    if gpu_cluster is not None:
+        return f"{DYNAMIC_MIG_WRITER[:-1]}, GPUCluster {gpu_cluster})"
+    return None
 
 
 def _key(minor: int, profile: str, start: int) -> tuple[int, str, int]:

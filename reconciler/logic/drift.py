@@ -131,6 +131,12 @@ def analyze(
 
     out.extend(_malformed_findings(desired, observed))
     out.extend(finding("MP571", f"ignored: {problem}") for problem in observed.claim_problems)
+    out.extend(
+        finding("MP571", f"{c.problem}: DynamicMIG taken as on (nothing written on the GPU nodes)")
+        for c in observed.gpu_clusters
+        if c.problem is not None and not c.ignored
+    )
+    gpu_cluster = draregime.cluster_dynamic_mig(observed.gpu_clusters)
     for claim, pool in draclaims.unknown_pools(observed.claims, observed.nodes):
         out.append(
             finding(
@@ -167,10 +173,10 @@ def analyze(
         published = observed.dra.get(name)
         declared = desired.layout_writer(name) != "migplan"
         # mig-manager's labels mean nothing where another component writes the layout: migplan never relabels it
-        elsewhere = declared or draregime.other_writer(published) is not None
-        dra_node = declared or draregime.regime(published) is not Regime.DEVICE_PLUGIN
-        if published is not None and dra_node and not declared:
-            out.extend(_dra_findings(name, plan, published, joined))
+        elsewhere = declared or draregime.other_writer(published, gpu_cluster) is not None
+        dra_node = elsewhere or draregime.regime(published) is not Regime.DEVICE_PLUGIN
+        if dra_node and not declared:
+            out.extend(_dra_findings(name, plan, published or NodeDra(name), joined, gpu_cluster))
         # A DRA node advertises no nvidia.com/mig-* counts: its published devices are compared instead (above).
         if not dra_node and not any(m.field.startswith("status.") for m in node.malformed):
             # With a quantity unread, any count comparison would be a guess (MP530 says why).
@@ -309,18 +315,21 @@ def other_writers(desired: DesiredState, observed: ObservedState) -> Mapping[str
     """node -> the other component found writing the MIG layout of a node the inventory gives migplan (NVIDIA's
     DRA driver in DynamicMIG, reconciler.logic.draregime): the conflict MP570 reports; never written."""
     declared = declared_writers(desired)
+    gpu_cluster = draregime.cluster_dynamic_mig(observed.gpu_clusters)
     return {
         name: w
         for name in desired.nodes
-        if name not in declared and (w := draregime.other_writer(observed.dra.get(name))) is not None
+        if name not in declared and (w := draregime.other_writer(observed.dra.get(name), gpu_cluster)) is not None
     }
 
 
-def _dra_findings(name: str, plan: NodeSpec, published: NodeDra, joined: observation.NodeJoin | None) -> list[Finding]:
+def _dra_findings(
+    name: str, plan: NodeSpec, published: NodeDra, joined: observation.NodeJoin | None, gpu_cluster: str | None
+) -> list[Finding]:
     """A DRA node against its plan (reconciler.logic.draregime): another writer, unreadable slices, and the
     plan against the published devices name for name where the layout is static."""
     out = [finding("MP571", f"{name}: {problem}", node=name) for problem in published.problems]
-    writer = draregime.other_writer(published)
+    writer = draregime.other_writer(published, gpu_cluster)
     if writer is not None:
         where = plan.source.file if plan.source is not None else f"nodes/{name}.yaml"
         out.append(

@@ -63,3 +63,16 @@ class ObservedClaim:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuClusterState:
+    """A GPU Operator GPUCluster (nvidia.com/v1alpha1): the DRA stack it runs, as migplan reads it.
+
+    `dynamic_mig` is spec.draDriver.featureGates.DynamicMIG (api/nvidia/v1alpha1/gpucluster_types.go: rendered as the
+    driver's FEATURE_GATES); None when it cannot be read (`problem` says why), which migplan takes as on."""
+
+    name: str
+    dynamic_mig: bool | None
+    ignored: bool = False  # status.state "ignored": a duplicate the operator's singleton controller skips
+    problem: str | None = None

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler.model.dra import NodeDra, ObservedClaim
+from reconciler.model.dra import GpuClusterState, NodeDra, ObservedClaim
 from reconciler.model.nodeobservation import NodeObservation
 
 # Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
@@ -370,6 +370,8 @@ class ObservedState:
     # the one-line reasons the claims that could not be read were left out (MP571).
     claims: tuple[ObservedClaim, ...] = ()
     claim_problems: tuple[str, ...] = ()
+    # The GPU Operator's GPUCluster resources (the DRA stack it runs; DynamicMIG lays out every GPU node).
+    gpu_clusters: tuple[GpuClusterState, ...] = ()
 
     def pods_by_node(self) -> Mapping[str, tuple[ObservedPod, ...]]:
         """Bound pods grouped by node, in one pass (callers join on this, never per node over all pods)."""

@@ -330,6 +330,14 @@ class ClusterTwin:
                     for ci in gi.compute_instances.values():
                         ci.holder = holder
 
+    def install_gpu_cluster(self, name: str = "gpu-cluster", *, dynamic_mig: bool) -> None:
+        """The GPU Operator's GPUCluster CRD and one GPUCluster object (reconciler/twin/dra.py)."""
+        from reconciler.twin.dra import gpucluster, gpucluster_crd
+
+        with contextlib.suppress(ApiError):
+            self.store.install_crd(gpucluster_crd())
+        self.store.create("gpuclusters.nvidia.com", gpucluster(name, dynamic_mig=dynamic_mig))
+
     def hold_through_claim(
         self, node: str, namespace: str, pod: str, claim: str, device: str, *, container: str = "main"
     ) -> None:

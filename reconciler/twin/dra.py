@@ -256,3 +256,44 @@ class DraDriverTwin:
                     gpu.destroy_gpu_instance(gi_id)
                     destroyed.append(f"gpu {gpu.index} {gi.profile.name}@{gi.start}")
         return destroyed
+
+
+def gpucluster_crd() -> dict[str, Any]:
+    """The GPU Operator's GPUCluster CRD, written from api/nvidia/v1alpha1/gpucluster_types.go (kubebuilder markers:
+    cluster-scoped, short name `gc`, status subresource; group nvidia.com, version v1alpha1). Its schema keeps the
+    spec open (the twin checks none of its fields): migplan only reads spec.draDriver.featureGates."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gpuclusters.nvidia.com"},
+        "spec": {
+            "group": "nvidia.com",
+            "names": {
+                "kind": "GPUCluster",
+                "listKind": "GPUClusterList",
+                "plural": "gpuclusters",
+                "singular": "gpucluster",
+                "shortNames": ["gc"],
+            },
+            "scope": "Cluster",
+            "versions": [
+                {
+                    "name": "v1alpha1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+
+
+def gpucluster(name: str, *, dynamic_mig: bool) -> dict[str, Any]:
+    """A GPUCluster running the DRA driver, with the DynamicMIG feature gate as asked."""
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "GPUCluster",
+        "metadata": {"name": name},
+        "spec": {"draDriver": {"featureGates": {"DynamicMIG": dynamic_mig}}},
+    }

@@ -106,3 +106,32 @@ def test_static_dra_drift_is_name_for_name(twin: ClusterTwin, tmp_path: Path) ->
         for gi in twin.gpus(NODE)[1].gpu_instances.values()
         if (p := gi.profile.name) != "1g.18gb"
     )
+
+
+@pytest.mark.parametrize("mode", [None, "agent"])
+def test_a_gpucluster_with_dynamic_mig_leaves_every_gpu_node_alone_before_any_slice(
+    twin: ClusterTwin, tmp_path: Path, mode: str | None
+) -> None:
+    twin.install_gpu_cluster(dynamic_mig=True)  # the driver's plugin has published nothing yet
+    result = _cycle(twin, _desired(write_inventory(tmp_path / "after", [GPU0, GPU1_RECUT], mode=mode)))
+    assert not result.errors and not [c for c in result.applied if c.subject == f"node/{NODE}"]
+    (conflict,) = [f for f in _node_report(result).findings if f.code == "MP570"]
+    assert "GPUCluster gpu-cluster" in conflict.message
+
+
+def test_a_gpucluster_without_dynamic_mig_is_no_other_writer(twin: ClusterTwin, tmp_path: Path) -> None:
+    twin.install_gpu_cluster(dynamic_mig=False)
+    result = _cycle(twin, _desired(write_inventory(tmp_path / "after", [GPU0, GPU1_RECUT])))
+    assert [c.kind for c in result.applied if c.subject == f"node/{NODE}"] == [Kind.NODE_MIG_CONFIG]
+
+
+def test_a_gpucluster_migplan_cannot_read_is_named_and_nothing_is_written(twin: ClusterTwin, tmp_path: Path) -> None:
+    twin.install_gpu_cluster(dynamic_mig=False)
+    twin.store.patch(
+        "gpuclusters.nvidia.com", "gpu-cluster", {"spec": {"draDriver": {"featureGates": {"DynamicMIG": "yes"}}}}
+    )
+    result = _cycle(twin, _desired(write_inventory(tmp_path / "after", [GPU0, GPU1_RECUT])))
+    assert not result.errors and not [c for c in result.applied if c.subject == f"node/{NODE}"]
+    assert result.report is not None
+    (unread,) = [f for f in result.report.findings if f.code == "MP571"]
+    assert "DynamicMIG is not true or false" in unread.message

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters.kubeobserve import claims_from_json, dra_from_slices
+from reconciler.adapters.kubeobserve import claims_from_json, dra_from_slices, gpu_cluster_from_json
 from reconciler.logic import draclaims, draregime
 from reconciler.model.dra import DraDevice, NodeDra, Regime
 from reconciler.model.inventory import GpuSpec, NodeSpec, Partition, Placement
@@ -162,3 +162,51 @@ def test_hostile_reservations_name_no_pod_and_unknown_pools_are_found() -> None:
     assert claim.reserved_for == ()
     (elsewhere,), _ = claims_from_json([_allocated(pool="ghost")])
     assert draclaims.unknown_pools([elsewhere], ["n"]) == [("ml/c", "ghost")]
+
+
+# --- the GPU Operator's GPUCluster ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("obj", "dynamic", "problem"),
+    [
+        (
+            {"apiVersion": "nvidia.com/v1alpha1", "spec": {"draDriver": {"featureGates": {"DynamicMIG": True}}}},
+            True,
+            None,
+        ),
+        ({"apiVersion": "nvidia.com/v1alpha1", "spec": {"draDriver": {}}}, False, None),
+        (
+            {"apiVersion": "nvidia.com/v1alpha1", "spec": {"draDriver": {"featureGates": {"DynamicMIG": 1}}}},
+            None,
+            "not true or false",
+        ),
+        (
+            {"apiVersion": "nvidia.com/v1alpha1", "spec": {"draDriver": {"featureGates": ["DynamicMIG"]}}},
+            None,
+            "not a map",
+        ),
+        ({"apiVersion": "nvidia.com/v1alpha1", "spec": {"draDriver": "x"}}, None, "not a map"),
+        ({"apiVersion": "nvidia.com/v1beta1", "spec": {"draDriver": {}}}, None, "not nvidia.com/v1alpha1"),
+    ],
+)
+def test_gpucluster_dynamic_mig_is_read_or_named(
+    obj: dict[str, Any], dynamic: bool | None, problem: str | None
+) -> None:
+    state = gpu_cluster_from_json({"metadata": {"name": "gc"}, **obj})
+    assert state.dynamic_mig is dynamic
+    assert (problem is None and state.problem is None) or (problem is not None and problem in (state.problem or ""))
+    # unknown counts as on: a guess never leads to a write
+    assert (draregime.cluster_dynamic_mig([state]) == "gc") is (dynamic is not False)
+
+
+def test_an_ignored_duplicate_gpucluster_says_nothing() -> None:
+    dup = gpu_cluster_from_json(
+        {
+            "metadata": {"name": "dup"},
+            "spec": {"draDriver": {"featureGates": {"DynamicMIG": True}}},
+            "status": {"state": "ignored"},
+        }
+    )
+    assert draregime.cluster_dynamic_mig([dup]) is None
+    assert draregime.other_writer(None, "gc") == "NVIDIA's DRA driver (DynamicMIG, GPUCluster gc)"
