@@ -2,7 +2,7 @@
 
 The kube adapter reads the ResourceSlices of driver `gpu.nvidia.com` (resource.k8s.io/v1) into one `NodeDra` per
 node: the devices, the counter sets (DynamicMIG publishes one per GPU; static MIG none) and the one-line reasons
-for what could not be read (a finding, never a crash). reconciler.logic.draregime classifies the node from it.
+for what could not be read (a finding, never a crash). reconciler.logic.drift.draregime classifies the node from it.
 """
 
 from __future__ import annotations

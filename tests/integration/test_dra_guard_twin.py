@@ -20,8 +20,8 @@ import yaml
 from helpers.draintwin import GPU0, GPU1_CUT, GPU1_RECUT, NODE, write_inventory
 from kubernetes import client
 
-from reconciler.adapters.kube import KubeCluster
-from reconciler.adapters.kubeagentmode import KubeNodeState
+from reconciler.adapters.kube.agentmode import KubeNodeState
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.commands.reconcile import load_desired

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from helpers.draintwin import GPU0, GPU1_CUT, GPU1_RECUT, NODE, write_inventory
 
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.model.drift import NodeStatus

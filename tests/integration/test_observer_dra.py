@@ -15,7 +15,7 @@ import pytest
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.catalog import load_catalog
-from reconciler.logic import observedcodec
+from reconciler.logic.codecs import observedcodec
 from reconciler.model.nodeobservation import SOURCE_OK, Holder, NodeObservation
 from reconciler.observer import publish_pass
 from reconciler.twin.gpus import TwinGpu
