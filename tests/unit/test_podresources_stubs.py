@@ -81,9 +81,7 @@ def test_every_field_keeps_the_kubelets_name_number_and_type() -> None:
     messages = api_pb2.DESCRIPTOR.message_types_by_name
     assert set(messages) == set(WIRE)
     for message, fields in WIRE.items():
-        got = {
-            f.name: (f.number, f.type, f.is_repeated) for f in messages[message].fields
-        }
+        got = {f.name: (f.number, f.type, f.is_repeated) for f in messages[message].fields}
         assert got == fields, message
 
 
