@@ -20,7 +20,7 @@ from helpers.corpus import build_case
 from helpers.sarif import sarif_problems
 
 from reconciler.commands.validate import command as validate
-from reconciler.logic.rules import CODES
+from reconciler.logic.inventory.rules import CODES
 
 TESTS = Path(__file__).resolve().parents[1]
 CORPUS = TESTS / "corpus"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from helpers.sarif import sarif_problems
 
-from reconciler.logic import ciannotations
+from reconciler.logic.review import ciannotations
 from reconciler.model.diagnostics import Diagnostic, Severity
 
 
