@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 OWN_LICENSE = PurePosixPath("LICENSE")
 
 # Words that open another project's copyright notice or licence grant. Written so that this file's own source
