@@ -5,7 +5,8 @@ the source DCGM exporter uses to attribute GPU metrics to pods). `List` returns 
 each container with its `ContainerDevices` (resource name, device IDs) and its `dynamic_resources` (the
 DRA claims it uses: claim namespace and name, per allocated device the driver, pool and device name) —
 kubernetes/kubernetes pkg/kubelet/apis/podresources/server_v1.go `List`: pods from the pod manager, devices
-from the device manager's allocations (`GetDevices(podUID, container)`). The stubs are generated from the vendored proto
+from the device manager's allocations (`GetDevices(podUID, container)`), DRA claims from the DRA manager's
+(`GetDynamicResources(pod, container)`). The stubs are generated from our own proto
 (reconciler/kubeletapi/podresources/v1/README.md).
 
 Every way this can go wrong becomes a MigplanError with an observer code, never a traceback and never a

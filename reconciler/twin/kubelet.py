@@ -7,8 +7,8 @@ Built from kubernetes/kubernetes pkg/kubelet/apis/podresources/server_v1.go (`Li
 container of its spec in order, its devices from the device manager, its `DynamicResources` from the DRA
 manager's `GetDynamicResources(pod, container)` when the KubeletPodResourcesDynamicResources gate is on;
 `GetAllocatableResources`: the devices known; `Get`: one pod, NotFound-style error when absent) and served
-through the generated stubs of the vendored proto (reconciler/kubeletapi). Assumptions:
-ASSUMPTIONS-operator.md "Kubelet PodResources".
+through the generated stubs of our proto, written from the kubelet's wire contract (reconciler/kubeletapi).
+Assumptions: ASSUMPTIONS-operator.md "Kubelet PodResources".
 
 `answer` replaces the servicer's answer for tests of hostile kubelets: raw bytes (garbage, or a message larger
 than a client accepts) sent as the `List` response as they are.
