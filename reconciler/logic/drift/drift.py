@@ -32,6 +32,7 @@ from reconciler.model.drift import (
     NodeReport,
     NodeStatus,
     SlicePartition,
+    finding,
 )
 from reconciler.model.inventory import ApplyMode, DesiredState, GpuSpec, MigStrategy, NodeSpec
 from reconciler.model.observed import (
@@ -66,32 +67,6 @@ FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
 STUCK_AFTER = timedelta(minutes=15)
 # Findings about mig-manager's machinery, meaningless when the node agent applies layouts.
 _GPU_OPERATOR_ONLY = with_trait(Trait.GPU_OPERATOR)
-
-
-def finding(
-    code: str,
-    message: str,
-    *,
-    severity: FindingSeverity | None = None,
-    node: str | None = None,
-    gpu: int | None = None,
-    profile: str | None = None,
-    desired: object = None,
-    observed: object = None,
-    pods: tuple[str, ...] = (),
-) -> Finding:
-    """A Finding with the code's default severity from FINDING_CODES."""
-    return Finding(
-        code=code,
-        message=message,
-        severity=severity or FINDING_CODES[code][0],
-        node=node,
-        gpu=gpu,
-        profile=profile,
-        desired=desired,
-        observed=observed,
-        pods=pods,
-    )
 
 
 @dataclass(frozen=True, slots=True)
