@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from reconciler.adapters.kube.cluster import api_error
 from reconciler.adapters.kube.nodemeta import patch_node_metadata
 from reconciler.model.errors import MigplanError
+from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from reconciler.model.redaction import redact
 from reconciler.model.signals import EventIntent, MarkState, NodeMark
 
@@ -44,7 +45,7 @@ def event_body(intent: EventIntent, *, now: datetime, instance: str) -> dict[str
         "metadata": {
             "name": f"{intent.regarding.name}.{secrets.token_hex(8)}",
             "namespace": EVENT_NAMESPACE,
-            "labels": {"app.kubernetes.io/managed-by": "migplan"},
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
         },
         "involvedObject": {
             "apiVersion": intent.regarding.api_version,
