@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from reconciler.commands.common import fail, failing
 from reconciler.model.errors import MigplanError
 from reconciler.settings import load_settings
 
@@ -70,20 +71,13 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
 
     flags = {k: v for k, v in given.items() if v is not None}
     flags.setdefault("interval_seconds", 30.0)
-    try:
+    with failing():
         settings = load_settings(flags=flags, config_file=config_file)
-    except MigplanError as exc:
-        click.echo(f"error {exc.code}: {exc.message}", err=True)
-        sys.exit(2)
     setup_logging(settings.log_format, settings.log_level)
     if not settings.node_name:
-        click.echo("error MP800: --node (or NODE_NAME) is required", err=True)
-        sys.exit(2)
-    try:
+        fail("--node (or NODE_NAME) is required", code="MP800")
+    with failing("cannot load the Kubernetes configuration: "):
         api = kubeclient.core_v1(kubeclient.api_client(kubeclient.kube_configuration(settings.kubeconfig)))
-    except MigplanError as exc:
-        click.echo(f"error {exc.code}: cannot load the Kubernetes configuration: {exc.message}", err=True)
-        sys.exit(2)
     node_state = KubeNodeState(api, heartbeat_seconds=settings.observe_heartbeat_seconds)
     holders = KubeletPodResources(settings.pod_resources_socket, timeout_seconds=settings.pod_resources_timeout_seconds)
     clients = KubeGpuClients(

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
+from reconciler.commands.common import fail, output_option
 from reconciler.model.cycles import EXIT_IN_SYNC, CycleStatus
 from reconciler.model.inventory import CONFIG_PROPAGATION_SECONDS
 
@@ -148,7 +149,7 @@ def kubectl_command() -> tuple[list[str], list[str] | None]:
     help="Drift case to inject into the twin (repeatable; default: a representative set).",
 )
 @click.option("--keep", is_flag=True, help="Keep the twin running for kubectl until Ctrl-C.")
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option("text", "json")
 def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: str) -> None:
     """Run the main job end to end on the embedded example inventory and a cluster twin."""
     from reconciler.adapters.fsinventory import read_inventory_dir
@@ -166,8 +167,7 @@ def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: st
     try:
         revision = seed_repository(repo_path, read_inventory_dir(inventory_dir()))
     except (OSError, FileExistsError) as exc:
-        click.echo(f"error: cannot create the demo repository: {exc}", err=True)
-        sys.exit(2)
+        fail(f"error: cannot create the demo repository: {exc}")
     say(f"1. inventory repository: {repo_path} ({short(revision)})")
 
     cases = drift or DEFAULT_DRIFT

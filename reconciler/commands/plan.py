@@ -44,6 +44,7 @@ from tabulate import tabulate
 from reconciler.adapters.git.reportbranch import CommittedReport
 from reconciler.adapters.git.source import ROOT_NOT_FOUND, GitFailure, GitRemote
 from reconciler.commands import gitopts
+from reconciler.commands.common import fail, output_option
 from reconciler.logic.inventory.validation import ParseCache, ValidationResult
 from reconciler.logic.planning import disruption
 from reconciler.logic.reports import markdown as md
@@ -468,13 +469,8 @@ def _roots(remote: GitRemote, to_rev: str, root: str | None) -> list[str]:
 @click.option(
     "--path", "root", default="", help="Inventory root inside the repository (default: top level, or every root found)."
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["markdown", "json", "comment"]),
-    default="markdown",
-    show_default=True,
-    help="comment: the merge-request comment, capped at --max-chars.",
+@output_option(
+    "markdown", "json", "comment", default="markdown", help="comment: the merge-request comment, capped at --max-chars."
 )
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Also list the pods disrupted.")
@@ -523,8 +519,7 @@ def command(
             for i, r in enumerate(roots)
         ]  # fmt: skip
     except _Failed as exc:
-        click.echo(f"migplan plan: {exc.message}", err=True)
-        sys.exit(2)
+        fail(f"migplan plan: {exc.message}")
     multi = len(planned) > 1
     maps_md: dict[str, str] = {}
     if maps_dir is not None:
@@ -535,8 +530,7 @@ def command(
                 where = maps_dir / p.root if multi and p.root else maps_dir
                 maps_md[p.root] = write_plan_maps(where, p.old, p.new, p.diff)
             except OSError as exc:
-                click.echo(f"migplan plan: cannot write the slice maps to {maps_dir}: {exc}", err=True)
-                sys.exit(2)
+                fail(f"migplan plan: cannot write the slice maps to {maps_dir}: {exc}")
     if output == "json":
         docs = [
             json_doc(p.old, p.new, p.diff, p.disrupts, capacity=p.capacity, report=p.report,
