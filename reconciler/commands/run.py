@@ -52,9 +52,8 @@ def _flags(**given: Any) -> dict[str, Any]:
 def command(config_file: str | None, once: bool, **given: Any) -> None:
     """Run the controller: reconcile the inventory every interval, on SIGHUP and on a push webhook."""
     from reconciler.controller.logs import setup_logging
-    from reconciler.controller.loop import Controller, kube_configuration
+    from reconciler.controller.loop import Controller, kube_configuration, run_once
     from reconciler.gitops import GitCycle
-    from reconciler.outcome import CycleContext
 
     with failing():
         settings = load_settings(flags=_flags(**given), config_file=config_file)
@@ -66,15 +65,9 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
     with failing():  # e.g. MP730: the report signing key cannot sign
         cycle = GitCycle(settings)
     if once:
-        from reconciler.adapters import deadline
-        from reconciler.adapters.kube import client as kubeclient
-
-        ctx = CycleContext("once", kubeclient.api_client(kube), lambda: not settings.dry_run, settings)
-        with deadline.cycle_deadline(settings.cycle_deadline_seconds):
-            outcome = cycle(ctx)
+        outcome = run_once(settings, cycle, kube)
         click.echo(f"{outcome.status.value}: {outcome.revision} {outcome.message}".rstrip())
         for e in outcome.failures:
             click.echo(f"error: {e}", err=True)
         sys.exit(outcome.exit_code)
-    controller = Controller(settings, cycle, kube_config=kube)
-    sys.exit(controller.run_forever())
+    sys.exit(Controller(settings, cycle, kube_config=kube).run_forever())
