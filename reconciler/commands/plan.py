@@ -42,7 +42,7 @@ import orjson
 from tabulate import tabulate
 
 from reconciler.adapters.git.reportbranch import CommittedReport
-from reconciler.adapters.git.source import ROOT_NOT_FOUND, GitFailure, GitRemote
+from reconciler.adapters.git.source import GitFailure, GitRemote
 from reconciler.commands import gitopts
 from reconciler.commands.common import fail, output_option
 from reconciler.logic.inventory.validation import ParseCache, ValidationResult
@@ -62,6 +62,7 @@ from reconciler.logic.review.mrcomment import (
 )
 from reconciler.logic.review.reportoccupancy import observed_from_report
 from reconciler.logic.review.revdiff import ChangeKind, Disruptions, RevisionDiff, diff_states, disruptions
+from reconciler.model.codes import Trait, with_trait
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import DesiredState
@@ -69,6 +70,7 @@ from reconciler.model.observed import ObservedState
 from reconciler.sourcing import LoadedRevision, load_revision
 
 _VERBS = VERBS
+_NO_ROOT = with_trait(Trait.NO_ROOT)  # the root is not at the base revision: a cluster the merge request adds
 _placement = placement
 _owner = owner
 
@@ -373,7 +375,7 @@ def _plan_root(
     discovered: bool = False,
 ) -> _Planned:
     old = load_revision(remote, from_rev, root=root, cache=cache, fetch=fetch)
-    if discovered and isinstance(old, GitFailure) and old.code == ROOT_NOT_FOUND:
+    if discovered and isinstance(old, GitFailure) and old.code in _NO_ROOT:
         # A cluster the merge request adds: its base is an empty inventory, every node is added.
         old = _empty_base(remote, from_rev, root)
     new = old if isinstance(old, GitFailure) else load_revision(remote, to_rev, root=root, cache=cache, fetch=False)

@@ -68,6 +68,10 @@ FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
 STUCK_AFTER = timedelta(minutes=15)
 # Findings about mig-manager's machinery, meaningless when the node agent applies layouts.
 _GPU_OPERATOR_ONLY = with_trait(Trait.GPU_OPERATOR)
+# What a finding means to the node's status and to the report, asked of the registry (never a code string here).
+_MISSING, _UNDOCUMENTED = with_trait(Trait.MISSING_NODE), with_trait(Trait.UNDOCUMENTED_NODE)
+_HELD, _DRAINING, _DRAIN_GOES_ON = with_trait(Trait.HELD), with_trait(Trait.DRAINING), with_trait(Trait.DRAIN_GOES_ON)
+_PENDING_SAID_BY_NODE = with_trait(Trait.PENDING_SAID_BY_NODE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +341,7 @@ def _check_workloads(ctx: DriftContext) -> Iterable[Finding]:
     for pod in sorted(ctx.observed.pods, key=lambda p: p.key):
         if pod.active:
             for issue in owners.workload_issues(pod, ctx.desired.nodes, strategy):
-                if issue.code == "MP549" and pod.phase == "Pending":
+                if issue.code in _PENDING_SAID_BY_NODE and pod.phase == "Pending":
                     continue  # MP506 says it, with the node's count
                 target = pod.node or pod.node_selector.get(owners.HOSTNAME_LABEL)
                 yield finding(issue.code, issue.message, node=target, pods=(pod.key,))
@@ -756,9 +760,9 @@ def _parse_time(text: str | None) -> datetime | None:
 def node_status(findings: Iterable[Finding]) -> NodeStatus:
     fs = list(findings)
     codes = {f.code for f in fs}
-    if "MP510" in codes:
+    if codes & _MISSING:
         return NodeStatus.MISSING
-    if "MP511" in codes:
+    if codes & _UNDOCUMENTED:
         return NodeStatus.UNDOCUMENTED
     if any(f.severity is ERROR for f in fs):
         return NodeStatus.ERROR
@@ -780,18 +784,18 @@ def blocked_findings(plan: Plan) -> tuple[Finding, ...]:
             continue
         node = c.subject.split("/", 1)[1] if c.subject.startswith("node/") else None
         code = c.code or "MP519"
-        if code == "MP519":
+        if code in _HELD:
             message = (
                 f"{c.subject} not reconfigured: running pods hold partitions it would destroy "
                 f"({', '.join(c.blocked_by)}); move them or set apply.allowDisruption"
             )
         else:
             message = f"{c.subject}: {c.reason}"
-        if code == "MP537":  # still draining: the evictions of this cycle are reported as MP536 too
+        if code in _DRAIN_GOES_ON:  # still draining: the evictions of this cycle are reported as MP536 too
             out.append(finding(code, message, node=node, pods=c.blocked_by, observed=list(c.pdbs) or None))
             code, message = "MP536", f"{c.subject}: draining, waiting for {', '.join(c.blocked_by)} to go"
         pods = c.blocked_by
-        if code == "MP536" and node in evicted:
+        if code in _DRAINING and node in evicted:
             message += f"; evicted this cycle: {', '.join(sorted(evicted[node]))}"
         out.append(finding(code, message, node=node, pods=pods, observed=list(c.pdbs) or None))
     return tuple(out)
