@@ -161,33 +161,28 @@ def _occupancy(
     pods_by_node: Mapping[str, tuple[ObservedPod, ...]],
     pods_by_key: Mapping[str, ObservedPod],
 ) -> dict[str, NodeOccupancy]:
-    """Each node's occupancy: measured where its observer reports holders, inferred from the pods elsewhere."""
+    """Each node's occupancy (inventory nodes the cluster has, then undocumented GPU nodes): measured where its
+    observer reports holders, inferred from the pods elsewhere (an undocumented node's totals: what it advertises)."""
     strategy = desired.cluster.mig_strategy
+    planned = [name for name in sorted(desired.nodes) if name in observed.nodes]
+    undocumented = [
+        name for name in sorted(observed.nodes) if name not in desired.nodes and observed.nodes[name].is_gpu_node
+    ]
     occ: dict[str, NodeOccupancy] = {}
-    for name in sorted(desired.nodes):
-        plan = desired.nodes[name]
-        if name not in observed.nodes:
-            continue
-        pods = pods_by_node.get(name, ())
+    for name in (*planned, *undocumented):
+        plan = desired.nodes.get(name)
         joined = joins.get(name)
         if joined is not None and joined.holders_known:
             occ[name] = occupancy.observed_occupancy(
                 node=name, plan=plan, strategy=strategy, joined=joined, pods=pods_by_key
             )
         else:
-            occ[name] = occupancy.node_occupancy(node=name, plan=plan, strategy=strategy, pods=pods)
-    for name in sorted(observed.nodes):
-        node = observed.nodes[name]
-        if name in desired.nodes or not node.is_gpu_node:
-            continue
-        joined = joins.get(name)
-        if joined is not None and joined.holders_known:
-            occ[name] = occupancy.observed_occupancy(
-                node=name, plan=None, strategy=strategy, joined=joined, pods=pods_by_key
-            )
-        else:
             occ[name] = occupancy.node_occupancy(
-                node=name, plan=None, strategy=strategy, pods=pods_by_node.get(name, ()), observed=node
+                node=name,
+                plan=plan,
+                strategy=strategy,
+                pods=pods_by_node.get(name, ()),
+                observed=None if plan is not None else observed.nodes[name],
             )
     return occ
 
