@@ -29,7 +29,6 @@ from reconciler.model.errors import MigplanError
 from reconciler.model.redaction import redact
 
 ENV_PREFIX = "MIGPLAN_"
-FIELD_MANAGER = "migplan"
 CODE = "MP800"  # settings errors
 DEFAULT_CYCLE_DEADLINE = 30.0  # seconds; well under the default interval (60 s)
 DEFAULT_LOCK_TIMEOUT = 60.0  # seconds to wait for another process's cycle on the same cache directory

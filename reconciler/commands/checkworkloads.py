@@ -26,6 +26,7 @@ import orjson
 
 from reconciler import __version__
 from reconciler.catalog import load_catalog
+from reconciler.commands.common import fail, output_option
 from reconciler.logic.inventory.reporttarget import normalize_root
 from reconciler.logic.inventory.validation import validate_inventory
 from reconciler.logic.review import ciannotations
@@ -269,14 +270,7 @@ def render_text(diags: list[Diagnostic], summaries: list[dict[str, Any]], *, pla
     help="Free partitions, node labels and taints from the cluster.",
 )
 @click.option("--context", default=None, help="kubeconfig context (with --kubeconfig).")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json", *ANNOTATIONS]),
-    default="text",
-    show_default=True,
-    help="Output format (github, codequality, sarif: CI annotations).",
-)
+@output_option("text", "json", *ANNOTATIONS, help="Output format (github, codequality, sarif: CI annotations).")
 def command(
     paths: tuple[str, ...],
     inventory: Path | None,
@@ -312,8 +306,7 @@ def command(
             nodes = live_facts(kubeconfig, context, desired, nodes)
             free_source = "the cluster now"
     except InputError as exc:
-        click.echo(f"migplan check-workloads: error {exc.code}: {exc.message}", err=True)
-        sys.exit(2)
+        fail(f"migplan check-workloads: error {exc.code}: {exc.message}")
     diags, summaries = workloads.check_workloads(manifests, desired=desired, nodes=nodes, free_source=free_source)
     diags = read_diags + diags
     diags.sort(key=lambda d: (d.file or "", d.line or 0, d.code))

@@ -30,6 +30,7 @@ import orjson
 
 from reconciler.adapters import mrcomments
 from reconciler.adapters.mrcomments import Forge, ForgeClient, ForgeError, Target
+from reconciler.commands.common import fail
 
 TOKEN_VARIABLES = {
     Forge.GITLAB: ("MIGPLAN_GITLAB_TOKEN", "GITLAB_TOKEN"),
@@ -158,8 +159,7 @@ def command(
         client = ForgeClient(where, _token(which, token_env), read_timeout=timeout)
         posted = mrcomments.post(client, key=key, body=body, author=author)
     except ForgeError as exc:
-        click.echo(f"migplan post-comment: error {exc.code}: {exc.message}", err=True)
-        sys.exit(2)
+        fail(f"migplan post-comment: error {exc.code}: {exc.message}")
     finally:
         if client is not None:
             client.close()
