@@ -410,6 +410,14 @@ class InventoryRepo:
         except (ValueError, pygit2.GitError):
             return False
 
+    def descends_from(self, sha: str, ancestor: str) -> bool:
+        """True when commit `ancestor` is in the history of `sha` (a fast-forward from it). A commit the
+        cache does not hold is in no history the cache holds: False, never a guess."""
+        try:
+            return bool(self.repo.descendant_of(pygit2.Oid(hex=sha), pygit2.Oid(hex=ancestor)))
+        except (ValueError, KeyError, pygit2.GitError):
+            return False
+
     # -- reading --------------------------------------------------------------------------------
     def read(
         self,
