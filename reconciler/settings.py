@@ -16,7 +16,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+import re
 import socket
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -26,6 +28,7 @@ import yaml
 
 from reconciler.logic.observedcodec import HEARTBEAT_SECONDS, SILENT_AFTER_HEARTBEATS
 from reconciler.model.errors import MigplanError
+from reconciler.model.inventory import VerifyMode, VerifySettings
 from reconciler.model.redaction import redact
 
 ENV_PREFIX = "MIGPLAN_"
@@ -84,6 +87,17 @@ class Settings:
     git_ssh_key: str = ""  # path of an SSH private key
     git_known_hosts: str = ""  # path of a known_hosts file
     cache_dir: str = "/var/cache/migplan"
+    # Commit trust, set here and never by the repository it judges (docs/how-to/commit-signing.md):
+    # whether the head must carry a good signature, by which keys (files, e.g. a mounted ConfigMap or Secret),
+    # where the last verified revision is recorded (a ConfigMap in `namespace`, written through the API, survives
+    # restarts and failovers; a file, on a volume that outlives the pod; neither: the cache dir, which an emptyDir
+    # loses), and the one commit an operator accepts as a non-fast-forward of that record.
+    verify_mode: str = "none"  # none | head
+    verify_allowed_signers_file: str = ""  # SSH allowed-signers lines (git's gpg.ssh.allowedSignersFile format)
+    verify_gpg_keys_file: str = ""  # ASCII-armoured OpenPGP public keys
+    trust_state_configmap: str = ""
+    trust_state_file: str = ""
+    allow_rewind_to: str = ""  # a full commit id, or empty
     # the report commits: who makes them and, optionally, the key that signs them (as git does with
     # gpg.format ssh / openpgp); the key is a file, e.g. a mounted Secret (reconciler.adapters.commitsigning)
     report_author_name: str = "migplan"
@@ -210,12 +224,61 @@ def _convert(name: str, raw: Any, source: str) -> Any:
     return str(raw)
 
 
-def _read_secret_file(path: str, source: str) -> Secret:
+MAX_SETTINGS_FILE_BYTES = 1024 * 1024  # a secret, a key list: far smaller; a larger file is a mistake
+
+
+def read_regular_file(path: str, source: str, *, what: str = "file", limit: int = MAX_SETTINGS_FILE_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes, or MP800 naming `source`.
+
+    Opened without blocking and checked before reading: a FIFO (or a device, a directory) in place of a
+    mounted Secret would otherwise block start-up forever, or read without end."""
     try:
-        # Kubernetes mounts secrets with a trailing newline more often than not; it is never part of it.
-        return Secret(Path(path).read_text("utf-8").rstrip("\r\n"))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise _error(source, f"cannot read secret file {path}: {exc.strerror}") from exc
+        raise _error(source, f"cannot read {what} {path}: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise _error(source, f"{what} {path} is not a regular file")
+        if info.st_size > limit:
+            raise _error(source, f"{what} {path} is larger than {limit} bytes")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise _error(source, f"{what} {path} is larger than {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _error(source, f"{what} {path} is not UTF-8 text") from None
+
+
+def _read_secret_file(path: str, source: str) -> Secret:
+    # Kubernetes mounts secrets with a trailing newline more often than not; it is never part of it.
+    return Secret(read_regular_file(path, source, what="secret file").rstrip("\r\n"))
+
+
+def verify_settings(s: Settings) -> VerifySettings:
+    """The operator's commit-signature policy: verify_mode and the keys of the two files (read now).
+
+    MP800 for a file that is missing, not a regular file or too large, and for `head` without a key."""
+    signers: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    if s.verify_allowed_signers_file:
+        text = read_regular_file(s.verify_allowed_signers_file, "verify_allowed_signers_file", what="signers file")
+        signers = tuple(
+            line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+        )
+    if s.verify_gpg_keys_file:
+        text = read_regular_file(s.verify_gpg_keys_file, "verify_gpg_keys_file", what="key file")
+        keys = (text,) if "-----BEGIN PGP PUBLIC KEY BLOCK-----" in text else ()
+        if not keys:
+            raise _error("verify_gpg_keys_file", f"{s.verify_gpg_keys_file} holds no ASCII-armoured public key")
+    mode = VerifyMode(s.verify_mode)
+    if mode is VerifyMode.HEAD and not (signers or keys):
+        raise _error(
+            "verify_mode",
+            "head needs trusted keys: verify_allowed_signers_file (SSH) or verify_gpg_keys_file (OpenPGP)",
+        )
+    return VerifySettings(mode=mode, allowed_signers=signers, gpg_public_keys=keys)
 
 
 def _apply(values: dict[str, Any], items: Mapping[str, Any], describe: Any) -> None:
@@ -317,6 +380,14 @@ def _validate(s: Settings) -> None:
         raise _error("listen", f"expected HOST:PORT, got {s.listen!r}") from None
     if not 0 <= port <= 65535:
         raise _error("listen", f"port out of range in {s.listen!r}")
+    if s.verify_mode not in ("none", "head"):
+        raise _error("verify_mode", f"expected none or head, got {s.verify_mode[:40]!r}")
+    if s.allow_rewind_to and not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", s.allow_rewind_to):
+        raise _error("allow_rewind_to", "expected a full commit id (40 or 64 lowercase hex digits), or empty")
+    if s.trust_state_configmap and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", s.trust_state_configmap):
+        raise _error("trust_state_configmap", "expected a ConfigMap name (DNS subdomain)")
+    if s.trust_state_configmap and s.trust_state_file:
+        raise _error("trust_state_file", "give trust_state_configmap or trust_state_file, not both")
     if s.report_signing_format not in ("", "ssh", "openpgp"):
         raise _error(
             "report_signing_format", f"expected ssh or openpgp (or empty: unsigned), got {s.report_signing_format!r}"

@@ -341,6 +341,10 @@ class InventorySource:
                 "until it is repaired or deleted by an operator",
             )
         except MigplanError as exc:
+            if not self.trust_store.strict:  # the cache's file: unreadable is as good as damaged
+                self._record_loaded = True
+                self._restore_problem = self._damaged(_short(exc.message))
+                return None
             return GitFailure(
                 TRUST_STATE,
                 f"the last verified revision cannot be read from {where} ({_short(exc.message)}); "
