@@ -190,12 +190,12 @@ def _cadence(
 
 
 def _trust_store(settings: Settings) -> TrustStore | None:
-    """Where the last verified revision is recorded: settings.trust_state_configmap (through the API),
+    """Where the last verified revision is recorded: settings.trust_state_config_map (through the API),
     settings.trust_state_file (a volume), else None (the cache dir's state file)."""
-    if settings.trust_state_configmap:
+    if settings.trust_state_config_map:
         from reconciler.adapters.kubetrust import ConfigMapTrustStore
 
-        return ConfigMapTrustStore(namespace=settings.namespace, name=settings.trust_state_configmap)
+        return ConfigMapTrustStore(namespace=settings.namespace, name=settings.trust_state_config_map)
     if settings.trust_state_file:
         return FileTrustStore(Path(settings.trust_state_file), strict=True)
     return None

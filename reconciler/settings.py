@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import ipaddress
+import math
 import os
 import re
 import socket
@@ -95,7 +97,7 @@ class Settings:
     verify_mode: str = "none"  # none | head
     verify_allowed_signers_file: str = ""  # SSH allowed-signers lines (git's gpg.ssh.allowedSignersFile format)
     verify_gpg_keys_file: str = ""  # ASCII-armoured OpenPGP public keys
-    trust_state_configmap: str = ""
+    trust_state_config_map: str = ""
     trust_state_file: str = ""
     allow_rewind_to: str = ""  # a full commit id, or empty
     # the report commits: who makes them and, optionally, the key that signs them (as git does with
@@ -173,8 +175,26 @@ class Settings:
 
     @property
     def listen_host_port(self) -> tuple[str, int]:
-        host, _, port = self.listen.rpartition(":")
-        return host or "0.0.0.0", int(port)
+        """(host, port) of `listen`: HOST:PORT, [IPv6]:PORT or :PORT. ValueError for anything else."""
+        return parse_listen(self.listen)
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """HOST:PORT (a name or an IPv4 address), [IPv6]:PORT, or :PORT (every IPv4 address). ValueError else."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isascii() or not port.isdigit() or len(port) > 5:
+        raise ValueError("expected HOST:PORT")
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ValueError("not an IPv6 address in the brackets") from None
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError("an IPv6 address goes in brackets: [::]:8080")
+    elif host and not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", host):
+        raise ValueError("not a host name or address")
+    return host or "0.0.0.0", int(port)
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}
@@ -185,6 +205,15 @@ _SECRET_FILES = {"webhook_secret_file": "webhook_secret", "git_password_file": "
 
 def _error(source: str, message: str) -> MigplanError:
     return MigplanError(f"{source}: {message}", code=CODE)
+
+
+MAX_NUMBER = 1e9  # seconds (31 years), bytes (1 GB), counts: beyond any sane setting, inside every API's range
+
+
+def _shown(raw: Any) -> str:
+    """A value as a message may quote it: repr, cut (a setting can be a megabyte of anything)."""
+    text = repr(raw)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _convert(name: str, raw: Any, source: str) -> Any:
@@ -212,10 +241,14 @@ def _convert(name: str, raw: Any, source: str) -> Any:
     if isinstance(default, int | float):
         try:
             value = int(raw) if isinstance(default, int) else float(raw)
-        except (TypeError, ValueError):
-            raise _error(source, f"expected a number, got {raw!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise _error(source, f"expected a number, got {_shown(raw)}") from None
+        # float("nan") and float("inf") parse: a nan timeout compares false with everything and so
+        # disables every check that uses it; no setting is meant to be either, nor astronomically large.
+        if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+            raise _error(source, f"expected a finite number up to {MAX_NUMBER:g}, got {_shown(raw)}")
         if value < 0:
-            raise _error(source, f"must not be negative, got {raw!r}")
+            raise _error(source, f"must not be negative, got {_shown(raw)}")
         return value
     if raw is None:
         return ""
@@ -236,13 +269,21 @@ def read_regular_file(path: str, source: str, *, what: str = "file", limit: int 
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise _error(source, f"cannot read {what} {path}: {exc.strerror}") from exc
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
+    try:
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise _error(source, f"{what} {path} is not a regular file")
         if info.st_size > limit:
             raise _error(source, f"{what} {path} is larger than {limit} bytes")
-        data = fh.read(limit + 1)
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, 65536)):
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise _error(source, f"cannot read {what} {path}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
     if len(data) > limit:
         raise _error(source, f"{what} {path} is larger than {limit} bytes")
     try:
@@ -376,18 +417,18 @@ def _validate(s: Settings) -> None:
         raise _error("backoff_base_seconds", "must not exceed backoff_max_seconds")
     try:
         port = s.listen_host_port[1]
-    except ValueError:
-        raise _error("listen", f"expected HOST:PORT, got {s.listen!r}") from None
+    except ValueError as exc:
+        raise _error("listen", f"expected HOST:PORT or [IPv6]:PORT, got {_shown(s.listen)} ({exc})") from None
     if not 0 <= port <= 65535:
         raise _error("listen", f"port out of range in {s.listen!r}")
     if s.verify_mode not in ("none", "head"):
         raise _error("verify_mode", f"expected none or head, got {s.verify_mode[:40]!r}")
     if s.allow_rewind_to and not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", s.allow_rewind_to):
         raise _error("allow_rewind_to", "expected a full commit id (40 or 64 lowercase hex digits), or empty")
-    if s.trust_state_configmap and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", s.trust_state_configmap):
-        raise _error("trust_state_configmap", "expected a ConfigMap name (DNS subdomain)")
-    if s.trust_state_configmap and s.trust_state_file:
-        raise _error("trust_state_file", "give trust_state_configmap or trust_state_file, not both")
+    if s.trust_state_config_map and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", s.trust_state_config_map):
+        raise _error("trust_state_config_map", "expected a ConfigMap name (DNS subdomain)")
+    if s.trust_state_config_map and s.trust_state_file:
+        raise _error("trust_state_file", "give trust_state_config_map or trust_state_file, not both")
     if s.report_signing_format not in ("", "ssh", "openpgp"):
         raise _error(
             "report_signing_format", f"expected ssh or openpgp (or empty: unsigned), got {s.report_signing_format!r}"

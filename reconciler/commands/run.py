@@ -85,5 +85,9 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
         for e in outcome.failures:
             click.echo(f"error: {e}", err=True)
         sys.exit(outcome.exit_code)
-    controller = Controller(settings, cycle, kube_config=kube)
+    try:
+        controller = Controller(settings, cycle, kube_config=kube)
+    except MigplanError as exc:  # e.g. MP800: `listen` is in use or not an address of this host
+        click.echo(f"error {exc.code}: {exc.message}", err=True)
+        sys.exit(2)
     sys.exit(controller.run_forever())
