@@ -40,7 +40,9 @@ def test_listen_forms(listen: str, host: str, port: int) -> None:
     assert load_settings(env={}, flags={"listen": listen}).listen_host_port == (host, port)
 
 
-@pytest.mark.parametrize("listen", ["::1:8080", "[::1]", "[nope]:80", "host:８０", "a b:80", "1.2.3.4:99999", "x"])
+@pytest.mark.parametrize(
+    "listen", ["::1:8080", "[::1]", "[nope]:80", "host:\uff18\uff10", "a b:80", "1.2.3.4:99999", "x"]
+)
 def test_bad_listen_addresses_name_the_setting(listen: str) -> None:
     with pytest.raises(MigplanError) as err:
         load_settings(env={}, flags={"listen": listen})

@@ -144,7 +144,7 @@ def test_a_signed_deeply_nested_push_is_answered_400_counted_and_logged(
     server: tuple[ControllerHttp, list[str], ControllerMetrics, dict[str, bool]], caplog: pytest.LogCaptureFixture
 ) -> None:
     # issue 25 item 6: the parser's recursion limit used to kill the handler (no answer, no metric, no log)
-    srv, pushes, metrics, _ = server
+    srv, pushes, _metrics, _ = server
     deep = b"[" * 30_000 + b"]" * 30_000
     with caplog.at_level("INFO", logger="migplan.http"):
         status, text = call(srv.port, "/webhook", deep, {"X-GitHub-Event": "push", "X-Hub-Signature-256": gh_sig(deep)})
