@@ -19,11 +19,11 @@ The REST calls, as the forges publish them:
 
 HTTP goes through urllib3 (already in the dependency tree with the Kubernetes client): a connect and a
 read timeout on every request, no redirects followed (a token is never sent to another host; a `next`
-link to another origin is refused too), answers read up to MAX_ANSWER_BYTES and within one whole-answer deadline (`answer_deadline`, the
-command's --timeout: a server that trickles its answer a byte at a time resets a socket read timeout
-with every byte, never this one), and parsed only when they hold at most MAX_JSON_CONTAINERS objects and
-arrays (a 32 MB answer of `{}` would cost about a gigabyte once parsed). A connection failure, a
-timeout, 429 or 5xx is retried with exponential backoff (tenacity); 401/403 is the token refused
+link to another origin is refused too), answers read up to MAX_ANSWER_BYTES and within one whole-answer
+deadline (`answer_deadline`, the command's --timeout: a server that trickles its answer a byte at a time
+resets a socket read timeout with every byte, never this one), and parsed only when they hold at most
+MAX_JSON_CONTAINERS objects and arrays (a 32 MB answer of `{}` would cost about a gigabyte once parsed).
+A connection failure, a timeout, 429 or 5xx is retried with exponential backoff (tenacity); 401/403 is the token refused
 (MP741), never retried. The token is never part of a URL, a message or a log line: every message is
 also passed through the one URL-credential redaction, and the token's own text is masked if an API
 ever echoed it.
@@ -315,7 +315,7 @@ class ForgeClient:
         nxt = next_link(answer.headers.get("link"))
         if nxt is None and self.target.forge is Forge.GITLAB:
             page = answer.headers.get("x-next-page", "").strip()
-            # str.isdigit accepts "²" and "١", which int() refuses or reads as another number: ASCII only
+            # str.isdigit accepts superscripts and other scripts' digits, which int() refuses: ASCII only
             if page.isascii() and page.isdigit() and len(page) <= 9:
                 nxt = re.sub(r"([?&])page=\d+", "", current) + f"&page={int(page)}"
         if nxt is None:
