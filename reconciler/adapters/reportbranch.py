@@ -75,10 +75,11 @@ def latest_report(repo: InventoryRepo, branch: str, path: str) -> CommittedRepor
             entry = tree["/".join(p for p in (normalize_root(path), DRIFT_FILE) if p)]
             if entry.type != pygit2.enums.ObjectType.BLOB:
                 raise KeyError(DRIFT_FILE)
+            # Size before read: the object header says it without inflating the blob.
+            if int(repo.repo.odb.read_header(entry.id)[1]) > MAX_REPORT_BYTES:
+                return GitFailure(REPORT_UNUSABLE, f"the report on {candidate} is larger than {MAX_REPORT_BYTES} bytes")
             blob = repo.repo[entry.id]
             assert isinstance(blob, pygit2.Blob)
-            if blob.size > MAX_REPORT_BYTES:
-                return GitFailure(REPORT_UNUSABLE, f"the report on {candidate} is larger than {MAX_REPORT_BYTES} bytes")
             data = bytes(blob.data)
             when = int(commit.commit_time)
         except KeyError:
