@@ -165,3 +165,20 @@ def test_settings_numbers_and_files_from_outside_are_values(tmp_path: Path) -> N
         tmp_path,
     )
     assert got["answer"] == str(["MP800"] * 4)
+
+
+def test_import_from_a_poisoned_mig_parted_file_ends_with_a_code(tmp_path: Path) -> None:
+    (tmp_path / "poisoned.yaml").write_text(HOSTILE)
+    got = _measure(
+        """
+        from click.testing import CliRunner
+        from reconciler.cli import cli
+        def run():
+            r = CliRunner().invoke(cli, ["import", "--from-mig-parted", "poisoned.yaml", "--out", "out"])
+            return (r.exit_code, r.output[-300:])
+        """,
+        tmp_path,
+    )
+    answer = str(got["answer"])
+    assert answer.startswith(("(1,", "(2,")) and "expand to more than" in answer and "MP" in answer
+    assert float(got["peak_mb"]) < 64
