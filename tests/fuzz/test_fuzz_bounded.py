@@ -182,3 +182,19 @@ def test_import_from_a_poisoned_mig_parted_file_ends_with_a_code(tmp_path: Path)
     answer = str(got["answer"])
     assert answer.startswith(("(1,", "(2,")) and "expand to more than" in answer and "MP" in answer
     assert float(got["peak_mb"]) < 64
+
+
+def test_a_flood_of_yaml_nodes_in_the_reports_branch_is_not_loaded(tmp_path: Path) -> None:
+    # 3 MiB of `[a,a,a,...]` on the reports branch: far below MAX_REPORT_BYTES, ~1.5 million YAML nodes. Loaded
+    # whole by `migplan plan` it cost hundreds of MB; a 5-node inventory's budget refuses it on the event stream.
+    got = _measure(
+        """
+        from reconciler.adapters import reportbranch
+        DATA = b"kind: DriftReport\\nnodes: [" + b"a," * (1536 * 1024) + b"a]\\n"
+        def run():
+            return reportbranch.parse_report(DATA, max_nodes=reportbranch.report_budget(5))
+        """,
+        tmp_path,
+    )
+    assert "more than 110000 YAML nodes" in str(got["answer"])
+    assert float(got["peak_mb"]) < 64
