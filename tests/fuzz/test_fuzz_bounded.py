@@ -66,7 +66,7 @@ def test_a_huge_blob_under_nodes_is_never_read(tmp_path: Path) -> None:
     (repo / "nodes" / "big.yaml").unlink()  # only the object database holds it now
     got = _measure(
         f"""
-        from reconciler.adapters.gitsource import GitRemote, InventoryRepo
+        from reconciler.adapters.git.source import GitRemote, InventoryRepo
         def run():
             repo = InventoryRepo.open(GitRemote({str(repo)!r}, __import__("pathlib").Path("cache")))
             snap = repo.read(repo.resolve("HEAD"))
@@ -90,7 +90,9 @@ def test_a_huge_blob_under_nodes_is_never_read(tmp_path: Path) -> None:
 def test_yaml_alias_expansion_is_refused_before_loading(family: str, call: str, tmp_path: Path) -> None:
     got = _measure(
         f"""
-        from reconciler.logic import migparted, inventoryroots, workloads
+        from reconciler.logic.codecs import migparted
+        from reconciler.logic.inventory import inventoryroots
+        from reconciler.logic.workloads import workloads
         from reconciler.model import yamlbudget
         TEXT = {HOSTILE!r}
         def workloads_report(data):
@@ -189,7 +191,7 @@ def test_a_flood_of_yaml_nodes_in_the_reports_branch_is_not_loaded(tmp_path: Pat
     # whole by `migplan plan` it cost hundreds of MB; a 5-node inventory's budget refuses it on the event stream.
     got = _measure(
         """
-        from reconciler.adapters import reportbranch
+        from reconciler.adapters.git import reportbranch
         DATA = b"kind: DriftReport\\nnodes: [" + b"a," * (1536 * 1024) + b"a]\\n"
         def run():
             return reportbranch.parse_report(DATA, max_nodes=reportbranch.report_budget(5))

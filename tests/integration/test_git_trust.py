@@ -17,8 +17,8 @@ import pytest
 from gitserver import GitDaemon, cluster_yaml, git, make_bare, node_yaml
 from kubernetes import client
 
-from reconciler.adapters.gitsource import GitRemote
-from reconciler.adapters.kubetrust import DATA_KEY, ConfigMapTrustStore
+from reconciler.adapters.git.source import GitRemote
+from reconciler.adapters.kube.truststate import DATA_KEY, ConfigMapTrustStore
 from reconciler.model.errors import MigplanError
 from reconciler.settings import load_settings, verify_settings
 from reconciler.sourcing import InventorySource, SourceResult

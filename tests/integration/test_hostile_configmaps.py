@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import reconcile_once
 from reconciler.twin.cluster import ClusterTwin
