@@ -1,7 +1,7 @@
 """Bounded work for hostile inputs (issue 25, items 2 and 7): the worst input of each family, at or past its cap,
 costs a bounded amount of memory and time, and ends in a migplan answer (a code), never a traceback or MP899.
 
-Each family runs in its own Python process so its peak RSS (ru_maxrss, after the imports are paid for) is its own;
+Each family runs in its own Python process, so its peak RSS (VmHWM less the RSS after the imports) is its own;
 the bounds are generous for a loaded 2-core machine, and far below what the same inputs cost before: a 128 MiB blob
 under nodes/ was inflated whole (>= 128 MiB), a few hundred bytes of YAML aliases expanded without end (the process
 was OOM-killed), a signed deeply nested webhook body killed the handler. Time is bounded by the child's timeout
@@ -20,15 +20,19 @@ import pytest
 
 TIMEOUT_S = 120  # a family that hangs (the billion laughs did) fails here
 PRELUDE = """
-import json, resource, sys, time
-def _rss_mb():
+import json, sys, time
+def _status_mb(field):
     with open("/proc/self/status") as fh:
-        return next(int(l.split()[1]) for l in fh if l.startswith("VmRSS:")) / 1024
+        return next(int(l.split()[1]) for l in fh if l.startswith(field + ":")) / 1024
+def _rss_mb():
+    return _status_mb("VmRSS")
 """
 REPORT = """
 __base = _rss_mb(); __t = time.monotonic()
 __out = run()
-print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - __base,
+# VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so a child forked from a large pytest process would
+# report the parent's size; VmHWM is the peak of this process image alone.
+print(json.dumps({"peak_mb": _status_mb("VmHWM") - __base,
                   "seconds": round(time.monotonic() - __t, 3), "answer": str(__out)[:300]}))
 """
 
