@@ -198,6 +198,15 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}
+# Settings that name a file something else reads later: each must be a regular file when it exists.
+_FILE_SETTINGS = (
+    "git_ssh_key",
+    "git_known_hosts",
+    "report_signing_key",
+    "verify_allowed_signers_file",
+    "verify_gpg_keys_file",
+    "trust_state_file",
+)
 _DEFAULTS = Settings(identity="default")
 # Secrets that may be given as a file path instead of a value (mounted Kubernetes Secrets).
 _SECRET_FILES = {"webhook_secret_file": "webhook_secret", "git_password_file": "git_password"}
@@ -421,6 +430,15 @@ def _validate(s: Settings) -> None:
         raise _error("listen", f"expected HOST:PORT or [IPv6]:PORT, got {_shown(s.listen)} ({exc})") from None
     if not 0 <= port <= 65535:
         raise _error("listen", f"port out of range in {s.listen!r}")
+    for name in _FILE_SETTINGS:
+        path = getattr(s, name)
+        try:
+            mode = os.stat(path).st_mode if path else None
+        except OSError:
+            mode = None  # missing or unreadable: said by whoever reads it, with its own code (MP730, MP702, ...)
+        if mode is not None and not stat.S_ISREG(mode):
+            # A FIFO there would block start-up forever in the reader (libgit2, ssh-keygen, gpg, open()).
+            raise _error(name, f"{_shown(path)} is not a regular file")
     if s.verify_mode not in ("none", "head"):
         raise _error("verify_mode", f"expected none or head, got {s.verify_mode[:40]!r}")
     if s.allow_rewind_to and not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", s.allow_rewind_to):

@@ -146,3 +146,20 @@ def test_bad_trust_settings_are_named(flags: dict[str, str], named: str) -> None
     with pytest.raises(MigplanError) as err:
         verify_settings(load_settings(env={}, flags=flags))
     assert err.value.code == "MP800" and named in err.value.message
+
+
+@pytest.mark.parametrize("name", ["git_ssh_key", "git_known_hosts", "report_signing_key", "trust_state_file"])
+def test_file_settings_must_name_regular_files(tmp_path: Path, name: str) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    flags = {name: str(fifo)}
+    if name == "report_signing_key":
+        flags["report_signing_format"] = "ssh"
+    with pytest.raises(MigplanError) as err:
+        load_settings(env={}, flags=flags)
+    assert err.value.code == "MP800" and name in err.value.message and "not a regular file" in err.value.message
+    assert load_settings(
+        env={},
+        flags={name: str(tmp_path / "missing")}
+        | ({"report_signing_format": "ssh"} if name == "report_signing_key" else {}),
+    )  # missing: the reader says so, with its code
