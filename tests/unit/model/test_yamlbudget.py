@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reconciler.logic.codecs import migparted
 from reconciler.logic.drift import drift
@@ -65,3 +68,28 @@ def test_a_hostile_device_plugin_config_entry_is_a_reason_not_a_crash(entry: str
     reason = drift.device_plugin_config_conflict(desired, observed)
     assert reason is not None and reason.startswith("its entry 'a100' cannot be")
     assert len(reason) < 200
+
+
+def _expanded(value: object) -> int:
+    """Nodes of a loaded YAML value with every alias expanded (mapping keys count, as the event stream has them)."""
+    if isinstance(value, dict):
+        return 1 + sum(1 + _expanded(v) for v in value.values())
+    if isinstance(value, list):
+        return 1 + sum(_expanded(v) for v in value)
+    return 1
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    widths=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=4),
+    scalars=st.integers(min_value=1, max_value=5),
+    budget=st.integers(min_value=1, max_value=3000),
+)
+def test_the_count_is_the_expanded_size_property(widths: list[int], scalars: int, budget: int) -> None:
+    # Any chain of anchors and aliases: refused exactly when its expanded size passes the budget.
+    text = "l0: &l0 [" + ", ".join(["x"] * scalars) + "]\n"
+    for i, w in enumerate(widths, start=1):
+        text += f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}", "y"] * w) + "]\n"
+    size = _expanded(yaml.safe_load(text))
+    got = yamlbudget.problem(text, max_nodes=budget)
+    assert (got is None) == (size <= budget), (size, budget, got)
