@@ -443,13 +443,14 @@ def _as_empty(old: LoadedRevision, new: LoadedRevision) -> LoadedRevision:
 
 
 def _committed_report(remote: GitRemote, base: DesiredState) -> CommittedReport | GitFailure | None:
-    from reconciler.adapters.git.reportbranch import latest_report
+    from reconciler.adapters.git.reportbranch import latest_report, report_budget
     from reconciler.adapters.git.source import InventoryRepo
 
     repo = InventoryRepo.open(remote)
     if isinstance(repo, GitFailure):
         return repo
-    return latest_report(repo, base.cluster.reports.branch, base.cluster.reports.path)
+    budget = report_budget(len(base.nodes))  # a report far larger than the inventory's is not read whole
+    return latest_report(repo, base.cluster.reports.branch, base.cluster.reports.path, max_nodes=budget)
 
 
 def _roots(remote: GitRemote, to_rev: str, root: str | None) -> list[str]:

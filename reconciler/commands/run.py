@@ -70,4 +70,6 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
         for e in outcome.failures:
             click.echo(f"error: {e}", err=True)
         sys.exit(outcome.exit_code)
-    sys.exit(Controller(settings, cycle, kube_config=kube).run_forever())
+    with failing():  # e.g. MP800: `listen` is in use or not an address of this host
+        controller = Controller(settings, cycle, kube_config=kube)
+    sys.exit(controller.run_forever())

@@ -409,6 +409,10 @@ DECLARED: tuple[Code, ...] = (
     Code("MP937", OBSERVER, E, "the observation could not be published"),
     Code("MP938", OBSERVER, W, "the observation was over the annotation's size cap: published without its detail"),
     Code("MP939", OBSERVER, W, "allocations the kubelet listed carried values the annotation cannot hold"),
+    Code("MP950", GIT, E, "spec.verify changed without a signature by a key the controller's settings trust"),
+    Code("MP951", GIT, E, "the head does not descend from the last verified revision (force-push back): not applied"),
+    Code("MP952", GIT, E, "spec.verify asks for signatures the controller's settings do not require: not applied"),
+    Code("MP953", GIT, E, "the last verified revision cannot be read or recorded: no new revision applied"),
 )
 
 

@@ -23,6 +23,7 @@ from reconciler.logic.drift import nodestate
 from reconciler.logic.drift.nodestate import Geometry
 from reconciler.logic.observe import observation, occupancy, owners, podrules
 from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
+from reconciler.model import yamlbudget
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
 from reconciler.model.drift import (
     DriftReport,
@@ -458,10 +459,13 @@ def device_plugin_config_conflict(desired: DesiredState, observed: ObservedState
         return f"ConfigMap {cp.device_plugin_config_name} does not exist"
     want = desired.cluster.mig_strategy.value
     for key in sorted(cm.data):
+        if (too_much := yamlbudget.problem(cm.data[key])) is not None:
+            return f"its entry {key[:60]!r} cannot be read: {too_much}"
         try:
             doc = yaml.load(cm.data[key], Loader=yaml.CSafeLoader)
-        except yaml.YAMLError:
-            return f"its entry {key!r} cannot be parsed"
+        except (yaml.YAMLError, ValueError, TypeError, AttributeError, KeyError):
+            # a YAML error, or a value its implicit tag does not fit (an impossible date such as 2026-13-45)
+            return f"its entry {key[:60]!r} cannot be parsed"
         flags = doc.get("flags") if isinstance(doc, dict) else None
         strategy = flags.get("migStrategy") if isinstance(flags, dict) else None
         if strategy is not None and strategy != want:

@@ -88,7 +88,12 @@ def usable(node: ObservedNode | None, *, now: datetime | None, silent_after: tim
 
 
 def silent(obs: NodeObservation, *, now: datetime | None, silent_after: timedelta = SILENT_AFTER) -> bool:
-    return now is not None and obs.observed_at is not None and now - obs.observed_at > silent_after
+    """Not reported for longer than `silent_after`, or dated further than that in the future: a clock that
+    far ahead (a skewed node, a hand-written annotation) is data, not freshness; trusted, it would keep a
+    dead observer's facts in use for as long as its stamp stays ahead (issue 25)."""
+    if now is None or obs.observed_at is None:
+        return False
+    return abs(now - obs.observed_at) > silent_after
 
 
 # --- the join -------------------------------------------------------------------------------------
@@ -258,8 +263,18 @@ def observer_findings(
     if obs is None:
         return []
     out: list[Finding] = []
-    if silent(obs, now=now, silent_after=silent_after) and now is not None and obs.observed_at is not None:
-        age = int((now - obs.observed_at).total_seconds())
+    age = int((now - obs.observed_at).total_seconds()) if now is not None and obs.observed_at is not None else 0
+    if silent(obs, now=now, silent_after=silent_after) and obs.observed_at is not None and age < 0:
+        out.append(
+            finding(
+                "MP543",
+                f"{name}: the observer's last report is dated {-age // 60} min in the future (its clock, or the "
+                "annotation, is wrong): its facts are not used; check the node's clock and the migplan agent pod",
+                node=name,
+                observed=obs.observed_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
+        )
+    elif silent(obs, now=now, silent_after=silent_after) and obs.observed_at is not None:
         out.append(
             finding(
                 "MP543",

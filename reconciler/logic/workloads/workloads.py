@@ -34,7 +34,7 @@ from reconciler.logic.inventory.rules import Rule
 from reconciler.logic.observe import podrules
 from reconciler.logic.observe.occupancy import expected_resources, resource_of
 from reconciler.logic.workloads.manifests import Manifest
-from reconciler.model import codes
+from reconciler.model import codes, yamlbudget
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.inventory import DesiredState, MigStrategy, NodeSpec
 from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, is_gpu_resource, is_mig_resource
@@ -940,6 +940,7 @@ MAX_REPORT_BYTES = 256 * 1024 * 1024
 # Occupancy rows read from one report, all nodes together: a 5,000-node fleet of 8 GPUs writes under 300k. The
 # bound is on rows, not bytes: YAML aliases let a few KB name the same node and row lists millions of times.
 MAX_REPORT_ROWS = 1_000_000
+MAX_REPORT_NODES = 4_000_000  # YAML nodes once aliases are expanded: a 5,000-node report holds far fewer
 
 
 class ReportUnreadable(ValueError):
@@ -956,6 +957,8 @@ def free_from_drift_report(data: bytes) -> tuple[str, dict[str, dict[str, int]]]
     if len(data) > MAX_REPORT_BYTES:
         raise ReportUnreadable(f"drift.yaml of {len(data)} bytes is larger than {MAX_REPORT_BYTES}")
     loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    if (too_much := yamlbudget.problem(data, max_nodes=MAX_REPORT_NODES)) is not None:
+        raise ReportUnreadable(f"drift.yaml cannot be read: {too_much}")
     try:
         doc = yaml.load(data, Loader=loader)
     except yaml.YAMLError as exc:
