@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 import yaml
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import migparted, nodestate, observation, occupancy, owners, podrules
+from reconciler.logic import dpsharing, migparted, nodestate, observation, occupancy, owners, podrules
 from reconciler.logic.nodestate import Geometry
 from reconciler.logic.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
@@ -154,9 +154,15 @@ def analyze(
             and node.mig_config_state == MigConfigState.SUCCESS
             and nodestate.classify(node, expected_resources(plan, strategy), ready) is Geometry.CHANGED_BY_HAND
         )
-        if not any(m.field.startswith("status.") for m in node.malformed):
-            # With a quantity unread, any count comparison would be a guess (MP530 says why).
-            out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources, behind_its_back))
+        shared = ready.sharing.get(name)
+        out.extend(_sharing_findings(name, plan, strategy, shared))
+        if not any(m.field.startswith("status.") for m in node.malformed) and not isinstance(
+            shared, dpsharing.Unbelievable
+        ):
+            # With a quantity unread, any count comparison would be a guess (MP530 says why); with the sharing config
+            # unread, so would it (MP562 says why).
+            want = ready.advertised(name, expected_resources(plan, strategy))
+            out.extend(_advertised_findings(name, plan, want, node.advertised_resources, behind_its_back))
         out.extend(_gpu_count_findings(name, plan, node.labels))
         out.extend(
             _mig_manager_findings(
@@ -483,8 +489,42 @@ def _saturation_findings(
 # --- per node -------------------------------------------------------------------------------------
 
 
+def _sharing_findings(
+    name: str, plan: NodeSpec, strategy: MigStrategy, shared: dpsharing.NodeSharing
+) -> Iterable[Finding]:
+    """MP561: the node's device-plugin config shares its devices (the counts expected are the shared ones); MP562: that
+    config cannot be read, so its counts say nothing and its layout is never re-applied on them; MP563: the plugin
+    refuses the sharing on this node (MPS on MIG devices) and advertises nothing."""
+    if isinstance(shared, dpsharing.Unbelievable):
+        yield finding(
+            "MP562",
+            f"{name}: the device-plugin config that applies to it cannot be read ({shared.reason}): what it advertises "
+            "is not compared with its plan and its layout is not re-applied on its counts",
+            node=name,
+            observed=shared.entry,
+        )
+    elif isinstance(shared, dpsharing.Sharing):
+        has_mig = any(g.mig_enabled and g.partitions for g in plan.gpus)
+        refused = dpsharing.refusal(shared, strategy.value, has_mig)
+        if refused is not None:
+            yield finding(
+                "MP563",
+                f"{name}: its device-plugin config shares devices with MPS, which the device plugin refuses here "
+                f"('{refused}'): it advertises nothing; use timeSlicing or another config for this node",
+                node=name,
+                observed=shared.entry,
+            )
+        else:
+            yield finding(
+                "MP561",
+                f"{name} shares its partitions: {shared.describe()}; its counts are compared with the shared ones",
+                node=name,
+                observed=shared.entry,
+            )
+
+
 def _advertised_findings(
-    name: str, plan: NodeSpec, strategy: MigStrategy, advertised: Mapping[str, int], behind_its_back: bool = False
+    name: str, plan: NodeSpec, want: Mapping[str, int], advertised: Mapping[str, int], behind_its_back: bool = False
 ) -> Iterable[Finding]:
     hint = (
         " although mig-manager reports its config applied: the GPUs were changed by hand or a GPU is missing "
@@ -492,7 +532,6 @@ def _advertised_findings(
         if behind_its_back
         else ""
     )
-    want = expected_resources(plan, strategy)
     have = {k: v for k, v in advertised.items() if is_gpu_resource(k)}
     for res in sorted(set(want) | set(have)):
         w, h = want.get(res, 0), have.get(res, 0)

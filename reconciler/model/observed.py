@@ -95,8 +95,13 @@ def is_mig_resource(name: str) -> bool:
     return name.startswith(MIG_RESOURCE_PREFIX)
 
 
+# The device plugin's name for a whole GPU shared with time-slicing/MPS under renameByDefault (k8s-device-plugin
+# api/config/v1 DefaultSharedRename); a shared MIG resource keeps the nvidia.com/mig- prefix.
+SHARED_GPU_RESOURCE = GPU_RESOURCE + ".shared"
+
+
 def is_gpu_resource(name: str) -> bool:
-    return name == GPU_RESOURCE or is_mig_resource(name)
+    return name in (GPU_RESOURCE, SHARED_GPU_RESOURCE) or is_mig_resource(name)
 
 
 @dataclass(frozen=True, slots=True)
