@@ -220,7 +220,7 @@ def _entry_for(labels: Mapping[str, str], default: str | None) -> str | None:
 def node_sharing(
     cm: ConfigMapState | None, cm_name: str | None, entry: str | None, cache: dict[str, NodeSharing]
 ) -> NodeSharing:
-    """The sharing of the entry `entry` of ConfigMap `cm_name` (`cm` as observed); `cache` keeps each entry parsed once."""
+    """The sharing of entry `entry` of ConfigMap `cm_name` (`cm` as observed); `cache` parses each entry once."""
     if not cm_name or entry is None:
         return None  # no config (or the empty one): nothing is shared
     if cm is None:

@@ -142,7 +142,14 @@ def analyze(
                 node=name, plan=plan, strategy=strategy, joined=joined, pods=pods_by_key
             )
         else:
-            occ[name] = occupancy.node_occupancy(node=name, plan=plan, strategy=strategy, pods=pods)
+            shared = ready.sharing.get(name)
+            occ[name] = occupancy.node_occupancy(
+                node=name,
+                plan=plan,
+                strategy=strategy,
+                pods=pods,
+                sharing=shared if isinstance(shared, dpsharing.Sharing) else None,
+            )
         if joined is not None:
             out.extend(observation.layout_findings(joined))
             out.extend(observation.owner_findings(joined, pods_by_key))

@@ -72,6 +72,8 @@ def render_device_plugin_template(template: Mapping[str, Any], cp: Mapping[str, 
                     {"name": "NODE_LABEL", "value": DP_CONFIG_LABEL},
                     {"name": "DEFAULT_CONFIG", "value": str(dp_cfg.get("default") or "")},
                     {"name": "SIGNAL", "value": "1"},
+                    # object_controls.go TransformDevicePlugin: setContainerEnv(..., "FALLBACK_STRATEGIES", "empty")
+                    {"name": "FALLBACK_STRATEGIES", "value": "empty"},
                 ],
             }
         )
