@@ -94,9 +94,8 @@ NodeSharing = Sharing | Unbelievable | None  # None: the node's devices are not 
 
 
 def _key(doc: Mapping[str, Any], name: str) -> tuple[bool, Any]:
-    """encoding/json's struct-field match: exact key, else the one key equal under case folding (two: unknown)."""
-    if name in doc:
-        return True, doc[name]
+    """encoding/json's struct-field match: a key equal to `name` under case folding. Two such keys are each decoded
+    into the field in turn (the last wins, and either may fail): taken as unreadable rather than guessed."""
     hits = [k for k in doc if isinstance(k, str) and k.lower() == name.lower()]
     if len(hits) > 1:
         raise ValueError(f"keys {sorted(hits)} are ambiguous for {name!r}")
