@@ -146,14 +146,56 @@ def test_s1_1_unknown_strategy_in_device_plugin_config(make_twin: Any) -> None:
     twin.store.create(
         "configmaps", {"metadata": {"name": "dp"}, "data": {"x": "version: v1\nflags:\n  migStrategy: bogus\n"}}, NS
     )
+    # The default names the entry: the operator's config-manager falls back to no config (FALLBACK_STRATEGIES=empty)
     twin.store.patch(
-        "clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"devicePlugin": {"config": {"name": "dp"}}}}
+        "clusterpolicies.nvidia.com",
+        "cluster-policy",
+        {"spec": {"devicePlugin": {"config": {"name": "dp", "default": "x"}}}},
     )
     twin.settle()
     assert (
         twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin").strip()
         == "error starting plugins: unable to validate flags: unknown MIG strategy: bogus"
     )
+
+
+def test_s1_6_without_label_or_default_the_operator_falls_back_to_no_config(make_twin: Any) -> None:
+    """cmd/config-manager updateConfigName with the operator's FALLBACK_STRATEGIES=empty: a one-entry ConfigMap is not
+    picked on its own; the plugin runs without a config file (strategy none: the MIG node's GPUs are whole)."""
+    twin = make_twin("single", {"n": h200(ARTICLE)})
+    twin.store.patch(
+        "clusterpolicies.nvidia.com",
+        "cluster-policy",
+        [{"op": "remove", "path": "/spec/mig/strategy"}],
+        patch_type="json",
+    )
+    twin.store.create(
+        "configmaps", {"metadata": {"name": "dp"}, "data": {"x": "version: v1\nflags:\n  migStrategy: bogus\n"}}, NS
+    )
+    twin.store.patch(
+        "clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"devicePlugin": {"config": {"name": "dp"}}}}
+    )
+    twin.settle()
+    log = twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin")
+    assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in log
+
+
+def test_s1_6_time_slicing_config_shares_the_mig_devices(make_twin: Any) -> None:
+    """The entry the node label names shares 1g.18gb 3 ways (sharing.py, deviceplugin.py replicate)."""
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    ts = "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/mig-1g.18gb, replicas: 3}]\n"
+    twin.store.create("configmaps", {"metadata": {"name": "dp"}, "data": {"default": "", "ts": ts}}, NS)
+    twin.store.patch("nodes", "n", {"metadata": {"labels": {"nvidia.com/device-plugin.config": "ts"}}})
+    twin.store.patch(
+        "clusterpolicies.nvidia.com",
+        "cluster-policy",
+        {"spec": {"devicePlugin": {"config": {"name": "dp", "default": "default"}}}},
+    )
+    twin.settle()
+    alloc = twin.store.get("nodes", "n")["status"]["allocatable"]
+    ones = 2 * sum(1 for p in ARTICLE if p["profile"] == "1g.18gb")  # two GPUs
+    assert alloc["nvidia.com/mig-1g.18gb"] == str(3 * ones)
+    assert alloc["nvidia.com/mig-3g.71gb"] == "2"  # not shared: as it was
 
 
 # ------------------------------------------------------------------ §1.5 / §2 GFD labels
