@@ -9,7 +9,10 @@ already calls the node changed by hand (MP501) and the next relabels it to its `
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -180,3 +183,46 @@ def test_an_unreadable_sharing_config_is_reported_and_never_reapplied(tmp_path: 
         assert not [c for r in results for c in r.applied if c.kind is Kind.EVICT]
         codes = {f.code for f in results[-1].report.findings if f.node == NODE}  # type: ignore[union-attr]
         assert "MP562" in codes and "MP501" not in codes
+
+
+NOTEBOOKS = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: nb, namespace: default}
+spec:
+  replicas: 6
+  selector: {matchLabels: {app: nb}}
+  template:
+    metadata: {labels: {app: nb}}
+    spec:
+      containers:
+        - name: main
+          image: registry.example/nb:1
+          resources: {limits: {nvidia.com/mig-1g.18gb.shared: 1}}
+"""
+
+
+def test_check_workloads_judges_a_shared_name_against_the_plan_folded_through_the_clusters_config(
+    tmp_path: Path,
+) -> None:
+    """`check-workloads --kubeconfig` offers a sharing node's replicas under the advertised name: 6 pods asking
+    `nvidia.com/mig-1g.18gb.shared` fit the article node's 4 x 1g.18gb shared 2 ways (8); without the cluster the
+    plan alone cannot say, and the error says so."""
+    root = _inventory(tmp_path)
+    manifest = tmp_path / "nb.yaml"
+    manifest.write_text(NOTEBOOKS)
+    with ClusterTwin.from_inventory(INVENTORY) as twin:
+        twin.settle()
+        _share(twin, "rename", RENAME_BY_DEFAULT)
+        twin.settle()
+        base = [sys.executable, "-m", "reconciler", "check-workloads", str(manifest), "--inventory", str(root)]
+        live = subprocess.run(
+            [*base, "--kubeconfig", str(twin.kubeconfig), "-o", "json"], capture_output=True, text=True
+        )
+        offline = subprocess.run(base, capture_output=True, text=True)
+    out = json.loads(live.stdout)
+    assert live.returncode == 0, live.stdout + live.stderr
+    assert not out["errors"], out
+    (summary,) = out["workloads"]
+    assert summary["planFits"] == 8
+    assert offline.returncode == 1
+    assert "MP606" in offline.stdout and "shares 1g.18gb with renameByDefault" in offline.stdout
