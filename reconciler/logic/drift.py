@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 import yaml
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import dpsharing, migparted, nodestate, observation, occupancy, owners, podrules
+from reconciler.logic import dpsharing, migparted, nodestate, observation, occupancy, owners, podrules, profilecheck
 from reconciler.logic.nodestate import Geometry
 from reconciler.logic.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
@@ -123,6 +123,7 @@ def analyze(
     joins = observation.joins(desired.nodes, observed.nodes, now=now, silent_after=silent_after)
     pods_by_key = {p.key: p for p in observed.pods}
     ready = nodestate.readiness(desired, observed, now=now)
+    catalog = load_catalog()
     out: list[Finding] = []
     out.extend(_cluster_policy_findings(desired, observed))
     out.extend(_config_map_findings(desired, observed, rendered))
@@ -163,6 +164,16 @@ def analyze(
         )
         shared = ready.sharing.get(name)
         out.extend(_sharing_findings(name, plan, strategy, shared))
+        unoffered = profilecheck.unoffered(plan, node.labels, catalog)
+        if unoffered is not None:
+            out.append(
+                finding(
+                    "MP564",
+                    f"{name}: its plan names MIG profiles its GPUs do not offer: {unoffered}; migplan does not "
+                    "label it for that config",
+                    node=name,
+                )
+            )
         if not any(m.field.startswith("status.") for m in node.malformed) and not isinstance(
             shared, dpsharing.Unbelievable
         ):

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.logic import disruption, drain, drift, migparted, nodestate, observation
+from reconciler.catalog import load_catalog
+from reconciler.logic import disruption, drain, drift, migparted, nodestate, observation, profilecheck
 from reconciler.logic.disruptionguard import (
     PreviousConfigs,
     blocking_pods,
@@ -253,9 +254,13 @@ def wanted_changes(
     carry for them (none, or that config). Takes a maxUnavailableNodes slot from `budget` when it starts a
     disruption the node does not hold a slot for yet."""
     config, settings = want.config, inputs.desired.cluster.apply
+    held = _relabel_hold(node, config)
+    unoffered = profilecheck.unoffered(inputs.desired.nodes[node.name], node.labels, load_catalog())
+    if unoffered is not None:
+        # mig-parted would empty the GPUs it cannot cut and report success (MP564 says why): never label for it.
+        return [held(f"held: {unoffered}", code="MP564")], ()
     impact = _impact(inputs, node, config)
     propagating = _propagation_hold(inputs.desired, inputs.observed, config, inputs.previous, inputs.now)
-    held = _relabel_hold(node, config)
     if impact.destroys_nothing and node.mig_config_state == MigConfigState.SUCCESS:
         # Same geometry under another config name (e.g. adopting a cluster whose ConfigMap used other names):
         # mig-manager's assert passes and it sets success without pausing anything (stack-facts §3.3 step 2),
