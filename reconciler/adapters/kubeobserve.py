@@ -346,7 +346,19 @@ def cluster_policy_from_json(obj: Mapping[str, Any]) -> ClusterPolicyState:
         device_plugin_config_default=dp_config.get("default") or None,
         resource_version=meta.get("resourceVersion", ""),
         annotations=meta.get("annotations") or {},
+        device_plugin_env=_env_list((spec.get("devicePlugin") or {}).get("env")),
     )
+
+
+def _env_list(raw: Any) -> dict[str, str]:
+    """A ClusterPolicy `env` list as the operator applies it (setContainerEnv in order: a later entry wins); entries
+    that are not {name: str, value: str} are skipped (the CRD's schema refuses them)."""
+    out: dict[str, str] = {}
+    for e in raw if isinstance(raw, list) else ():
+        if isinstance(e, Mapping) and isinstance(e.get("name"), str):
+            value = e.get("value", "")
+            out[e["name"]] = value if isinstance(value, str) else str(value)
+    return out
 
 
 def config_map_from_json(obj: Mapping[str, Any]) -> ConfigMapState:

@@ -335,6 +335,15 @@ def _cluster_policy_findings(desired: DesiredState, observed: ObservedState) -> 
             desired=ops.mig_config_map,
             observed=cp.mig_manager_config_name,
         )
+    override = cp.device_plugin_env.get("MIG_STRATEGY")
+    if override is not None and override != want:
+        yield finding(
+            "MP565",
+            f"ClusterPolicy {cp.name} spec.devicePlugin.env sets MIG_STRATEGY={override[:40]}, which overrides "
+            f"spec.mig.strategy for the device plugin (the inventory says {want}): remove that env entry",
+            desired=want,
+            observed=override[:40],
+        )
     conflict = device_plugin_config_conflict(desired, observed)
     if conflict is not None:
         yield finding(

@@ -290,6 +290,7 @@ DECLARED: tuple[Code, ...] = (
         "the node's plan names MIG profiles its GPUs do not offer (GFD): not labelled, mig-parted would empty them",
         traits=HELD,
     ),
+    Code("MP565", FINDING, E, "ClusterPolicy spec.devicePlugin.env sets MIG_STRATEGY, overriding spec.mig.strategy"),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),
     Code("MP552", KUBERNETES, E, "a list's continue token expired (410): the list restarts"),

@@ -298,6 +298,9 @@ class ClusterPolicyState:
     device_plugin_config_default: str | None = None
     resource_version: str = ""
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # spec.devicePlugin.env as the operator applies it (name -> value, a later entry wins): rendered after
+    # spec.mig.strategy, so its MIG_STRATEGY overrides the strategy (gpu-operator TransformDevicePlugin).
+    device_plugin_env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
