@@ -29,6 +29,7 @@ from reconciler.logic.disruptionguard import (
     converged,
     guard_holders,
     node_disruption,
+    observed_layouts,
     previous_configs,
 )
 from reconciler.logic.nodestate import Geometry
@@ -306,7 +307,14 @@ def _impact(inputs: _Inputs, node: ObservedNode, config: str) -> _Impact:
     definition."""
     spec = inputs.desired.nodes[node.name]
     reapply = config.endswith(migparted.ALIAS_SUFFIX) and node.mig_config == inputs.rendered.node_configs[node.name]
-    found = None if reapply else node_disruption(node, spec, inputs.previous)
+    # Where the observer reports, the GPUs' own layout is the previous one (item 6 of issue 26), re-apply or not.
+    measured = observed_layouts(node, [g.index for g in spec.gpus], now=inputs.now, silent_after=inputs.silent_after)
+    if measured is not None:
+        found = node_disruption(node, spec, inputs.previous, now=inputs.now, silent_after=inputs.silent_after)
+        if found is not None:
+            what, lost, _ = found
+            return _Impact(reapply, lost, what.gpus, what.describe())
+    found = None if reapply else node_disruption(node, spec, inputs.previous, label_only=True)
     if found is not None:
         what, lost, old = found
         advertised = disruption.advertised(old, inputs.desired.cluster.mig_strategy.value)
