@@ -347,6 +347,8 @@ def cluster_policy_from_json(obj: Mapping[str, Any]) -> ClusterPolicyState:
         resource_version=meta.get("resourceVersion", ""),
         annotations=meta.get("annotations") or {},
         device_plugin_env=_env_list((spec.get("devicePlugin") or {}).get("env")),
+        mig_manager_env=_env_list((spec.get("migManager") or {}).get("env")),
+        driver_enabled=(spec.get("driver") or {}).get("enabled") is not False,  # the CRD's default is true
     )
 
 

@@ -313,20 +313,37 @@ def _impact(inputs: _Inputs, node: ObservedNode, config: str) -> _Impact:
         found = node_disruption(node, spec, inputs.previous, now=inputs.now, silent_after=inputs.silent_after)
         if found is not None:
             what, lost, _ = found
-            return _Impact(reapply, lost, what.gpus, what.describe())
+            return _with_host_effects(inputs, _Impact(reapply, lost, what.gpus, what.describe()), what)
     found = None if reapply else node_disruption(node, spec, inputs.previous, label_only=True)
     if found is not None:
         what, lost, old = found
         advertised = disruption.advertised(old, inputs.desired.cluster.mig_strategy.value)
         if nodestate.classify(node, advertised, inputs.ready) is Geometry.CHANGED_BY_HAND:
             return _Impact(reapply, None, None)  # the label's config is not what the GPUs hold
-        return _Impact(reapply, lost, what.gpus, what.describe())
+        return _with_host_effects(inputs, _Impact(reapply, lost, what.gpus, what.describe()), what)
     if not reapply and converged(spec, node, inputs.desired.cluster.mig_strategy):
         # The config the label names is unknown (set by hand, or not in our ConfigMap), but the node advertises
         # exactly its plan: mig-manager's assert will pass and nothing is destroyed. (Counts can hide a
         # different per-GPU split; NVML still refuses to destroy an instance a process uses, stack-facts §6.)
         return _Impact(reapply, frozenset(), None)
     return _Impact(reapply, None, None)
+
+
+def _with_host_effects(inputs: _Inputs, impact: _Impact, what: disruption.NodeDisruption) -> _Impact:
+    """The impact with what mig-manager does to the host around a MIG mode change (disruption.host_effects): a
+    possible reboot counts every GPU of the node as lost (the guard then names every pod holding one)."""
+    cp = inputs.observed.cluster_policy
+    if cp is None:
+        return impact
+    effects = disruption.host_effects(
+        what, with_reboot=disruption.go_bool(cp.mig_manager_env.get("WITH_REBOOT")), host_driver=not cp.driver_enabled
+    )
+    if not effects:
+        return impact
+    effect = "; ".join((impact.effect, *effects))
+    if any(e.startswith("WITH_REBOOT") for e in effects):
+        return _Impact(impact.reapply, None, None, effect)
+    return _Impact(impact.reapply, impact.destroyed, impact.gpus, effect)
 
 
 def _propagation_hold(

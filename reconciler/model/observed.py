@@ -301,6 +301,11 @@ class ClusterPolicyState:
     # spec.devicePlugin.env as the operator applies it (name -> value, a later entry wins): rendered after
     # spec.mig.strategy, so its MIG_STRATEGY overrides the strategy (gpu-operator TransformDevicePlugin).
     device_plugin_env: Mapping[str, str] = field(default_factory=dict)
+    # spec.migManager.env (WITH_REBOOT: mig-manager reboots the node when the MIG mode step fails) and
+    # spec.driver.enabled (false: a host driver, for which the operator's mig-manager entrypoint exports
+    # WITH_SHUTDOWN_HOST_GPU_CLIENTS=true, the kubelet among the host services it stops for a mode change).
+    mig_manager_env: Mapping[str, str] = field(default_factory=dict)
+    driver_enabled: bool = True
 
 
 @dataclass(frozen=True, slots=True)
