@@ -393,6 +393,7 @@ def _config_map_findings(
         rendered,
         observed_text=cm.data.get(migparted.CONFIG_KEY),
         referenced={n.mig_config for n in observed.nodes.values() if n.mig_config},
+        foreign_text=observed.foreign_mig_config_text,
     ):
         yield finding("MP516", f"ConfigMap {ops.namespace}/{ops.mig_config_map} differs from the rendered inventory")
 

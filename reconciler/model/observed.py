@@ -367,11 +367,20 @@ class ObservedState:
     # The ConfigMap named by spec.devicePlugin.config.name, when it exists (to tell whether it
     # contradicts the strategy).
     device_plugin_config_map: ConfigMapState | None = None
+    # The ConfigMap spec.migManager.config.name names while it is not migplan's (adopting a cluster): the configs
+    # nodes' labels name now, carried into migplan's ConfigMap before the ClusterPolicy is pointed at it.
+    mig_manager_config_map: ConfigMapState | None = None
     # node -> the nvidia-mig-manager pod's error line, read only for nodes whose state is `failed`, or `pending`
     # with GPU clients paused (mig-manager may have given up waiting for them: MP522).
     mig_manager_errors: Mapping[str, str] = field(default_factory=dict)
     # PodDisruptionBudgets in namespaces where a GPU pod runs (to name the ones that block a drain).
     pdbs: tuple[ObservedPdb, ...] = ()
+
+    @property
+    def foreign_mig_config_text(self) -> str | None:
+        """The config file of the ConfigMap the ClusterPolicy names while it is not migplan's (None otherwise)."""
+        cm = self.mig_manager_config_map
+        return cm.data.get("config.yaml") if cm is not None else None
 
     def pods_by_node(self) -> Mapping[str, tuple[ObservedPod, ...]]:
         """Bound pods grouped by node, in one pass (callers join on this, never per node over all pods)."""
