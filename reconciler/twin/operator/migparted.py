@@ -15,9 +15,8 @@ Pure except for `apply`, which mutates the GPUs it is given.
 
 from __future__ import annotations
 
-import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -491,7 +490,7 @@ def _set_mig_config(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
     and create the devices; every failed ordering is logged (capitalized), and when all fail the error is
     "error attempting multiple config orderings: all orderings failed". The per-ordering lines travel in
     MigPartedError.details, the way they reach mig-manager's log before mig-parted's fatal line."""
-    profiles = [p for p, n in sorted(wanted.items()) for _ in range(n)]
+    profiles = flatten(wanted)
     for p in profiles:
         if gpu.profile_by_name(p) is None:
             raise MigPartedError(
@@ -500,9 +499,7 @@ def _set_mig_config(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
             )
     details: list[str] = []
     tried: set[tuple[str, ...]] = set()
-    for order in itertools.permutations(profiles):
-        if order in tried:
-            continue
+    for order in orderings(profiles):
         tried.add(order)
         try:
             _clear(gpu)
@@ -523,6 +520,56 @@ def _set_mig_config(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
         _APPLY + "error setting MIGConfig: error attempting multiple config orderings: all orderings failed",
         details=tuple(details[-3:]),  # the twin keeps the last few per-ordering lines, not thousands
     )
+
+
+def _gc_attrs(profile: str) -> tuple[int, int, str]:
+    """(G, C, attributes) of a profile name: `3g.71gb` -> (3, 3, ""), `1c.3g.71gb` -> (3, 1, ""),
+    `1g.18gb+me` -> (1, 1, "me") (go-nvlib MigProfileInfo; attributes joined with ",")."""
+    head, _, attrs = profile.partition("+")
+    parts = head.split(".")
+    c = g = 0
+    for part in parts:
+        if part.endswith("c") and part[:-1].isdigit():
+            c = int(part[:-1])
+        elif part.endswith("g") and part[:-1].isdigit():
+            g = int(part[:-1])
+    return g, c or g, ",".join(a for a in attrs.split("+") if a)
+
+
+def flatten(wanted: Mapping[str, int]) -> list[str]:
+    """pkg/types/mig_config.go `MigConfig.Flatten`: each profile `count` times, largest first: G descending, then C
+    descending, then the attributes (joined) descending."""
+    out = [p for p, n in wanted.items() if n > 0 for _ in range(n)]
+    return sorted(out, key=lambda p: (-_gc_attrs(p)[0], -_gc_attrs(p)[1], _Desc(_gc_attrs(p)[2])))
+
+
+@dataclass(frozen=True, slots=True, order=False)
+class _Desc:
+    """A string that sorts descending."""
+
+    text: str
+
+    def __lt__(self, other: _Desc) -> bool:
+        return self.text > other.text
+
+
+def orderings(profiles: Sequence[str]) -> Iterator[tuple[str, ...]]:
+    """pkg/mig/config/config.go `iteratePermutationsUntilSuccess`: the in-place swap recursion from Flatten's order,
+    skipping a swap with an equal profile already tried at that position (`shouldSwap`: Flatten repeats the same
+    profile object, so equal names are the same pointer)."""
+    mps = list(profiles)
+
+    def rec(i: int) -> Iterator[tuple[str, ...]]:
+        if i >= len(mps):
+            yield tuple(mps)
+            return
+        for j in range(i, len(mps)):
+            if all(mps[k] != mps[j] for k in range(i, j)):
+                mps[i], mps[j] = mps[j], mps[i]
+                yield from rec(i + 1)
+                mps[i], mps[j] = mps[j], mps[i]
+
+    return rec(0)
 
 
 # pkg/mig/builder/balanced.go balancedFormula: total slices (the largest base profile's G) -> {G: count}.
