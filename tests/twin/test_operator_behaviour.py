@@ -713,6 +713,38 @@ def test_s3_3_mode_change_needing_a_reboot(make_twin: Any, with_reboot: bool) ->
         assert [g.mig_current for g in twin.gpus("n")] == [False, False]
 
 
+@pytest.mark.parametrize("with_reboot", [False, True])
+def test_s3_3_a_mode_step_failing_for_any_reason_reboots_and_the_reboot_ends_every_pod(
+    make_twin: Any, with_reboot: bool
+) -> None:
+    """reconfigure.go Run: applyMigModeChange failing for any reason (here ClearMigConfig: a pod holds a MIG device)
+    reboots the node under WITH_REBOOT; the reboot ends every pod on the node (graceful node shutdown's status)."""
+    twin = make_twin("mixed", {"n": h200(ARTICLE, n=1)})
+    if with_reboot:
+        twin.store.patch(
+            "clusterpolicies.nvidia.com",
+            "cluster-policy",
+            {"spec": {"migManager": {"env": [{"name": "WITH_REBOOT", "value": "true"}]}}},
+        )
+    twin.store.create("pods", request_pod("infer", "nvidia.com/mig-3g.71gb"), "default")
+    twin.settle()
+    assert twin.store.get("pods", "infer", "default")["status"]["phase"] == "Running"
+    seen = record_labels(twin, "n")
+    add_config(twin, "off", [{"devices": "all", "mig-enabled": False}])
+    set_config(twin, "n", "off")
+    states = [x.get("nvidia.com/mig.config.state") for x in seen]
+    status = twin.store.get("pods", "infer", "default")["status"]
+    if with_reboot:
+        assert "rebooting" in states
+        assert (status["phase"], status["reason"]) == ("Failed", "Terminated")
+        assert status["message"] == "Pod was terminated in response to imminent node shutdown."
+        assert labels(twin, "n")["nvidia.com/mig.config.state"] == "success"
+        assert [g.mig_current for g in twin.gpus("n")] == [False]
+    else:
+        assert "rebooting" not in states and status["phase"] == "Running"
+        assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
+
+
 def test_clusterpolicy_state_follows_the_device_plugin(make_twin: Any) -> None:
     """status.state (CRD enum ignored|ready|notReady) is notReady while the device plugin crash-loops."""
     twin = make_twin("single", {"n": h200(ARTICLE)})

@@ -25,7 +25,16 @@ import yaml
 
 from reconciler.twin.gpus import TwinGpu
 
-__all__ = ["ConfigEntry", "MigPartedError", "ModeChangeNotEffective", "apply", "assert_applied", "parse", "select"]
+__all__ = [
+    "ConfigEntry",
+    "MigPartedError",
+    "ModeChangeNotEffective",
+    "ModeStepFailed",
+    "apply",
+    "assert_applied",
+    "parse",
+    "select",
+]
 
 # How nvidia-smi / mig-parted render the NVML codes the twin raises (stack-facts §6).
 NVML_TEXT = {
@@ -44,7 +53,12 @@ class MigPartedError(Exception):
         self.details = details
 
 
-class ModeChangeNotEffective(MigPartedError):
+class ModeStepFailed(MigPartedError):
+    """The MIG mode step failed (`ApplyMigMode`: clearing a MIG GPU, setting a mode, the reset): what mig-manager's
+    `applyMigModeChange` reports, on which it reboots the node under WITH_REBOOT whatever the reason."""
+
+
+class ModeChangeNotEffective(ModeStepFailed):
     """`apply --mode-only` + `assert --mode-only` failed: the MIG mode is still pending (a reboot may help)."""
 
 
@@ -422,17 +436,7 @@ def apply(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> None:
     matched = [(gpu, e) for gpu in gpus if (e := _match(entries, gpu)) is not None]
     try:
         if any(gpu.mig_current != e.mig_enabled for gpu, e in matched):  # AssertMigMode failed
-            for gpu, e in matched:  # ApplyMigMode walks every GPU of the config
-                if gpu.mig_current:  # currentMode != Disabled: ClearMigConfig, whether its mode changes or not
-                    _clear_or_raise(gpu, "error clearing existing MIG configurations: ")
-                gpu.set_mig_mode(e.mig_enabled)
-            if any(gpu.mig_current != gpu.mig_pending for gpu, _ in matched):
-                # ResetAllGPUs resets every GPU of the node, not only the pending ones.
-                stuck = [gpu.index for gpu in gpus if not gpu.reset()]
-                if stuck:
-                    raise ModeChangeNotEffective(
-                        f"GPUs {stuck}: MIG mode change is pending, a GPU reset did not apply it"
-                    )
+            _apply_mig_mode(matched, gpus)
         for gpu, e in matched:  # ApplyMigConfig
             if not e.mig_enabled or _equals(gpu.geometry(), e.mig_devices):
                 continue  # "Skipping MIG config -- MIG disabled" / "Skipping -- already set to desired value"
@@ -443,6 +447,25 @@ def apply(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> None:
 
 
 _APPLY = "error applying MIG configuration with hooks: "
+
+
+def _apply_mig_mode(matched: Sequence[tuple[TwinGpu, ConfigEntry]], gpus: Sequence[TwinGpu]) -> None:
+    """The mode step (apply/mode.go ApplyMigMode): any failure in it is a ModeStepFailed."""
+    try:
+        for gpu, e in matched:  # ApplyMigMode walks every GPU of the config
+            if gpu.mig_current:  # currentMode != Disabled: ClearMigConfig, whether its mode changes or not
+                _clear_or_raise(gpu, "error clearing existing MIG configurations: ")
+            gpu.set_mig_mode(e.mig_enabled)
+    except MigPartedError as exc:
+        raise ModeStepFailed(str(exc), details=exc.details) from exc
+    except pynvml.NVMLError as exc:
+        text = NVML_TEXT.get(exc.value, str(exc))
+        raise ModeStepFailed(_APPLY + f"error setting MIG mode: {text}") from exc
+    if any(gpu.mig_current != gpu.mig_pending for gpu, _ in matched):
+        # ResetAllGPUs resets every GPU of the node, not only the pending ones.
+        stuck = [gpu.index for gpu in gpus if not gpu.reset()]
+        if stuck:
+            raise ModeChangeNotEffective(f"GPUs {stuck}: MIG mode change is pending, a GPU reset did not apply it")
 
 
 def capitalize(text: str) -> str:
