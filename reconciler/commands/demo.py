@@ -72,7 +72,7 @@ WHY = {
     "mig-manager-wedged": "mig-manager gave up waiting for a GPU client pod to leave the node and left it pending, "
     "its GPU clients paused",
 }
-# Why a finding is left for a person (reconciler.logic.drift.FINDING_CODES); the finding's own message
+# Why a finding is left for a person (reconciler.logic.drift.drift.FINDING_CODES); the finding's own message
 # says what to do.
 PERSON_ONLY = {
     "MP506": "migplan never edits workloads",
@@ -152,9 +152,9 @@ def kubectl_command() -> tuple[list[str], list[str] | None]:
 def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: str) -> None:
     """Run the main job end to end on the embedded example inventory and a cluster twin."""
     from reconciler.adapters.fsinventory import read_inventory_dir
-    from reconciler.adapters.gitseed import seed_repository
-    from reconciler.adapters.gitsource import GitRemote
-    from reconciler.adapters.kube import KubeCluster
+    from reconciler.adapters.git.seed import seed_repository
+    from reconciler.adapters.git.source import GitRemote
+    from reconciler.adapters.kube.cluster import KubeCluster
     from reconciler.gitops import run_gitops_cycle
     from reconciler.resources import inventory_dir
     from reconciler.sourcing import InventorySource

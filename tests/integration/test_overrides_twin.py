@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from reconciler.adapters.kube import KubeCluster
-from reconciler.adapters.kubeobserve import cluster_policy_from_json
+from reconciler.adapters.kube.cluster import KubeCluster
+from reconciler.adapters.kube.observe import cluster_policy_from_json
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import reconcile_once
 from reconciler.twin.cluster import ClusterTwin

@@ -11,7 +11,7 @@ import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import reconcile_once
 from reconciler.model.plans import Kind

@@ -1,10 +1,11 @@
 """A node whose device-plugin config shares its MIG devices (time-slicing) is not "changed by hand" (issue 26).
 
 The twin's device plugin advertises replicas from the config file it mounts (reconciler/twin/operator/sharing.py,
-from NVIDIA's source); migplan folds the same config into what it expects (reconciler/logic/dpsharing.py, from the
-same source, written apart). Over five cycles with allowDisruption: true, migplan writes no `-reapply` label and
-evicts nothing, and its report says the node shares its partitions (MP561). Without the fold, the first cycle
-already calls the node changed by hand (MP501) and the next relabels it to its `-reapply` config.
+from NVIDIA's source); migplan folds the same config into what it expects (reconciler/logic/codecs/dpsharing.py,
+from the same source, written apart). Over five cycles with allowDisruption: true, migplan writes no `-reapply`
+label and evicts nothing, and its report says the node shares its partitions (MP561). Without the fold the node is
+MP501 from the first cycle and, once its plugin has been Ready for PLUGIN_SETTLE, relabelled to its `-reapply`
+config, then back, in a loop.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.model.inventory import DesiredState
