@@ -49,6 +49,7 @@ from reconciler.model.observed import (
     REQUESTED_AT_ANNOTATION,
     MigConfigState,
     ObservedNode,
+    ObservedPod,
     ObservedState,
     is_gpu_resource,
     is_mig_resource,
@@ -166,6 +167,8 @@ def analyze(
         )
         shared = ready.sharing.get(name)
         out.extend(_sharing_findings(name, plan, strategy, shared))
+        if isinstance(shared, dpsharing.Sharing) and shared.fail_requests_greater_than_one:
+            out.extend(_shared_request_findings(name, shared, pods))
         unoffered = profilecheck.unoffered(plan, node.labels, catalog)
         if unoffered is not None:
             out.append(
@@ -551,6 +554,27 @@ def _sharing_findings(
                 node=name,
                 observed=shared.entry,
             )
+
+
+def _shared_request_findings(name: str, shared: dpsharing.Sharing, pods: tuple[ObservedPod, ...]) -> Iterable[Finding]:
+    """MP566: a container asking more than one replica of a shared resource where the config fails such requests
+    (k8s-device-plugin internal/rm/rm.go `ValidateRequest`; MPS by default, time-slicing when the config says so): the
+    plugin refuses its allocation, so the pod never starts there."""
+    names = {shared.advertised_name(r) for r in shared.replicas}
+    for pod in sorted(pods, key=lambda p: p.key):
+        if not pod.active:
+            continue
+        for c in pod.containers:
+            for res, n in sorted(c.effective.items()):
+                if res in names and n > 1:
+                    yield finding(
+                        "MP566",
+                        f"pod {pod.key} container {c.name} asks {n} x {res} on {name}, whose device-plugin config "
+                        "fails requests of more than one shared device (failRequestsGreaterThanOne): 'maximum "
+                        "request size for shared resources is 1'; ask 1 per container",
+                        node=name,
+                        pods=(pod.key,),
+                    )
 
 
 def _advertised_findings(

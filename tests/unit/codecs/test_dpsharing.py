@@ -4,6 +4,8 @@ config-manager do."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from reconciler.logic.codecs import dpsharing
@@ -128,3 +130,41 @@ def test_classify_compares_shared_counts_and_never_calls_an_unreadable_config_ch
     # sharing does not hide a real difference: 12 replicas are 3 partitions, not the plan's 4
     cut = ObservedNode(name="n", allocatable={"nvidia.com/mig-1g.18gb": 12})
     assert nodestate.classify(cut, plan, ready) is nodestate.Geometry.CHANGED_BY_HAND
+
+
+def _shared_cluster(text: str, asks: int) -> list[str]:
+    """The article node sharing its 1g.18gb by `text`, with one pod whose container asks `asks` of them."""
+    from helpers import planning as fixtures
+
+    from reconciler.logic.drift import drift
+    from reconciler.model.observed import ContainerResources, ObservedPod
+
+    desired = fixtures.desired_state(fixtures.read("in-sync", "desired.yaml"))
+    observed = fixtures.observed_state(fixtures.read("in-sync", "observed.yaml") or {}, desired)
+    node = observed.nodes["gpu-h200-01"]
+    labels = {**node.labels, dpsharing.DP_CONFIG_LABEL: "s"}
+    pod = ObservedPod(
+        namespace="ml",
+        name="nb",
+        node="gpu-h200-01",
+        phase="Pending",
+        containers=(ContainerResources("main", limits={"nvidia.com/mig-1g.18gb": asks}),),
+    )
+    assert observed.cluster_policy is not None
+    cp = replace(observed.cluster_policy, device_plugin_config_name="dp")
+    observed = replace(
+        observed,
+        nodes={**observed.nodes, "gpu-h200-01": replace(node, labels=labels)},
+        pods=(*observed.pods, pod),
+        cluster_policy=cp,
+        device_plugin_config_map=ConfigMapState("gpu-operator", "dp", {"s": text}),
+    )
+    analysis = drift.analyze(desired, observed)
+    return [f.code for f in analysis.findings if f.code == "MP566" and f.pods == ("ml/nb",)]
+
+
+def test_more_than_one_shared_device_per_container_is_refused_where_the_config_says_so() -> None:
+    strict = TS4.replace("  timeSlicing:\n", "  timeSlicing:\n    failRequestsGreaterThanOne: true\n")
+    assert _shared_cluster(strict, 2) == ["MP566"]
+    assert _shared_cluster(strict, 1) == []
+    assert _shared_cluster(TS4, 2) == []  # time-slicing fails them only when the config says so
