@@ -285,6 +285,28 @@ DECLARED: tuple[Code, ...] = (
         W,
         "a pod's container holds more than one device of a MIG profile (CUDA uses one; the others sit idle)",
     ),
+    # Device-plugin sharing of MIG devices (issue 26): the counts a node is expected to advertise.
+    Code(
+        "MP561", FINDING, INFO, "the node's device-plugin config shares its partitions (time-slicing or MPS replicas)"
+    ),
+    Code(
+        "MP562",
+        FINDING,
+        W,
+        "the node's device-plugin config cannot be read: its counts are not compared, its layout never re-applied",
+    ),
+    Code(
+        "MP563", FINDING, E, "the node's device-plugin config shares with MPS, which the plugin refuses on MIG devices"
+    ),
+    Code(
+        "MP564",
+        FINDING,
+        E,
+        "the node's plan names MIG profiles its GPUs do not offer (GFD): not labelled, mig-parted would empty them",
+        traits=HELD,
+    ),
+    Code("MP565", FINDING, E, "ClusterPolicy spec.devicePlugin.env sets MIG_STRATEGY, overriding spec.mig.strategy"),
+    Code("MP566", FINDING, E, "a container asks more than one shared device where the plugin fails such requests"),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),
     Code("MP552", KUBERNETES, E, "a list's continue token expired (410): the list restarts"),

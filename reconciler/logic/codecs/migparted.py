@@ -341,6 +341,7 @@ def config_map_text(
     observed_text: str | None,
     referenced: set[str],
     aliases: frozenset[str] = frozenset(),
+    foreign_text: str | None = None,
 ) -> str:
     """The ConfigMap's config.yaml: the rendered configs, plus configs of the previous ConfigMap that a
     node's label still names (until that node is relabelled).
@@ -349,13 +350,21 @@ def config_map_text(
     (its `assert --valid-config` fails and it sets `failed`, stack-facts §3.3 step 1), and would hide
     the node's current layout from the disruption guard. Carried-over configs are written back in
     canonical form; once no node names them, the next plan drops them.
+
+    `foreign_text` is the config file of the ConfigMap the ClusterPolicy names while it is not migplan's (adoption):
+    pointing spec.migManager.config.name at migplan's ConfigMap re-renders the mig-manager DaemonSet, and each new
+    mig-manager pod runs its node's current label once more against the new file (gpu-operator
+    `TransformMigManager`; mig-parted `cmd/nvidia-mig-manager/main.go`), so every config a node still names is carried
+    from it too (migplan's own previous file wins a name both hold): no node turns `failed` for a missing config.
     """
-    previous: Mapping[str, tuple[ConfigEntry, ...]] = {}
-    if observed_text and referenced:
+    previous: dict[str, tuple[ConfigEntry, ...]] = {}
+    for text in (foreign_text, observed_text) if referenced else ():
+        if not text:
+            continue
         try:
-            previous = parse_strict(observed_text)
+            previous.update(parse_strict(text))
         except MigPartedFormatError:
-            previous = {}
+            continue
     wanted_aliases = {alias_name(c) for c in rendered.layouts if alias_name(c) in aliases}
     carried = sorted(
         n

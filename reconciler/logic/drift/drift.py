@@ -18,10 +18,10 @@ from datetime import datetime, timedelta
 import yaml
 
 from reconciler.catalog import load_catalog
-from reconciler.logic.codecs import migparted
+from reconciler.logic.codecs import dpsharing, migparted
 from reconciler.logic.drift import nodestate
 from reconciler.logic.drift.nodestate import Geometry
-from reconciler.logic.observe import observation, occupancy, owners, podrules
+from reconciler.logic.observe import observation, occupancy, owners, podrules, profilecheck
 from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model import yamlbudget
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
@@ -105,6 +105,7 @@ def analyze(
     pods_by_node = observed.pods_by_node()
     joins = observation.joins(desired.nodes, observed.nodes, now=now, silent_after=silent_after)
     pods_by_key = {p.key: p for p in observed.pods}
+    ready = nodestate.readiness(desired, observed, now=now)
     ctx = DriftContext(
         desired=desired,
         observed=observed,
@@ -115,8 +116,8 @@ def analyze(
         pods_by_node=pods_by_node,
         pods_by_key=pods_by_key,
         joins=joins,
-        ready=nodestate.readiness(desired, observed, now=now),
-        occupancy=_occupancy(desired, observed, joins, pods_by_node, pods_by_key),
+        ready=ready,
+        occupancy=_occupancy(desired, observed, joins, pods_by_node, pods_by_key, ready),
     )
     out = [f for check in CHECKS for f in check(ctx)]
     if desired.cluster.apply.mode is ApplyMode.AGENT:
@@ -161,6 +162,7 @@ def _occupancy(
     joins: Mapping[str, observation.NodeJoin],
     pods_by_node: Mapping[str, tuple[ObservedPod, ...]],
     pods_by_key: Mapping[str, ObservedPod],
+    ready: nodestate.Readiness,
 ) -> dict[str, NodeOccupancy]:
     """Each node's occupancy (inventory nodes the cluster has, then undocumented GPU nodes): measured where its
     observer reports holders, inferred from the pods elsewhere (an undocumented node's totals: what it advertises)."""
@@ -178,12 +180,14 @@ def _occupancy(
                 node=name, plan=plan, strategy=strategy, joined=joined, pods=pods_by_key
             )
         else:
+            shared = ready.sharing.get(name)
             occ[name] = occupancy.node_occupancy(
                 node=name,
                 plan=plan,
                 strategy=strategy,
                 pods=pods_by_node.get(name, ()),
                 observed=None if plan is not None else observed.nodes[name],
+                sharing=shared if isinstance(shared, dpsharing.Sharing) else None,
             )
     return occ
 
@@ -240,9 +244,38 @@ def _check_advertised(ctx: DriftContext) -> Iterable[Finding]:
             and node.mig_config_state == MigConfigState.SUCCESS
             and nodestate.classify(node, expected_resources(plan, strategy), ctx.ready) is Geometry.CHANGED_BY_HAND
         )
-        if not any(m.field.startswith("status.") for m in node.malformed):
-            # With a quantity unread, any count comparison would be a guess (MP530 says why).
-            yield from _advertised_findings(name, plan, strategy, node.advertised_resources, behind_its_back)
+        shared = ctx.ready.sharing.get(name)
+        if not any(m.field.startswith("status.") for m in node.malformed) and not isinstance(
+            shared, dpsharing.Unbelievable
+        ):
+            # With a quantity unread, any count comparison would be a guess (MP530 says why); with the sharing config
+            # unread, so would it (MP562 says why).
+            want = ctx.ready.advertised(name, expected_resources(plan, strategy))
+            yield from _advertised_findings(name, plan, want, node.advertised_resources, behind_its_back)
+
+
+def _check_sharing(ctx: DriftContext) -> Iterable[Finding]:
+    """A node whose device-plugin config shares its MIG devices (MP561-MP563, MP566)."""
+    strategy = ctx.desired.cluster.mig_strategy
+    for name, plan, _node in ctx.planned_nodes():
+        shared = ctx.ready.sharing.get(name)
+        yield from _sharing_findings(name, plan, strategy, shared)
+        if isinstance(shared, dpsharing.Sharing) and shared.fail_requests_greater_than_one:
+            yield from _shared_request_findings(name, shared, ctx.pods_by_node.get(name, ()))
+
+
+def _check_profiles_offered(ctx: DriftContext) -> Iterable[Finding]:
+    """A node whose plan names profiles its GPUs do not offer is never labelled for that config (MP564)."""
+    catalog = load_catalog()
+    for name, plan, node in ctx.planned_nodes():
+        unoffered = profilecheck.unoffered(plan, node.labels, catalog)
+        if unoffered is not None:
+            yield finding(
+                "MP564",
+                f"{name}: its plan names MIG profiles its GPUs do not offer: {unoffered}; migplan does not "
+                "label it for that config",
+                node=name,
+            )
 
 
 def _check_gpu_counts(ctx: DriftContext) -> Iterable[Finding]:
@@ -352,6 +385,8 @@ CHECKS: tuple[Check, ...] = (
     _check_malformed,
     _check_missing_nodes,
     _check_observed_layouts,
+    _check_sharing,
+    _check_profiles_offered,
     _check_advertised,
     _check_gpu_counts,
     _check_mig_manager,
@@ -432,6 +467,15 @@ def _cluster_policy_findings(desired: DesiredState, observed: ObservedState) -> 
             desired=ops.mig_config_map,
             observed=cp.mig_manager_config_name,
         )
+    override = cp.device_plugin_env.get("MIG_STRATEGY")
+    if override is not None and override != want:
+        yield finding(
+            "MP565",
+            f"ClusterPolicy {cp.name} spec.devicePlugin.env sets MIG_STRATEGY={override[:40]}, which overrides "
+            f"spec.mig.strategy for the device plugin (the inventory says {want}): remove that env entry",
+            desired=want,
+            observed=override[:40],
+        )
     conflict = device_plugin_config_conflict(desired, observed)
     if conflict is not None:
         yield finding(
@@ -484,6 +528,7 @@ def _config_map_findings(
         rendered,
         observed_text=cm.data.get(migparted.CONFIG_KEY),
         referenced={n.mig_config for n in observed.nodes.values() if n.mig_config},
+        foreign_text=observed.foreign_mig_config_text,
     ):
         yield finding("MP516", f"ConfigMap {ops.namespace}/{ops.mig_config_map} differs from the rendered inventory")
 
@@ -607,8 +652,63 @@ def _saturation_findings(
 # --- per node -------------------------------------------------------------------------------------
 
 
+def _sharing_findings(
+    name: str, plan: NodeSpec, strategy: MigStrategy, shared: dpsharing.NodeSharing
+) -> Iterable[Finding]:
+    """MP561: the node's device-plugin config shares its devices (the counts expected are the shared ones); MP562: that
+    config cannot be read, so its counts say nothing and its layout is never re-applied on them; MP563: the plugin
+    refuses the sharing on this node (MPS on MIG devices) and advertises nothing."""
+    if isinstance(shared, dpsharing.Unbelievable):
+        yield finding(
+            "MP562",
+            f"{name}: the device-plugin config that applies to it cannot be read ({shared.reason}): what it advertises "
+            "is not compared with its plan and its layout is not re-applied on its counts",
+            node=name,
+            observed=shared.entry,
+        )
+    elif isinstance(shared, dpsharing.Sharing):
+        has_mig = any(g.mig_enabled and g.partitions for g in plan.gpus)
+        refused = dpsharing.refusal(shared, strategy.value, has_mig)
+        if refused is not None:
+            yield finding(
+                "MP563",
+                f"{name}: its device-plugin config shares devices with MPS, which the device plugin refuses here "
+                f"('{refused}'): it advertises nothing; use timeSlicing or another config for this node",
+                node=name,
+                observed=shared.entry,
+            )
+        else:
+            yield finding(
+                "MP561",
+                f"{name} shares its partitions: {shared.describe()}; its counts are compared with the shared ones",
+                node=name,
+                observed=shared.entry,
+            )
+
+
+def _shared_request_findings(name: str, shared: dpsharing.Sharing, pods: tuple[ObservedPod, ...]) -> Iterable[Finding]:
+    """MP566: a container asking more than one replica of a shared resource where the config fails such requests
+    (k8s-device-plugin internal/rm/rm.go `ValidateRequest`; MPS by default, time-slicing when the config says so): the
+    plugin refuses its allocation, so the pod never starts there."""
+    names = {shared.advertised_name(r) for r in shared.replicas}
+    for pod in sorted(pods, key=lambda p: p.key):
+        if not pod.active:
+            continue
+        for c in pod.containers:
+            for res, n in sorted(c.effective.items()):
+                if res in names and n > 1:
+                    yield finding(
+                        "MP566",
+                        f"pod {pod.key} container {c.name} asks {n} x {res} on {name}, whose device-plugin config "
+                        "fails requests of more than one shared device (failRequestsGreaterThanOne): 'maximum "
+                        "request size for shared resources is 1'; ask 1 per container",
+                        node=name,
+                        pods=(pod.key,),
+                    )
+
+
 def _advertised_findings(
-    name: str, plan: NodeSpec, strategy: MigStrategy, advertised: Mapping[str, int], behind_its_back: bool = False
+    name: str, plan: NodeSpec, want: Mapping[str, int], advertised: Mapping[str, int], behind_its_back: bool = False
 ) -> Iterable[Finding]:
     hint = (
         " although mig-manager reports its config applied: the GPUs were changed by hand or a GPU is missing "
@@ -616,7 +716,6 @@ def _advertised_findings(
         if behind_its_back
         else ""
     )
-    want = expected_resources(plan, strategy)
     have = {k: v for k, v in advertised.items() if is_gpu_resource(k)}
     for res in sorted(set(want) | set(have)):
         w, h = want.get(res, 0), have.get(res, 0)
