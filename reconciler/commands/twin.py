@@ -17,13 +17,13 @@ those nodes alone, MP570). See reconciler/twin/ASSUMPTIONS-dra.md.
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 from pathlib import Path
 from types import FrameType
 
 import click
 
+from reconciler.commands.common import fail
 from reconciler.twin.fleet import DRIFT_KINDS, parse_drift
 
 __all__ = ["command"]
@@ -96,8 +96,7 @@ def command(
         # Written when the twin starts; a path that cannot hold a file is an error before anything runs.
         kubeconfig_out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        click.echo(f"error: cannot write the kubeconfig {kubeconfig_out}: {exc.strerror or exc}", err=True)
-        sys.exit(2)
+        fail(f"error: cannot write the kubeconfig {kubeconfig_out}: {exc.strerror or exc}")
     try:
         twin = ClusterTwin.from_inventory(
             inventory,
