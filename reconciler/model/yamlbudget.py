@@ -18,6 +18,7 @@ from typing import Any
 MAX_NODES = 200_000  # a mig-parted config for 5,000 nodes is ~60,000 nodes; a drift report is read elsewhere
 MAX_DEPTH = 64
 
+
 def problem(text: str | bytes, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> str | None:
     """Why loading `text` would cost too much (a short reason, never quoting the text), or None.
 
