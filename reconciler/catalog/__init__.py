@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml_rs
 
-__all__ = ["Catalog", "GpuModel", "PlacementRule", "Profile", "load_catalog"]
+__all__ = ["Catalog", "GpuModel", "PlacementRule", "Profile", "ProfileTable", "load_catalog"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,54 @@ class Profile:
         return self.placement_source.startswith("derived")
 
 
+class ProfileTable(Mapping[str, Profile]):
+    """A model's profiles by name, that also answers to the other documented naming of the same slices.
+
+    The driver derives a profile's name from its memory (go-nvlib `mig_profile.go` `String`), so one model can name
+    the same slice two ways (GB200: `1g.23gb` or `1g.24gb`). Lookups (`in`, `[]`, `get`) accept either name and give
+    the catalog's profile; iteration, `len` and `keys` give each profile once, under the catalog's name, so counting
+    or listing profiles never sees a slice twice. Which naming a node really uses is its own word
+    (logic/observe/profilecheck.py compares a plan with it)."""
+
+    __slots__ = ("_by_name", "_renames", "_canonical")
+
+    def __init__(self, profiles: Mapping[str, Profile], renames: Mapping[str, str] | None = None) -> None:
+        self._by_name = dict(profiles)
+        self._renames = dict(renames or {})  # catalog name -> the other naming's name
+        self._canonical = {other: name for name, other in self._renames.items()}
+
+    def __getitem__(self, name: str) -> Profile:
+        return self._by_name[self._canonical.get(name, name)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._canonical.get(name, name) in self._by_name
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProfileTable):
+            return NotImplemented
+        return self._by_name == other._by_name and self._renames == other._renames
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking mapping semantics, like dict
+
+    def __repr__(self) -> str:
+        return f"ProfileTable({list(self._by_name)!r}, renames={self._renames!r})"
+
+    @property
+    def renames(self) -> Mapping[str, str]:
+        """Catalog name -> the name the model's other documented naming gives the same slice (empty if none)."""
+        return dict(self._renames)
+
+    def canonical(self, name: str) -> str:
+        """The catalog's name for `name` (itself when it is already the catalog's, or unknown)."""
+        return self._canonical.get(name, name)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuModel:
     key: str  # catalog key, e.g. "H200-141GB"
@@ -61,7 +109,8 @@ class GpuModel:
     compute_slices: int
     memory_slices: int
     placements_derived_from: str | None
-    profiles: Mapping[str, Profile]
+    profiles: Mapping[str, Profile]  # a ProfileTable: also answers to the alternate naming's names
+    alternate_naming: str | None = None  # what the other documented naming is called ("early boards/drivers")
 
     @property
     def placements_known(self) -> bool:
@@ -70,6 +119,15 @@ class GpuModel:
 
     def profile(self, name: str) -> Profile | None:
         return self.profiles.get(name)
+
+    def namings(self) -> tuple[frozenset[str], ...]:
+        """Each documented naming of the model's profiles as a set of names, the catalog's first. A model with one
+        naming has one set."""
+        names = frozenset(self.profiles)
+        renames = self.profiles.renames if isinstance(self.profiles, ProfileTable) else {}
+        if not renames:
+            return (names,)
+        return names, frozenset(renames.get(n, n) for n in names)
 
 
 class Catalog:
@@ -156,6 +214,7 @@ def _model_from(key: str, raw: Mapping[str, Any]) -> GpuModel:
             placement_source=p["placement_source"],
             profile_id_confirmed=bool(p.get("profile_id_confirmed", True)),
         )
+    alternate = raw.get("alternate_naming") or {}
     return GpuModel(
         key=key,
         products=tuple(raw.get("products", ())),
@@ -165,7 +224,8 @@ def _model_from(key: str, raw: Mapping[str, Any]) -> GpuModel:
         compute_slices=int(raw["compute_slices"]),
         memory_slices=int(raw["memory_slices"]),
         placements_derived_from=raw.get("placements_derived_from"),
-        profiles=profiles,
+        profiles=ProfileTable(profiles, alternate.get("profiles")),
+        alternate_naming=alternate.get("name"),
     )
 
 
