@@ -60,7 +60,7 @@ class ProfileTable(Mapping[str, Profile]):
     or listing profiles never sees a slice twice. Which naming a node really uses is its own word
     (logic/observe/profilecheck.py compares a plan with it)."""
 
-    __slots__ = ("_by_name", "_renames", "_canonical")
+    __slots__ = ("_by_name", "_canonical", "_renames")
 
     def __init__(self, profiles: Mapping[str, Profile], renames: Mapping[str, str] | None = None) -> None:
         self._by_name = dict(profiles)
