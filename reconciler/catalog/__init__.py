@@ -8,6 +8,7 @@ knows about inventories, clusters or NVML handles, so the cluster twin may use i
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml_rs
 
-__all__ = ["Catalog", "GpuModel", "PlacementRule", "Profile", "ProfileTable", "load_catalog"]
+__all__ = ["Catalog", "GpuModel", "PlacementRule", "Profile", "ProfileTable", "load_catalog", "memory_derived_gb"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +121,16 @@ class GpuModel:
     def profile(self, name: str) -> Profile | None:
         return self.profiles.get(name)
 
+    def name_on_device(self, name: str, derived_gb: int) -> str:
+        """The name a device gives the catalog profile `name` when its driver derives `derived_gb` for it
+        (`memory_derived_gb`): the other documented naming's name when that is the one with this `<N>gb`, else the
+        catalog's. Never a name no source documents."""
+        renames = self.profiles.renames if isinstance(self.profiles, ProfileTable) else {}
+        other = renames.get(name)
+        if other is not None and _gb_of(other) == derived_gb and _gb_of(name) != derived_gb:
+            return other
+        return name
+
     def namings(self) -> tuple[frozenset[str], ...]:
         """Each documented naming of the model's profiles as a set of names, the catalog's first. A model with one
         naming has one set."""
@@ -173,6 +184,27 @@ class Catalog:
         form = _pci_filter_form(device_id.strip().lower())
         key = self._aliases.get(form) if form else None
         return self._models[key] if key else None
+
+
+def memory_derived_gb(total_device_memory: int, mig_memory_size_mb: int) -> int:
+    """The `<N>gb` of a profile's name as go-nvlib derives it (pkg/nvlib/device/mig_profile.go `getMigMemorySizeGB`):
+    the profile's share of the device memory rounded UP to eighths, times the device memory in whole GiB rounded up,
+    rounded half away from zero (Go's math.Round). This is why one GB200 slice is `1g.23gb` on a device reporting
+    186 GiB and `1g.24gb` on one reporting 189 GiB."""
+    if total_device_memory <= 0 or mig_memory_size_mb < 0:
+        return 0
+    one_mb, one_gb = 1024 * 1024, 1024 * 1024 * 1024
+    fraction = (mig_memory_size_mb * one_mb) / total_device_memory
+    fraction = math.ceil(fraction * 8) / 8
+    total_gb = (total_device_memory + one_gb - 1) // one_gb
+    return math.floor(fraction * total_gb + 0.5)
+
+
+def _gb_of(name: str) -> int | None:
+    """`1g.24gb+me` -> 24; `1c.3g.95gb` -> 95; None when the name has no `<N>gb` field."""
+    head = name.split("+", 1)[0].split("-", 1)[0]
+    last = head.rsplit(".", 1)[-1]
+    return int(last[:-2]) if last.endswith("gb") and last[:-2].isdigit() else None
 
 
 _SHARED_SUFFIX = "-shared"

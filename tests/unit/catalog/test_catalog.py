@@ -186,3 +186,30 @@ def test_alternate_naming_that_is_not_a_rename_is_refused_by_the_build() -> None
         gb["alternate_naming"]["profiles"] = bad
         with pytest.raises(ValueError, match="alternate_naming"):
             _build.build(ref)
+
+
+def test_memory_derived_gb_is_go_nvlibs_formula() -> None:
+    """go-nvlib getMigMemorySizeGB: share rounded UP to eighths, times whole GiB rounded up, Go's half-away rounding."""
+    from reconciler.catalog import memory_derived_gb
+
+    gib = 1024**3
+    assert memory_derived_gb(80 * gib, 10240) == 10  # exactly 1/8 of 80 GiB
+    assert memory_derived_gb(80 * gib, 10241) == 20  # a MiB more: rounded up to 2/8
+    assert memory_derived_gb(80 * gib + 1, 10240) == 10  # 81 GiB rounded up: 1/8 * 81 = 10.125
+    # GB200: 2/8 of 186 GiB is 46.5, which Go rounds away from zero (Python's round() would say 46)
+    assert memory_derived_gb(186 * gib, 46592) == 47
+    assert memory_derived_gb(186 * gib, 22528) == 23 and memory_derived_gb(189 * gib, 20480) == 24
+    assert memory_derived_gb(0, 10) == 0 and memory_derived_gb(80 * gib, -1) == 0
+    assert memory_derived_gb(80 * gib, 80 * 1024) == 80 and memory_derived_gb(80 * gib, 0) == 0
+
+
+def test_a_device_names_a_gb200_profile_by_the_gb_its_driver_derives() -> None:
+    cat = load_catalog()
+    gb200, h200 = cat.get("GB200-186GB"), cat.get("H200-141GB")
+    assert gb200 is not None and h200 is not None
+    assert gb200.name_on_device("1g.23gb", 24) == "1g.24gb"
+    assert gb200.name_on_device("1g.23gb", 23) == "1g.23gb"
+    assert gb200.name_on_device("7g.186gb", 189) == "7g.189gb"
+    assert gb200.name_on_device("1g.47gb", 47) == "1g.47gb"  # same in both namings
+    assert gb200.name_on_device("1g.23gb", 25) == "1g.23gb"  # an undocumented name is never made up
+    assert h200.name_on_device("1g.18gb", 24) == "1g.18gb"  # one naming only
