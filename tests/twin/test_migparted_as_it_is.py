@@ -82,7 +82,10 @@ def test_device_id_strings_are_read_as_new_device_id_from_string() -> None:
     assert device_id_from_string("0x233510de:0x16C110DE") == (0x2335, 0x10DE, 0x16C1, 0x10DE, True)
     assert device_id_from_string(str(0x233510DE)) == (0x2335, 0x10DE, 0, 0, False)  # base 0: decimal too
     assert device_id_from_string("0x2335_10DE") == (0x2335, 0x10DE, 0, 0, False)  # Go literal underscores
+    assert device_id_from_string("0x" + "0" * 5000 + "233510DE") == (0x2335, 0x10DE, 0, 0, False)  # Go: leading 0s
+    assert device_id_from_string("017") == (0, 15, 0, 0, False)  # a bare leading 0 is octal
     zero = (0, 0, 0, 0, False)
+    assert device_id_from_string("9" * 5000) == zero  # out of range, not a crash
     for bad in (
         "",
         "A100-SXM4-40GB",

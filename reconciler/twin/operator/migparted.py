@@ -105,7 +105,10 @@ def _go_parse_uint32(text: str) -> int | None:
         return None
     if "_" in body and not _underscore_ok(text):
         return None
-    value = int(digits, base) if digits else 0
+    significant = digits.lstrip("0")
+    if len(significant) > 32:  # over 32 bits in any base; also keeps int() clear of its digit limit
+        return None
+    value = int(significant, base) if significant else 0
     return value if value <= 0xFFFFFFFF else None
 
 
