@@ -133,7 +133,8 @@ class NvmlGpu:
         if renamed:
             # A model with two documented namings (GB200): name each profile as this device's driver does
             # (go-nvlib derives the <N>gb from the memory), so plans and observations use the node's own names.
-            with translate_nvml_errors(nvml, "device memory"):
+            # Best effort: without the memory the catalog's names stay (total 0 derives no other name).
+            with contextlib.suppress(nvml.NVMLError):
                 total = int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
         for p in model.profiles.values():
             try:

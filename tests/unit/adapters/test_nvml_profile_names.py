@@ -46,6 +46,8 @@ class _FakeNvml:
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any) -> _Memory:
         self.memory_calls += 1
+        if self.total < 0:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return _Memory(self.total)
 
     def nvmlDeviceGetGpuInstanceProfileInfo(self, handle: Any, profile: int) -> _Info:
@@ -76,3 +78,8 @@ def test_a_production_gb200_keeps_the_catalogs_names() -> None:
 def test_a_model_with_one_naming_does_not_ask_for_the_memory() -> None:
     ids, calls = _names("H100-80GB", 189 * GIB)
     assert calls == 0 and "1g.10gb" in ids
+
+
+def test_a_device_that_cannot_say_its_memory_keeps_the_catalogs_names() -> None:
+    ids, calls = _names("GB200-186GB", -1)
+    assert calls == 1 and "1g.23gb" in ids and "1g.24gb" not in ids
