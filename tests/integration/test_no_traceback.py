@@ -195,7 +195,7 @@ def _cases() -> dict[str, tuple[str, Case]]:
         cases[f"agent-{name}"] = ("agent", lambda w, kc=kc: ["agent", "--once", "--node", "n1", "--kubeconfig", kc(w)])
         cases[f"check-workloads-{name}"] = (
             "check-workloads",
-            lambda w, kc=kc: ["check-workloads", str(WORKLOADS), "--kubeconfig", kc(w)],
+            lambda w, kc=kc: ["check-workloads", str(WORKLOADS), "--example", "--kubeconfig", kc(w)],
         )
     cases["reconcile-missing-context"] = (
         "reconcile",
@@ -251,7 +251,10 @@ def _cases() -> dict[str, tuple[str, Case]]:
     cases["validate-root-missing"] = ("validate", lambda w: ["validate", str(w.tmp / "no-such-inventory")])
     cases["validate-root-is-a-file"] = ("validate", lambda w: ["validate", w.broken("root-file", b"x")])
     cases["validate-repo-not-a-repository"] = ("validate", lambda w: ["validate", "--repo", str(w.tmp / "broken")])
-    cases["check-workloads-path-missing"] = ("check-workloads", lambda w: ["check-workloads", str(w.tmp / "nope.yaml")])
+    cases["check-workloads-path-missing"] = (
+        "check-workloads",
+        lambda w: ["check-workloads", "--example", str(w.tmp / "nope.yaml")],
+    )
     cases["check-workloads-plan-empty"] = (
         "check-workloads",
         lambda w: ["check-workloads", str(WORKLOADS), "--inventory", str((w.tmp / "empty-dir").resolve())],

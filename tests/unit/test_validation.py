@@ -180,8 +180,8 @@ def test_reader_rejects_missing_root(tmp_path: Path) -> None:
         read_inventory_dir(tmp_path / "file")
 
 
-def test_cli_default_is_the_embedded_inventory() -> None:
-    out = CliRunner().invoke(command, [])
+def test_cli_example_is_the_embedded_inventory_by_name() -> None:
+    out = CliRunner().invoke(command, ["--example"])
     assert out.exit_code == 0, out.output
     assert "valid: 4 node(s), 8 GPU(s), 26 partition(s); 0 error(s), 0 warning(s)" in out.output
     assert "nodes/gpu-h200-01.yaml:26: 3g.71gb placed at 4 (gpu-h200-01/1)" in out.output
