@@ -24,6 +24,11 @@ from reconciler.twin.fleet import DRIFT_KINDS, parse_drift
 __all__ = ["command"]
 
 
+# The namespaces a real install has beyond a bare cluster's: deploy/base/namespace.yaml's. The twin's own
+# (gpu-operator, default, kube-*) come from the twin; this one is migplan's install, so the command adds it.
+INSTALL_NAMESPACES = ("migplan",)
+
+
 def _drift(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
     for v in values:
         try:
@@ -104,6 +109,11 @@ def command(
     try:
         with twin:
             twin.settle()
+            for name in INSTALL_NAMESPACES:  # what `kubectl apply -k deploy/base` makes: `migplan run` finds its own
+                if not twin.store.exists("namespaces", None, name):
+                    twin.store.create(
+                        "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                    )
             nodes = len(twin.store.list("nodes"))
             click.echo(f"cluster twin ready: {twin.url}", nl=True)
             click.echo(f"kubeconfig: {twin.kubeconfig}  ({nodes} nodes; Ctrl-C to stop)", nl=True)
