@@ -371,7 +371,7 @@ DECLARED: tuple[Code, ...] = (
     Code("MP830", CONTROLLER, E, "the cache directory is in use by another migplan process"),
     Code("MP831", CONTROLLER, E, "the cache directory cannot be used"),
     Code("MP899", CONTROLLER, E, "internal error (a bug)"),
-    Code("MP980", CONTROLLER, E, "waiting: the controller's namespace does not exist (the leader Lease cannot be made)"),
+    Code("MP980", CONTROLLER, E, "waiting: the controller's namespace does not exist (no leader Lease can be made)"),
     Code("MP981", CONTROLLER, E, "waiting: the API server refuses a request the controller needs (RBAC, HTTP 403)"),
     Code("MP982", CONTROLLER, E, "waiting: the inventory repository cannot be read and no revision was ever read"),
     Code("MP983", CONTROLLER, W, "this replica lost the leadership it held"),
