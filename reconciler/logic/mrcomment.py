@@ -106,8 +106,8 @@ def layout_line(name: str, what: str, nodes: Sequence[str], gpus: int) -> str:
     )
 
 
-def _node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
-    """(node cell, what happens, pods disrupted) per node, in node order."""
+def node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
+    """(node cell, what happens, pods disrupted) per node, in node order (also `migplan plan`'s default text)."""
     diff, d = s.diff, s.disrupts
     assert diff is not None
     by_node: dict[str, list[int]] = {}
@@ -264,7 +264,7 @@ def _head(s: PlanSection, multi: bool) -> list[str]:
         out.append(f"- cluster: {md.text(note)}")
     for lc in diff.layouts:
         out.append(f"- {layout_line(lc.name, lc.what, lc.nodes, lc.gpus)}")
-    nodes = _node_rows(s)
+    nodes = node_rows(s)
     if nodes:
         out += ["", *_table(["Node", "What happens", "Pods disrupted"], [list(r) for r in nodes[:MAX_SUMMARY_ROWS]])]
         if len(nodes) > MAX_SUMMARY_ROWS:

@@ -130,6 +130,7 @@ DECLARED: tuple[Code, ...] = (
     Code("MP411", VALIDATION, E, "invalid inventory path"),
     Code("MP412", VALIDATION, E, "report commits would touch the inventory"),
     Code("MP413", VALIDATION, E, "no inventory named, and none where the command stands: exit 2, never the example"),
+    Code("MP414", VALIDATION, W, "placement-only change under apply.mode gpu-operator: mig-parted will not apply it"),
     Code("MP420", VALIDATION, E, "part of the inventory cannot be read"),
     Code("MP501", FINDING, W, "a node advertises a different number of partitions of a profile than its plan gives it"),
     Code("MP502", FINDING, W, "ClusterPolicy spec.mig.strategy differs from the inventory's migStrategy"),
