@@ -89,7 +89,7 @@ def classify_source(*, has_revision: bool, error_code: str | None, error_message
         return None
     hint = {
         "MP701": "check the URL and that the controller's network reaches it",
-        "MP702": "create the credentials Secret (kubectl apply -k deploy/overlays/credentials) and check its read access",
+        "MP702": "create the credentials Secret (`kubectl apply -k deploy/overlays/credentials`), check its access",
         "MP703": "add the host key to known_hosts (or fix the TLS trust)",
         "MP704": "check --branch: the remote has no such branch",
     }.get(error_code, "check --repo, --branch and the credentials")
