@@ -181,8 +181,8 @@ def _by_node(diff: RevisionDiff, disrupts: Disruptions | None, section: PlanSect
     """One row per node (what happens, pods disrupted), then per node its partition changes."""
     show_pods = disrupts is not None and disrupts.observed
     if show_pods and disrupts is not None:
-        held = len(disrupts.pods)
-        out = ["", f"Pods disrupted by this change: **{held}**" + (" (they lose their device)" if held else "")]
+        lose = len(disrupts.pods)
+        out = ["", f"Pods disrupted by this change: **{lose}**" + (" (they lose their device)" if lose else "")]
     else:
         out = []
     rows = [list(r) for r in node_rows(section)]
@@ -197,7 +197,11 @@ def _by_node(diff: RevisionDiff, disrupts: Disruptions | None, section: PlanSect
             c = diff.changes[i]
             row = _cells([c.gpu, _VERBS[c.kind], c.profile, _placement(c), _owner(c)])
             if show_pods and disrupts is not None:
-                row.append(md.text(", ".join(disrupts.by_change.get(i, ())) or "—"))
+                held = disrupts.owner_held.get(i, ())
+                pods = ", ".join(disrupts.by_change.get(i, ())) or (
+                    f"held by {', '.join(held)}: keeps it" if held else "—"
+                )
+                row.append(md.text(pods))
             table.append(row)
         if show_pods:
             headers.append("Pods")
@@ -241,6 +245,7 @@ def json_doc(
                 "owner_after": c.owner_after,
             }
             | ({"disrupts": list(disrupts.by_change.get(i, ()))} if disrupts is not None and disrupts.observed else {})
+            | ({"held_by": list(disrupts.owner_held[i])} if disrupts is not None and i in disrupts.owner_held else {})
             for i, c in enumerate(diff.changes)
         ]
         doc["notes"] = [{"node": n.node, "gpu": n.gpu, "message": n.message} for n in diff.notes]

@@ -137,6 +137,12 @@ def node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
             words.append("partitions: " + ", ".join(parts))
         if kinds[ChangeKind.OWNER]:
             words.append(f"{kinds[ChangeKind.OWNER]} owner change(s), nothing re-cut for them")
+            held = sorted({p for i in idx if d is not None for p in d.owner_held.get(i, ())})
+            if held:  # the old owner's pods keep the device: the new owner's cannot use it before they end
+                words.append(
+                    f"owner change of a partition still held by {_pods(held)}: it keeps the device until it ends, "
+                    "the new owner's pods get it only then"
+                )
         if d is not None and node in {n for n, _ in d.not_applied}:
             words.append("placement-only moves: mig-parted leaves the GPU as it is")
         words.extend(notes.get(node, []))

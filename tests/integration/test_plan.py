@@ -266,3 +266,20 @@ def test_plan_attaches_before_and_after_maps_of_the_changed_gpus(
     before = ET.parse(tmp_path / "plan-maps/gpu-0-gpu0-before.svg").getroot()
     assert (before.findtext(f"{svg}title") or "").endswith(f"before: main@sha1:{base}")
     assert not any("held" in t or "free" in t for t in titles)  # no occupancy claimed between revisions
+
+
+def test_an_owner_change_of_a_partition_still_held_says_who_keeps_it(
+    repo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """gpu-0's 3g goes from svc-a to llama-405b while svc-a's pod runs on it: nothing is re-cut, so that pod keeps
+    the device until it ends and llama-405b's pods cannot have it before. The plan says so, in every format."""
+    work, _base, _head = repo
+    code, out, code_md, md = _plan_against_pods(work, tmp_path)
+    assert code == 0 and code_md == 0, out
+    doc = json.loads(out)
+    (owner,) = [c for c in doc["changes"] if c["change"] == "owner"]
+    assert owner["held_by"] == ["default/svc-a"] and owner["disrupts"] == []
+    assert all("held_by" not in c for c in doc["changes"] if c["change"] != "owner")
+    assert "owner change of a partition still held by 1: default/svc-a: it keeps the device until it ends" in md
+    gpu0 = md.split("`gpu-0`: 1 partition change(s)", 1)[1].split("`gpu-1`:", 1)[0]
+    assert "held by default/svc-a: keeps it" in gpu0
