@@ -196,12 +196,20 @@ def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, inventory:
     # Simulated time: each cycle runs one ConfigMap propagation delay after the one before, as `migplan run`'s
     # next cycles would, and the twin's kubelet projects the mig-parted ConfigMap on that same clock.
     clock = SimulatedClock(float(CONFIG_PROPAGATION_SECONDS))
+    # Your own inventory: the twin starts as migplan would have left it (reconciler/commands/twinseed.py), so what
+    # the cycles repair is the injected drift alone. The example keeps its twin-made start (its demo shows more).
+    seed = None
+    if inventory is not None:
+        from reconciler.commands.twinseed import applied_seed
+
+        seed = applied_seed(files, now=clock.start)
     with ClusterTwin.from_inventory(
         repo_path,
         drift=cases,
         kubeconfig=kubeconfig,
         clock=clock.monotonic,
         config_propagation_seconds=float(CONFIG_PROPAGATION_SECONDS),
+        applied=seed,
     ) as twin:
         say(f"2. cluster twin at {twin.url}, drift injected:")
         for case in cases:

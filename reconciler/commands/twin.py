@@ -16,6 +16,7 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -36,6 +37,20 @@ def _drift(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
     return values
+
+
+def _seed(inventory: Path) -> Any:
+    """The twin starts as if migplan had applied the inventory (reconciler/commands/twinseed.py); None when the
+    inventory does not validate (the twin then makes its own start, and `migplan run` reports the inventory)."""
+    from datetime import UTC, datetime
+
+    from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
+    from reconciler.commands.twinseed import applied_seed
+
+    try:
+        return applied_seed(read_inventory_dir(inventory), now=datetime.now(UTC))
+    except InventoryReadError:
+        return None
 
 
 @click.command(name="twin")
@@ -97,6 +112,7 @@ def command(
             device_plugin_config=device_plugin_config,
             drift=drift,
             kubeconfig=kubeconfig_out,
+            applied=_seed(inventory),
         )
     except (OSError, ValueError, KeyError) as exc:
         raise click.UsageError(f"cannot build the twin from {inventory}: {exc}") from exc

@@ -133,8 +133,13 @@ def test_demo_runs_on_your_own_inventory(tmp_path: Path) -> None:
         "stale-device-plugin-config",
         "undocumented-node",
     ]
-    assert any(w.startswith("configure node/gpu-01") for w in doc["verdict"]["writes"])  # your node, not the example's
-    assert not any("gpu-h200" in w for w in doc["verdict"]["writes"])
+    writes = doc["verdict"]["writes"]
+    # The twin started as migplan would have left your inventory: the writes repair the injected drift alone
+    # (the strategy, the stale device-plugin config), no node is relabelled, nothing of the example appears.
+    assert any(w.startswith("configure clusterpolicy/cluster-policy") for w in writes), writes
+    assert not any(w.startswith("configure node/") for w in writes), writes
+    assert not any("gpu-h200" in w for w in writes)
+    assert doc["cycles"][0]["cycle"]["plan"], doc["cycles"][0]
 
 
 def test_demo_refuses_an_invalid_inventory_before_it_starts(tmp_path: Path) -> None:
