@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from reconciler.adapters.gitsource import GitRemote, InventoryRepo, Snapshot
-from reconciler.logic.validation import ParseCache, validate_inventory
+from reconciler.adapters.git.source import GitRemote, InventoryRepo, Snapshot
+from reconciler.logic.inventory.validation import ParseCache, validate_inventory
 from reconciler.model.revisions import Revision
 from reconciler.sourcing import InventorySource
 

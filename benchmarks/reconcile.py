@@ -98,7 +98,7 @@ class Twin:
 
 def desired_from(layouts: dict[str, Any], strategy: str, *, max_unavailable: int) -> Any:
     from reconciler.catalog import load_catalog
-    from reconciler.logic.placement import Request, solve
+    from reconciler.logic.inventory.placement import Request, solve
     from reconciler.model.inventory import (
         ApplySettings,
         ClusterSpec,
@@ -217,7 +217,7 @@ def main() -> int:
     ap.add_argument("--write-concurrency", type=int, default=None, help="spec.apply.writeConcurrency (default: 16)")
     args = ap.parse_args()
 
-    from reconciler.adapters.kube import KubeCluster
+    from reconciler.adapters.kube.cluster import KubeCluster
     from reconciler.controller.gcpolicy import collector_per_cycle
     from reconciler.engine import reconcile_once
 
@@ -304,7 +304,7 @@ def main() -> int:
     )
     failed |= not only_lists or t > 2 * f or t > 1.3 * rf
     if result.report is not None:
-        from reconciler.logic.reports import render_reports
+        from reconciler.logic.reports.reports import render_reports
 
         start = time.perf_counter()
         files = render_reports(result.report)

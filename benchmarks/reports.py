@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from reconciler.logic import reports  # noqa: E402
+from reconciler.logic.reports import reports  # noqa: E402
 from reconciler.model.drift import (  # noqa: E402
     DriftReport,
     Finding,

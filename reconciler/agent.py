@@ -2,12 +2,12 @@
 
 Orchestration only; no library imports. `GpuPort` is the node's GPUs (reconciler.adapters.nvml.NvmlGpu,
 or the NVML twin behind it in tests); `NodeStatePort` is what the agent reads from and writes to the
-Kubernetes API about its own node (reconciler.adapters.kubeagentmode.KubeNodeState).
+Kubernetes API about its own node (reconciler.adapters.kube.agentmode.KubeNodeState).
 
 - `report_once`: observe the GPUs, join the kubelet's allocations (reconciler.observer) and publish the
   node's observation (annotation `migplan.io/mig-observed`, v2: layout, holders, sources).
 - `actuate_once`: read the desired layout the controller published (`migplan.io/mig-desired`), plan with
-  the pure planner (reconciler.logic.agentplan), carry out the steps, observe and plan again, and publish
+  the pure planner (reconciler.logic.planning.agentplan), carry out the steps, observe and plan again, and publish
   a terminal state — label `migplan.io/mig.state` = success | pending | failed and the reason in the
   annotation `migplan.io/mig.state.reason` — from a `finally`, so no exit path leaves it unset once
   the agent has started changing the GPUs (mig-parted's `setState(failed)` before every error return).
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from reconciler.logic.agentplan import (
+from reconciler.logic.planning.agentplan import (
     AgentPlan,
     DesiredNode,
     MigMode,

@@ -30,7 +30,7 @@ others, short of a webhook or RBAC rule that singles out node names. That halves
 adoption (one relabel per node, a handful of distinct configs). Cordon and uncordon
 (spec.unschedulable) and every non-Node write still go through the dry run, each one.
 
-The real pass goes out in the stages of reconciler/logic/writeorder.py: the ConfigMap, then the
+The real pass goes out in the stages of reconciler/logic/planning/writeorder.py: the ConfigMap, then the
 ClusterPolicy, then the DaemonSet, each alone and in plan order; then the Node writes, one ordered
 group per node (cordon -> label -> uncordon, never overlapping), the groups in parallel on a pool
 of at most `apply.writeConcurrency` threads; then the ConfigMap clean-up. Stop at the first failure
@@ -53,8 +53,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from reconciler.logic import drift, observation, planner, writeorder
-from reconciler.logic.reports import report_to_json
+from reconciler.logic.drift import drift
+from reconciler.logic.observe import observation
+from reconciler.logic.planning import planner, writeorder
+from reconciler.logic.reports.reports import report_to_json
 from reconciler.model.cycles import CycleStatus, judge
 from reconciler.model.drift import DriftReport
 from reconciler.model.errors import EvictionRefused, MigplanError
@@ -64,7 +66,7 @@ from reconciler.model.plans import Change, Plan
 
 
 class ClusterPort(Protocol):
-    """What the engine needs from a cluster; reconciler.adapters.kube.KubeCluster implements it."""
+    """What the engine needs from a cluster; reconciler.adapters.kube.cluster.KubeCluster implements it."""
 
     def observe(self, ops: GpuOperatorSettings) -> ObservedState: ...
 

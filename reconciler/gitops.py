@@ -16,12 +16,12 @@ Order and why:
    time-varying, so an unchanged cluster produces byte-identical files and no new commit.
 5. A report whose only change is occupancy (pods starting and stopping) is held back until
    `reports.minInterval` has passed since the last report commit; a status, finding, revision or
-   source change commits at once (logic/reportcadence.py). A held report is still this cycle's
+   source change commits at once (logic/reports/reportcadence.py). A held report is still this cycle's
    report: `-o json` and /metrics show it.
 6. The report goes to the reports branch through the outbox, so a push race or a remote outage
    delays it but never drops it. With dry_run, or once this replica may no longer write (lost
    Lease, shutting down), nothing is committed.
-All six hold the cache directory's lock (adapters/cachelock.py): two processes sharing a cache
+All six hold the cache directory's lock (adapters/git/cachelock.py): two processes sharing a cache
 directory run their cycles one after the other, or the second gives up cleanly (CacheLocked, MP830)
 before it has read or written anything: a failed outcome, as every other failure.
 """
@@ -34,10 +34,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters.cachelock import cache_lock
-from reconciler.adapters.commitsigning import CommitSigner
 from reconciler.adapters.deadline import cycle_deadline
-from reconciler.adapters.gitreports import (
+from reconciler.adapters.git.cachelock import cache_lock
+from reconciler.adapters.git.commitsigning import CommitSigner
+from reconciler.adapters.git.reports import (
     BotIdentity,
     InventoryTarget,
     ReportOutcome,
@@ -46,10 +46,10 @@ from reconciler.adapters.gitreports import (
     last_report,
     report_message,
 )
-from reconciler.adapters.gitsource import GitFailure, InventoryRepo
+from reconciler.adapters.git.source import GitFailure, InventoryRepo
 from reconciler.engine import ClusterPort, reconcile_once
-from reconciler.logic import reportcadence
-from reconciler.logic.reports import render_reports, report_to_json
+from reconciler.logic.reports import reportcadence
+from reconciler.logic.reports.reports import render_reports, report_to_json
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import ReportSettings
 from reconciler.outcome import NO_REVISION, CycleContext, CycleOutcome
@@ -175,7 +175,7 @@ def _locked_cycle(
 def _cadence(
     repo: InventoryRepo, settings: ReportSettings, digests: reportcadence.ReportDigests, now: datetime | None
 ) -> reportcadence.Cadence:
-    """Commit now or hold back (logic/reportcadence.py), against the newest report commit for this
+    """Commit now or hold back (logic/reports/reportcadence.py), against the newest report commit for this
     reports.path on the reports branch: its commit time and the digests its message carries. The
     branch is the record because it survives restarts, a fresh cache directory and a failover to
     another replica; the outbox does not."""
@@ -197,8 +197,8 @@ class GitCycle:
 
     def __init__(self, settings: Settings, *, now: Callable[[], datetime] | None = None) -> None:
         """`now`: the cycles' clock (default the real one; a simulation passes its own)."""
-        from reconciler.adapters.commitsigning import load_signer
-        from reconciler.adapters.gitsource import GitAuth, GitRemote
+        from reconciler.adapters.git.commitsigning import load_signer
+        from reconciler.adapters.git.source import GitAuth, GitRemote
 
         secret = settings.git_password.reveal() or None
         auth = GitAuth(
@@ -223,7 +223,7 @@ class GitCycle:
         self.reports: list[ReportOutcome] = []  # per cycle (bounded), for tests and the soak
 
     def _kube(self, api_client: Any) -> ClusterPort:
-        from reconciler.adapters.kube import KubeCluster
+        from reconciler.adapters.kube.cluster import KubeCluster
 
         if self._cluster is None or self._cluster_client is not api_client:
             self._cluster, self._cluster_client = KubeCluster(api_client), api_client

@@ -2,8 +2,8 @@
 
 Each pass reads the node's GPUs through NVML (every GPU's MIG mode, GPU instances with profile, placement
 and ids, MIG device UUIDs and PIDs) and the kubelet's PodResources API (the device IDs allocated to each
-pod's containers), joins them (reconciler.logic.observejoin) and publishes one `NodeObservation` in the
-annotation `migplan.io/mig-observed` of its own Node (codec: reconciler.logic.observedcodec), when it
+pod's containers), joins them (reconciler.logic.observe.observejoin) and publishes one `NodeObservation` in the
+annotation `migplan.io/mig-observed` of its own Node (codec: reconciler.logic.codecs.observedcodec), when it
 changed or when the published one is a heartbeat old.
 
 A source that cannot be read is not a crash and not a guess: its one-line reason (with its code) goes in
@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from reconciler import __version__
-from reconciler.logic.observejoin import NVML, POD_RESOURCES, join
+from reconciler.logic.observe.observejoin import NVML, POD_RESOURCES, join
 from reconciler.model import codes
 from reconciler.model.errors import MigplanError
 from reconciler.model.nodeobservation import SOURCE_OK, KubeletAllocation, NodeObservation, ObservedGpu
@@ -118,7 +118,7 @@ def observe(
 
 
 class ObservationSink(Protocol):
-    """Where the observation goes (reconciler.adapters.kubeagentmode.KubeNodeState: its own Node)."""
+    """Where the observation goes (reconciler.adapters.kube.agentmode.KubeNodeState: its own Node)."""
 
     def publish_observed(self, node: str, observed: NodeObservation) -> None: ...
 

@@ -23,8 +23,8 @@ from reconciler.model.errors import MigplanError
 from reconciler.settings import Settings
 
 if TYPE_CHECKING:
-    from reconciler.adapters.gitreports import ReportOutcome
-    from reconciler.adapters.gitsource import GitFailure
+    from reconciler.adapters.git.reports import ReportOutcome
+    from reconciler.adapters.git.source import GitFailure
     from reconciler.engine import CycleResult
     from reconciler.model.drift import DriftReport
     from reconciler.model.plans import Change, Plan

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.logic.observedcodec import HEARTBEAT_SECONDS, SILENT_AFTER_HEARTBEATS
+from reconciler.logic.codecs.observedcodec import HEARTBEAT_SECONDS, SILENT_AFTER_HEARTBEATS
 from reconciler.model.errors import MigplanError
 from reconciler.model.redaction import redact
 
@@ -85,7 +85,7 @@ class Settings:
     git_known_hosts: str = ""  # path of a known_hosts file
     cache_dir: str = "/var/cache/migplan"
     # the report commits: who makes them and, optionally, the key that signs them (as git does with
-    # gpg.format ssh / openpgp); the key is a file, e.g. a mounted Secret (reconciler.adapters.commitsigning)
+    # gpg.format ssh / openpgp); the key is a file, e.g. a mounted Secret (reconciler.adapters.git.commitsigning)
     report_author_name: str = "migplan"
     report_author_email: str = "migplan@localhost"
     report_signing_format: str = ""  # "" (unsigned) | ssh | openpgp
@@ -134,7 +134,7 @@ class Settings:
     pod_resources_socket: str = DEFAULT_POD_RESOURCES_SOCKET
     pod_resources_timeout_seconds: float = 5.0
     # where the GPU Operator runs the node's GPU clients, which the agent pauses around a re-cut (mig-manager's
-    # dance, reconciler/adapters/kubegpuclients.py), and how long it waits for their pods to leave (5 min as
+    # dance, reconciler/adapters/kube/gpuclients.py), and how long it waits for their pods to leave (5 min as
     # mig-manager's waitForPodsToBeDeleted)
     gpu_operator_namespace: str = "gpu-operator"
     device_plugin_daemonset: str = "nvidia-device-plugin-daemonset"

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from reconciler.adapters import signatures
-from reconciler.adapters.gitsource import GitFailure, GitRemote, InventoryRepo, Snapshot
-from reconciler.logic.reporttarget import normalize_root
-from reconciler.logic.validation import ParseCache, ValidationResult, validate_inventory
+from reconciler.adapters.git import signatures
+from reconciler.adapters.git.source import GitFailure, GitRemote, InventoryRepo, Snapshot
+from reconciler.logic.inventory.reporttarget import normalize_root
+from reconciler.logic.inventory.validation import ParseCache, ValidationResult, validate_inventory
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState, InventoryFiles, VerifyMode, VerifySettings
 from reconciler.model.redaction import redact, redact_value
@@ -71,8 +71,8 @@ Validator = Callable[..., ValidationResult]
 
 
 class InventoryGit(Protocol):
-    """What sourcing needs of a Git repository (the port; reconciler.adapters.gitsource.InventoryRepo is
-    the adapter over pygit2, tests/unit/test_sourcing.py has an in-memory fake). Every failure is a
+    """What sourcing needs of a Git repository (the port; reconciler.adapters.git.source.InventoryRepo is
+    the adapter over pygit2, tests/unit/controller/test_sourcing.py has an in-memory fake). Every failure is a
     GitFailure value, never an exception."""
 
     def fetch(self) -> GitFailure | None: ...

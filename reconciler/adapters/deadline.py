@@ -3,7 +3,7 @@
 A server that accepts a connection and never answers must not stall a cycle, let alone the
 controller. Two layers bound every network call of a cycle:
 - each request has its own timeout (Kubernetes: `TimeoutApiClient`; Git: libgit2's connect and
-  server timeouts, set per operation in adapters/gitsource.py);
+  server timeouts, set per operation in adapters/git/source.py);
 - a cycle runs under `cycle_deadline(seconds)`: every request's timeout is cut to the time left, a
   request started after the deadline fails at once with `DeadlineExceeded` (MP811), and retry loops
   stop there instead of trying again.

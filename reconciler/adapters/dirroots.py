@@ -1,4 +1,4 @@
-"""Find the inventory roots of a directory (reconciler/logic/inventoryroots.py decides).
+"""Find the inventory roots of a directory (reconciler/logic/inventory/inventoryroots.py decides).
 
 Split from rootdiscovery.py so that `migplan validate DIR` never imports pygit2 (about 60 ms of start-up).
 Only names are read (directory entries), never file contents, except `migplan-roots.yaml`. Hidden
@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from reconciler.logic import inventoryroots
-from reconciler.logic.inventoryroots import CLUSTER_FILE, ROOTS_FILE
+from reconciler.logic.inventory import inventoryroots
+from reconciler.logic.inventory.inventoryroots import CLUSTER_FILE, ROOTS_FILE
 
 MAX_DEPTH = 8
 MAX_ENTRIES = 500_000

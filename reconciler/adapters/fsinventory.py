@@ -18,7 +18,7 @@ import os
 import stat
 from pathlib import Path
 
-from reconciler.logic.yamldocs import MAX_FILE_BYTES
+from reconciler.logic.inventory.yamldocs import MAX_FILE_BYTES
 from reconciler.model.inventory import InventoryFiles
 
 MAX_FILES = 100_000  # a 5,000-node inventory has ~5,000 files; more is a wrong root

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.catalog import Catalog, GpuModel, load_catalog
-from reconciler.logic.agentplan import MigMode, ObservedGpu, ObservedInstance
+from reconciler.logic.planning.agentplan import MigMode, ObservedGpu, ObservedInstance
 from reconciler.model.errors import MigplanError, Transient, Waiting
 from reconciler.model.inventory import Placement
 

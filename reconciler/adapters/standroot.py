@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.logic.inventoryroots import CLUSTER_FILE, ROOTS_FILE
+from reconciler.logic.inventory.inventoryroots import CLUSTER_FILE, ROOTS_FILE
 
 NO_INVENTORY_HERE = "MP413"  # no inventory root where the command stands, and none named
 MAX_LEVELS = 256  # deeper than any real path; a bound all the same

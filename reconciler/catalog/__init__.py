@@ -187,5 +187,5 @@ def _catalog_from(raw: Any) -> Catalog:
 def load_catalog() -> Catalog:
     """The packaged catalog (parsed once per process)."""
     # yaml-rs, not pyyaml: ~1.5 ms instead of ~10 ms plus ~10 ms of importing pyyaml, in every `migplan validate`.
-    # The packaged file is generated plain YAML that both read alike (tests/unit/test_catalog.py compares them).
+    # The packaged file is generated plain YAML that both read alike (tests/unit/catalog/test_catalog.py compares them).
     return _catalog_from(yaml_rs.loads(_PACKAGED.read_text("utf-8"), parse_datetime=False))

@@ -185,7 +185,7 @@ def build(ref: dict[str, Any]) -> dict[str, Any]:
 HEADER = """\
 # GPU catalog: MIG GPU-instance profiles per GPU model, as package data.
 # GENERATED from reconciler/catalog/reference/gpu-profiles.yaml by `python -m reconciler.catalog._build`; do not edit
-# by hand (tests/unit/test_catalog.py rebuilds it from the reference and compares).
+# by hand (tests/unit/catalog/test_catalog.py rebuilds it from the reference and compares).
 # profile_id_confirmed: false where no source (real lgip output, NVIDIA text) gave the nvidia-smi profile ID.
 # Memory slices marked "(inferred)" in the reference (GH200-144GB, GB200, B300, GB300, RTX PRO 6000) are inferred.
 # placement_source: published (NVIDIA text or real nvidia-smi output) | derived:<model> (borrowed

@@ -5,7 +5,7 @@
     migplan import --from-mig-parted FILE --out DIR [--config NAME] [--model M] [--force | --merge]
 
 From a cluster it writes cluster.yaml, nodes/<node>.yaml per GPU node and layouts/ for the cuts several GPUs
-share (reconciler.logic.adopt says which source wins per GPU); from a mig-parted file, one layout per named
+share (reconciler.logic.adoption.adopt says which source wins per GPU); from a mig-parted file, one layout per named
 config and device group. An existing inventory in DIR is never overwritten without --force (which replaces
 cluster.yaml, nodes/ and layouts/ files and nothing else); --merge adds the nodes (and layouts) DIR lacks
 and touches no existing file. The written root is validated in memory and the verdict printed.
@@ -29,9 +29,9 @@ import click
 
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
 from reconciler.catalog import load_catalog
-from reconciler.logic.adopt import Imported, import_cluster
-from reconciler.logic.adoptfiles import AdoptError, layouts_from_mig_parted, render_inventory
-from reconciler.logic.validation import validate_inventory
+from reconciler.logic.adoption.adopt import Imported, import_cluster
+from reconciler.logic.adoption.adoptfiles import AdoptError, layouts_from_mig_parted, render_inventory
+from reconciler.logic.inventory.validation import validate_inventory
 from reconciler.model.errors import MigplanError
 
 __all__ = ["command"]
@@ -106,7 +106,7 @@ def _cluster_name(given: str | None, kubeconfig: str) -> str:
                 "a cluster name: lowercase letters, digits, '-' and '.'", param_hint="--cluster-name"
             )
         return given
-    from reconciler.adapters.kubeimport import context_cluster_name
+    from reconciler.adapters.kube.importer import context_cluster_name
 
     raw = (context_cluster_name(kubeconfig) or "default").lower()
     name = re.sub(r"[^a-z0-9.-]+", "-", raw).strip("-.")[:253] or "default"
@@ -248,8 +248,8 @@ def _from_cluster(
     deadline: float,
 ) -> None:
     from reconciler.adapters.deadline import cycle_deadline
-    from reconciler.adapters.kube import KubeCluster
-    from reconciler.adapters.kubeimport import read_cluster
+    from reconciler.adapters.kube.cluster import KubeCluster
+    from reconciler.adapters.kube.importer import read_cluster
 
     name = _cluster_name(cluster_name, kubeconfig)
     try:

@@ -58,14 +58,14 @@ log = logging.getLogger("migplan.agent")
 @click.option("--once", is_flag=True, help="One pass, then exit with its state.")
 def command(config_file: str | None, once: bool, **given: Any) -> None:
     """Observe this node's GPUs and their holders; apply its MIG layout through NVML unless --observe-only."""
-    from reconciler.adapters import kubeclient
-    from reconciler.adapters.kubeagentmode import KubeNodeState
-    from reconciler.adapters.kubegpuclients import KubeGpuClients
+    from reconciler.adapters.kube import client as kubeclient
+    from reconciler.adapters.kube.agentmode import KubeNodeState
+    from reconciler.adapters.kube.gpuclients import KubeGpuClients
     from reconciler.adapters.nvml import NvmlGpu
     from reconciler.adapters.podresources import KubeletPodResources
     from reconciler.agent import actuate_once
     from reconciler.controller.logs import setup_logging
-    from reconciler.logic.agentplan import MigState
+    from reconciler.logic.planning.agentplan import MigState
     from reconciler.scheduling import CycleRunner, Scheduler, install_signal_handlers
 
     flags = {k: v for k, v in given.items() if v is not None}

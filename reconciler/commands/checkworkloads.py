@@ -28,10 +28,11 @@ import orjson
 
 from reconciler import __version__
 from reconciler.catalog import load_catalog
-from reconciler.logic import ciannotations, workloads
-from reconciler.logic.manifests import Manifest, read_manifests
-from reconciler.logic.reporttarget import normalize_root
-from reconciler.logic.validation import validate_inventory
+from reconciler.logic.inventory.reporttarget import normalize_root
+from reconciler.logic.inventory.validation import validate_inventory
+from reconciler.logic.review import ciannotations
+from reconciler.logic.workloads import workloads
+from reconciler.logic.workloads.manifests import Manifest, read_manifests
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState
 from reconciler.model.printable import escaped
@@ -118,7 +119,7 @@ def _read_file(path: Path, label: str) -> tuple[list[Manifest], list[Diagnostic]
 
 
 def workloads_max_bytes() -> int:
-    from reconciler.logic.manifests import MAX_FILE_BYTES
+    from reconciler.logic.workloads.manifests import MAX_FILE_BYTES
 
     return MAX_FILE_BYTES
 
@@ -129,7 +130,7 @@ def read_inputs(paths: tuple[str, ...]) -> tuple[list[Manifest], list[Diagnostic
     count = 0
     for p in paths:
         if p == "-":
-            from reconciler.logic.manifests import MAX_FILE_BYTES
+            from reconciler.logic.workloads.manifests import MAX_FILE_BYTES
 
             data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
             ms, ds = read_manifests(data, file="<stdin>")
@@ -207,8 +208,8 @@ def free_from_git(repo: str, desired: DesiredState, cache_dir: Path | None) -> t
 def live_facts(
     kubeconfig: str, context: str | None, desired: DesiredState, nodes: tuple[workloads.NodeFacts, ...]
 ) -> tuple[workloads.NodeFacts, ...]:
-    from reconciler.adapters.kube import KubeCluster
-    from reconciler.logic.occupancy import node_occupancy, resource_of
+    from reconciler.adapters.kube.cluster import KubeCluster
+    from reconciler.logic.observe.occupancy import node_occupancy, resource_of
     from reconciler.model.errors import MigplanError
     from reconciler.model.observed import GPU_RESOURCE
 

@@ -79,7 +79,7 @@ WHY = {
     "mig-manager-wedged": "mig-manager gave up waiting for a GPU client pod to leave the node and left it pending, "
     "its GPU clients paused",
 }
-# Why a finding is left for a person (reconciler.logic.drift.FINDING_CODES); the finding's own message
+# Why a finding is left for a person (reconciler.logic.drift.drift.FINDING_CODES); the finding's own message
 # says what to do.
 PERSON_ONLY = {
     "MP506": "migplan never edits workloads",
@@ -165,9 +165,9 @@ def kubectl_command() -> tuple[list[str], list[str] | None]:
 def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, inventory: Path | None, output: str) -> None:
     """Run the main job end to end on the embedded example inventory (or --inventory) and a cluster twin."""
     from reconciler.adapters.fsinventory import read_inventory_dir
-    from reconciler.adapters.gitseed import seed_repository
-    from reconciler.adapters.gitsource import GitRemote
-    from reconciler.adapters.kube import KubeCluster
+    from reconciler.adapters.git.seed import seed_repository
+    from reconciler.adapters.git.source import GitRemote
+    from reconciler.adapters.kube.cluster import KubeCluster
     from reconciler.gitops import run_gitops_cycle
     from reconciler.resources import inventory_dir
     from reconciler.sourcing import InventorySource
@@ -201,8 +201,10 @@ def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, inventory:
     seed = None
     if inventory is not None:
         from reconciler.commands.twinseed import applied_seed
+        from reconciler.twin.cluster import AppliedSeed
 
-        seed = applied_seed(files, now=clock.start)
+        facts = applied_seed(files, now=clock.start)
+        seed = AppliedSeed(*facts) if facts is not None else None
     with ClusterTwin.from_inventory(
         repo_path,
         drift=cases,
@@ -263,7 +265,7 @@ def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, inventory:
 def _refuse_invalid(root: Path, files: Any) -> None:
     """An inventory that does not validate would make the demo about its errors: say them and stop (exit 2)."""
     from reconciler.catalog import load_catalog
-    from reconciler.logic.validation import validate_inventory
+    from reconciler.logic.inventory.validation import validate_inventory
 
     result = validate_inventory(files, catalog=load_catalog())
     if result.valid:

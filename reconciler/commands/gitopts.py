@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from reconciler.adapters.gitsource import GitAuth, GitRemote
+from reconciler.adapters.git.source import GitAuth, GitRemote
 
 
 def auth_from_env() -> GitAuth:

@@ -191,7 +191,7 @@ def command(
     except OSError as exc:
         _fail(CANNOT_WRITE, f"cannot write {directory}: {exc.strerror or exc}")
     from reconciler.adapters.fsinventory import read_inventory_dir
-    from reconciler.logic.validation import validate_inventory
+    from reconciler.logic.inventory.validation import validate_inventory
 
     result = validate_inventory(read_inventory_dir(directory), catalog=catalog)
     gpus = sum(w.count for w in wishes)

@@ -8,21 +8,21 @@ merge request as is; `-o json` is for scripts.
 
 Exit codes: 0 the target revision is valid (a plan is shown), 1 the target revision is invalid,
 2 usage or I/O error (unknown revision, remote unreachable, root missing, cluster unreachable).
-What a change destroys follows the target's apply mode (reconciler/logic/disruption.py), and the output
+What a change destroys follows the target's apply mode (reconciler/logic/planning/disruption.py), and the output
 says which model applies (`disruption.model` in JSON): under `gpu-operator` the mig-parted model (a GPU
 whose counts change loses every partition, a MIG mode change on one GPU clears every MIG GPU of the
 node, mig-manager stops the node's GPU clients), under `agent` only the partitions destroyed or moved.
 With `--kubeconfig`, each disrupted partition and GPU also names the pods holding it now (matched
 to partitions by owner as the drift report's occupancy does, over the base revision's plan).
 Without --kubeconfig, the pods come from the latest drift report committed on the reports branch
-(`--reports-from-git`, the default when that branch exists; reconciler/adapters/reportbranch.py): the
+(`--reports-from-git`, the default when that branch exists; reconciler/adapters/git/reportbranch.py): the
 output says which report commit, which inventory revision it was computed against and how old it is.
-The same report gives the usage behind the capacity delta (reconciler/logic/capacity.py).
-`-o comment` is the merge-request comment (reconciler/logic/mrcomment.py): a summary per node in a
+The same report gives the usage behind the capacity delta (reconciler/logic/review/capacity.py).
+`-o comment` is the merge-request comment (reconciler/logic/review/mrcomment.py): a summary per node in a
 reviewer's words, the capacity delta and the disruption, then per node in collapsed <details>, at most
 --max-chars characters (default fits GitHub's 65,536 and GitLab's 1,000,000).
 Without --path, a repository whose top level holds no cluster.yaml is searched for inventory roots
-(reconciler/logic/inventoryroots.py): each is planned, one section per cluster, and the exit code is
+(reconciler/logic/inventory/inventoryroots.py): each is planned, one section per cluster, and the exit code is
 the worst of them.
 Credentials for a remote come from MIGPLAN_GIT_USERNAME, MIGPLAN_GIT_PASSWORD (password or token),
 MIGPLAN_GIT_SSH_KEY and MIGPLAN_GIT_KNOWN_HOSTS, as for the controller.
@@ -41,13 +41,14 @@ import click
 import orjson
 from tabulate import tabulate
 
-from reconciler.adapters.gitsource import ROOT_NOT_FOUND, GitFailure, GitRemote
-from reconciler.adapters.reportbranch import CommittedReport
+from reconciler.adapters.git.reportbranch import CommittedReport
+from reconciler.adapters.git.source import ROOT_NOT_FOUND, GitFailure, GitRemote
 from reconciler.commands import gitopts
-from reconciler.logic import disruption
-from reconciler.logic import markdown as md
-from reconciler.logic.capacity import CapacityDelta, capacity_delta, usage_from_observed, usage_from_report
-from reconciler.logic.mrcomment import (
+from reconciler.logic.inventory.validation import ParseCache, ValidationResult
+from reconciler.logic.planning import disruption
+from reconciler.logic.reports import markdown as md
+from reconciler.logic.review.capacity import CapacityDelta, capacity_delta, usage_from_observed, usage_from_report
+from reconciler.logic.review.mrcomment import (
     DEFAULT_MAX_CHARS,
     VERBS,
     PlanSection,
@@ -59,10 +60,9 @@ from reconciler.logic.mrcomment import (
     render_comment,
     summary_line,
 )
-from reconciler.logic.reportoccupancy import observed_from_report
-from reconciler.logic.revdiff import ChangeKind, Disruptions, RevisionDiff, diff_states, disruptions
-from reconciler.logic.unplaced import placement_only_warnings
-from reconciler.logic.validation import ParseCache, ValidationResult
+from reconciler.logic.review.reportoccupancy import observed_from_report
+from reconciler.logic.review.revdiff import ChangeKind, Disruptions, RevisionDiff, diff_states, disruptions
+from reconciler.logic.review.unplaced import placement_only_warnings
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import DesiredState
@@ -296,7 +296,7 @@ def json_doc(
 
 def _observe(kubeconfig: str, context: str | None, base: LoadedRevision) -> ObservedState:
     # Imported here: the Kubernetes client is only paid for when a cluster is asked about.
-    from reconciler.adapters.kube import KubeCluster
+    from reconciler.adapters.kube.cluster import KubeCluster
 
     desired = base.validation.desired
     assert desired is not None
@@ -312,8 +312,8 @@ def write_plan_maps(directory: Path, old: LoadedRevision, new: LoadedRevision, d
     (by `directory` as given, so a relative directory gives relative links)."""
     from urllib.parse import quote
 
-    from reconciler.logic.drift import slice_maps
-    from reconciler.logic.slicesvg import plan_maps
+    from reconciler.logic.drift.drift import slice_maps
+    from reconciler.logic.reports.slicesvg import plan_maps
 
     def maps(loaded: LoadedRevision) -> dict[str, Any]:
         desired = loaded.validation.desired
@@ -465,7 +465,7 @@ _NEW_ROOT = "(none: the root is new)"
 
 def _empty_base(remote: GitRemote, rev: str, root: str) -> LoadedRevision | GitFailure:
     """The base of a root that does not exist there yet (filled in by _as_empty once the target is read)."""
-    from reconciler.adapters.gitsource import InventoryRepo, Snapshot
+    from reconciler.adapters.git.source import InventoryRepo, Snapshot
     from reconciler.model.inventory import InventoryFiles
 
     repo = InventoryRepo.open(remote)
@@ -487,8 +487,8 @@ def _as_empty(old: LoadedRevision, new: LoadedRevision) -> LoadedRevision:
 
 
 def _committed_report(remote: GitRemote, base: DesiredState) -> CommittedReport | GitFailure | None:
-    from reconciler.adapters.gitsource import InventoryRepo
-    from reconciler.adapters.reportbranch import latest_report
+    from reconciler.adapters.git.reportbranch import latest_report
+    from reconciler.adapters.git.source import InventoryRepo
 
     repo = InventoryRepo.open(remote)
     if isinstance(repo, GitFailure):
@@ -500,7 +500,7 @@ def _roots(remote: GitRemote, to_rev: str, root: str | None) -> list[str]:
     """The inventory roots to plan: --path, or those found at the target revision (see the docstring)."""
     if root:
         return [root]
-    from reconciler.adapters.rootdiscovery import repo_roots
+    from reconciler.adapters.git.rootdiscovery import repo_roots
 
     roots = repo_roots(remote, to_rev)
     if isinstance(roots, GitFailure):

@@ -42,7 +42,7 @@ MAX_NODE_ROWS = 50  # text output lists per-node occupancy up to this many nodes
 def load_desired(inventory: Path) -> tuple[DesiredState | None, tuple[Diagnostic, ...]]:
     """The validated desired state of an inventory directory, or None with the diagnostics why not."""
     from reconciler.commands import gcpause
-    from reconciler.logic.validation import validate_inventory
+    from reconciler.logic.inventory.validation import validate_inventory
 
     with gcpause.paused():
         result = validate_inventory(read_inventory_dir(inventory))
@@ -130,7 +130,7 @@ def _refuse(diagnostics: Sequence[Diagnostic], output: str, inventory: Path) -> 
 
 
 def _connect(kubeconfig: Path | None, context: str | None) -> Any:
-    from reconciler.adapters.kube import KubeCluster
+    from reconciler.adapters.kube.cluster import KubeCluster
 
     try:
         return KubeCluster.from_kubeconfig(str(kubeconfig) if kubeconfig else None, context=context)

@@ -76,7 +76,8 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
         click.echo(f"error {exc.code}: {exc.message}", err=True)
         sys.exit(2)
     if once:
-        from reconciler.adapters import deadline, kubeclient
+        from reconciler.adapters import deadline
+        from reconciler.adapters.kube import client as kubeclient
 
         ctx = CycleContext("once", kubeclient.api_client(kube), lambda: not settings.dry_run, settings)
         with deadline.cycle_deadline(settings.cycle_deadline_seconds):

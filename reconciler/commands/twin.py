@@ -46,11 +46,13 @@ def _seed(inventory: Path) -> Any:
 
     from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
     from reconciler.commands.twinseed import applied_seed
+    from reconciler.twin.cluster import AppliedSeed
 
     try:
-        return applied_seed(read_inventory_dir(inventory), now=datetime.now(UTC))
+        facts = applied_seed(read_inventory_dir(inventory), now=datetime.now(UTC))
     except InventoryReadError:
         return None
+    return AppliedSeed(*facts) if facts is not None else None
 
 
 @click.command(name="twin")

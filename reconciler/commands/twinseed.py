@@ -12,17 +12,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import migparted
-from reconciler.logic.planner import rfc3339
-from reconciler.logic.validation import validate_inventory
+from reconciler.logic.codecs import migparted
+from reconciler.logic.inventory.validation import validate_inventory
+from reconciler.logic.planning.planner import rfc3339
 from reconciler.model.inventory import ApplyMode
 from reconciler.model.observed import CONFIGS_ADDED_AT_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE
-from reconciler.twin.cluster import AppliedSeed
 
 
-def applied_seed(files: Mapping[str, bytes], *, now: datetime) -> AppliedSeed | None:
+class Applied(NamedTuple):
+    """The fields of twin.cluster.AppliedSeed (the demo and twin commands make one: only they import the twin)."""
+
+    config_text: str
+    node_configs: Mapping[str, str]
+    annotations: Mapping[str, str]
+    labels: Mapping[str, str]
+
+
+def applied_seed(files: Mapping[str, bytes], *, now: datetime) -> Applied | None:
     """What migplan's apply of this inventory leaves on a cluster, or None: an invalid inventory, or
     `apply.mode: agent` (no mig-parted ConfigMap then)."""
     result = validate_inventory(files, catalog=load_catalog())
@@ -31,7 +40,7 @@ def applied_seed(files: Mapping[str, bytes], *, now: datetime) -> AppliedSeed | 
         return None
     rendered = migparted.render(desired)
     long_ago = now - timedelta(seconds=desired.cluster.apply.config_propagation_seconds + 60)
-    return AppliedSeed(
+    return Applied(
         config_text=rendered.text,
         node_configs=dict(rendered.node_configs),
         annotations={CONFIGS_ADDED_AT_ANNOTATION: rfc3339(long_ago)},

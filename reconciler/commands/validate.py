@@ -14,14 +14,14 @@ partitions written without `placement:`, then a summary line. JSON output (DESIG
 `placements` (solver choices) and `notes` (derived placement tables) for scripts that want them.
 
 `-o github|codequality|sarif` print the same diagnostics as annotations CI systems show on the
-changed line (reconciler/logic/ciannotations.py); their paths are relative to the repository (`--path`
+changed line (reconciler/logic/review/ciannotations.py); their paths are relative to the repository (`--path`
 in front) or, for a directory, to the working directory, which is where CI resolves them.
 
 Getting the files is one call (`load_files`), so another source (a Git revision) can be added
 without touching the rest.
 
 Several clusters in one repository: without --path (or for a ROOT directory that holds no
-cluster.yaml), every inventory root is found (reconciler/logic/inventoryroots.py: a repository-level
+cluster.yaml), every inventory root is found (reconciler/logic/inventory/inventoryroots.py: a repository-level
 `migplan-roots.yaml`, else each directory with a `cluster.yaml`) and validated; text and JSON have
 one section per root (`{"valid", "roots": [...]}`), annotations carry each root's path, and the exit
 code is the worst of them. With one root (or none found) the output is exactly the single-root one.
@@ -42,9 +42,9 @@ from reconciler import __version__, resources
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
 from reconciler.catalog import Catalog, load_catalog
 from reconciler.commands import gcpause, quickexit
-from reconciler.logic import ciannotations
-from reconciler.logic.reporttarget import normalize_root
-from reconciler.logic.validation import ValidationResult, solver_choices, validate_inventory
+from reconciler.logic.inventory.reporttarget import normalize_root
+from reconciler.logic.inventory.validation import ValidationResult, solver_choices, validate_inventory
+from reconciler.logic.review import ciannotations
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState
 from reconciler.model.revisions import WORKDIR, Revision
@@ -62,7 +62,7 @@ def load_revision_files(
 ) -> tuple[str, Mapping[str, bytes], Mapping[str, str], Revision, str | None]:
     """The inventory root `path` at `rev` of `repo`: (label, files, blob ids, revision, the branch
     `rev` names or None). Raises GitLoadError."""
-    from reconciler.adapters.gitsource import GitFailure, InventoryRepo
+    from reconciler.adapters.git.source import GitFailure, InventoryRepo
     from reconciler.commands import gitopts
 
     remote = gitopts.remote(repo, cache_dir)
@@ -323,8 +323,8 @@ def _roots(root: Path | None, repo: str | None, rev: str, path: str, cache_dir: 
         return found
     if path:
         return [path]
-    from reconciler.adapters.gitsource import GitFailure
-    from reconciler.adapters.rootdiscovery import repo_roots
+    from reconciler.adapters.git.rootdiscovery import repo_roots
+    from reconciler.adapters.git.source import GitFailure
     from reconciler.commands import gitopts
 
     roots = repo_roots(gitopts.remote(repo, cache_dir), rev)

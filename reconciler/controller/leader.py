@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
-from reconciler.adapters.kubelease import LeaseRecord
+from reconciler.adapters.kube.lease import LeaseRecord
 from reconciler.model.errors import LeaseConflict, MigplanError
 
 log = logging.getLogger("migplan.leader")

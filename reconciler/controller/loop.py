@@ -28,9 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.adapters import deadline, kubeclient
-from reconciler.adapters.kubeevents import KubeSignals
-from reconciler.adapters.kubelease import FencedApiClient, KubeLease
+from reconciler.adapters import deadline
+from reconciler.adapters.kube import client as kubeclient
+from reconciler.adapters.kube.events import KubeSignals
+from reconciler.adapters.kube.lease import FencedApiClient, KubeLease
 from reconciler.controller import signals
 from reconciler.controller.gcpolicy import collector_per_cycle
 from reconciler.controller.http import ControllerHttp
@@ -82,7 +83,7 @@ class Controller:
         settings: Settings,
         cycle: CycleFn,
         *,
-        kube_config: Any,  # kubernetes Configuration (reconciler.adapters.kubeclient.kube_configuration)
+        kube_config: Any,  # kubernetes Configuration (reconciler.adapters.kube.client.kube_configuration)
         metrics: ControllerMetrics | None = None,
     ) -> None:
         self.settings = settings

@@ -15,9 +15,9 @@ from reconciler.model.plans import Kind
 
 __all__ = ["CONTENT_TYPE_LATEST", "OBSERVER_STATES", "OWNER_HOLDINGS", "REPORT_RESULTS", "ControllerMetrics"]
 
-# ReportOutcome.status values (reconciler.adapters.gitreports), exported as zeros from the start.
+# ReportOutcome.status values (reconciler.adapters.git.reports), exported as zeros from the start.
 REPORT_RESULTS = ("committed", "unchanged", "held", "queued", "refused", "failed")
-# The state of a GPU node's observer (reconciler.logic.drift.Analysis.observers), exported as zeros.
+# The state of a GPU node's observer (reconciler.logic.drift.drift.Analysis.observers), exported as zeros.
 OBSERVER_STATES = ("reporting", "silent", "malformed", "absent")
 # Owner accounting beyond total/used/free (reconciler.model.drift.OwnerAccount).
 OWNER_HOLDINGS = ("held_by_owner", "held_by_other_owners")

@@ -39,7 +39,7 @@ DEFAULT_CADENCE_S = 300.0  # "still waiting" at most every five minutes per reas
 # Who saw it: the Lease round and the cycle each clear only what they saw, so one's success does not hide the other's.
 LEASE, CYCLE = "lease", "cycle"
 
-# The codes reconciler.adapters.kube gives the API server's answers (reconciler.model.codes, family kubernetes).
+# The codes reconciler.adapters.kube.cluster gives the API server's answers (reconciler.model.codes, family kubernetes).
 _API_REFUSED, _API_NOT_FOUND, _API_BUSY, _API_TRANSPORT = "MP550", "MP551", "MP554", "MP555"
 _REMOTE = frozenset({"MP701", "MP702", "MP703", "MP704"})  # the Git remote's own failures
 

@@ -2,12 +2,13 @@
 
 Pure data. A code is shown to users (diagnostics, findings, error messages, reports, CI annotations) and is never
 reused for another meaning. Each `Code` names its family (which README table documents it), its severity and what it
-means; the per-family tables other modules import (`reconciler.logic.rules.CODES`, `drift.FINDING_CODES`,
+means; the per-family tables other modules import (`reconciler.logic.inventory.rules.CODES`, `drift.FINDING_CODES`,
 `workloads.CODES`, `adopt.IMPORT_CODES`, `observer.CODES`) are views of this one. Behaviour that depends on what a
 finding means (a node reconfiguring, a failed reconfiguration, a held change) asks the registry for the codes with a
 `Trait` instead of spelling code strings again, so adding a finding with the same meaning is one line here.
 
-tests/unit/test_code_registry.py checks that every `MPnnn` in the package is registered here, that no code is declared
+tests/unit/model/test_code_registry.py checks that every `MPnnn` in the package is registered here, that no code is
+declared
 twice, and that every code is in exactly one README table, with the same severity where the table shows one.
 Adding a code is one `Code(...)` line in its family's block below and one row in that family's README table.
 """
@@ -23,11 +24,11 @@ class Family(enum.StrEnum):
     """Where a code comes from, and so which README table documents it."""
 
     KIND = "error kind"  # the generic codes of reconciler.model.errors' error kinds
-    VALIDATION = "validation"  # migplan validate (reconciler.logic.rules)
-    FINDING = "finding"  # drift findings (reconciler.logic.drift)
-    KUBERNETES = "kubernetes"  # the Kubernetes API, translated in reconciler.adapters.kube
-    IMPORT = "import"  # migplan import (reconciler.logic.adopt)
-    WORKLOAD = "workload"  # migplan check-workloads (reconciler.logic.workloads)
+    VALIDATION = "validation"  # migplan validate (reconciler.logic.inventory.rules)
+    FINDING = "finding"  # drift findings (reconciler.logic.drift.drift)
+    KUBERNETES = "kubernetes"  # the Kubernetes API, translated in reconciler.adapters.kube.cluster
+    IMPORT = "import"  # migplan import (reconciler.logic.adoption.adopt)
+    WORKLOAD = "workload"  # migplan check-workloads (reconciler.logic.workloads.workloads)
     GIT = "git"  # Git source, commit trust, last known good, report commits
     REVIEW = "review"  # merge-request comments and plan reports
     SETTINGS = "settings"

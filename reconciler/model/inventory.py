@@ -160,7 +160,7 @@ class ReportSettings:
     branch: str = "migplan-reports"
     path: str = "reports"
     source: SourceRef | None = field(default=None, compare=False)  # where reports.path is written
-    # reports.minInterval: occupancy-only changes are committed at most this often (logic/reportcadence.py)
+    # reports.minInterval: occupancy-only changes are committed at most this often (logic/reports/reportcadence.py)
     min_interval_seconds: int = 600
 
 

@@ -2,7 +2,7 @@
 
 Pure values, stdlib only. The observer (`migplan agent`, in every apply mode) reads the GPUs through NVML
 and the kubelet's PodResources API, joins them and publishes one `NodeObservation` per node in the Node
-annotation `migplan.io/mig-observed` (codec: reconciler.logic.observedcodec). The controller reads it back
+annotation `migplan.io/mig-observed` (codec: reconciler.logic.codecs.observedcodec). The controller reads it back
 and prefers these measured facts to its own inference (occupancy matched by owner names, placements taken
 from the plan), saying which one each value is.
 

@@ -33,7 +33,7 @@ DRAIN_FOR_ANNOTATION = "migplan.io/drain-for"
 # The kubelet's mark on the API copy of a static pod (k8s.io/api core/v1 MirrorPodAnnotationKey).
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 # Written by the node's observer (`migplan agent`, every apply mode): its NodeObservation
-# (reconciler.logic.observedcodec), read by the controller as the node's measured layout and holders.
+# (reconciler.logic.codecs.observedcodec), read by the controller as the node's measured layout and holders.
 OBSERVED_ANNOTATION = "migplan.io/mig-observed"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "migplan"

@@ -1,7 +1,7 @@
 """What the controller tells the cluster about a cycle, as values: Kubernetes Event intents and node marks.
 
 Pure values, no behaviour. The controller computes them (reconciler.controller.signals) and the Kubernetes
-adapter writes them (reconciler.adapters.kubeevents); they live in the model so the adapter speaks model
+adapter writes them (reconciler.adapters.kube.events); they live in the model so the adapter speaks model
 words and never imports the controller.
 
 - `EventIntent`: one core/v1 Event about a Node or the ClusterPolicy, with a PascalCase `Reason`.

@@ -24,10 +24,11 @@ from helpers import mutations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.adapters import kubeobserve
+from reconciler.adapters.kube import observe as kubeobserve
 from reconciler.commands.reconcile import load_desired
-from reconciler.logic import drift, planner
-from reconciler.logic.reports import render_reports
+from reconciler.logic.drift import drift
+from reconciler.logic.planning import planner
+from reconciler.logic.reports.reports import render_reports
 from reconciler.model.errors import MigplanError
 from reconciler.twin.cluster import ClusterTwin
 

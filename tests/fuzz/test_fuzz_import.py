@@ -31,13 +31,15 @@ from helpers import mutations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.adapters import kubeagentmode, kubeobserve
+from reconciler.adapters.kube import agentmode as kubeagentmode
+from reconciler.adapters.kube import observe as kubeobserve
 from reconciler.catalog import load_catalog
-from reconciler.logic import adopt, rules
-from reconciler.logic.adopt import ClusterFacts, NodeFacts, import_cluster, parse_configs
-from reconciler.logic.adoptfiles import AdoptError, layouts_from_mig_parted, render_inventory
-from reconciler.logic.migparted import CONFIG_KEY
-from reconciler.logic.validation import validate_inventory
+from reconciler.logic.adoption import adopt
+from reconciler.logic.adoption.adopt import ClusterFacts, NodeFacts, import_cluster, parse_configs
+from reconciler.logic.adoption.adoptfiles import AdoptError, layouts_from_mig_parted, render_inventory
+from reconciler.logic.codecs.migparted import CONFIG_KEY
+from reconciler.logic.inventory import rules
+from reconciler.logic.inventory.validation import validate_inventory
 from reconciler.model.errors import MigplanError
 from reconciler.twin.cluster import ClusterTwin
 
@@ -94,8 +96,8 @@ LABEL_KEYS = [
 def _capture() -> dict[str, Any]:
     from kubernetes import client
 
-    from reconciler.adapters.kubeagentmode import KubeNodeState
-    from reconciler.adapters.kubeclient import kube_configuration
+    from reconciler.adapters.kube.agentmode import KubeNodeState
+    from reconciler.adapters.kube.client import kube_configuration
     from reconciler.adapters.nvml import NvmlGpu
     from reconciler.agent import report_once
 

@@ -3,7 +3,7 @@
 Each case parses the files of inventory/, edits the documents (mutations.py: values of any type, keys
 deleted, added, items duplicated or swapped), writes them back as YAML (block or flow style) and
 asserts:
-- validation never raises, and every diagnostic carries a registered code (logic/rules.py);
+- validation never raises, and every diagnostic carries a registered code (logic/inventory/rules.py);
 - the fast path (yaml-rs + compiled schema) and the reference path (pyyaml + jsonschema) agree on
   every diagnostic and on the desired state;
 - a valid result goes on through the pure pipeline (drift analysis, planner, report rendering)
@@ -30,9 +30,11 @@ from hypothesis import strategies as st
 
 from reconciler import resources
 from reconciler.adapters.fsinventory import read_inventory_dir
-from reconciler.logic import drift, planner, rules, validation
-from reconciler.logic.reports import render_reports
-from reconciler.logic.validation import ParseCache, ValidationResult, validate_inventory
+from reconciler.logic.drift import drift
+from reconciler.logic.inventory import rules, validation
+from reconciler.logic.inventory.validation import ParseCache, ValidationResult, validate_inventory
+from reconciler.logic.planning import planner
+from reconciler.logic.reports.reports import render_reports
 from reconciler.model.observed import ObservedState
 
 EXAMPLE: dict[str, bytes] = {p: b for p, b in read_inventory_dir(resources.inventory_dir()).items()}

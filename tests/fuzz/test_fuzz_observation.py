@@ -29,13 +29,13 @@ from helpers import mutations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.adapters import kubeagentmode
+from reconciler.adapters.kube import agentmode as kubeagentmode
 from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.catalog import load_catalog
 from reconciler.kubeletapi.podresources.v1 import api_pb2
-from reconciler.logic import observedcodec
-from reconciler.logic.adopt import ConfigSource, NodeFacts, import_cluster
-from reconciler.logic.observejoin import NVML, POD_RESOURCES, join
+from reconciler.logic.adoption.adopt import ConfigSource, NodeFacts, import_cluster
+from reconciler.logic.codecs import observedcodec
+from reconciler.logic.observe.observejoin import NVML, POD_RESOURCES, join
 from reconciler.model import strict
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import Placement

@@ -31,9 +31,9 @@ from hypothesis import strategies as st
 from reconciler import resources
 from reconciler.adapters.fsinventory import read_inventory_dir
 from reconciler.catalog import load_catalog
-from reconciler.logic import workloads
-from reconciler.logic.manifests import read_manifests
-from reconciler.logic.validation import validate_inventory
+from reconciler.logic.inventory.validation import validate_inventory
+from reconciler.logic.workloads import workloads
+from reconciler.logic.workloads.manifests import read_manifests
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus-workloads"
 FILES: dict[str, str] = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from reconciler.logic import desiredcodec
-from reconciler.logic.agentplan import DesiredNode
+from reconciler.logic.planning import desiredcodec
+from reconciler.logic.planning.agentplan import DesiredNode
 
 
 def publish(core: client.CoreV1Api, layout: DesiredNode) -> None:

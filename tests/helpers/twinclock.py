@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.model.inventory import CONFIG_PROPAGATION_SECONDS, DesiredState

@@ -22,15 +22,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
-from reconciler.adapters import kubeagentmode
-from reconciler.adapters.kubeagentmode import KubeNodeState, read_agent_state
+from reconciler.adapters.kube import agentmode as kubeagentmode
+from reconciler.adapters.kube.agentmode import KubeNodeState, read_agent_state
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.agent import actuate_once
 from reconciler.catalog import GpuModel, load_catalog
 from reconciler.commands.reconcile import load_desired
 from reconciler.controller.loop import kube_configuration
-from reconciler.logic import placement as placements
-from reconciler.logic.agentplan import (
+from reconciler.logic.inventory import placement as placements
+from reconciler.logic.planning.agentplan import (
     DesiredGpu,
     DesiredNode,
     DesiredPartition,

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reconciler.logic import observedcodec
+from reconciler.logic.codecs import observedcodec
 from reconciler.twin.apiserver import ApiServerTwin
 
 

@@ -28,9 +28,9 @@ from helpers.draintwin import (
 )
 from kubernetes import client
 
-from reconciler.adapters.kube import KubeCluster
-from reconciler.adapters.kubeagentmode import DESIRED, KubeNodeState, decode_desired
-from reconciler.adapters.kubeevents import KubeSignals
+from reconciler.adapters.kube.agentmode import DESIRED, KubeNodeState, decode_desired
+from reconciler.adapters.kube.cluster import KubeCluster
+from reconciler.adapters.kube.events import KubeSignals
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.agent import actuate_once
@@ -38,7 +38,7 @@ from reconciler.commands.reconcile import load_desired
 from reconciler.controller import signals
 from reconciler.controller.loop import kube_configuration
 from reconciler.engine import CycleResult, reconcile_once
-from reconciler.logic.agentplan import MigState
+from reconciler.logic.planning.agentplan import MigState
 from reconciler.model.inventory import DesiredState
 from reconciler.model.plans import Action, Kind
 from reconciler.observer import publish_pass

@@ -2,7 +2,7 @@
 
 The agent pauses the GPU Operator's GPU clients around its NVML changes as mig-manager does
 (reconfigure.go shutdownKubernetesGPUClients / waitForPodsToBeDeleted / restartKubernetesGPUClients,
-reconciler/adapters/kubegpuclients.py). On the twin the device plugin enumerates the GPUs when its pod starts
+reconciler/adapters/kube/gpuclients.py). On the twin the device plugin enumerates the GPUs when its pod starts
 (like the real one), so without the dance the node keeps advertising the old partitions.
 """
 
@@ -15,14 +15,14 @@ import pytest
 from helpers.agentmode import publish
 from kubernetes import client
 
-from reconciler.adapters.kubeagentmode import KubeNodeState
-from reconciler.adapters.kubegpuclients import PAUSE_RECORD, KubeGpuClients, decode_record
+from reconciler.adapters.kube.agentmode import KubeNodeState
+from reconciler.adapters.kube.gpuclients import PAUSE_RECORD, KubeGpuClients, decode_record
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.agent import actuate_once
 from reconciler.catalog import load_catalog
 from reconciler.controller.loop import kube_configuration
-from reconciler.logic import placement as placements
-from reconciler.logic.agentplan import DesiredGpu, DesiredNode, DesiredPartition, MigState
+from reconciler.logic.inventory import placement as placements
+from reconciler.logic.planning.agentplan import DesiredGpu, DesiredNode, DesiredPartition, MigState
 from reconciler.model.errors import MigplanError
 from reconciler.model.observed import GPU_CLIENT_DEPLOY_LABELS, PAUSED_FOR_MIG_CHANGE
 from reconciler.resources import inventory_dir

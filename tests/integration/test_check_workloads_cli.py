@@ -25,8 +25,8 @@ from kubernetes.client.exceptions import ApiException
 from reconciler.catalog import load_catalog
 from reconciler.cli import cli
 from reconciler.commands.checkworkloads import live_facts, load_plan
-from reconciler.logic import workloads
-from reconciler.logic.manifests import read_manifests
+from reconciler.logic.workloads import workloads
+from reconciler.logic.workloads.manifests import read_manifests
 from reconciler.twin.cluster import ClusterTwin
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from gitserver import GitDaemon, git, make_bare, seed
 from helpers.twinclock import TwinClock
 from kubernetes import client
 
-from reconciler.adapters.kubeevents import REASON_ANNOTATION, STATE_ANNOTATION
+from reconciler.adapters.kube.events import REASON_ANNOTATION, STATE_ANNOTATION
 from reconciler.controller.loop import Controller, kube_configuration
 from reconciler.gitops import GitCycle
 from reconciler.resources import inventory_dir

@@ -13,13 +13,13 @@ from typing import Any
 from gitserver import git
 from kubernetes import client
 
-from reconciler.adapters import kubeagentmode
-from reconciler.adapters.kubeagentmode import KubeNodeState, decode_desired, read_agent_state
+from reconciler.adapters.kube import agentmode as kubeagentmode
+from reconciler.adapters.kube.agentmode import KubeNodeState, decode_desired, read_agent_state
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.agent import actuate_once
 from reconciler.controller.loop import CycleContext, kube_configuration
 from reconciler.gitops import GitCycle
-from reconciler.logic.agentplan import MigState, plan_node
+from reconciler.logic.planning.agentplan import MigState, plan_node
 from reconciler.model.cycles import CycleStatus
 from reconciler.resources import inventory_dir
 from reconciler.settings import load_settings
@@ -108,7 +108,7 @@ def test_reconcile_once_from_a_directory_publishes_the_layouts_too(tmp_path: Pat
     from reconciler.catalog import load_catalog
     from reconciler.cli import cli
     from reconciler.commands.reconcile import load_desired
-    from reconciler.logic.agentplan import desired_from_node_spec
+    from reconciler.logic.planning.agentplan import desired_from_node_spec
 
     inv = tmp_path / "inventory"
     shutil.copytree(inventory_dir(), inv)
@@ -144,7 +144,7 @@ def test_reconcile_once_from_a_repository_publishes_the_layouts_too(tmp_path: Pa
     from reconciler.catalog import load_catalog
     from reconciler.cli import cli
     from reconciler.commands.reconcile import load_desired
-    from reconciler.logic.agentplan import desired_from_node_spec
+    from reconciler.logic.planning.agentplan import desired_from_node_spec
 
     repo = _agent_mode_repo(tmp_path)
     head = git("rev-parse", "HEAD", cwd=repo)

@@ -18,8 +18,8 @@ import pytest
 from helpers.draintwin import GPU0, GPU1_CUT, GPU1_RECUT, pod_disruption_budget, replicaset_pod, write_inventory
 from kubernetes import client
 
-from reconciler.adapters.kube import KubeCluster
-from reconciler.adapters.kubeevents import KubeSignals
+from reconciler.adapters.kube.cluster import KubeCluster
+from reconciler.adapters.kube.events import KubeSignals
 from reconciler.commands.reconcile import load_desired
 from reconciler.controller import signals
 from reconciler.engine import CycleResult, reconcile_once

@@ -1,6 +1,6 @@
 """Signed report commits (issue 11, item 8), pushed through a real git:// server and verified by git itself.
 
-Keys are made by ssh-keygen and gpg in temp dirs; the controller's signer (reconciler.adapters.commitsigning)
+Keys are made by ssh-keygen and gpg in temp dirs; the controller's signer (reconciler.adapters.git.commitsigning)
 signs the report commits gitreports pushes; a clone of the remote's reports branch is then checked with
 `git verify-commit` / `git log --show-signature` (gpg.ssh.allowedSignersFile for SSH, a GNUPGHOME holding the
 public key for OpenPGP) — and with migplan's own source verification, which must trust them too. A wrong or
@@ -18,10 +18,10 @@ import pytest
 from click.testing import CliRunner
 from gitserver import GitDaemon, git, make_bare, seed
 
-from reconciler.adapters.commitsigning import SIGNING_FAILED, SigningFailed, load_signer
-from reconciler.adapters.gitreports import BotIdentity, commit_report, flush_outbox
-from reconciler.adapters.gitsource import GitAuth, GitRemote, InventoryRepo
-from reconciler.adapters.signatures import SignatureStatus, verify_signature
+from reconciler.adapters.git.commitsigning import SIGNING_FAILED, SigningFailed, load_signer
+from reconciler.adapters.git.reports import BotIdentity, commit_report, flush_outbox
+from reconciler.adapters.git.signatures import SignatureStatus, verify_signature
+from reconciler.adapters.git.source import GitAuth, GitRemote, InventoryRepo
 from reconciler.commands.run import command as run_command
 from reconciler.model.inventory import ReportSettings, VerifyMode, VerifySettings
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from gitserver import GitDaemon, HttpGitServer, SshGitServer, git, make_bare, seed
 
-from reconciler.adapters import gitsource
-from reconciler.adapters.gitreports import BotIdentity, Outbox, commit_report, flush_outbox, report_message
-from reconciler.adapters.gitsource import GitAuth, GitRemote, InventoryRepo
+from reconciler.adapters.git import source as gitsource
+from reconciler.adapters.git.reports import BotIdentity, Outbox, commit_report, flush_outbox, report_message
+from reconciler.adapters.git.source import GitAuth, GitRemote, InventoryRepo
 from reconciler.model.inventory import ReportSettings
 from reconciler.model.revisions import Revision
 
@@ -328,7 +328,7 @@ def test_unwritable_outbox_is_a_failure_not_a_silent_loss(remote, tmp_path: Path
 
 def _fleet_report(names: list[str], *, drifted: str | None = None, held: str | None = None) -> dict[str, bytes]:
     """The real rendered report of a small fleet: one node Drifted, one with a partition held."""
-    from reconciler.logic import reports
+    from reconciler.logic.reports import reports
     from reconciler.model.drift import DriftReport, Finding, Holder, NodeReport, NodeStatus, Occupancy
 
     nodes = []

@@ -13,8 +13,8 @@ import pygit2
 import pytest
 from gitserver import git
 
-from reconciler.adapters.gitsource import GitRemote, InventoryRepo
-from reconciler.adapters.signatures import SignatureStatus, verify_signature
+from reconciler.adapters.git.signatures import SignatureStatus, verify_signature
+from reconciler.adapters.git.source import GitRemote, InventoryRepo
 from reconciler.model.inventory import VerifyMode, VerifySettings
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from gitserver import GitDaemon, HttpGitServer, SshGitServer, git, make_bare, seed
 
-from reconciler.adapters import gitsource
-from reconciler.adapters.gitsource import GitAuth, GitFailure, GitRemote, InventoryRepo, Snapshot
+from reconciler.adapters.git import source as gitsource
+from reconciler.adapters.git.source import GitAuth, GitFailure, GitRemote, InventoryRepo, Snapshot
 from reconciler.model.revisions import Revision
 
 FILES = {

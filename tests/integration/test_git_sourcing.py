@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from gitserver import GitDaemon, HttpGitServer, cluster_yaml, git, make_bare, node_yaml, seed
 
-from reconciler.adapters import gitsource
-from reconciler.adapters.gitreports import BotIdentity, commit_report
-from reconciler.adapters.gitsource import GitAuth, GitRemote, InventoryRepo
-from reconciler.logic.validation import ParseCache
+from reconciler.adapters.git import source as gitsource
+from reconciler.adapters.git.reports import BotIdentity, commit_report
+from reconciler.adapters.git.source import GitAuth, GitRemote, InventoryRepo
+from reconciler.logic.inventory.validation import ParseCache
 from reconciler.model.inventory import ReportSettings
 from reconciler.sourcing import INVALID_REVISION, NODES_REMOVED, InventorySource, LoadedRevision, load_revision
 

@@ -19,7 +19,7 @@ import pytest
 from silentserver import SilentServer
 
 from reconciler.adapters import deadline
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.twin.apiserver import certs

@@ -17,16 +17,16 @@ from typing import Any
 from helpers.twinclock import TwinClock
 from kubernetes import client
 
-from reconciler.adapters.kube import KubeCluster
-from reconciler.adapters.kubeagentmode import KubeNodeState
-from reconciler.adapters.kubeclient import kube_configuration
+from reconciler.adapters.kube.agentmode import KubeNodeState
+from reconciler.adapters.kube.client import kube_configuration
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.agent import report_once
 from reconciler.catalog import load_catalog
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import reconcile_once
-from reconciler.logic.placement import Request, solve
+from reconciler.logic.inventory.placement import Request, solve
 from reconciler.model.cycles import EXIT_IN_SYNC
 from reconciler.model.plans import Action, Kind
 from reconciler.twin.cluster import ClusterTwin

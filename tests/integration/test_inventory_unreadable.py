@@ -1,7 +1,7 @@
 """What cannot be read is an error, never an empty inventory (issue 10, family 5).
 
 Both loaders: the directory reader (reconciler.adapters.fsinventory) and the Git-tree reader
-(reconciler.adapters.gitsource, served by git daemon over git://). Each odd entry is an MP420 error
+(reconciler.adapters.git.source, served by git daemon over git://). Each odd entry is an MP420 error
 naming its path; validation fails, so nothing is applied; nothing hangs (FIFOs and devices are never
 opened for reading).
 """
@@ -24,7 +24,7 @@ from gitserver import GitDaemon, make_bare
 
 from reconciler.adapters import fsinventory
 from reconciler.adapters.fsinventory import read_inventory_dir
-from reconciler.logic.validation import validate_inventory
+from reconciler.logic.inventory.validation import validate_inventory
 from reconciler.resources import inventory_dir
 
 EXAMPLE = inventory_dir()

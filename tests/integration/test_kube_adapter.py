@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters.kube import KubeCluster, NotFound
+from reconciler.adapters.kube.cluster import KubeCluster, NotFound
 from reconciler.model.errors import MigplanError, Transient
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.plans import Action, Change, Kind

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.adapters import kubeobserve
+from reconciler.adapters.kube import observe as kubeobserve
 from reconciler.model.observed import LAYOUT_REFUSALS
 
 

@@ -16,7 +16,7 @@ import requests
 from helpers import planning as fixtures
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.adapters.kube import KubeCluster, Throttled, translate_api_errors
+from reconciler.adapters.kube.cluster import KubeCluster, Throttled, translate_api_errors
 from reconciler.engine import Cycle, apply_plan
 from reconciler.model.errors import Transient
 from reconciler.model.plans import Action, Change, Kind, Plan
@@ -164,7 +164,7 @@ def test_the_write_pool_gets_every_relabel_through_a_throttled_server(
 
 def test_a_long_retry_after_never_outlasts_the_cycle_deadline() -> None:
     from reconciler.adapters import deadline
-    from reconciler.adapters.kube import with_retries
+    from reconciler.adapters.kube.cluster import with_retries
 
     calls: list[float] = []
 

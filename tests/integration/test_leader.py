@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from reconciler.adapters.kubelease import FencedApiClient, KubeLease, LeaseConflict, NotLeader
+from reconciler.adapters.kube.lease import FencedApiClient, KubeLease, LeaseConflict, NotLeader
 from reconciler.controller.leader import LeaderElector
 from reconciler.controller.loop import CycleContext, CycleOutcome, kube_configuration
 from reconciler.model.cycles import CycleStatus
@@ -239,7 +239,7 @@ if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--worker":
 
 def test_lease_conflict_has_its_own_code() -> None:
     """A Lease conflict is not a validation finding: its code is unique across families (MP301 is 'unknown model')."""
-    from reconciler.logic.rules import CODES
+    from reconciler.logic.inventory.rules import CODES
 
     assert LeaseConflict("x").code == "MP821"
     assert LeaseConflict.code not in CODES

@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 from gitserver import GitDaemon, make_bare, seed
 
-from reconciler.adapters.gitsource import GitRemote, cache_path
+from reconciler.adapters.git.source import GitRemote, cache_path
 from reconciler.cli import cli
 from reconciler.twin.cluster import ClusterTwin
 

@@ -20,14 +20,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kubernetes import client
 
-from reconciler.adapters.kube import KubeCluster
-from reconciler.adapters.kubeagentmode import OBSERVED, KubeNodeState
+from reconciler.adapters.kube.agentmode import OBSERVED, KubeNodeState
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.commands.reconcile import load_desired
 from reconciler.controller.loop import kube_configuration
 from reconciler.engine import CycleResult, reconcile_once
-from reconciler.logic import observedcodec, reports
+from reconciler.logic.codecs import observedcodec
+from reconciler.logic.reports import reports
 from reconciler.model.inventory import DesiredState
 from reconciler.observer import publish_pass
 from reconciler.resources import inventory_dir

@@ -24,7 +24,7 @@ import pytest
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.kubeletapi.podresources.v1 import api_pb2
-from reconciler.logic import observedcodec
+from reconciler.logic.codecs import observedcodec
 from reconciler.model.errors import MigplanError
 from reconciler.model.nodeobservation import SOURCE_OK, NodeObservation
 from reconciler.observer import publish_pass

@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from reconciler.adapters.kubeagentmode import OBSERVED, KubeNodeState
+from reconciler.adapters.kube.agentmode import OBSERVED, KubeNodeState
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.catalog import load_catalog
 from reconciler.commands.reconcile import load_desired
 from reconciler.controller.loop import kube_configuration
 from reconciler.kubeletapi.podresources.v1 import api_pb2
-from reconciler.logic import observedcodec
-from reconciler.logic.agentplan import desired_from_node_spec
+from reconciler.logic.codecs import observedcodec
+from reconciler.logic.planning.agentplan import desired_from_node_spec
 from reconciler.model.nodeobservation import SOURCE_OK, Holder, NodeObservation
 from reconciler.observer import publish_pass
 from reconciler.resources import inventory_dir

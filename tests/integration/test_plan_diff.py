@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from reconciler.logic import disruption
-from reconciler.logic.revdiff import ChangeKind, diff_states, disrupted_pods, disruptions
+from reconciler.logic.planning import disruption
+from reconciler.logic.review.revdiff import ChangeKind, diff_states, disrupted_pods, disruptions
 from reconciler.model.inventory import (
     ApplyMode,
     ApplySettings,
@@ -158,7 +158,8 @@ def test_observed_holders_say_which_gpu_a_pod_really_has() -> None:
     guard names p0, under both models (agent: the partition destroyed; mig-parted: the GPU re-cut)."""
     from datetime import UTC, datetime, timedelta
 
-    from reconciler.logic import observation, observedcodec
+    from reconciler.logic.codecs import observedcodec
+    from reconciler.logic.observe import observation
     from reconciler.model.inventory import Placement
     from reconciler.model.nodeobservation import Holder, NodeObservation, ObservedGpu, ObservedInstance
     from reconciler.model.observed import OBSERVED_ANNOTATION

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from gitserver import cluster_yaml, git, node_yaml
 
 from reconciler.cli import cli
-from reconciler.logic.reports import render_drift_yaml
+from reconciler.logic.reports.reports import render_drift_yaml
 from reconciler.model.drift import DriftReport, Holder, NodeReport, NodeStatus, Occupancy
 from reconciler.model.revisions import Revision
 

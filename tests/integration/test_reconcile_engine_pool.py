@@ -19,7 +19,7 @@ import pytest
 from helpers import planning as fixtures
 
 from reconciler.engine import Cycle, apply_plan, dry_run_selection, relabel_only
-from reconciler.logic import writeorder
+from reconciler.logic.planning import writeorder
 from reconciler.model.errors import MigplanError, Transient
 from reconciler.model.inventory import DesiredState
 from reconciler.model.plans import Action, Change, Kind, Plan

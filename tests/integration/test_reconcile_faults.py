@@ -22,7 +22,7 @@ import yaml
 from helpers.twinclock import TwinClock
 from httpforward import forward
 
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.model.cycles import EXIT_ERROR

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers.twinclock import TwinClock
 
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.model.inventory import DesiredState

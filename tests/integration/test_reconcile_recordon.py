@@ -16,7 +16,7 @@ from pathlib import Path
 
 from helpers.inventories import recut_gpu1_to_sevens
 
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.model.plans import Kind

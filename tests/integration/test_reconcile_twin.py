@@ -18,7 +18,7 @@ import pytest
 from helpers.inventories import recut_gpu1_to_sevens
 from helpers.twinclock import TwinClock
 
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.model.cycles import EXIT_DRIFT, EXIT_ERROR, EXIT_IN_SYNC
@@ -218,7 +218,7 @@ def test_gpus_recut_by_hand_are_reapplied_and_converge() -> None:
         twin.inject("gpu-recut:gpu-h200-02:1")  # GPU 1 cut differently behind mig-manager's back
         found = _run(twin, desired)
         assert {f.code for f in found.report.findings if f.node == "gpu-h200-02"} == {"MP501"}  # type: ignore[union-attr]
-        # The report says why, in the words of the classification the planner re-applies on (logic/nodestate.py).
+        # The report says why, in the words of the classification the planner re-applies on (logic/drift/nodestate.py).
         mp501 = [f.message for f in found.report.findings if f.code == "MP501"]  # type: ignore[union-attr]
         assert all("mig-manager reports its config applied" in m for m in mp501)
         # The re-apply alias goes into the ConfigMap first; the node is relabelled to it once it has propagated.

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 from gitserver import GitDaemon, git, make_bare, seed
 
-from reconciler.adapters.gitreports import commit_report
-from reconciler.adapters.gitsource import GitAuth, GitRemote, InventoryRepo
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.git.reports import commit_report
+from reconciler.adapters.git.source import GitAuth, GitRemote, InventoryRepo
+from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.gitops import run_gitops_cycle
-from reconciler.logic import reportcadence
+from reconciler.logic.reports import reportcadence
 from reconciler.model.inventory import ReportSettings
 from reconciler.outcome import CycleOutcome
 from reconciler.sourcing import InventorySource

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from gitserver import GitDaemon, HttpGitServer, git, make_bare, seed
 
-from reconciler.adapters import gitsource
-from reconciler.adapters.gitreports import InventoryTarget, Outbox, commit_report
-from reconciler.adapters.gitsource import GitAuth, GitRemote, InventoryRepo
+from reconciler.adapters.git import source as gitsource
+from reconciler.adapters.git.reports import InventoryTarget, Outbox, commit_report
+from reconciler.adapters.git.source import GitAuth, GitRemote, InventoryRepo
 from reconciler.model.inventory import ReportSettings
 from reconciler.twin.cluster import ClusterTwin
 

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import zlib
 from pathlib import Path
 
-from reconciler.logic import reports, slicesvg
+from reconciler.logic.reports import reports, slicesvg
 from reconciler.model.drift import DriftReport, GpuSliceMap, NodeReport, NodeStatus, SlicePartition
 from reconciler.model.revisions import Revision
 

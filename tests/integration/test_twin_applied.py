@@ -15,7 +15,7 @@ from reconciler.adapters.fsinventory import read_inventory_dir
 from reconciler.cli import cli
 from reconciler.commands.twinseed import applied_seed
 from reconciler.resources import inventory_dir
-from reconciler.twin.cluster import ClusterTwin
+from reconciler.twin.cluster import AppliedSeed, ClusterTwin
 
 
 def _own_inventory(tmp_path: Path) -> Path:
@@ -47,7 +47,7 @@ def test_a_seeded_twin_starts_in_sync(tmp_path: Path) -> None:
     root = _own_inventory(tmp_path)
     seed = applied_seed(read_inventory_dir(root), now=datetime.now(UTC))
     assert seed is not None and set(seed.node_configs) == {p.stem for p in (root / "nodes").iterdir()}
-    with ClusterTwin.from_inventory(root, applied=seed) as twin:
+    with ClusterTwin.from_inventory(root, applied=AppliedSeed(*seed)) as twin:
         twin.settle()
         code, doc = _once(root, twin)
     assert _writes(doc) == [] and code == 0, doc

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from helpers.corpus import build_case
 
 from reconciler.commands.validate import command as validate
-from reconciler.logic.rules import CODES
+from reconciler.logic.inventory.rules import CODES
 
 TESTS = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((TESTS / "reference" / "sarif" / "sarif-schema-2.1.0.json").read_text("utf-8"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from helpers.twinclock import TwinClock, desired_from, reconcile_cycle
 
-from reconciler.adapters.kubeobserve import mig_manager_error
+from reconciler.adapters.kube.observe import mig_manager_error
 from reconciler.engine import CycleResult
 from reconciler.model.inventory import DesiredState
 from reconciler.model.plans import Kind

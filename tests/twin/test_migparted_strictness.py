@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from reconciler.catalog import load_catalog
-from reconciler.logic import migparted as reader
+from reconciler.logic.codecs import migparted as reader
 from reconciler.twin.gpus import TwinGpu
 from reconciler.twin.operator import migparted as twin_parted
 

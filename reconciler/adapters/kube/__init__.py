@@ -1,0 +1,1 @@
+"""The Kubernetes adapters: the only modules that import the official `kubernetes` client."""

@@ -1,0 +1,640 @@
+"""The Kubernetes adapter: observe the GPU side of a cluster with list calls, and apply plan Changes.
+
+The one module of the reconcile path that imports `kubernetes` (kubeobserve.py, its helper, only
+parses the raw JSON). Contract:
+- observe() makes LIST calls only, paginated with limit/continue (the client's `_continue`): nodes,
+  pods in all namespaces, and the ClusterPolicy / DaemonSet / ConfigMaps by `metadata.name` field
+  selector. No GET per node. A device-plugin pod's log is read only when that pod is not Ready (at
+  most `max_log_reads` per cycle), a mig-manager pod's log only when its node's state is `failed`.
+- apply() turns one Change into one write with field manager "migplan": ConfigMap create or JSON
+  merge patch, ClusterPolicy JSON merge patch, DaemonSet strategic merge patch (what `kubectl
+  rollout restart` sends), Node JSON merge patch of the label/annotation/unschedulable keys the
+  Change names. `dry_run=True` sends the same request with dryRun=All.
+- ApiException and urllib3 errors are translated here (api_error, the one translator every adapter
+  uses) into reconciler.model.errors: 409 Conflict, 410, 429 and 5xx, connection resets and timeouts
+  are Transient (retried with backoff when the request is safe to repeat, 409 never); everything else
+  is a MigplanError with the API's message. Each outcome has its own type and registered MP55x code.
+- 429 and 5xx with a `Retry-After` header (what the API server's max-in-flight and Priority and
+  Fairness filters send when they reject a request: staging/src/k8s.io/apiserver/pkg/server/filters/
+  maxinflight.go and priority-and-fairness.go, `tooManyRequests`) are `Throttled`: retried after
+  exactly that many seconds, up to 10 retries, as client-go's rest client does (rest/with_retry.go
+  `IsNextRetry`/`checkWait`, integer seconds only; the official Python client's
+  `kubernetes.utils.retry.retry_after_seconds` parses it the same way). The
+  `X-Kubernetes-PF-PriorityLevel-UID` / `-FlowSchema-UID` headers only identify the priority
+  level that rejected the request (client-go does not act on them either): they are quoted in the
+  error when the retries run out, for the cluster admin to look up.
+- apply() is called from several threads at once (the engine's write pool): the one ApiClient is
+  shared, its urllib3 pool keeps up to MAX_CONNECTIONS connections (the highest writeConcurrency
+  allowed), so at any setting each writer thread reuses a kept-alive connection instead of a new TCP
+  and TLS handshake per request (urllib3 discards a connection handed back to a full pool). The pool
+  only ever opens as many connections as requests are in flight at once: a larger maxsize costs nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import orjson
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.utils._retry_base import retry_after_seconds
+from tenacity import RetryCallState, retry, retry_if_exception, wait_exponential
+
+from reconciler.adapters import deadline
+from reconciler.adapters.kube import observe as kubeobserve
+from reconciler.model.errors import EvictionRefused, MigplanError, Transient
+from reconciler.model.inventory import MAX_WRITE_CONCURRENCY, GpuOperatorSettings
+from reconciler.model.observed import (
+    FIELD_MANAGER,
+    LAYOUT_REFUSALS,
+    ConfigMapState,
+    ObservedNode,
+    ObservedState,
+)
+from reconciler.model.plans import Action, Change, Kind
+
+if TYPE_CHECKING:
+    from reconciler.engine import ClusterPort
+
+T = TypeVar("T")
+S = TypeVar("S")
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+CP_GROUP, CP_VERSION, CP_PLURAL = "nvidia.com", "v1", "clusterpolicies"
+DEFAULT_PAGE_SIZE = 500
+LOG_TAIL_LINES = 200
+MAX_LOG_READS = 100  # device-plugin pod logs read per cycle at most
+REQUEST_TIMEOUT = (5.0, 30.0)  # connect, read (seconds): the default of every request we send
+RETRY_AFTER_MAX_RETRIES = 10  # client-go rest.Request's default maxRetries for Retry-After responses
+RETRY_AFTER_CAP = 60.0  # seconds: a Retry-After above this is waited as this (and never past the deadline)
+MAX_CONNECTIONS = MAX_WRITE_CONCURRENCY  # urllib3 pool size: every writer thread keeps its connection
+PF_PRIORITY_LEVEL_HEADER = "X-Kubernetes-PF-PriorityLevel-UID"
+
+
+class ApiRequestFailed(MigplanError):
+    """The API server refused a request for a reason retrying will not fix (4xx other than 404/409/410/429)."""
+
+    code = "MP550"
+
+
+class NotFound(ApiRequestFailed):
+    code = "MP551"
+
+
+class ListExpired(Transient):
+    """A paginated LIST's continue token expired (410 Gone): the list restarts."""
+
+    code = "MP552"
+
+
+class ApiConflict(Transient):
+    """409: the object changed since it was read. Repeating the same write cannot succeed; the next cycle
+    re-observes, so with_retries does not retry it."""
+
+    code = "MP553"
+
+
+class ApiUnavailable(Transient):
+    """429 or 5xx: the API server is busy or failing; worth another try."""
+
+    code = "MP554"
+
+
+class ApiUnreachable(Transient):
+    """No HTTP answer: connection refused or reset, timeout, TLS (the client's own ApiException with status 0)."""
+
+    code = "MP555"
+
+
+class KubeconfigUnusable(MigplanError):
+    """The kubeconfig or the in-cluster configuration cannot be used (missing, unreadable, malformed)."""
+
+    code = "MP556"
+
+
+class TimeoutApiClient(client.ApiClient):
+    """An ApiClient whose every request has a timeout, cut to what is left of the cycle's deadline.
+
+    The official client waits forever when no `_request_timeout` is given, and urllib3 retries a
+    timed-out GET three more times on its own: against a server that accepts connections and never
+    answers, one LIST would take four read timeouts before our own retries even start. So urllib3's
+    retries are switched off (`with_retries` is the one retry loop, and it stops at the deadline),
+    every request gets REQUEST_TIMEOUT unless it asks for less, and none outlives the deadline
+    (adapters/deadline.py).
+
+    The proxy is pinned to what the environment says when the client is built. The kubeconfig and
+    in-cluster loaders refresh the bearer token before every request by setting the configuration's
+    `host` again, and the configuration then re-reads every proxy variable of the environment
+    (urllib's getproxies: a walk over all of os.environ, per request); but the connection pool,
+    proxy included, is built once, here, from `configuration.proxy`, so the re-read value is never
+    used. Pinning it (the `proxy` setter) keeps the same proxy and drops that walk.
+    """
+
+    def __init__(self, configuration: client.Configuration | None = None, **kwargs: Any) -> None:
+        configuration = configuration if configuration is not None else client.Configuration.get_default_copy()
+        if configuration.retries is None:
+            configuration.retries = False
+        configuration.proxy = configuration.proxy  # pinned: see the class docstring
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, MAX_CONNECTIONS)
+        super().__init__(configuration, **kwargs)
+        self.request_timeout: tuple[float, float] = REQUEST_TIMEOUT
+
+    def call_api(
+        self,
+        method: str,
+        url: str,
+        header_params: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        connect, read = _timeouts(_request_timeout, self.request_timeout)
+        what = f"{method} {url.split('?', 1)[0]}"
+        timeout = (deadline.clamp(connect, what), deadline.clamp(read, what))
+        return super().call_api(method, url, header_params, body, post_params, _request_timeout=timeout)
+
+
+def _timeouts(asked: Any, default: tuple[float, float]) -> tuple[float, float]:
+    """(connect, read) from what a caller passed as `_request_timeout` (None, a number or a pair)."""
+    if isinstance(asked, int | float) and asked > 0:
+        return float(asked), float(asked)
+    if isinstance(asked, tuple) and len(asked) == 2:
+        return float(asked[0] or default[0]), float(asked[1] or default[1])
+    return default
+
+
+def load_kube_config(path: str | None, *, context: str | None = None) -> client.Configuration:
+    """A client Configuration from a kubeconfig file (None: $KUBECONFIG or ~/.kube/config).
+
+    Every way a kubeconfig can be broken — missing, unreadable, not YAML, binary, a list where a
+    mapping belongs, a context that is not there, a certificate that does not parse — is one
+    MigplanError MP556 naming the file; the official loader raises whatever its parser hit.
+    """
+    cfg = client.Configuration()
+    where = path or "(default kubeconfig)"
+    try:
+        config.load_kube_config(config_file=path, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    except config.ConfigException as exc:
+        raise KubeconfigUnusable(f"kubeconfig {where}: {_first_line(exc)}") from exc
+    except OSError as exc:
+        raise KubeconfigUnusable(f"kubeconfig {where}: cannot read: {exc.strerror or exc}") from exc
+    except Exception as exc:  # yaml, unicode, type and key errors from the loader's parsing
+        raise KubeconfigUnusable(
+            f"kubeconfig {where}: not a valid kubeconfig ({type(exc).__name__}: {_first_line(exc)})"
+        ) from exc
+    return cfg
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def api_error(exc: ApiException, what: str, *, conflict: type[Transient] = ApiConflict) -> MigplanError:
+    """The one translation of the official client's ApiException into a migplan error, with the request that
+    failed and the API's own message. Every adapter that talks to the API server uses it; a caller whose 409 means
+    something more precise (the leader Lease) passes its own `conflict` type."""
+    status = int(exc.status or 0)
+    detail = _api_message(exc)
+    if status == 0:  # kubernetes/client/rest.py raises ApiException(status=0) for a TLS failure
+        return ApiUnreachable(f"{what}: {detail}")
+    if status == 410:
+        return ListExpired(f"{what}: list continuation expired (410): {detail}")
+    if status == 409:
+        return conflict(f"{what}: HTTP 409: {detail}")
+    if status == 429 or status >= 500:
+        wait = _retry_after(exc)
+        if wait is not None:
+            level = _header(exc, PF_PRIORITY_LEVEL_HEADER)
+            where = f" (priority level {level})" if level else ""
+            return Throttled(f"{what}: HTTP {status}: {detail}{where}", retry_after=wait)
+        return ApiUnavailable(f"{what}: HTTP {status}: {detail}")
+    if status == 404:
+        return NotFound(f"{what}: not found: {detail}")
+    return ApiRequestFailed(f"{what}: HTTP {status}: {detail}")
+
+
+@contextlib.contextmanager
+def translate_api_errors(what: str) -> Iterator[None]:
+    """Library exceptions become migplan errors here (api_error), with the request that failed in the message."""
+    try:
+        yield
+    except ApiException as exc:
+        raise api_error(exc, what) from exc
+    except (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, OSError) as exc:
+        raise ApiUnreachable(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+class Throttled(ApiUnavailable):
+    """429 or 5xx with a Retry-After header: the server said when to come back (retried after exactly that)."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    """Retry-After in whole seconds as client-go reads it, or None; a value past any integer is no value."""
+    try:
+        return retry_after_seconds(exc)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _header(exc: ApiException, name: str) -> str | None:
+    for key, value in (exc.headers or {}).items():
+        if str(key).lower() == name.lower():
+            return str(value)[:64]  # a UID; never more than a line of someone else's header
+    return None
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        body = orjson.loads(exc.body or b"{}")
+        return str(body.get("message") or exc.reason)
+    except orjson.JSONDecodeError:
+        return str(exc.reason or exc.body)
+
+
+def _retryable(exc: BaseException) -> bool:
+    # 409 means our view is stale: repeating the same write cannot succeed; the next cycle
+    # re-observes. Everything else transient (429, 5xx, resets, timeouts, expired continue) is
+    # worth another try.
+    return isinstance(exc, Transient) and not isinstance(exc, ApiConflict)
+
+
+def with_retries(fn: Callable[[], T], *, attempts: int = 4) -> T:
+    """Call fn, retrying retryable Transient errors: after the server's Retry-After when it sent one
+    (up to RETRY_AFTER_MAX_RETRIES retries, like client-go), else with exponential backoff (0.2 s
+    doubling, max 3 s, `attempts` calls in all). No wait outlasts the cycle's deadline."""
+    backoff = wait_exponential(multiplier=0.2, max=3.0)
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        seconds = min(exc.retry_after, RETRY_AFTER_CAP) if isinstance(exc, Throttled) else backoff(state)
+        left = deadline.remaining()
+        return max(0.0, seconds if left is None else min(seconds, left))
+
+    def stop(state: RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome else None
+        limit = RETRY_AFTER_MAX_RETRIES + 1 if isinstance(exc, Throttled) else attempts
+        return state.attempt_number >= limit
+
+    # The first attempt runs bare (a cycle's thousands of writes nearly all succeed at once, and tenacity's
+    # bookkeeping costs as much as a small request); a retryable failure is then replayed as the loop's own
+    # first attempt, so waits, stops and the error raised are exactly the loop's.
+    try:
+        return fn()
+    except Exception as exc:
+        if not _retryable(exc):
+            raise
+        first: Exception | None = exc
+
+    def attempt() -> T:
+        nonlocal first
+        if first is not None:
+            failed, first = first, None
+            raise failed
+        return fn()
+
+    wrapped = retry(retry=retry_if_exception(_retryable), stop=stop, wait=wait, reraise=True)(attempt)
+    return wrapped()
+
+
+def _append(items: list[Mapping[str, Any]], obj: Mapping[str, Any]) -> None:
+    items.append(obj)
+
+
+def _drain(resp: Any) -> bytes:
+    """Read a raw (`_preload_content=False`) response to the end and hand its connection back to the
+    pool; without this every request opens a new connection (and a new TLS handshake)."""
+    try:
+        return bytes(resp.data)
+    finally:
+        resp.release_conn()
+
+
+class KubeCluster:
+    """Observe and apply through the official client (one ApiClient, reused across cycles)."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
+    ) -> None:
+        self.api_client = api_client
+        self.request_timeout = request_timeout
+        self.max_log_reads = MAX_LOG_READS
+        self.core = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.policy = client.PolicyV1Api(api_client)
+        self.page_size = page_size
+        # In-sync cycles: a node or pod whose (uid, resourceVersion) the last observation saw is not parsed
+        # again (kubeobserve.ParseMemo says why that key is exact). Only the parse of one object is
+        # remembered; everything that reads several objects or the clock is computed every cycle.
+        self.node_memo = kubeobserve.ParseMemo(kubeobserve.node_from_json)
+        self.pod_memo = kubeobserve.ParseMemo(kubeobserve.gpu_pod_from_json)
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | None = None,
+        *,
+        context: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
+    ) -> KubeCluster:
+        api_client = TimeoutApiClient(load_kube_config(path, context=context))
+        return cls(api_client, page_size=page_size, request_timeout=request_timeout)
+
+    @classmethod
+    def in_cluster(cls, *, page_size: int = DEFAULT_PAGE_SIZE) -> KubeCluster:
+        cfg = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except config.ConfigException as exc:
+            raise KubeconfigUnusable(f"in-cluster configuration: {_first_line(exc)}") from exc
+        return cls(TimeoutApiClient(cfg), page_size=page_size)
+
+    def close(self) -> None:
+        self.api_client.close()  # type: ignore[no-untyped-call]
+
+    # --- observe ----------------------------------------------------------------------------------
+
+    def _pages(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Iterator[Mapping[str, Any]]:
+        """Every item of a paginated LIST; an expired continue token restarts the list once."""
+        items: list[Mapping[str, Any]] = self._fold(what, fn, list, _append, **kwargs)
+        return iter(items)
+
+    def _fold(
+        self, what: str, fn: Callable[..., Any], start: Callable[[], S], add: Callable[[S, Any], object], **kwargs: Any
+    ) -> S:
+        """`add(acc, item)` for every item of a paginated LIST, page by page, into `start()`; a retried
+        list (expired continue token, transient error) starts again from a fresh `start()`. Each
+        page's raw JSON is dropped once its items are added, so a caller that keeps compact values
+        never holds the whole list's raw objects."""
+
+        def collect() -> S:
+            acc = start()
+            cont: str | None = None
+            while True:
+                with translate_api_errors(what):
+                    resp = fn(
+                        limit=self.page_size,
+                        _continue=cont,
+                        _preload_content=False,
+                        _request_timeout=self.request_timeout,
+                        **kwargs,
+                    )
+                    doc = orjson.loads(_drain(resp))
+                for item in doc.get("items") or ():
+                    add(acc, item)
+                cont = (doc.get("metadata") or {}).get("continue") or None
+                del doc
+                if not cont:
+                    return acc
+
+        return with_retries(collect)
+
+    def _one(self, what: str, fn: Callable[..., Any], name: str, **kwargs: Any) -> Mapping[str, Any] | None:
+        for obj in self._pages(what, fn, field_selector=f"metadata.name={name}", **kwargs):
+            if (obj.get("metadata") or {}).get("name") == name:
+                return obj
+        return None
+
+    def list_objects(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Iterator[Mapping[str, Any]]:
+        """Every item of a paginated LIST as raw JSON (timeouts, retries and errors as for observe)."""
+        return self._pages(what, fn, **kwargs)
+
+    def find_one(self, what: str, fn: Callable[..., Any], name: str, **kwargs: Any) -> Mapping[str, Any] | None:
+        """The object named `name`, by a LIST with a metadata.name field selector (no GET), or None."""
+        return self._one(what, fn, name, **kwargs)
+
+    def observe(self, ops: GpuOperatorSettings) -> ObservedState:
+        self.node_memo.begin()
+        self.pod_memo.begin()
+        node_memo = self.node_memo
+
+        def add_node(nodes: dict[str, ObservedNode], obj: Mapping[str, Any]) -> None:
+            node = node_memo(obj)
+            nodes[node.name] = node
+
+        nodes = self._fold("list nodes", self.core.list_node, dict, add_node)
+        cp_obj = self._one(
+            f"list clusterpolicies {ops.cluster_policy}",
+            self.custom.list_cluster_custom_object,
+            ops.cluster_policy,
+            group=CP_GROUP,
+            version=CP_VERSION,
+            plural=CP_PLURAL,
+        )
+        ds_obj = self._one(
+            f"list daemonsets {ops.namespace}/{ops.device_plugin_daemonset}",
+            self.apps.list_namespaced_daemon_set,
+            ops.device_plugin_daemonset,
+            namespace=ops.namespace,
+        )
+        failed = kubeobserve.failed_nodes(nodes)
+
+        def sorter() -> kubeobserve.PodSorter:
+            return kubeobserve.PodSorter(
+                ops,
+                failed=failed,
+                daemonset=ds_obj is not None,
+                device_plugin_log=self._quote_log,
+                mig_manager_log=self._mig_manager_reason,
+                max_log_reads=self.max_log_reads,
+                gpu_pod=self.pod_memo,
+            )
+
+        pods = self._fold("list pods", self.core.list_pod_for_all_namespaces, sorter, kubeobserve.PodSorter.add)
+        pdbs = self._pdbs()
+        return kubeobserve.observed_from_parts(
+            ops,
+            pdbs=pdbs,
+            nodes=nodes,
+            pods=pods,
+            cluster_policy=cp_obj,
+            daemonset=ds_obj,
+            config_map=lambda name: self._one(
+                f"list configmaps {ops.namespace}/{name}",
+                self.core.list_namespaced_config_map,
+                name,
+                namespace=ops.namespace,
+            ),
+        )
+
+    def _pdbs(self) -> list[Mapping[str, Any]]:
+        """PodDisruptionBudgets, to name the ones blocking a drain. Without the right to list them (an RBAC of
+        an older release) or on a server without policy/v1 they are unknown, not an error: the API server
+        enforces them on every eviction anyway."""
+        try:
+            return list(
+                self._pages("list poddisruptionbudgets", self.policy.list_pod_disruption_budget_for_all_namespaces)
+            )
+        except ApiRequestFailed:
+            return []
+
+    def _config_map(self, namespace: str, name: str) -> ConfigMapState | None:
+        obj = self._one(
+            f"list configmaps {namespace}/{name}", self.core.list_namespaced_config_map, name, namespace=namespace
+        )
+        return kubeobserve.config_map_from_json(obj) if obj else None
+
+    def _mig_manager_reason(self, pod: Mapping[str, Any]) -> str | None:
+        """Why mig-manager set `failed` on its node: the last error line of its log."""
+        meta = pod.get("metadata") or {}
+        try:
+            with translate_api_errors(f"read log of pod {meta.get('namespace')}/{meta.get('name')}"):
+                text = self.core.read_namespaced_pod_log(
+                    meta.get("name", ""),
+                    meta.get("namespace", ""),
+                    tail_lines=LOG_TAIL_LINES,
+                    _request_timeout=self.request_timeout,
+                )
+        except MigplanError:
+            return None
+        return kubeobserve.mig_manager_error(str(text or ""))
+
+    def _quote_log(self, pod: Mapping[str, Any]) -> str | None:
+        """The device plugin's own error line from a pod that is not Ready (current, else previous run)."""
+        meta = pod.get("metadata") or {}
+        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
+        container = "nvidia-device-plugin" if "nvidia-device-plugin" in containers else None
+        best: str | None = None
+        for previous in (False, True):
+            try:
+                with translate_api_errors(f"read log of pod {meta.get('namespace')}/{meta.get('name')}"):
+                    text = self.core.read_namespaced_pod_log(
+                        meta.get("name", ""),
+                        meta.get("namespace", ""),
+                        container=container,
+                        previous=previous or None,
+                        tail_lines=LOG_TAIL_LINES,
+                        _request_timeout=self.request_timeout,
+                    )
+            except MigplanError:
+                continue  # a log we cannot read is not worth failing the observation for
+            line = kubeobserve.quote_log(str(text or ""), LAYOUT_REFUSALS)
+            if line and any(r in line for r in LAYOUT_REFUSALS):
+                return line
+            best = best or line
+        return best
+
+    # --- apply ------------------------------------------------------------------------------------
+
+    def apply(self, change: Change, *, dry_run: bool = False) -> None:
+        """Send the one write this Change stands for (no-op for UNCHANGED/SKIP)."""
+        if not change.writes or change.patch is None:
+            return
+        if change.kind is Kind.EVICT:
+            self._evict(change, dry_run=dry_run)
+            return
+        body = dict(change.patch)
+        kind = change.kind
+        dry = "All" if dry_run else None
+        parts = change.subject.split("/")
+        what = f"{'dry-run ' if dry_run else ''}{change.action.value} {change.subject}"
+
+        # Every write: one field manager, dry run when asked, raw response (nothing to deserialise).
+        common: dict[str, Any] = {
+            "field_manager": FIELD_MANAGER,
+            "dry_run": dry,
+            "_preload_content": False,
+            "_request_timeout": self.request_timeout,
+        }
+
+        def send() -> None:
+            resp: Any
+            with translate_api_errors(what):
+                if kind is Kind.MIG_CONFIG_MAP and change.action is Action.CREATE:
+                    cm = client.V1ConfigMap.from_dict(body)
+                    assert cm is not None
+                    resp = self.core.create_namespaced_config_map(parts[1], cm, **common)
+                elif kind is Kind.MIG_CONFIG_MAP:
+                    resp = self.core.patch_namespaced_config_map(
+                        parts[2], parts[1], body, _content_type=MERGE_PATCH, **common
+                    )
+                elif kind is Kind.CLUSTER_POLICY:
+                    resp = self.custom.patch_cluster_custom_object(
+                        CP_GROUP, CP_VERSION, CP_PLURAL, parts[1], body, _content_type=MERGE_PATCH, **common
+                    )
+                elif kind is Kind.RESTART_DEVICE_PLUGIN:
+                    resp = self.apps.patch_namespaced_daemon_set(
+                        parts[2], parts[1], body, _content_type=STRATEGIC_MERGE_PATCH, **common
+                    )
+                elif kind in (Kind.NODE_MIG_CONFIG, Kind.CORDON, Kind.UNCORDON, Kind.AGENT_LAYOUT):
+                    resp = self.core.patch_node(parts[1], body, _content_type=MERGE_PATCH, **common)
+                else:  # pragma: no cover - every Kind is handled above
+                    raise MigplanError(f"no applier for {kind}")
+                _drain(resp)
+
+        with_retries(send)
+
+    def _evict(self, change: Change, *, dry_run: bool) -> None:
+        """POST pods/{name}/eviction with the policy/v1 Eviction the Change carries. A pod already gone (404)
+        is evicted; a refusal (429 PodDisruptionBudget, 500 several PDBs) is EvictionRefused, not retried here."""
+        assert change.patch is not None
+        meta = change.patch.get("metadata") or {}
+        name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
+        what = f"{'dry-run ' if dry_run else ''}evict pod {namespace}/{name}"
+        body = client.V1Eviction(
+            api_version="policy/v1", kind="Eviction", metadata=client.V1ObjectMeta(name=name, namespace=namespace)
+        )
+
+        def send() -> None:
+            try:
+                with translate_api_errors(what):
+                    try:
+                        resp = self.core.create_namespaced_pod_eviction(
+                            name,
+                            namespace,
+                            body,
+                            dry_run="All" if dry_run else None,
+                            _preload_content=False,
+                            _request_timeout=self.request_timeout,
+                        )
+                    except ApiException as exc:
+                        refusal = _eviction_refusal(exc)
+                        if refusal is not None:
+                            raise EvictionRefused(f"{what}: {refusal}", pod=f"{namespace}/{name}") from exc
+                        raise
+                    _drain(resp)
+            except NotFound:
+                return  # the pod is gone already: what the eviction was for
+
+        with_retries(send)
+
+
+def _eviction_refusal(exc: ApiException) -> str | None:
+    """The API server's refusal of an eviction, in its own words (message and DisruptionBudget causes), for a
+    429 or the 500 about several PodDisruptionBudgets (pkg/registry/core/pod/storage/eviction.go); None else."""
+    status = int(exc.status or 0)
+    try:
+        doc = orjson.loads(exc.body or b"{}")
+    except orjson.JSONDecodeError:
+        doc = {}
+    if not isinstance(doc, dict):
+        doc = {}
+    message = str(doc.get("message") or exc.reason or "")
+    causes = [
+        str(c.get("message", ""))
+        for c in ((doc.get("details") or {}).get("causes") or ())
+        if isinstance(c, dict) and c.get("reason", c.get("type")) == "DisruptionBudget"
+    ]
+    if status == 429 or (status == 500 and "more than one PodDisruptionBudget" in message):
+        return "; ".join([message[:300], *(c[:300] for c in causes)])
+    return None
+
+
+if TYPE_CHECKING:
+
+    def _conforms(x: KubeCluster) -> ClusterPort:
+        return x

@@ -1,0 +1,587 @@
+"""Turn Kubernetes API objects (plain JSON dicts) into migplan's observed values.
+
+Pure functions, no client import: the kube adapter lists with the official client, asks for the raw
+JSON (`_preload_content=False`, parsed with orjson) and hands each item here. Skipping the client's
+model deserialisation is what keeps a 5,000-node observation within a small factor of the raw
+list floor. Only GPU-relevant fields are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from reconciler.logic.observe.observation import read_observation
+from reconciler.model.inventory import GpuOperatorSettings
+from reconciler.model.observed import (
+    CLIENT_WAIT_FAILED,
+    CORDONED_ANNOTATION,
+    FIELD_MANAGER,
+    GPU_COUNT_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_MANAGER_APP_LABEL,
+    MIRROR_POD_ANNOTATION,
+    REQUESTED_AT_ANNOTATION,
+    RESTARTED_AT_ANNOTATION,
+    ClusterPolicyState,
+    ConfigMapState,
+    ContainerResources,
+    DevicePluginPod,
+    DevicePluginState,
+    Malformed,
+    MigConfigState,
+    ObservedNode,
+    ObservedPdb,
+    ObservedPod,
+    ObservedState,
+    OwnerRef,
+    SelectorRequirement,
+    is_gpu_resource,
+)
+from reconciler.model.quantities import QuantityError, parse_count
+from reconciler.model.strict import StrictValueError, parse_timestamp, short
+
+RUN_STARTED = "Updating to MIG config: "  # mig-parted cmd/nvidia-mig-manager/main.go start, once per run
+DEVICE_PLUGIN_CONTAINER = "nvidia-device-plugin"  # gpu-operator assets/state-device-plugin/0500_daemonset.yaml
+
+_MIG_STATES = frozenset(s.value for s in MigConfigState)
+
+
+def _gpu_counts(
+    raw: Mapping[str, Any] | None, where: str, bad: list[Malformed], *, unreadable_as: int | None = None
+) -> dict[str, int]:
+    """GPU resources of a capacity/allocatable/requests/limits map, parsed as apimachinery does.
+
+    A value that is not a whole, non-negative quantity is recorded in `bad` and left out (or, with
+    `unreadable_as`, counted as that: a pod asking for an unreadable number of GPUs still holds some)."""
+    if not raw:
+        return {}
+    out: dict[str, int] = {}
+    for k, v in raw.items():
+        if not is_gpu_resource(k):
+            continue
+        try:
+            out[k] = parse_count(v)
+        except QuantityError as exc:
+            bad.append(Malformed(f"{where}[{k}]", short(v), str(exc)))
+            if unreadable_as is not None:
+                out[k] = unreadable_as
+    return out
+
+
+def _check_marks(labels: Mapping[str, Any], annotations: Mapping[str, Any], bad: list[Malformed]) -> None:
+    """The labels and annotations migplan acts on must hold one of the values it knows."""
+    state = labels.get(MIG_CONFIG_STATE_LABEL)
+    if state is not None and state not in _MIG_STATES:
+        bad.append(
+            Malformed(
+                f"label {MIG_CONFIG_STATE_LABEL}",
+                short(state),
+                f"not a state mig-manager writes ({', '.join(sorted(_MIG_STATES))})",
+            )
+        )
+    count = labels.get(GPU_COUNT_LABEL)
+    if count is not None and not (isinstance(count, str) and count.isascii() and count.isdigit() and len(count) < 6):
+        bad.append(
+            Malformed(f"label {GPU_COUNT_LABEL}", short(count), "not a GPU count (GFD writes a decimal integer)")
+        )
+    requested = annotations.get(REQUESTED_AT_ANNOTATION)
+    if requested is not None:
+        try:
+            parse_timestamp(requested)
+        except StrictValueError as exc:
+            bad.append(Malformed(f"annotation {REQUESTED_AT_ANNOTATION}", short(requested), str(exc)))
+    cordoned = annotations.get(CORDONED_ANNOTATION)
+    if cordoned is not None and cordoned != "true":
+        bad.append(Malformed(f"annotation {CORDONED_ANNOTATION}", short(cordoned), "migplan only writes 'true'"))
+
+
+def unschedulable_owned_by_migplan(meta: Mapping[str, Any]) -> bool | None:
+    """Whether spec.unschedulable is migplan's alone: an entry of migplan's field manager (main resource, any
+    operation) holds `f:spec.f:unschedulable` in metadata.managedFields and no other manager's entry does
+    (FieldsV1, the structured-merge-diff encoding the apiserver writes).
+
+    A cordon someone else also claims (a server-side apply of the same value shares the field) is not migplan's
+    to lift. None when the server sent no managedFields (an old server, or the feature off): migplan then cannot
+    tell who cordoned last. Entries that are not what a server writes are skipped, never trusted for True."""
+    entries = meta.get("managedFields")
+    if not isinstance(entries, list) or not entries:
+        return None
+    mine = others = False
+    for entry in entries:
+        if not isinstance(entry, Mapping) or entry.get("subresource"):
+            continue
+        fields = entry.get("fieldsV1")
+        spec = fields.get("f:spec") if isinstance(fields, Mapping) else None
+        if isinstance(spec, Mapping) and isinstance(spec.get("f:unschedulable"), Mapping):
+            if entry.get("manager") == FIELD_MANAGER:
+                mine = True
+            else:
+                others = True
+    return mine and not others
+
+
+def node_from_json(obj: Mapping[str, Any]) -> ObservedNode:
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    bad: list[Malformed] = []
+    capacity = _gpu_counts(status.get("capacity"), "status.capacity", bad)
+    allocatable = _gpu_counts(status.get("allocatable"), "status.allocatable", bad)
+    _check_marks(labels, annotations, bad)
+    # The node observer's report: decoded once here (strict, bounded); unreadable is MP547, not MP530.
+    observation, observation_error = read_observation(annotations)
+    return ObservedNode(
+        name=meta["name"],
+        labels=labels,
+        annotations=annotations,
+        capacity=capacity,
+        allocatable=allocatable,
+        unschedulable=bool((obj.get("spec") or {}).get("unschedulable", False)),
+        unschedulable_owned_by_migplan=unschedulable_owned_by_migplan(meta),
+        resource_version=meta.get("resourceVersion", ""),
+        taints=_taints((obj.get("spec") or {}).get("taints")),
+        malformed=tuple(bad),
+        observation=observation,
+        observation_error=observation_error,
+    )
+
+
+def _taints(raw: Any) -> tuple[tuple[str, str, str], ...]:
+    """spec.taints as (key, value, effect); entries that are not taints are skipped (the API refuses them)."""
+    out = []
+    for t in raw if isinstance(raw, list) else []:
+        if isinstance(t, Mapping) and isinstance(t.get("key"), str) and isinstance(t.get("effect"), str):
+            value = t.get("value")
+            out.append((t["key"][:316], value[:63] if isinstance(value, str) else "", t["effect"][:32]))
+    return tuple(out)
+
+
+def _containers(spec: Mapping[str, Any], bad: list[Malformed]) -> tuple[ContainerResources, ...]:
+    out = []
+    for c in spec.get("containers") or ():
+        res = c.get("resources") or {}
+        where = f"container {c.get('name', '')} resources"
+        req = _gpu_counts(res.get("requests"), f"{where}.requests", bad, unreadable_as=1)
+        lim = _gpu_counts(res.get("limits"), f"{where}.limits", bad, unreadable_as=1)
+        if req or lim:
+            out.append(ContainerResources(name=c.get("name", ""), requests=req, limits=lim))
+    return tuple(out)
+
+
+def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
+    refs = [r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping)]
+    for r in refs:
+        if r.get("controller") is True:
+            return OwnerRef(kind=str(r.get("kind", "")), name=str(r.get("name", "")))
+    if not refs:
+        return None
+    return OwnerRef(kind=str(refs[0].get("kind", "")), name=str(refs[0].get("name", "")), controller=False)
+
+
+def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
+    """The pod if any container asks for a GPU or MIG resource, else None (not kept)."""
+    spec = obj.get("spec") or {}
+    bad: list[Malformed] = []
+    containers = _containers(spec, bad)
+    if not containers:
+        return None
+    meta = obj.get("metadata") or {}
+    return ObservedPod(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        node=spec.get("nodeName") or None,
+        phase=(obj.get("status") or {}).get("phase") or "Pending",
+        containers=containers,
+        labels=meta.get("labels") or {},
+        owner=controller_of(meta),
+        node_selector=spec.get("nodeSelector") or {},
+        malformed=tuple(bad),
+        terminating=bool(meta.get("deletionTimestamp")),
+        mirror=MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}),
+    )
+
+
+_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+def _count(value: Any) -> int:
+    """A PDB status count: an int32 the controller wrote; anything else reads as 0 (allows nothing)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31 else 0
+
+
+def pdb_from_json(obj: Mapping[str, Any]) -> ObservedPdb:
+    """A policy/v1 PodDisruptionBudget. A selector that cannot be read (not a mapping, an unknown operator,
+    non-string values) is kept as invalid: the eviction subresource skips such a PDB (eviction.go
+    getPodDisruptionBudgets), and so does migplan when it names the PDBs blocking a drain."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    selector = (obj.get("spec") or {}).get("selector")
+    valid = True
+    labels: dict[str, str] | None = None
+    exprs: list[SelectorRequirement] = []
+    if isinstance(selector, Mapping):
+        raw_labels = selector.get("matchLabels") or {}
+        if isinstance(raw_labels, Mapping) and all(isinstance(v, str) for v in raw_labels.values()):
+            labels = {str(k): v for k, v in raw_labels.items()}
+        else:
+            valid, labels = False, {}
+        for e in selector.get("matchExpressions") or ():
+            values = e.get("values") or () if isinstance(e, Mapping) else ()
+            if (
+                not isinstance(e, Mapping)
+                or e.get("operator") not in _SELECTOR_OPERATORS
+                or not isinstance(values, list | tuple)
+                or not all(isinstance(v, str) for v in values)
+            ):
+                valid = False
+                continue
+            exprs.append(SelectorRequirement(str(e.get("key", "")), str(e["operator"]), tuple(values)))
+    elif selector is not None:
+        valid = False
+    return ObservedPdb(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        match_labels=labels,
+        match_expressions=tuple(exprs),
+        selector_valid=valid,
+        disruptions_allowed=_count(status.get("disruptionsAllowed")),
+        current_healthy=_count(status.get("currentHealthy")),
+        desired_healthy=_count(status.get("desiredHealthy")),
+        expected_pods=_count(status.get("expectedPods")),
+    )
+
+
+def pod_ready(obj: Mapping[str, Any]) -> bool:
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def owned_by_daemonset(obj: Mapping[str, Any], *, namespace: str, name: str) -> bool:
+    meta = obj.get("metadata") or {}
+    if meta.get("namespace") != namespace:
+        return False
+    return any(r.get("kind") == "DaemonSet" and r.get("name") == name for r in meta.get("ownerReferences") or ())
+
+
+def pod_ready_since(obj: Mapping[str, Any]) -> datetime | None:
+    """When the pod's Ready condition last turned True; None when it is not Ready or the time is unreadable."""
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready" and cond.get("status") == "True":
+            text = cond.get("lastTransitionTime")
+            if not isinstance(text, str):
+                return None
+            try:
+                return parse_timestamp(text)
+            except StrictValueError:
+                return None
+    return None
+
+
+def device_plugin_pod_from_json(
+    obj: Mapping[str, Any], log_line: str | None = None, *, log_read: bool = True
+) -> DevicePluginPod:
+    return DevicePluginPod(
+        name=(obj.get("metadata") or {}).get("name", ""),
+        node=(obj.get("spec") or {}).get("nodeName") or None,
+        ready=pod_ready(obj),
+        log_line=log_line,
+        log_read=log_read,
+        ready_since=pod_ready_since(obj),
+    )
+
+
+def device_plugin_from_json(obj: Mapping[str, Any], pods: tuple[DevicePluginPod, ...]) -> DevicePluginState:
+    meta = obj.get("metadata") or {}
+    template = (obj.get("spec") or {}).get("template") or {}
+    template_meta = template.get("metadata") or {}
+    return DevicePluginState(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        restarted_at=(template_meta.get("annotations") or {}).get(RESTARTED_AT_ANNOTATION),
+        generation=int(meta.get("generation", 0) or 0),
+        pods=pods,
+        annotations=meta.get("annotations") or {},
+        controller_kind=_controller_kind(meta),
+        template_mig_strategy=_template_env(template, DEVICE_PLUGIN_CONTAINER, "MIG_STRATEGY"),
+    )
+
+
+def _controller_kind(meta: Mapping[str, Any]) -> str | None:
+    """The kind of the controlling ownerReference (controller: true), if one is well formed."""
+    refs = meta.get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True and isinstance(ref.get("kind"), str):
+            return str(ref["kind"])
+    return None
+
+
+def _template_env(template: Mapping[str, Any], container: str, name: str) -> str | None:
+    """A literal env value of one container of a pod template (None when absent or not a plain string)."""
+    spec = template.get("spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    for c in containers if isinstance(containers, list) else ():
+        if not isinstance(c, Mapping) or c.get("name") != container:
+            continue
+        env = c.get("env")
+        for e in env if isinstance(env, list) else ():
+            if isinstance(e, Mapping) and e.get("name") == name and isinstance(e.get("value"), str):
+                return str(e["value"])
+    return None
+
+
+def cluster_policy_from_json(obj: Mapping[str, Any]) -> ClusterPolicyState:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    dp_config = (spec.get("devicePlugin") or {}).get("config") or {}
+    return ClusterPolicyState(
+        name=meta.get("name", ""),
+        mig_strategy=(spec.get("mig") or {}).get("strategy") or None,
+        mig_manager_config_name=((spec.get("migManager") or {}).get("config") or {}).get("name") or None,
+        device_plugin_config_name=dp_config.get("name") or None,
+        device_plugin_config_default=dp_config.get("default") or None,
+        resource_version=meta.get("resourceVersion", ""),
+        annotations=meta.get("annotations") or {},
+    )
+
+
+def config_map_from_json(obj: Mapping[str, Any]) -> ConfigMapState:
+    meta = obj.get("metadata") or {}
+    return ConfigMapState(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        data=obj.get("data") or {},
+        labels=meta.get("labels") or {},
+        resource_version=meta.get("resourceVersion", ""),
+        annotations=meta.get("annotations") or {},
+    )
+
+
+def quote_log(text: str, needles: tuple[str, ...]) -> str | None:
+    """The last log line containing one of `needles`, else the last non-empty line (None for an empty log)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if any(n in ln for n in needles):
+            return ln.strip()
+    return lines[-1].strip() if lines else None
+
+
+def is_mig_manager_pod(obj: Mapping[str, Any], *, namespace: str) -> bool:
+    meta = obj.get("metadata") or {}
+    key, value = MIG_MANAGER_APP_LABEL
+    return meta.get("namespace") == namespace and (meta.get("labels") or {}).get(key) == value
+
+
+def mig_manager_error(text: str) -> str | None:
+    """The last error line of a mig-manager log's last run, skipping its own 'Changing ... to failed' line.
+
+    A run begins with main.go's `Updating to MIG config: <name>`; errors of earlier runs say nothing about the
+    state the node is in now. A wait for GPU clients that gave up (reconfigure.go waitForPodsToBeDeleted) is a
+    first cause too."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    starts = [i for i, ln in enumerate(lines) if RUN_STARTED in ln]
+    if starts:
+        lines = lines[starts[-1] :]
+    errors = [ln for ln in lines if "rror" in ln and "nvidia.com/mig.config.state" not in ln]
+    # mig-manager's own last line only says which nvidia-mig-parted step failed ("Error: failed to apply MIG
+    # configuration: exit status 1", reconfigure.go Run); the reason is in the line mig-parted printed before it,
+    # and the most telling of those is the first-cause line (e.g. "... In use by another client").
+    causes = [ln for ln in errors if not ln.rstrip().split(":")[-1].strip().startswith("exit status")]
+    telling = [ln for ln in causes if any(w in ln for w in ("In use", "not present", "unmarshal", CLIENT_WAIT_FAILED))]
+    if telling:
+        return telling[-1]
+    if causes:
+        return causes[-1]
+    return errors[-1] if errors else None
+
+
+Json = Mapping[str, Any]
+T = TypeVar("T")
+_ABSENT: Any = object()
+
+
+class ParseMemo(Generic[T]):
+    """What `parse` made of each listed object, remembered from one observation to the next by the object's
+    (metadata.uid, metadata.resourceVersion), so an object that did not change is not parsed again.
+
+    Why that key is exact: the API server gives every write of an object a new resourceVersion (apimachinery
+    ObjectMeta: "changes on every update"), a deleted and re-created object has a new uid, and `parse` reads
+    nothing but the object itself (no clock, no other object): the same key can only stand for the same JSON,
+    so the same value. An object without both (not something a server sends) is parsed every time, never
+    remembered. The values are frozen dataclasses (or None), so sharing one across cycles is safe.
+
+    Bounded by the cluster: `begin()` at the start of each observation keeps only what the last one saw.
+    One observation at a time (the controller observes from one thread)."""
+
+    def __init__(self, parse: Callable[[Json], T]) -> None:
+        self.parse = parse
+        self._last: dict[tuple[str, str], T] = {}
+        self._current: dict[tuple[str, str], T] = {}
+        self.hits = 0  # this observation's objects taken from the memo (for tests and profiling)
+
+    def begin(self) -> None:
+        """A new observation: what the last one saw is what may be reused; nothing older."""
+        if self._current:
+            self._last, self._current = self._current, {}
+        self.hits = 0
+
+    def __call__(self, obj: Json) -> T:
+        meta = obj.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, Mapping) else None
+        rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+        if not (isinstance(uid, str) and uid and isinstance(rv, str) and rv):
+            return self.parse(obj)
+        key = (uid, rv)
+        value = self._current.get(key, _ABSENT)
+        if value is _ABSENT:
+            value = self._last.get(key, _ABSENT)
+            if value is _ABSENT:
+                value = self.parse(obj)
+            else:
+                self.hits += 1
+            self._current[key] = value
+        else:
+            self.hits += 1
+        return value  # type: ignore[no-any-return]
+
+
+class PodSorter:
+    """Sorts listed pods, one at a time, into what the observation keeps: GPU pods, device-plugin pods
+    (with the log line of those not Ready, at most `max_log_reads`), and the error line of the
+    mig-manager pod of each node in `failed`. One pod at a time, so a LIST page's raw JSON can be
+    dropped as soon as it is sorted: the raw pods of a whole cluster are never held at once."""
+
+    def __init__(
+        self,
+        ops: GpuOperatorSettings,
+        *,
+        failed: frozenset[str],
+        daemonset: bool,
+        device_plugin_log: Callable[[Json], str | None],
+        mig_manager_log: Callable[[Json], str | None],
+        max_log_reads: int,
+        gpu_pod: Callable[[Json], ObservedPod | None] = gpu_pod_from_json,
+    ) -> None:
+        self.ops = ops
+        self.gpu_pod = gpu_pod  # gpu_pod_from_json, or a ParseMemo of it (the kube adapter's, across cycles)
+        self.failed = failed
+        self.daemonset = daemonset
+        self.device_plugin_log = device_plugin_log
+        self.mig_manager_log = mig_manager_log
+        self.max_log_reads = max_log_reads
+        self.log_reads = 0  # device-plugin logs read this cycle (capped: a cluster-wide refusal is one story)
+        self.gpu_pods: list[ObservedPod] = []
+        self.dp_pods: list[DevicePluginPod] = []
+        self.mig_manager_errors: dict[str, str] = {}
+
+    def add(self, obj: Json) -> None:
+        ops = self.ops
+        if self.failed and is_mig_manager_pod(obj, namespace=ops.namespace):
+            node_name = (obj.get("spec") or {}).get("nodeName")
+            if node_name in self.failed:
+                reason = self.mig_manager_log(obj)
+                if reason:
+                    self.mig_manager_errors[node_name] = reason
+            return
+        if self.daemonset and owned_by_daemonset(obj, namespace=ops.namespace, name=ops.device_plugin_daemonset):
+            ready = pod_ready(obj)
+            read = not ready and self.log_reads < self.max_log_reads
+            self.log_reads += read
+            line = self.device_plugin_log(obj) if read else None
+            self.dp_pods.append(device_plugin_pod_from_json(obj, line, log_read=ready or read))
+            return
+        pod = self.gpu_pod(obj)
+        if pod is not None:
+            self.gpu_pods.append(pod)
+
+
+def failed_nodes(nodes: Mapping[str, ObservedNode]) -> frozenset[str]:
+    """Nodes whose mig-manager log says why they are where they are: `failed`, or `pending` with the GPU clients
+    paused (a client wait that gave up leaves exactly that, reconfigure.go Run)."""
+    return frozenset(
+        n.name
+        for n in nodes.values()
+        if n.mig_config_state == MigConfigState.FAILED
+        or (n.mig_config_state == MigConfigState.PENDING and n.paused_gpu_clients)
+    )
+
+
+def observed_state(
+    ops: GpuOperatorSettings,
+    *,
+    nodes: Iterable[Json],
+    pods: Iterable[Json],
+    cluster_policy: Json | None,
+    daemonset: Json | None,
+    config_map: Callable[[str], Json | None],
+    device_plugin_log: Callable[[Json], str | None],
+    mig_manager_log: Callable[[Json], str | None],
+    max_log_reads: int,
+    pdbs: Iterable[Json] = (),
+) -> ObservedState:
+    """The observed state from the listed objects. What needs another request is a callback:
+    `config_map(name)` (migplan's mig-parted ConfigMap, and the device-plugin config the
+    ClusterPolicy names), the log line of a device-plugin pod that is not Ready (at most
+    `max_log_reads` of them), and the error line of the mig-manager pod of a node whose state is
+    `failed`, or `pending` with its GPU clients paused. The adapter does the same page by page
+    (observed_from_parts), never holding every raw object at once."""
+    observed_nodes: dict[str, ObservedNode] = {}
+    for obj in nodes:
+        n = node_from_json(obj)
+        observed_nodes[n.name] = n
+    sorter = PodSorter(
+        ops,
+        failed=failed_nodes(observed_nodes),
+        daemonset=daemonset is not None,
+        device_plugin_log=device_plugin_log,
+        mig_manager_log=mig_manager_log,
+        max_log_reads=max_log_reads,
+    )
+    for obj in pods:
+        sorter.add(obj)
+    return observed_from_parts(
+        ops,
+        nodes=observed_nodes,
+        pods=sorter,
+        cluster_policy=cluster_policy,
+        daemonset=daemonset,
+        config_map=config_map,
+        pdbs=pdbs,
+    )
+
+
+def observed_from_parts(
+    ops: GpuOperatorSettings,
+    *,
+    nodes: Mapping[str, ObservedNode],
+    pods: PodSorter,
+    cluster_policy: Json | None,
+    daemonset: Json | None,
+    config_map: Callable[[str], Json | None],
+    pdbs: Iterable[Json] = (),
+) -> ObservedState:
+    """The observed state from the listed objects: the nodes (node_from_json, by name), the pods as a
+    PodSorter sorted them, and `config_map(name)` for migplan's mig-parted ConfigMap and the
+    device-plugin config the ClusterPolicy names (each another request); PodDisruptionBudgets (a drain's)."""
+    cp = cluster_policy_from_json(cluster_policy) if cluster_policy else None
+    ds = device_plugin_from_json(daemonset, tuple(pods.dp_pods)) if daemonset else None
+    bound_namespaces = {q.namespace for q in pods.gpu_pods if q.node is not None}
+    mig_cm = config_map(ops.mig_config_map)
+    dp_cm = None
+    if cp is not None and cp.device_plugin_config_name:
+        dp_cm = config_map(cp.device_plugin_config_name)
+    return ObservedState(
+        nodes=dict(nodes),
+        pods=tuple(pods.gpu_pods),
+        cluster_policy=cp,
+        device_plugin=ds,
+        mig_config_map=config_map_from_json(mig_cm) if mig_cm else None,
+        device_plugin_config_map=config_map_from_json(dp_cm) if dp_cm else None,
+        mig_manager_errors=pods.mig_manager_errors,
+        # Only the PodDisruptionBudgets of namespaces where a GPU pod runs can block a drain.
+        pdbs=tuple(p for p in (pdb_from_json(o) for o in pdbs) if p.namespace in bound_namespaces),
+    )

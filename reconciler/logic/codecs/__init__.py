@@ -1,0 +1,2 @@
+"""The wire formats migplan reads and writes on others' objects: the mig-parted config and the observed-state
+annotation."""

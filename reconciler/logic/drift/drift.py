@@ -1,0 +1,903 @@
+"""Drift detection: every way the cluster differs from the plan, as Findings with stable codes.
+
+Pure: desired state, observed state and (optionally) the current time in; findings, occupancy and
+the drift report out. No I/O, no clock of its own. Codes are stable, declared in reconciler.model.codes
+(FINDING_CODES is this family's view; the README's table documents them); never reuse a code for another meaning.
+
+Node status is derived from the findings on that node: Missing (MP510) and Undocumented (MP511)
+win, then Error if any finding is an error, then Drifted if any finding is a warning or a change is
+held back, else InSync (info findings such as a saturated profile do not make a node drift).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import yaml
+
+from reconciler.catalog import load_catalog
+from reconciler.logic.codecs import migparted
+from reconciler.logic.drift import nodestate
+from reconciler.logic.drift.nodestate import Geometry
+from reconciler.logic.observe import observation, occupancy, owners, podrules
+from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
+from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
+from reconciler.model.drift import (
+    DriftReport,
+    Finding,
+    FindingSeverity,
+    GpuSliceMap,
+    NodeReport,
+    NodeStatus,
+    SlicePartition,
+)
+from reconciler.model.inventory import ApplyMode, DesiredState, GpuSpec, MigStrategy, NodeSpec
+from reconciler.model.observed import (
+    CLIENT_WAIT_FAILED,
+    CLIENT_WAIT_SELECTORS,
+    CORDONED_ANNOTATION,
+    GPU_CLIENT_DEPLOY_LABELS,
+    GPU_COUNT_LABEL,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    LAYOUT_REFUSALS,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    PAUSED_FOR_MIG_CHANGE,
+    REQUESTED_AT_ANNOTATION,
+    MigConfigState,
+    ObservedNode,
+    ObservedState,
+    is_gpu_resource,
+    is_mig_resource,
+)
+from reconciler.model.plans import Action, Kind, Plan
+from reconciler.model.strict import StrictValueError, parse_timestamp
+
+ERROR, WARNING, INFO = FindingSeverity.ERROR, FindingSeverity.WARNING, FindingSeverity.INFO
+
+# code -> (severity, what it means): the finding family of the one registry (reconciler.model.codes).
+FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
+    c.code: (FindingSeverity(c.severity.value), c.meaning) for c in family(Family.FINDING)
+}
+
+STUCK_AFTER = timedelta(minutes=15)
+# Findings about mig-manager's machinery, meaningless when the node agent applies layouts.
+_GPU_OPERATOR_ONLY = with_trait(Trait.GPU_OPERATOR)
+
+
+def finding(
+    code: str,
+    message: str,
+    *,
+    severity: FindingSeverity | None = None,
+    node: str | None = None,
+    gpu: int | None = None,
+    profile: str | None = None,
+    desired: object = None,
+    observed: object = None,
+    pods: tuple[str, ...] = (),
+) -> Finding:
+    """A Finding with the code's default severity from FINDING_CODES."""
+    return Finding(
+        code=code,
+        message=message,
+        severity=severity or FINDING_CODES[code][0],
+        node=node,
+        gpu=gpu,
+        profile=profile,
+        desired=desired,
+        observed=observed,
+        pods=pods,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    findings: tuple[Finding, ...]  # sorted
+    occupancy: Mapping[str, NodeOccupancy]  # per node (desired nodes present + undocumented GPU nodes)
+    rendered: migparted.MigPartedConfig
+    # The nodes whose observer's report is used (decoded, not silent), set against their plan.
+    joins: Mapping[str, observation.NodeJoin] = field(default_factory=dict)
+    # The state of each GPU node's observer, for the report and the metrics: reporting | silent |
+    # malformed | absent.
+    observers: Mapping[str, str] = field(default_factory=dict)
+
+
+def analyze(
+    desired: DesiredState,
+    observed: ObservedState,
+    *,
+    now: datetime | None = None,
+    rendered: migparted.MigPartedConfig | None = None,
+    stuck_after: timedelta = STUCK_AFTER,
+    silent_after: timedelta = observation.SILENT_AFTER,
+) -> Analysis:
+    """All findings and the occupancy of every node, from desired and observed state.
+
+    Where a node's observer reports (observation.usable), its layout and holders are preferred to the
+    inference; `silent_after` is how old its report may be before the observer counts as silent (MP543)."""
+    rendered = rendered or migparted.render(desired)
+    strategy = desired.cluster.mig_strategy
+    pods_by_node = observed.pods_by_node()
+    joins = observation.joins(desired.nodes, observed.nodes, now=now, silent_after=silent_after)
+    pods_by_key = {p.key: p for p in observed.pods}
+    ready = nodestate.readiness(desired, observed, now=now)
+    out: list[Finding] = []
+    out.extend(_cluster_policy_findings(desired, observed))
+    out.extend(_config_map_findings(desired, observed, rendered))
+    occ: dict[str, NodeOccupancy] = {}
+
+    out.extend(_malformed_findings(desired, observed))
+    for name in sorted(desired.nodes):
+        plan = desired.nodes[name]
+        node = observed.nodes.get(name)
+        if node is None:
+            out.append(finding("MP510", f"node {name} is in the inventory but not in the cluster", node=name))
+            continue
+        pods = pods_by_node.get(name, ())
+        joined = joins.get(name)
+        if joined is not None and joined.holders_known:
+            occ[name] = occupancy.observed_occupancy(
+                node=name, plan=plan, strategy=strategy, joined=joined, pods=pods_by_key
+            )
+        else:
+            occ[name] = occupancy.node_occupancy(node=name, plan=plan, strategy=strategy, pods=pods)
+        if joined is not None:
+            out.extend(observation.layout_findings(joined))
+            out.extend(observation.owner_findings(joined, pods_by_key))
+        # mig-manager says the node's current config is applied, yet the counts differ while the strategy
+        # is settled and the plugin Ready: the GPUs were changed behind mig-manager's back (or a GPU fell
+        # off the bus). The planner re-applies exactly these nodes (one classification: nodestate).
+        behind_its_back = (
+            node.mig_config == rendered.node_configs[name]
+            and node.mig_config_state == MigConfigState.SUCCESS
+            and nodestate.classify(node, expected_resources(plan, strategy), ready) is Geometry.CHANGED_BY_HAND
+        )
+        if not any(m.field.startswith("status.") for m in node.malformed):
+            # With a quantity unread, any count comparison would be a guess (MP530 says why).
+            out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources, behind_its_back))
+        out.extend(_gpu_count_findings(name, plan, node.labels))
+        out.extend(
+            _mig_manager_findings(
+                name,
+                rendered.node_configs[name],
+                node.labels,
+                node.annotations,
+                now,
+                stuck_after,
+                observed.mig_manager_errors.get(name),
+                namespace=desired.cluster.gpu_operator.namespace,
+            )
+        )
+        for o in occ[name].entries:
+            if o.source == "inferred" and o.used > o.total:
+                out.append(
+                    finding(
+                        "MP520",
+                        f"pods hold {o.used} {o.profile} on {name} but its plan has {o.total}",
+                        node=name,
+                        profile=o.profile,
+                        desired=o.total,
+                        observed=o.used,
+                        pods=tuple(h.pod for h in o.holders),
+                    )
+                )
+        if node.annotations.get(CORDONED_ANNOTATION) == "true":
+            out.append(finding("MP521", f"{name} is cordoned by migplan until its reconfiguration succeeds", node=name))
+
+    for name in sorted(observed.nodes):
+        node = observed.nodes[name]
+        if name in desired.nodes or not node.is_gpu_node:
+            continue
+        out.append(
+            finding(
+                "MP511",
+                f"GPU node {name} is not in the inventory: add nodes/{name}.yaml",
+                node=name,
+                observed={k: v for k, v in sorted(node.advertised_resources.items()) if is_gpu_resource(k)},
+            )
+        )
+        joined = joins.get(name)
+        if joined is not None and joined.holders_known:
+            occ[name] = occupancy.observed_occupancy(
+                node=name, plan=None, strategy=strategy, joined=joined, pods=pods_by_key
+            )
+        else:
+            occ[name] = occupancy.node_occupancy(
+                node=name, plan=None, strategy=strategy, pods=pods_by_node.get(name, ()), observed=node
+            )
+
+    if observed.device_plugin is None:
+        ops = desired.cluster.gpu_operator
+        out.append(
+            finding(
+                "MP518",
+                f"DaemonSet {ops.namespace}/{ops.device_plugin_daemonset} not found: check "
+                "gpuOperator.devicePluginDaemonSet in cluster.yaml",
+            )
+        )
+    out.extend(_device_plugin_findings(observed))
+    out.extend(_pending_gpu_findings(desired, observed))
+    out.extend(_invalid_request_findings(observed))
+    out.extend(_saturation_findings(desired, observed, occ))
+    observers: dict[str, str] = {}
+    for name in sorted(observed.nodes):
+        node = observed.nodes[name]
+        if name not in desired.nodes and not node.is_gpu_node:
+            continue
+        out.extend(observation.observer_findings(name, node, now=now, silent_after=silent_after))
+        observers[name] = _observer_state(node, name in joins)
+    for pod in sorted(observed.pods, key=lambda p: p.key):
+        if pod.active:
+            for issue in owners.workload_issues(pod, desired.nodes, strategy):
+                if issue.code == "MP549" and pod.phase == "Pending":
+                    continue  # MP506 says it, with the node's count
+                target = pod.node or pod.node_selector.get(owners.HOSTNAME_LABEL)
+                out.append(finding(issue.code, issue.message, node=target, pods=(pod.key,)))
+    if desired.cluster.apply.mode is ApplyMode.AGENT:
+        # mig-manager, its ConfigMap and its node labels are not used in agent mode.
+        out = [f for f in out if f.code not in _GPU_OPERATOR_ONLY]
+    return Analysis(
+        findings=tuple(sorted(out, key=Finding.sort_key)),
+        occupancy=occ,
+        rendered=rendered,
+        joins=joins,
+        observers=observers,
+    )
+
+
+def _observer_state(node: ObservedNode, used: bool) -> str:
+    if node.observation_error is not None:
+        return "malformed"
+    if node.observation is None:
+        return "absent"
+    return "reporting" if used else "silent"
+
+
+def _malformed_findings(desired: DesiredState, observed: ObservedState) -> Iterable[Finding]:
+    """MP530 per unreadable value, on the node it was read from (its pods' quantities included)."""
+    for name in sorted(observed.nodes):
+        node = observed.nodes[name]
+        if name not in desired.nodes and not node.is_gpu_node and not node.malformed:
+            continue
+        for m in node.malformed:
+            yield finding(
+                "MP530",
+                f"{name}: {m.field} is malformed ({m.reason}); migplan does not write to the node until it is fixed",
+                node=name,
+                observed=m.value,
+            )
+    for pod in sorted(observed.pods, key=lambda p: p.key):
+        for m in pod.malformed:
+            yield finding(
+                "MP530",
+                f"pod {pod.key}: {m.field} is malformed ({m.reason}); counted as holding a device",
+                node=pod.node,
+                observed=m.value,
+                pods=(pod.key,),
+            )
+
+
+def unreadable_nodes(observed: ObservedState) -> frozenset[str]:
+    """Nodes with a malformed value of their own or on a pod bound to them: never written this cycle."""
+    out = {name for name, n in observed.nodes.items() if n.malformed or n.observation_error is not None}
+    out.update(p.node for p in observed.pods if p.malformed and p.node is not None)
+    return frozenset(out)
+
+
+# --- cluster-wide ---------------------------------------------------------------------------------
+
+
+def _cluster_policy_findings(desired: DesiredState, observed: ObservedState) -> Iterable[Finding]:
+    ops = desired.cluster.gpu_operator
+    cp = observed.cluster_policy
+    if cp is None:
+        yield finding("MP517", f"ClusterPolicy {ops.cluster_policy} not found: is the GPU Operator installed?")
+        return
+    want = desired.cluster.mig_strategy.value
+    if cp.mig_strategy != want:
+        yield finding(
+            "MP502",
+            f"ClusterPolicy {cp.name} has spec.mig.strategy={cp.mig_strategy or '(unset)'}, the inventory says {want}",
+            desired=want,
+            observed=cp.mig_strategy,
+        )
+    if cp.mig_manager_config_name != ops.mig_config_map:
+        yield finding(
+            "MP515",
+            f"ClusterPolicy {cp.name} spec.migManager.config.name is {cp.mig_manager_config_name or '(unset)'}, "
+            f"not {ops.mig_config_map}: mig-manager would not see migplan's configs",
+            desired=ops.mig_config_map,
+            observed=cp.mig_manager_config_name,
+        )
+    conflict = device_plugin_config_conflict(desired, observed)
+    if conflict is not None:
+        yield finding(
+            "MP503",
+            f"ClusterPolicy {cp.name} spec.devicePlugin.config names {cp.device_plugin_config_name}: {conflict}; "
+            "remove it (the strategy is set by spec.mig.strategy)",
+            desired=None,
+            observed=cp.device_plugin_config_name,
+        )
+
+
+def device_plugin_config_conflict(desired: DesiredState, observed: ObservedState) -> str | None:
+    """Why spec.devicePlugin.config contradicts the inventory's strategy, or None if it does not.
+
+    stack-facts §1.6: a config that sets flags.migStrategy per node fights spec.mig.strategy (the
+    env var wins only while the ClusterPolicy sets it, so the config is a trap the moment it is
+    unset or the two disagree). A config whose entries all agree with the strategy, or set none, is
+    harmless; a config migplan cannot read is treated as a conflict (it cannot be proven harmless).
+    """
+    cp = observed.cluster_policy
+    if cp is None or not cp.device_plugin_config_name:
+        return None
+    cm = observed.device_plugin_config_map
+    if cm is None:
+        return f"ConfigMap {cp.device_plugin_config_name} does not exist"
+    want = desired.cluster.mig_strategy.value
+    for key in sorted(cm.data):
+        try:
+            doc = yaml.load(cm.data[key], Loader=yaml.CSafeLoader)
+        except yaml.YAMLError:
+            return f"its entry {key!r} cannot be parsed"
+        flags = doc.get("flags") if isinstance(doc, dict) else None
+        strategy = flags.get("migStrategy") if isinstance(flags, dict) else None
+        if strategy is not None and strategy != want:
+            return f"its entry {key!r} sets flags.migStrategy={strategy}"
+    return None
+
+
+def _config_map_findings(
+    desired: DesiredState, observed: ObservedState, rendered: migparted.MigPartedConfig
+) -> Iterable[Finding]:
+    ops = desired.cluster.gpu_operator
+    cm = observed.mig_config_map
+    if cm is None:
+        yield finding("MP516", f"ConfigMap {ops.namespace}/{ops.mig_config_map} does not exist yet")
+    elif cm.data.get(migparted.CONFIG_KEY) != migparted.config_map_text(
+        rendered,
+        observed_text=cm.data.get(migparted.CONFIG_KEY),
+        referenced={n.mig_config for n in observed.nodes.values() if n.mig_config},
+    ):
+        yield finding("MP516", f"ConfigMap {ops.namespace}/{ops.mig_config_map} differs from the rendered inventory")
+
+
+def _device_plugin_findings(observed: ObservedState) -> Iterable[Finding]:
+    ds = observed.device_plugin
+    if ds is None:
+        return
+    for pod in sorted(ds.pods, key=lambda p: p.name):
+        if pod.ready:
+            continue
+        line = pod.log_line or ""
+        if any(r in line for r in LAYOUT_REFUSALS):
+            yield finding(
+                "MP504",
+                f"device plugin on {pod.node} refuses the node's layout under the current strategy: {line.strip()}",
+                node=pod.node,
+                observed=line.strip(),
+            )
+        else:
+            why = f": {line.strip()}" if line else ""
+            if not pod.log_read:
+                why = " (its log was not read: too many device-plugin pods are not ready to read every log each cycle)"
+            yield finding(
+                "MP505",
+                f"device-plugin pod {ds.namespace}/{pod.name} is not ready{why}",
+                node=pod.node,
+                observed=line.strip() or None,
+            )
+
+
+def _pending_gpu_findings(desired: DesiredState, observed: ObservedState) -> Iterable[Finding]:
+    """Pods asking for whole GPUs where the plan advertises none (the article's nvidia.com/gpu: 0)."""
+    strategy = desired.cluster.mig_strategy
+    if strategy is not MigStrategy.MIXED:
+        return
+    gpu_somewhere = any(expected_resources(p, strategy).get(GPU_RESOURCE, 0) > 0 for p in desired.nodes.values())
+    gpu_somewhere = gpu_somewhere or any(
+        n.advertised(GPU_RESOURCE) > 0 for name, n in observed.nodes.items() if name not in desired.nodes
+    )
+    per_node: dict[str | None, list[str]] = {}
+    for pod in observed.pods:
+        if pod.phase != "Pending" or pod.requested().get(GPU_RESOURCE, 0) <= 0:
+            continue
+        target = pod.node or pod.node_selector.get("kubernetes.io/hostname")
+        if target is not None and target in desired.nodes:
+            if expected_resources(desired.nodes[target], strategy).get(GPU_RESOURCE, 0) == 0:
+                per_node.setdefault(target, []).append(pod.key)
+        elif target is None and not gpu_somewhere:
+            per_node.setdefault(None, []).append(pod.key)
+    for node, pods in sorted(per_node.items(), key=lambda kv: kv[0] or ""):
+        where = (
+            f"node {node} advertises nvidia.com/gpu: 0 (all its GPUs use MIG)"
+            if node
+            else ("no node of the plan advertises whole GPUs")
+        )
+        yield finding(
+            "MP506",
+            f"{len(pods)} pending pod(s) ask for nvidia.com/gpu but {where}: ask for a nvidia.com/mig-<profile>",
+            node=node,
+            desired=0,
+            pods=tuple(sorted(pods)),
+        )
+
+
+def _invalid_request_findings(observed: ObservedState) -> Iterable[Finding]:
+    """The article's rules on every running GPU pod, judged by the same function as manifests before merge
+    (reconciler.logic.observe.podrules): MP560 for more than one device of a MIG profile in a container, MP512 for
+    the rest."""
+    for pod in sorted(observed.pods, key=lambda p: p.key):
+        if not pod.active:
+            continue
+        problems = [p for c in pod.containers for p in podrules.container_problems(c)]
+        several = [p.message for p in problems if p.kind is podrules.ProblemKind.COUNT_ABOVE_ONE]
+        others = [p.message for p in problems if p.kind is not podrules.ProblemKind.COUNT_ABOVE_ONE]
+        if several:
+            yield finding("MP560", f"pod {pod.key}: " + "; ".join(several), node=pod.node, pods=(pod.key,))
+        if others:
+            yield finding("MP512", f"pod {pod.key}: " + "; ".join(others), node=pod.node, pods=(pod.key,))
+
+
+def _saturation_findings(
+    desired: DesiredState, observed: ObservedState, occ: Mapping[str, NodeOccupancy]
+) -> Iterable[Finding]:
+    totals: dict[str, list[int]] = {}
+    for node_occ in occ.values():
+        for o in node_occ.entries:
+            if o.profile == "gpu":
+                continue
+            t = totals.setdefault(o.profile, [0, 0])
+            t[0] += o.total
+            t[1] += o.used
+    # resource -> the plan's profile spelling, built once (not a scan of every node per pending pod)
+    spelling = {
+        resource_of(p.profile): p.profile for plan in desired.nodes.values() for g in plan.gpus for p in g.partitions
+    }
+    waiting: dict[str, list[str]] = {}
+    for pod in observed.pods:
+        if pod.phase == "Pending" and pod.node is None:
+            for res, n in pod.requested().items():
+                if n > 0 and is_mig_resource(res):
+                    waiting.setdefault(spelling.get(res) or profile_label(res), []).append(pod.key)
+    for profile in sorted(totals):
+        total, used = totals[profile]
+        if total > 0 and used >= total:
+            pods = tuple(sorted(waiting.get(profile, ())))
+            msg = f"no free {profile} partition left in the cluster ({used} of {total} used)"
+            if pods:
+                msg += f"; {len(pods)} pending pod(s) wait for one"
+            yield finding(
+                "MP513",
+                msg,
+                severity=WARNING if pods else INFO,
+                profile=profile,
+                desired=total,
+                observed=used,
+                pods=pods,
+            )
+
+
+# --- per node -------------------------------------------------------------------------------------
+
+
+def _advertised_findings(
+    name: str, plan: NodeSpec, strategy: MigStrategy, advertised: Mapping[str, int], behind_its_back: bool = False
+) -> Iterable[Finding]:
+    hint = (
+        " although mig-manager reports its config applied: the GPUs were changed by hand or a GPU is missing "
+        "(check nvidia-smi mig -lgi on the node; re-applying needs a new nvidia.com/mig.config value)"
+        if behind_its_back
+        else ""
+    )
+    want = expected_resources(plan, strategy)
+    have = {k: v for k, v in advertised.items() if is_gpu_resource(k)}
+    for res in sorted(set(want) | set(have)):
+        w, h = want.get(res, 0), have.get(res, 0)
+        if w != h:
+            profile = profile_label(res, plan)
+            yield finding(
+                "MP501",
+                f"{name} advertises {h} x {res}, its plan gives {w}{hint}",
+                node=name,
+                profile=profile,
+                desired=w,
+                observed=h,
+            )
+
+
+def _gpu_count_findings(name: str, plan: NodeSpec, labels: Mapping[str, str]) -> Iterable[Finding]:
+    """MP531: GFD counts more physical GPUs on the node than its file lists.
+
+    `nvidia.com/gpu.count` is the number of physical GPUs, MIG-enabled ones included, except under the `single`
+    strategy on a MIG node, where GFD relabels the node with the MIG device count and a `<product>-MIG-<profile>`
+    product (k8s-device-plugin internal/lm mig-strategy.go; stack-facts §2): then the count says nothing about
+    GPUs and is not compared. An unreadable count is MP530's (the kube adapter checks it), not compared here."""
+    count = labels.get(GPU_COUNT_LABEL)
+    if count is None or not (count.isascii() and count.isdigit() and len(count) < 6):
+        return
+    if "-MIG-" in labels.get(GPU_PRODUCT_LABEL, ""):
+        return
+    listed = len({g.index for g in plan.gpus})
+    if listed < int(count):
+        yield finding(
+            "MP531",
+            f"{name} has {int(count)} GPUs ({GPU_COUNT_LABEL}) but its inventory lists {listed}: the others are "
+            f"not planned and keep whatever cut they have; add GPUs {listed}..{int(count) - 1} to nodes/{name}.yaml "
+            "(mig: {enabled: false} for a GPU without MIG)",
+            node=name,
+            desired=listed,
+            observed=int(count),
+        )
+
+
+def _mig_manager_findings(
+    name: str,
+    config: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    now: datetime | None,
+    stuck_after: timedelta,
+    reason: str | None = None,
+    *,
+    namespace: str = "gpu-operator",
+) -> Iterable[Finding]:
+    label = labels.get(MIG_CONFIG_LABEL)
+    state = labels.get(MIG_CONFIG_STATE_LABEL)
+    wedged = _wedged_finding(name, labels, reason, namespace)
+    if label != config:
+        yield finding(
+            "MP514",
+            f"{name} has nvidia.com/mig.config={label or '(unset)'}, its plan renders to {config}",
+            node=name,
+            desired=config,
+            observed=label,
+        )
+    if state == MigConfigState.FAILED:
+        why = f": {reason}" if reason else ": see the nvidia-mig-manager pod log (often GPUs still in use)"
+        yield finding(
+            "MP507",
+            f"mig-manager failed to apply {label} on {name} (nvidia.com/mig.config.state=failed){why}; "
+            "migplan retries once no pod holds a GPU on the node (drain it), at most every 10 minutes",
+            node=name,
+            desired=config,
+            observed=reason or state,
+        )
+    elif wedged is not None:
+        yield wedged
+    elif state in (MigConfigState.PENDING, MigConfigState.REBOOTING):
+        since = _parse_time(annotations.get(REQUESTED_AT_ANNOTATION))
+        if state == MigConfigState.PENDING and now is not None and since is not None and now - since > stuck_after:
+            minutes = int((now - since).total_seconds() // 60)
+            yield finding(
+                "MP508",
+                f"{name} has been pending for {minutes} min (more than {int(stuck_after.total_seconds() // 60)}): "
+                "check the nvidia-mig-manager pod on it",
+                node=name,
+                observed=state,
+            )
+        else:
+            msg = f"mig-manager is applying {label} on {name} (state {state})"
+            yield finding("MP509", msg, node=name, observed=state)
+
+
+def _wedged_finding(name: str, labels: Mapping[str, str], reason: str | None, namespace: str) -> Finding | None:
+    """MP522: mig-manager's wait for the GPU clients gave up and left the node `pending` with them paused.
+
+    mig-parted pkg/mig/reconfigure/reconfigure.go `Run` returns `failed to wait for pods to be deleted: ...`
+    without `setState`, and main.go then waits for another label value; the GPU Operator honours a paused
+    `nvidia.com/gpu.deploy.*` value (gpu-operator state_manager.go addGPUStateLabels). A restarted mig-manager
+    runs the label's config again and its `setState` turns every paused label back to `true`. migplan only
+    reports it: the pod that would not leave is outside what it knows, and restarting mig-manager while that pod
+    stays only wedges the node again 5 minutes later, after another apply attempt."""
+    if labels.get(MIG_CONFIG_STATE_LABEL) != MigConfigState.PENDING or not reason or CLIENT_WAIT_FAILED not in reason:
+        return None
+    paused = sorted(k for k in GPU_CLIENT_DEPLOY_LABELS if labels.get(k) == PAUSED_FOR_MIG_CHANGE)
+    if not paused:
+        return None
+    which = next((sel for words, sel in CLIENT_WAIT_SELECTORS.items() if f"{words} did not shutdown" in reason), None)
+    if which is not None:
+        check = f"kubectl -n {namespace} get pods -l {which} --field-selector spec.nodeName={name}"
+    else:  # third-party clients: DaemonSet pods whose nodeSelector names nvidia.com/gpu.deploy.client
+        check = (
+            f"kubectl get pods -A --field-selector spec.nodeName={name} (DaemonSet pods selecting gpu.deploy.client)"
+        )
+    restart = f"kubectl -n {namespace} delete pod -l app=nvidia-mig-manager --field-selector spec.nodeName={name}"
+    return finding(
+        "MP522",
+        f"mig-manager gave up on {name} ({reason}) and left it pending with {', '.join(paused)}="
+        f"{PAUSED_FOR_MIG_CHANGE}; it acts again only on a new nvidia.com/mig.config value or when restarted. "
+        f"Way out: make sure that pod has left the node ({check}), then restart the node's mig-manager ({restart}): "
+        "it runs the label's config again and sets the paused labels back to true",
+        node=name,
+        observed=reason,
+    )
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    """The requested-at annotation; None when absent or malformed (then MP530 reports it)."""
+    if not text:
+        return None
+    try:
+        return parse_timestamp(text)
+    except StrictValueError:
+        return None
+
+
+# --- the report -----------------------------------------------------------------------------------
+
+
+# Informational findings that still mean "not there yet" (work in progress is not in sync). MP540: the node has the
+# planned partitions at other places (mig-parted applies counts and never moves one): the plan is not what runs,
+# so the node is not InSync, whatever the severity (a warning only when the places block a cut).
+NOT_THERE_YET = frozenset({"MP540"})
+
+
+def node_status(findings: Iterable[Finding]) -> NodeStatus:
+    fs = list(findings)
+    codes = {f.code for f in fs}
+    if "MP510" in codes:
+        return NodeStatus.MISSING
+    if "MP511" in codes:
+        return NodeStatus.UNDOCUMENTED
+    if any(f.severity is ERROR for f in fs):
+        return NodeStatus.ERROR
+    if any(f.severity is WARNING for f in fs) or codes & IN_PROGRESS_CODES or codes & NOT_THERE_YET:
+        return NodeStatus.DRIFTED
+    return NodeStatus.IN_SYNC
+
+
+def blocked_findings(plan: Plan) -> tuple[Finding, ...]:
+    """The disruption guard's and the drain's verdicts as findings, so the report names the pods (and the
+    PodDisruptionBudgets) that block a change, and the pods the drain evicts."""
+    out = []
+    evicted: dict[str, list[str]] = {}
+    for c in plan.changes:
+        if c.kind is Kind.EVICT and c.writes:
+            evicted.setdefault(str((c.before or {}).get("spec.nodeName", "")), []).append(c.subject.split("/", 1)[1])
+    for c in plan.changes:
+        if not (c.action is Action.SKIP and c.blocked_by):
+            continue
+        node = c.subject.split("/", 1)[1] if c.subject.startswith("node/") else None
+        code = c.code or "MP519"
+        if code == "MP519":
+            message = (
+                f"{c.subject} not reconfigured: running pods hold partitions it would destroy "
+                f"({', '.join(c.blocked_by)}); move them or set apply.allowDisruption"
+            )
+        else:
+            message = f"{c.subject}: {c.reason}"
+        if code == "MP537":  # still draining: the evictions of this cycle are reported as MP536 too
+            out.append(finding(code, message, node=node, pods=c.blocked_by, observed=list(c.pdbs) or None))
+            code, message = "MP536", f"{c.subject}: draining, waiting for {', '.join(c.blocked_by)} to go"
+        pods = c.blocked_by
+        if code == "MP536" and node in evicted:
+            message += f"; evicted this cycle: {', '.join(sorted(evicted[node]))}"
+        out.append(finding(code, message, node=node, pods=pods, observed=list(c.pdbs) or None))
+    return tuple(out)
+
+
+def refused_eviction_findings(refusals: Iterable[tuple[str, str, str]]) -> tuple[Finding, ...]:
+    """Evictions the API server refused this cycle, (node, pod, its message), as MP537 findings."""
+    return tuple(
+        finding(
+            "MP537",
+            f"eviction of {pod} refused: {message}; retried next cycle, never forced",
+            node=node or None,
+            pods=(pod,),
+        )
+        for node, pod, message in refusals
+    )
+
+
+def build_report(
+    desired: DesiredState,
+    observed: ObservedState,
+    analysis: Analysis,
+    plan: Plan | None = None,
+    refused_evictions: Iterable[tuple[str, str, str]] = (),
+) -> DriftReport:
+    """Group findings per node, attach occupancy and slice maps: the value reports.py renders.
+    `refused_evictions`: (node, pod, API message) of the evictions the API server refused this cycle."""
+    findings = list(analysis.findings)
+    if plan is not None:
+        findings.extend(blocked_findings(plan))
+    findings.extend(refused_eviction_findings(refused_evictions))
+    per_node: dict[str, list[Finding]] = {}
+    cluster: list[Finding] = []
+    for f in findings:
+        if f.node is not None and (f.node in desired.nodes or f.node in observed.nodes):
+            per_node.setdefault(f.node, []).append(f)
+        else:
+            cluster.append(f)
+    names = sorted(set(desired.nodes) | set(analysis.occupancy) | {n for n in per_node if n in observed.nodes})
+    nodes = []
+    for name in names:
+        fs = tuple(sorted(per_node.get(name, ()), key=Finding.sort_key))
+        occ = analysis.occupancy.get(name)
+        nodes.append(
+            NodeReport(
+                name=name,
+                status=node_status(fs),
+                findings=fs,
+                occupancy=occ.entries if occ else (),
+                mig_config=analysis.rendered.node_configs.get(name),
+                observer=analysis.observers.get(name),
+            )
+        )
+    maps = {
+        n: slice_maps(desired.nodes[n], analysis.occupancy.get(n), analysis.joins.get(n)) for n in sorted(desired.nodes)
+    }
+    # Owner accounting: who each holder belongs to (matched as occupancy matches owners), and the pods of
+    # observed nodes holding another owner's partition beyond the device plugin's free choice.
+    pods_by_key = {p.key: p for p in observed.pods}
+    all_owners = {p.owner for plan in desired.nodes.values() for g in plan.gpus for p in g.partitions if p.owner}
+    holder_owners = {
+        pod: observation.holder_owner(pod, all_owners, pods_by_key)
+        for gpus in maps.values()
+        for g in gpus
+        for part in g.partitions
+        if part.holder
+        for pod in part.holder.split(", ")
+    }
+    foreign = [
+        (i.owner or "", i.profile, pod)
+        for j in analysis.joins.values()
+        for i, pod, _ in observation.foreign_holders(j, pods_by_key)
+    ]
+    return DriftReport(
+        cluster=desired.cluster.name,
+        revision=desired.revision,
+        strategy=desired.cluster.mig_strategy.value,
+        nodes=tuple(nodes),
+        cluster_findings=tuple(sorted(cluster, key=Finding.sort_key)),
+        slice_maps=maps,
+        owners=owners.accounts(maps, holder_owners, foreign),
+    )
+
+
+def slice_maps(
+    plan: NodeSpec,
+    occ: NodeOccupancy | None,
+    joined: observation.NodeJoin | None = None,
+) -> tuple[GpuSliceMap, ...]:
+    """Per GPU of the plan: its cut and who holds each partition. With the node's observation (`joined`),
+    the cut is the GPU's real one (placements from NVML, each partition set against the plan: planned,
+    moved, unplanned, missing) and the holders are the kubelet's when measured; otherwise the planned cut
+    with the holders occupancy inferred. Each map says which (layout_source, holders_source).
+    Without an observation, remembered by the identity of (plan, occ) (_NODE_MAPS)."""
+    if joined is None:
+        hit = _NODE_MAPS.get(id(plan))
+        if hit is not None and hit[0] is plan and hit[1] is occ:
+            return hit[2]
+        out = _slice_maps(plan, occ, None)
+        if len(_NODE_MAPS) >= _NODE_MAPS_LIMIT:
+            _NODE_MAPS.clear()
+        _NODE_MAPS[id(plan)] = (plan, occ, out)
+        return out
+    return _slice_maps(plan, occ, joined)
+
+
+# A node's slice maps from its plan and inferred occupancy: the same objects every in-sync cycle of the
+# controller (its NodeSpec is kept; occupancy.node_occupancy remembers its result by its inputs' identity), so
+# remembered by their identity, one entry per NodeSpec (the last computed); each entry keeps both alive so an id
+# is not reused while remembered. Bounded (NodeSpecs of older revisions): cleared when full.
+_NODE_MAPS: dict[int, tuple[NodeSpec, NodeOccupancy | None, tuple[GpuSliceMap, ...]]] = {}
+_NODE_MAPS_LIMIT = 1 << 14
+
+
+def _slice_maps(
+    plan: NodeSpec,
+    occ: NodeOccupancy | None,
+    joined: observation.NodeJoin | None,
+) -> tuple[GpuSliceMap, ...]:
+    catalog = load_catalog()
+    held = {gpu for gpu, _ in occ.assignment} if occ and occ.assignment else ()
+    out = []
+    for g in sorted(plan.gpus, key=lambda g: g.index):
+        model = catalog.get(g.model)
+        slices = model.memory_slices if model else 8
+        seen = joined.gpu(g.index) if joined is not None else None
+        if joined is not None and seen is not None and seen.observed is not None:
+            out.append(_observed_map(g, slices, seen, occ, joined.holders_known))
+            continue
+        # A GPU no pod holds has the same map every cycle: remembered (_free_gpu_slice_map).
+        out.append(_gpu_slice_map(g, occ) if g.index in held else _free_gpu_slice_map(g))
+    return tuple(out)
+
+
+def _observed_map(
+    g: GpuSpec, slices: int, seen: observation.GpuJoin, occ: NodeOccupancy | None, holders_known: bool
+) -> GpuSliceMap:
+    assert seen.observed is not None
+    parts: list[SlicePartition] = []
+    if seen.observed.mig_current:
+        for i in seen.instances:
+            if holders_known:
+                holder = ", ".join(i.holders) or None
+            else:  # the layout is observed, the holders are not: occupancy's guess, at the matched partition
+                holder = occ.assignment.get((g.index, i.position)) if occ and i.position is not None else None
+            state = "unplanned" if not i.planned else ("moved" if i.moved else "planned")
+            parts.append(
+                SlicePartition(
+                    profile=i.profile,
+                    start=i.placement.start,
+                    size=i.placement.size,
+                    owner=i.owner,
+                    holder=holder,
+                    state=state,
+                    planned_start=i.planned_start if i.moved else None,
+                )
+            )
+    starts = [p.start for p in g.placements] if len(g.placements) == len(g.partitions) else []
+    for k in seen.missing:
+        p = g.partitions[k]
+        parts.append(
+            SlicePartition(
+                profile=p.profile,
+                start=None,
+                size=g.placements[k].size if starts else 1,
+                owner=p.owner,
+                holder=None,
+                state="missing",
+                planned_start=starts[k] if starts else p.placement,
+            )
+        )
+    return GpuSliceMap(
+        index=g.index,
+        model=g.model,
+        mig_enabled=seen.observed.mig_current,
+        memory_slices=slices,
+        partitions=tuple(parts),
+        layout_source="observed",
+        holders_source="observed" if holders_known else "inferred",
+    )
+
+
+# A GPU no pod holds has the same slice map every cycle (one per GpuSpec of the controller's
+# DesiredState): remembered by the GpuSpec's identity, which the entry keeps alive so its id is not
+# reused while remembered. Bounded; cleared when full. GpuSliceMap is frozen, so sharing it is safe.
+_FREE_MAPS: dict[int, tuple[GpuSpec, GpuSliceMap]] = {}
+_FREE_MAPS_LIMIT = 1 << 17
+
+
+def _free_gpu_slice_map(g: GpuSpec) -> GpuSliceMap:
+    hit = _FREE_MAPS.get(id(g))
+    if hit is not None and hit[0] is g:
+        return hit[1]
+    out = _gpu_slice_map(g, None)
+    if len(_FREE_MAPS) >= _FREE_MAPS_LIMIT:
+        _FREE_MAPS.clear()
+    _FREE_MAPS[id(g)] = (g, out)
+    return out
+
+
+def _gpu_slice_map(g: GpuSpec, occ: NodeOccupancy | None) -> GpuSliceMap:
+    model = load_catalog().get(g.model)
+    slices = model.memory_slices if model else 8
+    parts = []
+    for i, p in enumerate(g.partitions if g.mig_enabled else ()):
+        placement = g.placements[i] if i < len(g.placements) else None
+        prof = model.profiles.get(p.profile) if model else None
+        size = placement.size if placement else (prof.memory_slices if prof else 1)
+        holder = occ.assignment.get((g.index, i)) if occ else None
+        parts.append(
+            SlicePartition(
+                profile=p.profile,
+                start=placement.start if placement else p.placement,
+                size=size,
+                owner=p.owner,
+                holder=holder,
+            )
+        )
+    return GpuSliceMap(
+        index=g.index,
+        model=g.model,
+        mig_enabled=g.mig_enabled,
+        memory_slices=slices,
+        partitions=tuple(parts),
+    )

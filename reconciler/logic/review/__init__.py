@@ -1,0 +1,2 @@
+"""The merge-request view: the revision diff, capacity deltas, the MR comment, CI annotations and the pods a committed
+report names."""

@@ -1,0 +1,1 @@
+"""Workload manifests against the plan (`migplan check-workloads`)."""
