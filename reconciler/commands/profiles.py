@@ -12,6 +12,7 @@ Exit codes: 0 printed; 2 a MODEL the catalog does not know (the known keys are l
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from typing import Any
 
@@ -30,7 +31,11 @@ def _placements(p: Profile) -> str:
 
 
 def _memory(p: Profile) -> str:
-    return f"{p.memory_gib:g} GiB" if p.memory_gib is not None else "?"
+    """NVML's figure when the catalog has it, else the one the profile's name states (`3g.40gb`: 40 GB)."""
+    if p.memory_gib is not None:
+        return f"{p.memory_gib:g} GiB"
+    named = re.search(r"\.(\d+)gb", p.name)
+    return f"{named.group(1)} GB" if named else "?"
 
 
 def render_model(model: GpuModel) -> str:
