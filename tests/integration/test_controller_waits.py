@@ -93,6 +93,9 @@ def test_missing_namespace_then_unreachable_repository(tmp_path: Path, caplog: p
         assert code == 503 and "MP982" in body and str(repo) in body
         _until(lambda: controller.cycles_run >= 3, "more cycles")
         assert not any("MP983" in r.getMessage() for r in caplog.records)  # it never lost what it held
+        # each failed cycle is one line with its code, not a traceback: the failure is a value migplan foresaw
+        failed = [r for r in caplog.records if r.getMessage().startswith("cycle failed")]
+        assert failed and all(r.exc_info is None and "MP708" in r.getMessage() for r in failed)
         assert len([r for r in caplog.records if "MP982" in r.getMessage()]) == 1
         assert any("no longer waiting" in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
         core = client.CoreV1Api(client.ApiClient(kube_configuration(str(twin.kubeconfig))))
