@@ -8,7 +8,7 @@ changed or when the published one is a heartbeat old.
 
 A source that cannot be read is not a crash and not a guess: its one-line reason (with its code) goes in
 `sources`, the other source is still published, and the controller reads the reasons to know which facts
-are measured. Observer codes (README "Observer codes"):
+are measured. Observer codes (docs/reference/codes.md):
 
   MP930  the pod-resources socket is missing or not a socket
   MP931  the pod-resources socket is unreachable or did not answer within the timeout

@@ -4,7 +4,7 @@ The kubelet serves `v1.PodResourcesLister` on a unix socket (`/var/lib/kubelet/p
 the source DCGM exporter uses to attribute GPU metrics to pods). `List` returns every pod the kubelet runs,
 each container with its `ContainerDevices` (resource name, device IDs) — kubernetes/kubernetes
 pkg/kubelet/apis/podresources/server_v1.go `List`: pods from the pod manager, devices from the device
-manager's allocations (`GetDevices(podUID, container)`). The stubs are generated from the vendored proto
+manager's allocations (`GetDevices(podUID, container)`). The stubs are generated from our own proto
 (reconciler/kubeletapi/podresources/v1/README.md).
 
 Every way this can go wrong becomes a MigplanError with an observer code, never a traceback and never a

@@ -45,7 +45,7 @@ def _token(forge: Forge, token_env: str | None) -> str:
         value = os.environ.get(name, "").strip()
         if value:
             return value
-    raise ForgeError(f"no token: set {' or '.join(names)} (see README, 'Merge-request review')", code=NO_TOKEN)
+    raise ForgeError(f"no token: set {' or '.join(names)} (see docs/how-to/ci-merge-requests.md)", code=NO_TOKEN)
 
 
 def _number(value: str | int | None, what: str) -> int:

@@ -1,16 +1,16 @@
 """The one registry of migplan's stable codes: every code, of every family, declared once.
 
 Pure data. A code is shown to users (diagnostics, findings, error messages, reports, CI annotations) and is never
-reused for another meaning. Each `Code` names its family (which README table documents it), its severity and what it
+reused for another meaning. Each `Code` names its family (its table in the codes reference), its severity and what it
 means; the per-family tables other modules import (`reconciler.logic.inventory.rules.CODES`, `drift.FINDING_CODES`,
 `workloads.CODES`, `adopt.IMPORT_CODES`, `observer.CODES`) are views of this one. Behaviour that depends on what a
 finding means (a node reconfiguring, a failed reconfiguration, a held change) asks the registry for the codes with a
 `Trait` instead of spelling code strings again, so adding a finding with the same meaning is one line here.
 
 tests/unit/model/test_code_registry.py checks that every `MPnnn` in the package is registered here, that no code is
-declared
-twice, and that every code is in exactly one README table, with the same severity where the table shows one.
-Adding a code is one `Code(...)` line in its family's block below and one row in that family's README table.
+declared twice, and that every code is in exactly one row of docs/reference/codes.md, with the same severity. Adding a
+code is one `Code(...)` line in its family's block below, then `python -m reconciler.docsgen --write` regenerates that
+page (a longer explanation, if any, goes in reconciler/docsgen/codesdoc.py's MORE).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 
 class Family(enum.StrEnum):
-    """Where a code comes from, and so which README table documents it."""
+    """Where a code comes from, and so which table of docs/reference/codes.md documents it."""
 
     KIND = "error kind"  # the generic codes of reconciler.model.errors' error kinds
     VALIDATION = "validation"  # migplan validate (reconciler.logic.inventory.rules)
@@ -62,7 +62,7 @@ class Code:
     code: str  # "MP307"
     family: Family
     severity: Level
-    meaning: str  # one line; the README's table may say more
+    meaning: str  # one line; docs/reference/codes.md may say more (reconciler/docsgen/codesdoc.py MORE)
     traits: Trait = Trait.NONE
 
 

@@ -31,7 +31,7 @@ class CycleStatus(enum.StrEnum):
 
     @property
     def exit_code(self) -> int:
-        """The process exit code of a one-shot command whose cycle ended so (README: 0 / 1 / 2)."""
+        """The process exit code of a one-shot command whose cycle ended so (docs/reference/cli.md: 0 / 1 / 2)."""
         return _EXIT_CODES[self]
 
     @property

@@ -19,7 +19,7 @@ class Severity(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
-    code: str  # stable, e.g. "MP203"; documented in README and never reused for another meaning
+    code: str  # stable, e.g. "MP203"; in docs/reference/codes.md and never reused for another meaning
     message: str  # one sentence a person can act on
     file: str | None = None  # path relative to the inventory root, "/" separated
     line: int | None = None  # 1-based

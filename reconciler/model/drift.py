@@ -1,7 +1,7 @@
 """Drift and occupancy values: what differs between the plan and the cluster, and who holds what.
 
-Pure values. A Finding carries a stable code (the table in reconciler/logic/drift/drift.py and the
-README), the node/GPU/profile it concerns, the desired and observed values and one line a person
+Pure values. A Finding carries a stable code (the table in reconciler/logic/drift/drift.py and
+docs/reference/codes.md), the node/GPU/profile it concerns, the desired and observed values and one line a person
 can act on. A DriftReport is the whole picture for one revision; reports.py renders it.
 """
 

@@ -5,8 +5,9 @@ twin's state: the GPU Operator twin's kubelet records, at admission, which devic
 each container (reconciler/twin/operator/components/kubelet.py `pod_resources`, IDs from deviceplugin.device_id).
 Built from kubernetes/kubernetes pkg/kubelet/apis/podresources/server_v1.go (`List`: every pod of the node, every
 container of its spec in order, its devices from the device manager; `GetAllocatableResources`: the devices
-known; `Get`: one pod, NotFound-style error when absent) and served through the generated stubs of the
-vendored proto (reconciler/kubeletapi). Assumptions: ASSUMPTIONS-operator.md "Kubelet PodResources".
+known; `Get`: one pod, NotFound-style error when absent) and served through the generated stubs of our proto,
+written from the kubelet's wire contract (reconciler/kubeletapi). Assumptions: ASSUMPTIONS-operator.md "Kubelet
+PodResources".
 
 `answer` replaces the servicer's answer for tests of hostile kubelets: raw bytes (garbage, or a message larger
 than a client accepts) sent as the `List` response as they are.

@@ -37,7 +37,7 @@ from reconciler.model.inventory import InventoryFiles
 from reconciler.model.redaction import redact
 from reconciler.model.revisions import Revision
 
-# Stable error codes of the Git adapters (documented in INTERFACES.md and the README).
+# Stable error codes of the Git adapters (documented in docs/reference/codes.md).
 UNREACHABLE = "MP701"  # the remote cannot be reached (down, refused connection, DNS, timeout)
 AUTH_REFUSED = "MP702"  # the remote refused the credentials, or none were configured
 HOST_KEY_REFUSED = "MP703"  # SSH host key not in known_hosts (or TLS certificate invalid)

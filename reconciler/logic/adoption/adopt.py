@@ -19,7 +19,7 @@ A GPU whose model or cut is doubtful is still written, with the problem in a com
 MP302-MP308). Owners are never guessed into `owner:`: the pods holding partitions (their `app` labels)
 are listed as suggestions in a comment.
 
-IMPORT_CODES is this family's view of the one registry, reconciler.model.codes (the README's import table).
+IMPORT_CODES is this family's view of the one registry, reconciler.model.codes (documented in docs/reference/codes.md).
 """
 
 from __future__ import annotations

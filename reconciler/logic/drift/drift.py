@@ -2,7 +2,7 @@
 
 Pure: desired state, observed state and (optionally) the current time in; findings, occupancy and
 the drift report out. No I/O, no clock of its own. Codes are stable, declared in reconciler.model.codes
-(FINDING_CODES is this family's view; the README's table documents them); never reuse a code for another meaning.
+(FINDING_CODES is this family's view; docs/reference/codes.md documents them); never reuse a code for another meaning.
 
 Node status is derived from the findings on that node: Missing (MP510) and Undocumented (MP511)
 win, then Error if any finding is an error, then Drifted if any finding is a warning or a change is

@@ -1,5 +1,6 @@
-"""reconciler.logic.adoption.adopt (issue 14): sources per GPU, NVIDIA's default config with its device filters, hostile
-values from the cluster, and --from-mig-parted over NVIDIA's own files. Every written root is validated."""
+"""reconciler.logic.adoption.adopt (issue 14): sources per GPU, an operator-style default config with its device
+filters, hostile values from the cluster, and --from-mig-parted over configs in NVIDIA's shapes (our own, under
+tests/fixtures/migparted/accepted/). Every written root is validated."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ from reconciler.logic.planning.agentplan import ObservedGpu, ObservedInstance
 from reconciler.model.inventory import Placement
 from reconciler.model.observed import ContainerResources, ObservedNode, ObservedPod
 
-NVIDIA = Path(__file__).parents[2] / "fixtures" / "planning" / "nvidia"
+ACCEPTED = Path(__file__).parents[2] / "fixtures" / "migparted" / "accepted"
 CATALOG = load_catalog()
 CLUSTER = ClusterFacts("c1", "mixed", "gpu-operator", "cluster-policy", "nvidia-device-plugin-daemonset", "migplan-cm")
 
 
 def _default_config() -> ConfigSource:
-    cm = yaml.safe_load((NVIDIA / "assets_state-mig-manager_0400_configmap.yaml").read_text())
+    cm = yaml.safe_load((ACCEPTED / "operator-configmap.yaml").read_text())
     return parse_configs("ConfigMap gpu-operator/default-mig-parted-config", cm["data"]["config.yaml"])
 
 
@@ -119,13 +120,15 @@ def test_hostile_values_from_the_cluster_never_reach_a_path_or_break_the_yaml() 
 
 
 def test_from_mig_parted_turns_nvidia_files_into_layouts_that_validate() -> None:
-    cm = yaml.safe_load((NVIDIA / "assets_state-mig-manager_0400_configmap.yaml").read_text())
+    cm = yaml.safe_load((ACCEPTED / "operator-configmap.yaml").read_text())
     files = layouts_from_mig_parted(cm["data"]["config.yaml"], CATALOG, config="all-balanced")
     assert "layouts/all-balanced-rtx-pro-6000-96gb.yaml" in files and "layouts/all-balanced-b300-288gb.yaml" in files
-    assert len(files) == 13  # one per device group and model (H200 SXM and NVL are one model)
+    # one per device group and model: H200 SXM and NVL are one model, the H100/A100 80GB group is two
+    assert "layouts/all-balanced-h100-80gb.yaml" in files and "layouts/all-balanced-a100-80gb.yaml" in files
+    assert len(files) == 9
     root = {"cluster.yaml": "apiVersion: migplan/v1\nkind: Cluster\nspec: {migStrategy: mixed}\n", **files}
     assert [c for c, _, _ in _validate(root) if c != "MP312"] == []
-    default = (NVIDIA / "deployments_systemd_config-default.yaml").read_text()
+    default = (ACCEPTED / "systemd-config.yaml").read_text()
     assert layouts_from_mig_parted(default, CATALOG, config="all-1g.10gb")
     with pytest.raises(AdoptError) as no_model:
         layouts_from_mig_parted(cm["data"]["config.yaml"], CATALOG, config="all-3g.71gb")

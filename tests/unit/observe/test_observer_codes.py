@@ -1,4 +1,4 @@
-"""The observer's codes (MP930-MP949): declared once, documented in the README, and the only ones used."""
+"""The observer's codes (MP930-MP949): declared once, documented in docs/reference/codes.md, and the only ones used."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_observer_code_is_declared_documented_and_in_range() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    documented = {c for c in re.findall(r"^\| (MP\d{3}) \|", readme, flags=re.M) if "MP930" <= c <= "MP949"}
+    reference = (ROOT / "docs" / "reference" / "codes.md").read_text(encoding="utf-8")
+    documented = {c for c in re.findall(r"^\| (MP\d{3}) \|", reference, flags=re.M) if "MP930" <= c <= "MP949"}
     assert documented == set(observer.CODES)
     assert all("MP930" <= c <= "MP949" for c in observer.CODES)
     used: set[str] = set()
