@@ -6,7 +6,7 @@ them, or the one MODEL names: a catalog key such as H200-141GB or any name the s
 on one GPU, where an instance may start (memory-slice indexes) and the extended resource a pod asks for under
 `migStrategy: mixed`. A placement table borrowed from another model is said so (H200 <- H100-80GB).
 
-Exit codes: 0 printed; 2 a MODEL the catalog does not know (the known keys are listed).
+Exit codes: 0 printed; 2 a MODEL the catalog does not know (MP301, as validate names it; the known keys are listed).
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def command(model: str | None, output: str) -> None:
             close = difflib.get_close_matches(model, catalog.keys, n=3, cutoff=0.4)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             click.echo(
-                f"migplan profiles: unknown GPU model {model!r}{hint}; known: {', '.join(catalog.keys)}", err=True
+                f"migplan profiles: error MP301: unknown GPU model {model!r}{hint}; known: {', '.join(catalog.keys)}",
+                err=True,
             )
             sys.exit(2)
         models = [found]

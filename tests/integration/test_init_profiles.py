@@ -49,7 +49,7 @@ def test_profiles_json_is_the_catalog_itself() -> None:
 def test_profiles_of_an_unknown_model_lists_the_known_ones() -> None:
     code, out, err = _run("profiles", "H2OO-141GB")
     assert code == 2 and out == ""
-    assert "did you mean H200-141GB" in err and "A100-80GB" in err
+    assert "error MP301" in err and "did you mean H200-141GB" in err and "A100-80GB" in err
 
 
 def test_init_from_flags_validates_where_you_stand(tmp_path: Path) -> None:
