@@ -28,6 +28,8 @@ import orjson
 
 from reconciler import __version__
 from reconciler.catalog import load_catalog
+from reconciler.commands.common import fail, output_option
+from reconciler.logic.codecs import dpsharing
 from reconciler.logic.inventory.reporttarget import normalize_root
 from reconciler.logic.inventory.validation import validate_inventory
 from reconciler.logic.review import ciannotations
@@ -209,9 +211,8 @@ def live_facts(
     kubeconfig: str, context: str | None, desired: DesiredState, nodes: tuple[workloads.NodeFacts, ...]
 ) -> tuple[workloads.NodeFacts, ...]:
     from reconciler.adapters.kube.cluster import KubeCluster
-    from reconciler.logic.observe.occupancy import node_occupancy, resource_of
+    from reconciler.logic.observe.occupancy import node_occupancy
     from reconciler.model.errors import MigplanError
-    from reconciler.model.observed import GPU_RESOURCE
 
     try:
         cluster = KubeCluster.from_kubeconfig(kubeconfig, context=context)
@@ -222,6 +223,11 @@ def live_facts(
     except MigplanError as exc:
         raise InputError("MP623", f"the cluster cannot be read: {exc.code}: {exc.message}") from exc
     by_node = observed.pods_by_node()
+    # Nodes whose device-plugin config shares their devices offer replicas under the plugin's names (an unreadable
+    # config is judged on the plan's counts, as drift reports it: MP562).
+    sharing = {
+        n: s for n, s in dpsharing.sharing_by_node(observed, desired.nodes).items() if isinstance(s, dpsharing.Sharing)
+    }
     free: dict[str, dict[str, int]] = {}
     for name, plan in desired.nodes.items():
         occ = node_occupancy(
@@ -230,8 +236,9 @@ def live_facts(
             strategy=desired.cluster.mig_strategy,
             pods=by_node.get(name, ()),
             observed=observed.nodes.get(name),
+            sharing=sharing.get(name),
         )
-        free[name] = {(GPU_RESOURCE if o.profile == "gpu" else resource_of(o.profile)): o.free for o in occ.entries}
+        free[name] = {_resource(o.profile): o.free for o in occ.entries}
     present = {n: o for n, o in observed.nodes.items() if n in desired.nodes}
     return workloads.with_cluster_facts(
         nodes,
@@ -239,7 +246,18 @@ def live_facts(
         labels={n: dict(o.labels) for n, o in present.items()},
         taints={n: tuple(workloads.Taint(*t) for t in o.taints) for n, o in present.items()},
         unschedulable=[n for n, o in present.items() if o.unschedulable],
+        sharing={n: s for n, s in sharing.items() if n in present},
     )
+
+
+def _resource(profile: str) -> str:
+    """The extended resource of an occupancy entry's profile ("gpu", "1g.18gb", "1g.18gb.shared", "gpu.shared")."""
+    from reconciler.logic.observe.occupancy import resource_of
+    from reconciler.model.observed import GPU_RESOURCE
+
+    base = profile.removesuffix(dpsharing.SHARED_SUFFIX)
+    suffix = profile[len(base) :]
+    return (GPU_RESOURCE if base == "gpu" else resource_of(base)) + suffix
 
 
 def render_text(diags: list[Diagnostic], summaries: list[dict[str, Any]], *, plan: str, free: str | None) -> str:
@@ -274,14 +292,7 @@ def render_text(diags: list[Diagnostic], summaries: list[dict[str, Any]], *, pla
     help="Free partitions, node labels and taints from the cluster.",
 )
 @click.option("--context", default=None, help="kubeconfig context (with --kubeconfig).")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json", *ANNOTATIONS]),
-    default="text",
-    show_default=True,
-    help="Output format (github, codequality, sarif: CI annotations).",
-)
+@output_option("text", "json", *ANNOTATIONS, help="Output format (github, codequality, sarif: CI annotations).")
 def command(
     paths: tuple[str, ...],
     inventory: Path | None,
@@ -337,8 +348,7 @@ def command(
             nodes = live_facts(kubeconfig, context, desired, nodes)
             free_source = "the cluster now"
     except InputError as exc:
-        click.echo(f"migplan check-workloads: error {exc.code}: {exc.message}", err=True)
-        sys.exit(2)
+        fail(f"migplan check-workloads: error {exc.code}: {exc.message}")
     diags, summaries = workloads.check_workloads(manifests, desired=desired, nodes=nodes, free_source=free_source)
     diags = read_diags + diags
     diags.sort(key=lambda d: (d.file or "", d.line or 0, d.code))

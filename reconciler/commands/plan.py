@@ -42,8 +42,9 @@ import orjson
 from tabulate import tabulate
 
 from reconciler.adapters.git.reportbranch import CommittedReport
-from reconciler.adapters.git.source import ROOT_NOT_FOUND, GitFailure, GitRemote
+from reconciler.adapters.git.source import GitFailure, GitRemote
 from reconciler.commands import gitopts
+from reconciler.commands.common import fail, output_option
 from reconciler.logic.inventory.validation import ParseCache, ValidationResult
 from reconciler.logic.planning import disruption
 from reconciler.logic.reports import markdown as md
@@ -63,6 +64,7 @@ from reconciler.logic.review.mrcomment import (
 from reconciler.logic.review.reportoccupancy import observed_from_report
 from reconciler.logic.review.revdiff import ChangeKind, Disruptions, RevisionDiff, diff_states, disruptions
 from reconciler.logic.review.unplaced import placement_only_warnings
+from reconciler.model.codes import Trait, with_trait
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import DesiredState
@@ -70,6 +72,7 @@ from reconciler.model.observed import ObservedState
 from reconciler.sourcing import LoadedRevision, load_revision
 
 _VERBS = VERBS
+_NO_ROOT = with_trait(Trait.NO_ROOT)  # the root is not at the base revision: a cluster the merge request adds
 _placement = placement
 _owner = owner
 
@@ -415,7 +418,7 @@ def _plan_root(
     discovered: bool = False,
 ) -> _Planned:
     old = load_revision(remote, from_rev, root=root, cache=cache, fetch=fetch)
-    if discovered and isinstance(old, GitFailure) and old.code == ROOT_NOT_FOUND:
+    if discovered and isinstance(old, GitFailure) and old.code in _NO_ROOT:
         # A cluster the merge request adds: its base is an empty inventory, every node is added.
         old = _empty_base(remote, from_rev, root)
     new = old if isinstance(old, GitFailure) else load_revision(remote, to_rev, root=root, cache=cache, fetch=False)
@@ -487,13 +490,14 @@ def _as_empty(old: LoadedRevision, new: LoadedRevision) -> LoadedRevision:
 
 
 def _committed_report(remote: GitRemote, base: DesiredState) -> CommittedReport | GitFailure | None:
-    from reconciler.adapters.git.reportbranch import latest_report
+    from reconciler.adapters.git.reportbranch import latest_report, report_budget
     from reconciler.adapters.git.source import InventoryRepo
 
     repo = InventoryRepo.open(remote)
     if isinstance(repo, GitFailure):
         return repo
-    return latest_report(repo, base.cluster.reports.branch, base.cluster.reports.path)
+    budget = report_budget(len(base.nodes))  # a report far larger than the inventory's is not read whole
+    return latest_report(repo, base.cluster.reports.branch, base.cluster.reports.path, max_nodes=budget)
 
 
 def _roots(remote: GitRemote, to_rev: str, root: str | None) -> list[str]:
@@ -515,13 +519,8 @@ def _roots(remote: GitRemote, to_rev: str, root: str | None) -> list[str]:
 @click.option(
     "--path", "root", default="", help="Inventory root inside the repository (default: top level, or every root found)."
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["markdown", "json", "comment"]),
-    default="markdown",
-    show_default=True,
-    help="comment: the merge-request comment, capped at --max-chars.",
+@output_option(
+    "markdown", "json", "comment", default="markdown", help="comment: the merge-request comment, capped at --max-chars."
 )
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Also list the pods disrupted.")
@@ -570,8 +569,7 @@ def command(
             for i, r in enumerate(roots)
         ]  # fmt: skip
     except _Failed as exc:
-        click.echo(f"migplan plan: {exc.message}", err=True)
-        sys.exit(2)
+        fail(f"migplan plan: {exc.message}")
     multi = len(planned) > 1
     maps_md: dict[str, str] = {}
     if maps_dir is not None:
@@ -582,8 +580,7 @@ def command(
                 where = maps_dir / p.root if multi and p.root else maps_dir
                 maps_md[p.root] = write_plan_maps(where, p.old, p.new, p.diff)
             except OSError as exc:
-                click.echo(f"migplan plan: cannot write the slice maps to {maps_dir}: {exc}", err=True)
-                sys.exit(2)
+                fail(f"migplan plan: cannot write the slice maps to {maps_dir}: {exc}")
     if output == "json":
         docs = [
             json_doc(p.old, p.new, p.diff, p.disrupts, capacity=p.capacity, report=p.report,

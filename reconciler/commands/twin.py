@@ -12,7 +12,6 @@ drift case, unreadable inventory). Side effects: a listening socket and the kube
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 from pathlib import Path
 from types import FrameType
@@ -20,6 +19,7 @@ from typing import Any
 
 import click
 
+from reconciler.commands.common import fail
 from reconciler.twin.fleet import DRIFT_KINDS, parse_drift
 
 __all__ = ["command"]
@@ -40,13 +40,13 @@ def _drift(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
 
 
 def _seed(inventory: Path) -> Any:
-    """The twin starts as if migplan had applied the inventory (reconciler/commands/twinseed.py); None when the
+    """The twin starts as if migplan had applied the inventory (reconciler/twinseed.py); None when the
     inventory does not validate (the twin then makes its own start, and `migplan run` reports the inventory)."""
     from datetime import UTC, datetime
 
     from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
-    from reconciler.commands.twinseed import applied_seed
     from reconciler.twin.cluster import AppliedSeed
+    from reconciler.twinseed import applied_seed
 
     try:
         facts = applied_seed(read_inventory_dir(inventory), now=datetime.now(UTC))
@@ -105,8 +105,7 @@ def command(
         # Written when the twin starts; a path that cannot hold a file is an error before anything runs.
         kubeconfig_out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        click.echo(f"error: cannot write the kubeconfig {kubeconfig_out}: {exc.strerror or exc}", err=True)
-        sys.exit(2)
+        fail(f"error: cannot write the kubeconfig {kubeconfig_out}: {exc.strerror or exc}")
     try:
         twin = ClusterTwin.from_inventory(
             inventory,

@@ -42,6 +42,7 @@ from reconciler import __version__, resources
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
 from reconciler.catalog import Catalog, load_catalog
 from reconciler.commands import gcpause, quickexit
+from reconciler.commands.common import fail, output_option
 from reconciler.logic.inventory.reporttarget import normalize_root
 from reconciler.logic.inventory.validation import ValidationResult, solver_choices, validate_inventory
 from reconciler.logic.review import ciannotations
@@ -195,14 +196,7 @@ def render_annotations(result: ValidationResult, *, output: str, prefix: str) ->
 )
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
 @click.option("--example", is_flag=True, help="Validate the embedded example inventory (what `migplan demo` uses).")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json", *ANNOTATIONS]),
-    default="text",
-    show_default=True,
-    help="Output format (github, codequality, sarif: CI annotations).",
-)
+@output_option("text", "json", *ANNOTATIONS, help="Output format (github, codequality, sarif: CI annotations).")
 def command(
     root: Path | None, repo: str | None, rev: str | None, path: str, cache_dir: Path | None, example: bool, output: str
 ) -> None:
@@ -238,8 +232,7 @@ def command(
                 )  # fmt: skip
             checked.append((where, label, result))
     except (InventoryReadError, FileNotFoundError, GitLoadError) as exc:
-        click.echo(f"migplan validate: {exc}", err=True)
-        sys.exit(2)
+        fail(f"migplan validate: {exc}")
     multi = len(checked) > 1
     # The collector stays paused through the output too: rendering 100,000 solver placements
     # allocates as many objects on top of the whole DesiredState, and each collection walks it all.

@@ -61,7 +61,7 @@ from reconciler.settings import Settings
 log = logging.getLogger("migplan.controller")
 
 
-__all__ = ["Controller", "CycleContext", "CycleFailed", "CycleFn", "CycleOutcome", "kube_configuration"]
+__all__ = ["Controller", "CycleContext", "CycleFailed", "CycleFn", "CycleOutcome", "kube_configuration", "run_once"]
 
 CycleFn = Callable[[CycleContext], CycleOutcome]
 
@@ -376,6 +376,14 @@ class Controller:
         while not self.stop_event.wait(0.5):
             pass
         return 0 if self.shutdown() else 1
+
+
+def run_once(settings: Settings, cycle: CycleFn, kube_config: Any) -> CycleOutcome:
+    """One cycle now (`migplan run --once`): no election, no HTTP; writes unless settings.dry_run; under the cycle
+    deadline, as every cycle of the loop."""
+    ctx = CycleContext("once", kubeclient.api_client(kube_config), lambda: not settings.dry_run, settings)
+    with deadline.cycle_deadline(settings.cycle_deadline_seconds):
+        return cycle(ctx)
 
 
 # Kept here for callers of the controller module; built in the adapter.

@@ -95,8 +95,13 @@ def is_mig_resource(name: str) -> bool:
     return name.startswith(MIG_RESOURCE_PREFIX)
 
 
+# The device plugin's name for a whole GPU shared with time-slicing/MPS under renameByDefault (k8s-device-plugin
+# api/config/v1 DefaultSharedRename); a shared MIG resource keeps the nvidia.com/mig- prefix.
+SHARED_GPU_RESOURCE = GPU_RESOURCE + ".shared"
+
+
 def is_gpu_resource(name: str) -> bool:
-    return name == GPU_RESOURCE or is_mig_resource(name)
+    return name in (GPU_RESOURCE, SHARED_GPU_RESOURCE) or is_mig_resource(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +298,14 @@ class ClusterPolicyState:
     device_plugin_config_default: str | None = None
     resource_version: str = ""
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # spec.devicePlugin.env as the operator applies it (name -> value, a later entry wins): rendered after
+    # spec.mig.strategy, so its MIG_STRATEGY overrides the strategy (gpu-operator TransformDevicePlugin).
+    device_plugin_env: Mapping[str, str] = field(default_factory=dict)
+    # spec.migManager.env (WITH_REBOOT: mig-manager reboots the node when the MIG mode step fails) and
+    # spec.driver.enabled (false: a host driver, for which the operator's mig-manager entrypoint exports
+    # WITH_SHUTDOWN_HOST_GPU_CLIENTS=true, the kubelet among the host services it stops for a mode change).
+    mig_manager_env: Mapping[str, str] = field(default_factory=dict)
+    driver_enabled: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,11 +367,20 @@ class ObservedState:
     # The ConfigMap named by spec.devicePlugin.config.name, when it exists (to tell whether it
     # contradicts the strategy).
     device_plugin_config_map: ConfigMapState | None = None
+    # The ConfigMap spec.migManager.config.name names while it is not migplan's (adopting a cluster): the configs
+    # nodes' labels name now, carried into migplan's ConfigMap before the ClusterPolicy is pointed at it.
+    mig_manager_config_map: ConfigMapState | None = None
     # node -> the nvidia-mig-manager pod's error line, read only for nodes whose state is `failed`, or `pending`
     # with GPU clients paused (mig-manager may have given up waiting for them: MP522).
     mig_manager_errors: Mapping[str, str] = field(default_factory=dict)
     # PodDisruptionBudgets in namespaces where a GPU pod runs (to name the ones that block a drain).
     pdbs: tuple[ObservedPdb, ...] = ()
+
+    @property
+    def foreign_mig_config_text(self) -> str | None:
+        """The config file of the ConfigMap the ClusterPolicy names while it is not migplan's (None otherwise)."""
+        cm = self.mig_manager_config_map
+        return cm.data.get("config.yaml") if cm is not None else None
 
     def pods_by_node(self) -> Mapping[str, tuple[ObservedPod, ...]]:
         """Bound pods grouped by node, in one pass (callers join on this, never per node over all pods)."""

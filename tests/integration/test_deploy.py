@@ -7,6 +7,7 @@ refused with 404, so this test notices the day they are served.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from kubernetes import client
 from reconciler.commands.agent import command as agent_command
 from reconciler.commands.run import command as run_command
 from reconciler.controller.loop import kube_configuration
-from reconciler.settings import load_settings
+from reconciler.settings import load_settings, verify_settings
 from reconciler.twin.apiserver import ApiServerTwin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,7 +71,8 @@ def test_each_kustomization_lists_every_file_of_its_directory() -> None:
         listed = {r for r in k.get("resources", []) if not r.startswith("..")}
         listed |= {p["path"] for p in k.get("patches", [])}
         listed |= {e for g in k.get("secretGenerator", []) for e in g.get("envs", [])}
-        listed |= {e.rpartition("=")[2] for g in k.get("secretGenerator", []) for e in g.get("files", [])}
+        generators = [*k.get("secretGenerator", []), *k.get("configMapGenerator", [])]
+        listed |= {e.rpartition("=")[2] for g in generators for e in g.get("files", [])}
         present = {p.name for p in kfile.parent.iterdir() if p.is_file() and p.name != "kustomization.yaml"}
         # A generator input that must never be committed (real credentials) is present as its `.example` only.
         present = {n.removesuffix(".example") for n in present if n.removesuffix(".example") != ".gitignore"}
@@ -374,3 +376,28 @@ def test_signed_reports_overlay_mounts_the_key_where_the_settings_read_it(tmp_pa
     base = find(render(DEPLOY / "base"), "Deployment", "migplan-controller")
     assert any(v["name"] == "report-signing" for v in base["spec"]["template"]["spec"]["volumes"])
     assert "openssh-client gnupg" in (DEPLOY / "Dockerfile").read_text()  # ssh-keygen and gpg in the image
+
+
+def test_verified_source_overlay_keeps_the_trust_policy_outside_the_repository(tmp_path: Path) -> None:
+    # The keys come from a ConfigMap of the overlay, mounted by the base Deployment where the settings read them;
+    # the last verified revision goes to a ConfigMap the controller's Role may read and write (not the emptyDir).
+    objs = render(DEPLOY / "overlays" / "verified-source")
+    pod = find(objs, "Deployment", "migplan-controller")["spec"]["template"]["spec"]
+    vol = next(v for v in pod["volumes"] if v["name"] == "trusted-signers")
+    assert vol["configMap"]["name"] == "migplan-trusted-signers"
+    (c,) = pod["containers"]
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "trusted-signers")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(find(objs, "ConfigMap", "migplan-config")["data"]["config.yaml"])
+    s = load_settings(env={}, config_file=cfg)
+    assert s.verify_mode == "head" and s.trust_state_config_map == "migplan-source-trust"
+    signers = Path(s.verify_allowed_signers_file)
+    assert str(signers.parent) == mount["mountPath"]
+    data = find(objs, "ConfigMap", "migplan-trusted-signers")["data"]
+    (tmp_path / signers.name).write_text(data[signers.name])
+    keys = verify_settings(dataclasses.replace(s, verify_allowed_signers_file=str(tmp_path / signers.name)))
+    assert keys.mode.value == "head" and len(keys.allowed_signers) == 1
+    role = find(objs, "Role", "migplan-source-trust")
+    assert {"get", "update"} <= set(role["rules"][1]["verbs"]) and role["rules"][1]["resourceNames"] == [
+        s.trust_state_config_map
+    ]

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from reconciler.adapters.fsinventory import read_inventory_dir
 from reconciler.cli import cli
-from reconciler.commands.twinseed import applied_seed
 from reconciler.resources import inventory_dir
 from reconciler.twin.cluster import AppliedSeed, ClusterTwin
+from reconciler.twinseed import applied_seed
 
 
 def _own_inventory(tmp_path: Path) -> Path:

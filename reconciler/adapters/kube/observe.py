@@ -346,7 +346,21 @@ def cluster_policy_from_json(obj: Mapping[str, Any]) -> ClusterPolicyState:
         device_plugin_config_default=dp_config.get("default") or None,
         resource_version=meta.get("resourceVersion", ""),
         annotations=meta.get("annotations") or {},
+        device_plugin_env=_env_list((spec.get("devicePlugin") or {}).get("env")),
+        mig_manager_env=_env_list((spec.get("migManager") or {}).get("env")),
+        driver_enabled=(spec.get("driver") or {}).get("enabled") is not False,  # the CRD's default is true
     )
+
+
+def _env_list(raw: Any) -> dict[str, str]:
+    """A ClusterPolicy `env` list as the operator applies it (setContainerEnv in order: a later entry wins); entries
+    that are not {name: str, value: str} are skipped (the CRD's schema refuses them)."""
+    out: dict[str, str] = {}
+    for e in raw if isinstance(raw, list) else ():
+        if isinstance(e, Mapping) and isinstance(e.get("name"), str):
+            value = e.get("value", "")
+            out[e["name"]] = value if isinstance(value, str) else str(value)
+    return out
 
 
 def config_map_from_json(obj: Mapping[str, Any]) -> ConfigMapState:
@@ -574,6 +588,10 @@ def observed_from_parts(
     dp_cm = None
     if cp is not None and cp.device_plugin_config_name:
         dp_cm = config_map(cp.device_plugin_config_name)
+    # Adopting: the configs nodes' labels name now live in the ConfigMap the ClusterPolicy names (one more GET).
+    mm_cm = None
+    if cp is not None and cp.mig_manager_config_name and cp.mig_manager_config_name != ops.mig_config_map:
+        mm_cm = config_map(cp.mig_manager_config_name)
     return ObservedState(
         nodes=dict(nodes),
         pods=tuple(pods.gpu_pods),
@@ -581,6 +599,7 @@ def observed_from_parts(
         device_plugin=ds,
         mig_config_map=config_map_from_json(mig_cm) if mig_cm else None,
         device_plugin_config_map=config_map_from_json(dp_cm) if dp_cm else None,
+        mig_manager_config_map=config_map_from_json(mm_cm) if mm_cm else None,
         mig_manager_errors=pods.mig_manager_errors,
         # Only the PodDisruptionBudgets of namespaces where a GPU pod runs can block a drain.
         pdbs=tuple(p for p in (pdb_from_json(o) for o in pdbs) if p.namespace in bound_namespaces),

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import migparted
 from reconciler.logic.drift import drift, nodestate
 from reconciler.logic.drift.nodestate import Geometry
-from reconciler.logic.observe import observation
+from reconciler.logic.observe import observation, profilecheck
 from reconciler.logic.observe.occupancy import expected_resources
 from reconciler.logic.planning import disruption, drain
 from reconciler.logic.planning.disruptionguard import (
@@ -33,6 +34,7 @@ from reconciler.logic.planning.disruptionguard import (
     converged,
     guard_holders,
     node_disruption,
+    observed_layouts,
     previous_configs,
 )
 from reconciler.logic.planning.rollout import Budget, Hold, after_success, by_node, drain_changes, rfc3339
@@ -256,9 +258,13 @@ def wanted_changes(
     carry for them (none, or that config). Takes a maxUnavailableNodes slot from `budget` when it starts a
     disruption the node does not hold a slot for yet."""
     config, settings = want.config, inputs.desired.cluster.apply
+    held = _relabel_hold(node, config)
+    unoffered = profilecheck.unoffered(inputs.desired.nodes[node.name], node.labels, load_catalog())
+    if unoffered is not None:
+        # mig-parted would empty the GPUs it cannot cut and report success (MP564 says why): never label for it.
+        return [held(f"held: {unoffered}", code="MP564")], ()
     impact = _impact(inputs, node, config)
     propagating = _propagation_hold(inputs.desired, inputs.observed, config, inputs.previous, inputs.now)
-    held = _relabel_hold(node, config)
     if impact.destroys_nothing and node.mig_config_state == MigConfigState.SUCCESS:
         # Same geometry under another config name (e.g. adopting a cluster whose ConfigMap used other names):
         # mig-manager's assert passes and it sets success without pausing anything (stack-facts §3.3 step 2),
@@ -304,19 +310,43 @@ def _impact(inputs: _Inputs, node: ObservedNode, config: str) -> _Impact:
     definition."""
     spec = inputs.desired.nodes[node.name]
     reapply = config.endswith(migparted.ALIAS_SUFFIX) and node.mig_config == inputs.rendered.node_configs[node.name]
-    found = None if reapply else node_disruption(node, spec, inputs.previous)
+    # Where the observer reports, the GPUs' own layout is the previous one (item 6 of issue 26), re-apply or not.
+    measured = observed_layouts(node, [g.index for g in spec.gpus], now=inputs.now, silent_after=inputs.silent_after)
+    if measured is not None:
+        found = node_disruption(node, spec, inputs.previous, now=inputs.now, silent_after=inputs.silent_after)
+        if found is not None:
+            what, lost, _ = found
+            return _with_host_effects(inputs, _Impact(reapply, lost, what.gpus, what.describe()), what)
+    found = None if reapply else node_disruption(node, spec, inputs.previous, label_only=True)
     if found is not None:
         what, lost, old = found
         advertised = disruption.advertised(old, inputs.desired.cluster.mig_strategy.value)
         if nodestate.classify(node, advertised, inputs.ready) is Geometry.CHANGED_BY_HAND:
             return _Impact(reapply, None, None)  # the label's config is not what the GPUs hold
-        return _Impact(reapply, lost, what.gpus, what.describe())
+        return _with_host_effects(inputs, _Impact(reapply, lost, what.gpus, what.describe()), what)
     if not reapply and converged(spec, node, inputs.desired.cluster.mig_strategy):
         # The config the label names is unknown (set by hand, or not in our ConfigMap), but the node advertises
         # exactly its plan: mig-manager's assert will pass and nothing is destroyed. (Counts can hide a
         # different per-GPU split; NVML still refuses to destroy an instance a process uses, stack-facts §6.)
         return _Impact(reapply, frozenset(), None)
     return _Impact(reapply, None, None)
+
+
+def _with_host_effects(inputs: _Inputs, impact: _Impact, what: disruption.NodeDisruption) -> _Impact:
+    """The impact with what mig-manager does to the host around a MIG mode change (disruption.host_effects): a
+    possible reboot counts every GPU of the node as lost (the guard then names every pod holding one)."""
+    cp = inputs.observed.cluster_policy
+    if cp is None:
+        return impact
+    effects = disruption.host_effects(
+        what, with_reboot=disruption.go_bool(cp.mig_manager_env.get("WITH_REBOOT")), host_driver=not cp.driver_enabled
+    )
+    if not effects:
+        return impact
+    effect = "; ".join((impact.effect, *effects))
+    if any(e.startswith("WITH_REBOOT") for e in effects):
+        return _Impact(impact.reapply, None, None, effect)
+    return _Impact(impact.reapply, impact.destroyed, impact.gpus, effect)
 
 
 def _propagation_hold(

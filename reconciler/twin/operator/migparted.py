@@ -15,9 +15,8 @@ Pure except for `apply`, which mutates the GPUs it is given.
 
 from __future__ import annotations
 
-import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,16 @@ import yaml
 
 from reconciler.twin.gpus import TwinGpu
 
-__all__ = ["ConfigEntry", "MigPartedError", "ModeChangeNotEffective", "apply", "assert_applied", "parse", "select"]
+__all__ = [
+    "ConfigEntry",
+    "MigPartedError",
+    "ModeChangeNotEffective",
+    "ModeStepFailed",
+    "apply",
+    "assert_applied",
+    "parse",
+    "select",
+]
 
 # How nvidia-smi / mig-parted render the NVML codes the twin raises (stack-facts §6).
 NVML_TEXT = {
@@ -45,7 +53,12 @@ class MigPartedError(Exception):
         self.details = details
 
 
-class ModeChangeNotEffective(MigPartedError):
+class ModeStepFailed(MigPartedError):
+    """The MIG mode step failed (`ApplyMigMode`: clearing a MIG GPU, setting a mode, the reset): what mig-manager's
+    `applyMigModeChange` reports, on which it reboots the node under WITH_REBOOT whatever the reason."""
+
+
+class ModeChangeNotEffective(ModeStepFailed):
     """`apply --mode-only` + `assert --mode-only` failed: the MIG mode is still pending (a reboot may help)."""
 
 
@@ -423,17 +436,7 @@ def apply(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> None:
     matched = [(gpu, e) for gpu in gpus if (e := _match(entries, gpu)) is not None]
     try:
         if any(gpu.mig_current != e.mig_enabled for gpu, e in matched):  # AssertMigMode failed
-            for gpu, e in matched:  # ApplyMigMode walks every GPU of the config
-                if gpu.mig_current:  # currentMode != Disabled: ClearMigConfig, whether its mode changes or not
-                    _clear_or_raise(gpu, "error clearing existing MIG configurations: ")
-                gpu.set_mig_mode(e.mig_enabled)
-            if any(gpu.mig_current != gpu.mig_pending for gpu, _ in matched):
-                # ResetAllGPUs resets every GPU of the node, not only the pending ones.
-                stuck = [gpu.index for gpu in gpus if not gpu.reset()]
-                if stuck:
-                    raise ModeChangeNotEffective(
-                        f"GPUs {stuck}: MIG mode change is pending, a GPU reset did not apply it"
-                    )
+            _apply_mig_mode(matched, gpus)
         for gpu, e in matched:  # ApplyMigConfig
             if not e.mig_enabled or _equals(gpu.geometry(), e.mig_devices):
                 continue  # "Skipping MIG config -- MIG disabled" / "Skipping -- already set to desired value"
@@ -444,6 +447,25 @@ def apply(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> None:
 
 
 _APPLY = "error applying MIG configuration with hooks: "
+
+
+def _apply_mig_mode(matched: Sequence[tuple[TwinGpu, ConfigEntry]], gpus: Sequence[TwinGpu]) -> None:
+    """The mode step (apply/mode.go ApplyMigMode): any failure in it is a ModeStepFailed."""
+    try:
+        for gpu, e in matched:  # ApplyMigMode walks every GPU of the config
+            if gpu.mig_current:  # currentMode != Disabled: ClearMigConfig, whether its mode changes or not
+                _clear_or_raise(gpu, "error clearing existing MIG configurations: ")
+            gpu.set_mig_mode(e.mig_enabled)
+    except MigPartedError as exc:
+        raise ModeStepFailed(str(exc), details=exc.details) from exc
+    except pynvml.NVMLError as exc:
+        text = NVML_TEXT.get(exc.value, str(exc))
+        raise ModeStepFailed(_APPLY + f"error setting MIG mode: {text}") from exc
+    if any(gpu.mig_current != gpu.mig_pending for gpu, _ in matched):
+        # ResetAllGPUs resets every GPU of the node, not only the pending ones.
+        stuck = [gpu.index for gpu in gpus if not gpu.reset()]
+        if stuck:
+            raise ModeChangeNotEffective(f"GPUs {stuck}: MIG mode change is pending, a GPU reset did not apply it")
 
 
 def capitalize(text: str) -> str:
@@ -491,7 +513,7 @@ def _set_mig_config(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
     and create the devices; every failed ordering is logged (capitalized), and when all fail the error is
     "error attempting multiple config orderings: all orderings failed". The per-ordering lines travel in
     MigPartedError.details, the way they reach mig-manager's log before mig-parted's fatal line."""
-    profiles = [p for p, n in sorted(wanted.items()) for _ in range(n)]
+    profiles = flatten(wanted)
     for p in profiles:
         if gpu.profile_by_name(p) is None:
             raise MigPartedError(
@@ -500,9 +522,7 @@ def _set_mig_config(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
             )
     details: list[str] = []
     tried: set[tuple[str, ...]] = set()
-    for order in itertools.permutations(profiles):
-        if order in tried:
-            continue
+    for order in orderings(profiles):
         tried.add(order)
         try:
             _clear(gpu)
@@ -523,6 +543,56 @@ def _set_mig_config(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
         _APPLY + "error setting MIGConfig: error attempting multiple config orderings: all orderings failed",
         details=tuple(details[-3:]),  # the twin keeps the last few per-ordering lines, not thousands
     )
+
+
+def _gc_attrs(profile: str) -> tuple[int, int, str]:
+    """(G, C, attributes) of a profile name: `3g.71gb` -> (3, 3, ""), `1c.3g.71gb` -> (3, 1, ""),
+    `1g.18gb+me` -> (1, 1, "me") (go-nvlib MigProfileInfo; attributes joined with ",")."""
+    head, _, attrs = profile.partition("+")
+    parts = head.split(".")
+    c = g = 0
+    for part in parts:
+        if part.endswith("c") and part[:-1].isdigit():
+            c = int(part[:-1])
+        elif part.endswith("g") and part[:-1].isdigit():
+            g = int(part[:-1])
+    return g, c or g, ",".join(a for a in attrs.split("+") if a)
+
+
+def flatten(wanted: Mapping[str, int]) -> list[str]:
+    """pkg/types/mig_config.go `MigConfig.Flatten`: each profile `count` times, largest first: G descending, then C
+    descending, then the attributes (joined) descending."""
+    out = [p for p, n in wanted.items() if n > 0 for _ in range(n)]
+    return sorted(out, key=lambda p: (-_gc_attrs(p)[0], -_gc_attrs(p)[1], _Desc(_gc_attrs(p)[2])))
+
+
+@dataclass(frozen=True, slots=True, order=False)
+class _Desc:
+    """A string that sorts descending."""
+
+    text: str
+
+    def __lt__(self, other: _Desc) -> bool:
+        return self.text > other.text
+
+
+def orderings(profiles: Sequence[str]) -> Iterator[tuple[str, ...]]:
+    """pkg/mig/config/config.go `iteratePermutationsUntilSuccess`: the in-place swap recursion from Flatten's order,
+    skipping a swap with an equal profile already tried at that position (`shouldSwap`: Flatten repeats the same
+    profile object, so equal names are the same pointer)."""
+    mps = list(profiles)
+
+    def rec(i: int) -> Iterator[tuple[str, ...]]:
+        if i >= len(mps):
+            yield tuple(mps)
+            return
+        for j in range(i, len(mps)):
+            if all(mps[k] != mps[j] for k in range(i, j)):
+                mps[i], mps[j] = mps[j], mps[i]
+                yield from rec(i + 1)
+                mps[i], mps[j] = mps[j], mps[i]
+
+    return rec(0)
 
 
 # pkg/mig/builder/balanced.go balancedFormula: total slices (the largest base profile's G) -> {G: count}.
