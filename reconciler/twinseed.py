@@ -23,7 +23,7 @@ from reconciler.model.observed import CONFIGS_ADDED_AT_ANNOTATION, MANAGED_BY_LA
 
 
 class Applied(NamedTuple):
-    """The fields of twin.cluster.AppliedSeed (reconciler.demo and `migplan twin` make one: only they import the twin)."""
+    """The fields of twin.cluster.AppliedSeed (reconciler.demo and `migplan twin` make one: only they import it)."""
 
     config_text: str
     node_configs: Mapping[str, str]
