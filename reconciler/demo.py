@@ -77,6 +77,7 @@ WHY = {
     "mig-config-pending": "mig-manager is stuck reconfiguring the node",
     "mig-manager-wedged": "mig-manager gave up waiting for a GPU client pod to leave the node and left it pending, "
     "its GPU clients paused",
+    "dra-dynamic-mig": "NVIDIA's DRA driver runs DynamicMIG on the node: it, not migplan, writes its MIG layout",
 }
 # Why a finding is left for a person (reconciler.logic.drift.drift.FINDING_CODES); the finding's own message
 # says what to do.
@@ -87,6 +88,7 @@ PERSON_ONLY = {
     "MP512": "migplan never edits workloads",
     "MP519": "destroying partitions that running pods hold needs allowDisruption: true",
     "MP520": "migplan cannot tell who cut the GPU by hand, nor why",
+    "MP570": "two writers for one GPU: a person decides which one keeps it (layoutWriter, or DynamicMIG off)",
 }
 
 

@@ -249,7 +249,7 @@ class NvmlGpu:
                 with translate_nvml_errors(nvml, f"gpu {index}: MIG mode"):
                     raise
             # NOT_SUPPORTED is NVML's way of saying "not MIG-capable" (mig-parted's IsMigCapable).
-            return ObservedGpu(index, uuid, name, False, False, False)
+            return ObservedGpu(index, uuid, name, False, False, False, minor=self._minor(handle))
         model = self._catalog.resolve(name)
         ids = self._profile_ids(handle, model)
         possible = {p: self._possible(handle, pid) for p, pid in ids.items()}
@@ -283,7 +283,24 @@ class NvmlGpu:
             mig_pending=bool(pending),
             instances=tuple(instances),
             possible={k: v for k, v in possible.items() if v},
+            minor=self._minor(handle),
         )
+
+    def _minor(self, handle: Any) -> int | None:
+        """The GPU's minor number (NVIDIA's DRA driver names devices by it), None when NVML cannot say.
+
+        Best effort on purpose: a driver without it must not cost the GPU its observation, only the join of
+        DRA holders (which then show as unknown devices, never as free partitions on the wrong GPU).
+        """
+        nvml = self.nvml
+        getter = getattr(nvml, "nvmlDeviceGetMinorNumber", None)
+        if getter is None:
+            return None
+        try:
+            minor = int(getter(handle))
+        except nvml.NVMLError:
+            return None
+        return minor if 0 <= minor <= 255 else None
 
     def set_mig_mode(self, index: int, *, enabled: bool) -> MigMode:
         nvml = self.nvml

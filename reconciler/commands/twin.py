@@ -1,12 +1,17 @@
 """`migplan twin`: serve a GPU cluster twin built from an inventory until interrupted.
 
     migplan twin --inventory DIR --kubeconfig-out FILE [--strategy none|single|mixed]
-                 [--device-plugin-config NAME] [--drift CASE ...]
+                 [--device-plugin-config NAME] [--drift CASE ...] [--dra static|dynamic-mig]
 
 Starts the Kubernetes API server twin on 127.0.0.1 (a free port), the GPU Operator's behaviour and the NVML
 twin, writes a kubeconfig for kubectl and the kubernetes client to FILE, prints the server URL once ready and
 serves until SIGINT or SIGTERM, then stops cleanly (exit 0). Exit 2 for usage errors (unknown strategy or
 drift case, unreadable inventory). Side effects: a listening socket and the kubeconfig file.
+
+`--dra static` starts NVIDIA's DRA driver twin's GPU kubelet plugin on every node once the twin has settled: each
+node's ResourceSlice publishes its MIG devices as they are then. `--dra dynamic-mig` starts it in DynamicMIG mode:
+the plugin destroys the MIG devices it did not create and publishes every profile x placement (migplan then leaves
+those nodes alone, MP570). See reconciler/twin/ASSUMPTIONS-dra.md.
 """
 
 from __future__ import annotations
@@ -91,12 +96,20 @@ def _seed(inventory: Path) -> Any:
     metavar="CASE",
     help="Inject a drift case; repeatable. One of: " + ", ".join(DRIFT_KINDS) + " (most take :<node>).",
 )
+@click.option(
+    "--dra",
+    "dra",
+    type=click.Choice(["static", "dynamic-mig"]),
+    default=None,
+    help="Run NVIDIA's DRA driver on every node (its plugin publishes ResourceSlices when the twin is ready).",
+)
 def command(
     inventory: Path,
     kubeconfig_out: Path,
     strategy: str | None,
     device_plugin_config: str | None,
     drift: tuple[str, ...],
+    dra: str | None,
 ) -> None:
     """Serve a cluster twin (Kubernetes API, GPU Operator, NVML) built from an inventory until interrupted."""
     from reconciler.twin.cluster import ClusterTwin  # imported late: `migplan --help` stays fast
@@ -131,6 +144,10 @@ def command(
                     twin.store.create(
                         "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
                     )
+            if dra is not None:
+                for node in sorted(set(twin.fleet.nodes) - set(twin.fleet.absent)):
+                    twin.dra_driver(node, dynamic_mig=dra == "dynamic-mig").start_plugin()
+                twin.settle()
             nodes = len(twin.store.list("nodes"))
             click.echo(f"cluster twin ready: {twin.url}", nl=True)
             click.echo(f"kubeconfig: {twin.kubeconfig}  ({nodes} nodes; Ctrl-C to stop)", nl=True)

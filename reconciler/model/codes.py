@@ -126,6 +126,9 @@ DECLARED: tuple[Code, ...] = (
     Code("MP313", VALIDATION, E, "GPU needs exactly one of mig or layout"),
     Code("MP314", VALIDATION, E, "layout restricted to another model"),
     Code("MP315", VALIDATION, E, "GPU indexes not 0..n-1"),
+    Code(
+        "MP320", VALIDATION, E, "MIG partitions planned on a node whose layout another component writes (layoutWriter)"
+    ),
     Code("MP401", VALIDATION, E, "single strategy with several MIG device types"),
     Code("MP402", VALIDATION, E, "single strategy with mixed MIG modes"),
     Code("MP403", VALIDATION, W, "MIG partitions under strategy none"),
@@ -309,6 +312,27 @@ DECLARED: tuple[Code, ...] = (
     ),
     Code("MP565", FINDING, E, "ClusterPolicy spec.devicePlugin.env sets MIG_STRATEGY, overriding spec.mig.strategy"),
     Code("MP566", FINDING, E, "a container asks more than one shared device where the plugin fails such requests"),
+    # DRA (issue 27): who writes a GPU's layout, and what NVIDIA's DRA driver publishes
+    Code(
+        "MP570",
+        FINDING,
+        E,
+        "another component writes this node's MIG layout (DRA DynamicMIG): migplan writes nothing there",
+    ),
+    Code(
+        "MP571",
+        FINDING,
+        W,
+        "a ResourceSlice or ResourceClaim of NVIDIA's DRA driver on this node cannot be read: ignored, named",
+    ),
+    Code("MP572", FINDING, W, "a planned partition is not among the devices the node's ResourceSlices publish"),
+    Code("MP573", FINDING, W, "the node's ResourceSlices publish a MIG device the plan does not have"),
+    Code(
+        "MP574",
+        FINDING,
+        E,
+        "MIG enabled with no partition on a DRA node: NVIDIA's DRA driver publishes nothing for that GPU",
+    ),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),
     Code("MP552", KUBERNETES, E, "a list's continue token expired (410): the list restarts"),

@@ -204,9 +204,13 @@ class TwinGpu:
         resets_on_mode_change: bool = True,
         reset_needs_reboot: bool = False,
         lock: threading.RLock | None = None,
+        minor: int | None = None,
     ) -> None:
         self.node = node
         self.index = index
+        # /dev/nvidia<minor>: usually the index, but the driver numbers device files and NVML orders GPUs by PCI
+        # bus, so the two may differ; a test can set it apart to catch a join on the wrong one
+        self.minor = index if minor is None else minor
         self.model = model
         self.profiles = gi_profiles(model)
         self.profiles_by_id = {p.id: p for p in self.profiles.values()}
