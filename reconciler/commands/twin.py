@@ -20,6 +20,7 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -29,6 +30,11 @@ from reconciler.twin.fleet import DRIFT_KINDS, parse_drift
 __all__ = ["command"]
 
 
+# The namespaces a real install has beyond a bare cluster's: deploy/base/namespace.yaml's. The twin's own
+# (gpu-operator, default, kube-*) come from the twin; this one is migplan's install, so the command adds it.
+INSTALL_NAMESPACES = ("migplan",)
+
+
 def _drift(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
     for v in values:
         try:
@@ -36,6 +42,22 @@ def _drift(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
     return values
+
+
+def _seed(inventory: Path) -> Any:
+    """The twin starts as if migplan had applied the inventory (reconciler/twinseed.py); None when the
+    inventory does not validate (the twin then makes its own start, and `migplan run` reports the inventory)."""
+    from datetime import UTC, datetime
+
+    from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
+    from reconciler.twin.cluster import AppliedSeed
+    from reconciler.twinseed import applied_seed
+
+    try:
+        facts = applied_seed(read_inventory_dir(inventory), now=datetime.now(UTC))
+    except InventoryReadError:
+        return None
+    return AppliedSeed(*facts) if facts is not None else None
 
 
 @click.command(name="twin")
@@ -104,6 +126,7 @@ def command(
             device_plugin_config=device_plugin_config,
             drift=drift,
             kubeconfig=kubeconfig_out,
+            applied=_seed(inventory),
         )
     except (OSError, ValueError, KeyError) as exc:
         raise click.UsageError(f"cannot build the twin from {inventory}: {exc}") from exc
@@ -116,6 +139,11 @@ def command(
     try:
         with twin:
             twin.settle()
+            for name in INSTALL_NAMESPACES:  # what `kubectl apply -k deploy/base` makes: `migplan run` finds its own
+                if not twin.store.exists("namespaces", None, name):
+                    twin.store.create(
+                        "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                    )
             if dra is not None:
                 for node in sorted(set(twin.fleet.nodes) - set(twin.fleet.absent)):
                     twin.dra_driver(node, dynamic_mig=dra == "dynamic-mig").start_plugin()

@@ -14,6 +14,9 @@ device-plugin and mig-manager DaemonSets with one pod each per GPU node, nodes w
 (`nvidia.com/mig.config` pointing at the config matching the layout, `nvidia.com/mig.config.state=success`), their
 kube-node-lease Leases and capacity as the device plugin advertises it, and one Running pod (namespace `default`,
 label app=<owner>) per owned partition, holding it. Then the controllers start (reconciler/twin/operator).
+`applied=AppliedSeed(...)` starts the cluster as a tool that manages the mig-parted ConfigMap left it: that
+ConfigMap's text and annotations, and the `nvidia.com/mig.config` value of each node, are the caller's (opaque
+to the twin, which checks nothing of them: mig-manager does not either until a label changes).
 Drift cases: reconciler/twin/fleet.py. Assumptions: reconciler/twin/ASSUMPTIONS-operator.md.
 Not pure: starts an HTTP server thread and a controller thread; stop() (or leaving the with-block) ends both.
 """
@@ -25,8 +28,8 @@ import gc
 import hashlib
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -70,6 +73,17 @@ def _other(strategy: str) -> str:
     return "single" if strategy == "mixed" else "mixed"
 
 
+@dataclass(frozen=True, slots=True)
+class AppliedSeed:
+    """The state a tool managing the mig-parted ConfigMap left behind: its `config.yaml`, its annotations, and the
+    `nvidia.com/mig.config` label of each node. Given by the caller; the twin copies it into the store as is."""
+
+    config_text: str
+    node_configs: Mapping[str, str]
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)  # of the ConfigMap (e.g. who manages it)
+
+
 class ClusterTwin:
     """A running GPU cluster twin (API server + GPU Operator + NVML) built from a Fleet."""
 
@@ -86,8 +100,10 @@ class ClusterTwin:
         mig_mode_change_needs_reboot: bool = False,
         config_propagation_seconds: float = 0.0,
         clock: Callable[[], float] | None = None,
+        applied: AppliedSeed | None = None,
     ) -> None:
         self.fleet = fleet
+        self._applied = applied
         # How long the kubelet takes to project a ConfigMap change into mig-manager's volume (0: at once).
         self.config_propagation_seconds = config_propagation_seconds
         self._clock = clock
@@ -442,11 +458,16 @@ class ClusterTwin:
         for d in self.drift:
             if d.kind == "mig-config-failed" and d.arg:
                 self._add_stale_config(d.arg)
-        store.create(
-            "configmaps",
-            {"metadata": {"name": s.mig_config_map}, "data": {"config.yaml": self._mig_parted_text()}},
-            s.namespace,
-        )
+        metadata: dict[str, Any] = {"name": s.mig_config_map}
+        text = self._mig_parted_text()
+        if self._applied is not None:  # what the managing tool last wrote, as it wrote it
+            text = self._applied.config_text
+            metadata["annotations"] = dict(self._applied.annotations)
+            metadata["labels"] = dict(self._applied.labels)
+            for node, config in self._applied.node_configs.items():
+                if node in self.fleet.nodes:
+                    self.fleet.node_config[node] = config
+        store.create("configmaps", {"metadata": metadata, "data": {"config.yaml": text}}, s.namespace)
         if self.dp_config is not None:
             self._create_dp_config()
         cp = store.create("clusterpolicies.nvidia.com", self._cluster_policy())

@@ -73,6 +73,16 @@ def test_serves_until_interrupted(tmp_path: Path, sig: signal.Signals) -> None:
             check=True,
         ).stdout
         assert strategy == "single"
+        namespaces = subprocess.run(
+            [str(KUBECTL), "--kubeconfig", str(kubeconfig), "get", "namespaces", "-o", "name"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.split()
+        # What a real install has: the GPU Operator's and migplan's own (deploy/base/namespace.yaml), so
+        # `migplan run` against the twin finds the namespace of its Lease.
+        assert {"namespace/gpu-operator", "namespace/migplan", "namespace/kube-node-lease"} <= set(namespaces)
         proc.send_signal(sig)
         rest, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0

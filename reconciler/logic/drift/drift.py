@@ -974,7 +974,10 @@ def _parse_time(text: str | None) -> datetime | None:
 # --- the report -----------------------------------------------------------------------------------
 
 
-# Informational findings that still mean "not there yet" (work in progress is not in sync).
+# Informational findings that still mean "not there yet" (work in progress is not in sync). MP540: the node has the
+# planned partitions at other places (mig-parted applies counts and never moves one): the plan is not what runs,
+# so the node is not InSync, whatever the severity (a warning only when the places block a cut).
+NOT_THERE_YET = frozenset({"MP540"})
 
 
 def node_status(findings: Iterable[Finding]) -> NodeStatus:
@@ -986,7 +989,7 @@ def node_status(findings: Iterable[Finding]) -> NodeStatus:
         return NodeStatus.UNDOCUMENTED
     if any(f.severity is ERROR for f in fs):
         return NodeStatus.ERROR
-    if any(f.severity is WARNING for f in fs) or codes & IN_PROGRESS_CODES:
+    if any(f.severity is WARNING for f in fs) or codes & IN_PROGRESS_CODES or codes & NOT_THERE_YET:
         return NodeStatus.DRIFTED
     return NodeStatus.IN_SYNC
 

@@ -26,5 +26,9 @@ def test_node_status_precedence() -> None:
     assert drift.node_status([]) is drift.NodeStatus.IN_SYNC
     assert drift.node_status([f("MP513", "x")]) is drift.NodeStatus.IN_SYNC
     assert drift.node_status([f("MP509", "x")]) is drift.NodeStatus.DRIFTED
+    # the planned partitions at other places: not what the plan says, so not InSync even as an info finding
+    placed = f("MP540", "x")
+    assert placed.severity is drift.FindingSeverity.INFO
+    assert drift.node_status([placed]) is drift.NodeStatus.DRIFTED
     assert drift.node_status([f("MP501", "x"), f("MP507", "y")]) is drift.NodeStatus.ERROR
     assert drift.node_status([f("MP510", "x"), f("MP507", "y")]) is drift.NodeStatus.MISSING
