@@ -32,7 +32,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.adapters.deadline import cycle_deadline
 from reconciler.adapters.git.cachelock import cache_lock
@@ -53,8 +53,8 @@ from reconciler.logic.reports.reports import RenderMemo, render_reports, report_
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import ReportSettings
 from reconciler.outcome import NO_REVISION, CycleContext, CycleOutcome
-from reconciler.settings import DEFAULT_LOCK_TIMEOUT, Settings
-from reconciler.sourcing import InventorySource, SourceResult
+from reconciler.settings import DEFAULT_LOCK_TIMEOUT, Settings, verify_settings
+from reconciler.sourcing import FileTrustStore, InventorySource, SourceResult, TrustStore
 
 DEFAULT_BOT = BotIdentity()
 log = logging.getLogger("migplan.run")
@@ -192,6 +192,18 @@ def _cadence(
     )
 
 
+def _trust_store(settings: Settings) -> TrustStore | None:
+    """Where the last verified revision is recorded: settings.trust_state_config_map (through the API),
+    settings.trust_state_file (a volume), else None (the cache dir's state file)."""
+    if settings.trust_state_config_map:
+        from reconciler.adapters.kube.truststate import ConfigMapTrustStore
+
+        return ConfigMapTrustStore(namespace=settings.namespace, name=settings.trust_state_config_map)
+    if settings.trust_state_file:
+        return FileTrustStore(Path(settings.trust_state_file), strict=True)
+    return None
+
+
 class GitCycle:
     """The cycle `migplan run` repeats (and runs once with `--once`), configured from Settings: the
     Git source, the report bot and signer, the lock timeout, the observers' silence threshold. Called
@@ -220,7 +232,17 @@ class GitCycle:
             else None
         )
         self.remote = GitRemote(settings.repo, Path(settings.cache_dir), auth)
-        self.source = InventorySource(self.remote, ref=settings.branch, root=settings.path)
+        # Trust is the operator's (settings, keys from mounted files), recorded outside the cache: a
+        # restart, a failover or a force-push cannot roll the source back (reconciler/sourcing.py).
+        self.trust_store = _trust_store(settings)
+        self.source = InventorySource(
+            self.remote,
+            ref=settings.branch,
+            root=settings.path,
+            verify=verify_settings(settings),
+            trust_store=self.trust_store,
+            allow_rewind_to=settings.allow_rewind_to,
+        )
         self._cluster: Any = None
         self._cluster_client: Any = None
         self.reports: list[ReportOutcome] = []  # per cycle (bounded), for tests and the soak
@@ -236,6 +258,9 @@ class GitCycle:
 
     def __call__(self, ctx: CycleContext) -> CycleOutcome:
         settings = self.settings
+        bind = getattr(self.trust_store, "bind", None)
+        if bind is not None:
+            bind(ctx.api_client)  # the fenced client: a replica that lost the Lease cannot write the record
         outcome = run_gitops_cycle(
             source=self.source,
             cluster=self._kube(ctx.api_client),
@@ -254,3 +279,10 @@ class GitCycle:
         if outcome.report is not None:
             self.reports = [*self.reports[-99:], outcome.report]
         return outcome
+
+
+if TYPE_CHECKING:
+    from reconciler.adapters.kube.truststate import ConfigMapTrustStore
+
+    def _conforms(x: ConfigMapTrustStore) -> TrustStore:
+        return x

@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import ipaddress
+import math
 import os
+import re
 import socket
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -26,10 +30,10 @@ import yaml
 
 from reconciler.logic.codecs.observedcodec import HEARTBEAT_SECONDS, SILENT_AFTER_HEARTBEATS
 from reconciler.model.errors import MigplanError
+from reconciler.model.inventory import VerifyMode, VerifySettings
 from reconciler.model.redaction import redact
 
 ENV_PREFIX = "MIGPLAN_"
-FIELD_MANAGER = "migplan"
 CODE = "MP800"  # settings errors
 DEFAULT_CYCLE_DEADLINE = 30.0  # seconds; well under the default interval (60 s)
 DEFAULT_LOCK_TIMEOUT = 60.0  # seconds to wait for another process's cycle on the same cache directory
@@ -84,6 +88,17 @@ class Settings:
     git_ssh_key: str = ""  # path of an SSH private key
     git_known_hosts: str = ""  # path of a known_hosts file
     cache_dir: str = "/var/cache/migplan"
+    # Commit trust, set here and never by the repository it judges (docs/how-to/commit-signing.md):
+    # whether the head must carry a good signature, by which keys (files, e.g. a mounted ConfigMap or Secret),
+    # where the last verified revision is recorded (a ConfigMap in `namespace`, written through the API, survives
+    # restarts and failovers; a file, on a volume that outlives the pod; neither: the cache dir, which an emptyDir
+    # loses), and the one commit an operator accepts as a non-fast-forward of that record.
+    verify_mode: str = "none"  # none | head
+    verify_allowed_signers_file: str = ""  # SSH allowed-signers lines (git's gpg.ssh.allowedSignersFile format)
+    verify_gpg_keys_file: str = ""  # ASCII-armoured OpenPGP public keys
+    trust_state_config_map: str = ""
+    trust_state_file: str = ""
+    allow_rewind_to: str = ""  # a full commit id, or empty
     # the report commits: who makes them and, optionally, the key that signs them (as git does with
     # gpg.format ssh / openpgp); the key is a file, e.g. a mounted Secret (reconciler.adapters.git.commitsigning)
     report_author_name: str = "migplan"
@@ -159,11 +174,38 @@ class Settings:
 
     @property
     def listen_host_port(self) -> tuple[str, int]:
-        host, _, port = self.listen.rpartition(":")
-        return host or "0.0.0.0", int(port)
+        """(host, port) of `listen`: HOST:PORT, [IPv6]:PORT or :PORT. ValueError for anything else."""
+        return parse_listen(self.listen)
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """HOST:PORT (a name or an IPv4 address), [IPv6]:PORT, or :PORT (every IPv4 address). ValueError else."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isascii() or not port.isdigit() or len(port) > 5:
+        raise ValueError("expected HOST:PORT")
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ValueError("not an IPv6 address in the brackets") from None
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError("an IPv6 address goes in brackets: [::]:8080")
+    elif host and not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", host):
+        raise ValueError("not a host name or address")
+    return host or "0.0.0.0", int(port)
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}
+# Settings that name a file something else reads later: each must be a regular file when it exists.
+_FILE_SETTINGS = (
+    "git_ssh_key",
+    "git_known_hosts",
+    "report_signing_key",
+    "verify_allowed_signers_file",
+    "verify_gpg_keys_file",
+    "trust_state_file",
+)
 _DEFAULTS = Settings(identity="default")
 # Secrets that may be given as a file path instead of a value (mounted Kubernetes Secrets).
 _SECRET_FILES = {"webhook_secret_file": "webhook_secret", "git_password_file": "git_password"}
@@ -171,6 +213,15 @@ _SECRET_FILES = {"webhook_secret_file": "webhook_secret", "git_password_file": "
 
 def _error(source: str, message: str) -> MigplanError:
     return MigplanError(f"{source}: {message}", code=CODE)
+
+
+MAX_NUMBER = 1e9  # seconds (31 years), bytes (1 GB), counts: beyond any sane setting, inside every API's range
+
+
+def _shown(raw: Any) -> str:
+    """A value as a message may quote it: repr, cut (a setting can be a megabyte of anything)."""
+    text = repr(raw)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _convert(name: str, raw: Any, source: str) -> Any:
@@ -198,10 +249,14 @@ def _convert(name: str, raw: Any, source: str) -> Any:
     if isinstance(default, int | float):
         try:
             value = int(raw) if isinstance(default, int) else float(raw)
-        except (TypeError, ValueError):
-            raise _error(source, f"expected a number, got {raw!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise _error(source, f"expected a number, got {_shown(raw)}") from None
+        # float("nan") and float("inf") parse: a nan timeout compares false with everything and so
+        # disables every check that uses it; no setting is meant to be either, nor astronomically large.
+        if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+            raise _error(source, f"expected a finite number up to {MAX_NUMBER:g}, got {_shown(raw)}")
         if value < 0:
-            raise _error(source, f"must not be negative, got {raw!r}")
+            raise _error(source, f"must not be negative, got {_shown(raw)}")
         return value
     if raw is None:
         return ""
@@ -210,12 +265,69 @@ def _convert(name: str, raw: Any, source: str) -> Any:
     return str(raw)
 
 
-def _read_secret_file(path: str, source: str) -> Secret:
+MAX_SETTINGS_FILE_BYTES = 1024 * 1024  # a secret, a key list: far smaller; a larger file is a mistake
+
+
+def read_regular_file(path: str, source: str, *, what: str = "file", limit: int = MAX_SETTINGS_FILE_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes, or MP800 naming `source`.
+
+    Opened without blocking and checked before reading: a FIFO (or a device, a directory) in place of a
+    mounted Secret would otherwise block start-up forever, or read without end."""
     try:
-        # Kubernetes mounts secrets with a trailing newline more often than not; it is never part of it.
-        return Secret(Path(path).read_text("utf-8").rstrip("\r\n"))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise _error(source, f"cannot read secret file {path}: {exc.strerror}") from exc
+        raise _error(source, f"cannot read {what} {path}: {exc.strerror}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _error(source, f"{what} {path} is not a regular file")
+        if info.st_size > limit:
+            raise _error(source, f"{what} {path} is larger than {limit} bytes")
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, 65536)):
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise _error(source, f"cannot read {what} {path}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise _error(source, f"{what} {path} is larger than {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _error(source, f"{what} {path} is not UTF-8 text") from None
+
+
+def _read_secret_file(path: str, source: str) -> Secret:
+    # Kubernetes mounts secrets with a trailing newline more often than not; it is never part of it.
+    return Secret(read_regular_file(path, source, what="secret file").rstrip("\r\n"))
+
+
+def verify_settings(s: Settings) -> VerifySettings:
+    """The operator's commit-signature policy: verify_mode and the keys of the two files (read now).
+
+    MP800 for a file that is missing, not a regular file or too large, and for `head` without a key."""
+    signers: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    if s.verify_allowed_signers_file:
+        text = read_regular_file(s.verify_allowed_signers_file, "verify_allowed_signers_file", what="signers file")
+        signers = tuple(
+            line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+        )
+    if s.verify_gpg_keys_file:
+        text = read_regular_file(s.verify_gpg_keys_file, "verify_gpg_keys_file", what="key file")
+        keys = (text,) if "-----BEGIN PGP PUBLIC KEY BLOCK-----" in text else ()
+        if not keys:
+            raise _error("verify_gpg_keys_file", f"{s.verify_gpg_keys_file} holds no ASCII-armoured public key")
+    mode = VerifyMode(s.verify_mode)
+    if mode is VerifyMode.HEAD and not (signers or keys):
+        raise _error(
+            "verify_mode",
+            "head needs trusted keys: verify_allowed_signers_file (SSH) or verify_gpg_keys_file (OpenPGP)",
+        )
+    return VerifySettings(mode=mode, allowed_signers=signers, gpg_public_keys=keys)
 
 
 def _apply(values: dict[str, Any], items: Mapping[str, Any], describe: Any) -> None:
@@ -313,10 +425,27 @@ def _validate(s: Settings) -> None:
         raise _error("backoff_base_seconds", "must not exceed backoff_max_seconds")
     try:
         port = s.listen_host_port[1]
-    except ValueError:
-        raise _error("listen", f"expected HOST:PORT, got {s.listen!r}") from None
+    except ValueError as exc:
+        raise _error("listen", f"expected HOST:PORT or [IPv6]:PORT, got {_shown(s.listen)} ({exc})") from None
     if not 0 <= port <= 65535:
         raise _error("listen", f"port out of range in {s.listen!r}")
+    for name in _FILE_SETTINGS:
+        path = getattr(s, name)
+        try:
+            mode = os.stat(path).st_mode if path else None
+        except OSError:
+            mode = None  # missing or unreadable: said by whoever reads it, with its own code (MP730, MP702, ...)
+        if mode is not None and not stat.S_ISREG(mode):
+            # A FIFO there would block start-up forever in the reader (libgit2, ssh-keygen, gpg, open()).
+            raise _error(name, f"{_shown(path)} is not a regular file")
+    if s.verify_mode not in ("none", "head"):
+        raise _error("verify_mode", f"expected none or head, got {s.verify_mode[:40]!r}")
+    if s.allow_rewind_to and not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", s.allow_rewind_to):
+        raise _error("allow_rewind_to", "expected a full commit id (40 or 64 lowercase hex digits), or empty")
+    if s.trust_state_config_map and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", s.trust_state_config_map):
+        raise _error("trust_state_config_map", "expected a ConfigMap name (DNS subdomain)")
+    if s.trust_state_config_map and s.trust_state_file:
+        raise _error("trust_state_file", "give trust_state_config_map or trust_state_file, not both")
     if s.report_signing_format not in ("", "ssh", "openpgp"):
         raise _error(
             "report_signing_format", f"expected ssh or openpgp (or empty: unsigned), got {s.report_signing_format!r}"

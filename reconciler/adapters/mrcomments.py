@@ -1,10 +1,12 @@
 """One migplan comment per merge request, created once and updated on every push (GitLab and GitHub).
 
 The CI job runs `migplan plan`, then `migplan post-comment`, which calls this adapter. The comment
-is found again by a hidden HTML marker at the start of its body (`<!-- migplan:plan KEY -->`, KEY
-so that several clusters or jobs can keep one comment each); a comment that does not *start* with
-the marker is never touched, and only the token's own account's comments are considered when the forge
-says who that is (`GET /user`; GitHub refuses it to Actions tokens) or `author` names it.
+is found again by its author AND a hidden HTML marker at the start of its body (`<!-- migplan:plan KEY -->`,
+KEY so that several clusters or jobs can keep one comment each): a comment that does not *start* with the
+marker is never touched, and neither is a marked comment by any other account than the token's own (`author`,
+else what `GET /user` says; GitHub refuses that to Actions tokens, whose comments are `github-actions[bot]`'s:
+the command passes that name). A marker is text anyone can paste; an author is not. When the account cannot
+be known at all, no existing comment is updated: a new one is created (a duplicate, never a hijack).
 
 The REST calls, as the forges publish them:
 - GitLab (docs.gitlab.com/api/notes, "Merge requests"): `GET /projects/:id/merge_requests/:iid/notes`
@@ -17,8 +19,11 @@ The REST calls, as the forges publish them:
 
 HTTP goes through urllib3 (already in the dependency tree with the Kubernetes client): a connect and a
 read timeout on every request, no redirects followed (a token is never sent to another host; a `next`
-link to another origin is refused too), answers read up to MAX_ANSWER_BYTES. A connection failure, a
-timeout, 429 or 5xx is retried with exponential backoff (tenacity); 401/403 is the token refused
+link to another origin is refused too), answers read up to MAX_ANSWER_BYTES and within one whole-answer
+deadline (`answer_deadline`, the command's --timeout: a server that trickles its answer a byte at a time
+resets a socket read timeout with every byte, never this one), and parsed only when they hold at most
+MAX_JSON_CONTAINERS objects and arrays (a 32 MB answer of `{}` would cost about a gigabyte once parsed).
+A connection failure, a timeout, 429 or 5xx is retried with exponential backoff (tenacity); 401/403 is the token refused
 (MP741), never retried. The token is never part of a URL, a message or a log line: every message is
 also passed through the one URL-credential redaction, and the token's own text is masked if an API
 ever echoed it.
@@ -27,7 +32,9 @@ ever echoed it.
 from __future__ import annotations
 
 import enum
+import queue
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +55,7 @@ MR_CONTEXT_MISSING = "MP744"  # which project and merge request (or repository a
 COMMENT_BODY_BAD = "MP745"  # the comment body cannot be read (missing, not UTF-8)
 
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
+MAX_JSON_CONTAINERS = 200_000  # a page of 100 comments holds a few hundred; counted before parsing
 MAX_PAGES = 100  # 100 per page: 10,000 comments on one merge request is already absurd
 PER_PAGE = 100
 _KEY = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -159,7 +167,10 @@ class ForgeClient:
         attempts: int = 4,
         backoff: float = 1.0,
         pool: urllib3.PoolManager | None = None,
+        answer_deadline: float | None = None,
     ) -> None:
+        """`answer_deadline`: seconds one request may take from sending to the last byte of its answer
+        (default: connect + read timeout)."""
         if not token:
             raise ForgeError("no API token", code=TOKEN_MISSING)
         parts = urlsplit(target.api_url)
@@ -172,6 +183,7 @@ class ForgeClient:
         self._origin = (parts.scheme, parts.hostname, parts.port)
         self._base = target.api_url.rstrip("/")
         self._timeout = urllib3.Timeout(connect=connect_timeout, read=read_timeout)
+        self._deadline = answer_deadline if answer_deadline is not None else connect_timeout + read_timeout
         self._attempts = max(1, attempts)
         self._backoff = backoff
         # retries=False: no hidden urllib3 retries and no redirects followed (tenacity retries, visibly)
@@ -206,6 +218,28 @@ class ForgeClient:
         return redact(text.replace(self._token, "***"))
 
     def _once(self, method: str, url: str, body: bytes | None) -> _Answer:
+        """One request, bounded as a whole: run on a worker thread and abandoned at the deadline (the
+        socket timeouts bound each read, not the answer; a trickling server would otherwise hold the
+        job for hours). The abandoned thread ends with its socket; a CLI run exits without waiting."""
+        box: queue.Queue[tuple[_Answer | None, BaseException | None]] = queue.Queue(maxsize=1)
+
+        def work() -> None:
+            try:
+                box.put((self._exchange(method, url, body), None))
+            except BaseException as exc:  # handed to the caller's thread, raised there
+                box.put((None, exc))
+
+        threading.Thread(target=work, name="migplan-forge-request", daemon=True).start()
+        try:
+            answer, error = box.get(timeout=self._deadline)
+        except queue.Empty:
+            raise _Retry(f"{method} {url}: no whole answer within {self._deadline:g} s") from None
+        if error is not None:
+            raise error
+        assert answer is not None
+        return answer
+
+    def _exchange(self, method: str, url: str, body: bytes | None) -> _Answer:
         try:
             resp = self._pool.request(
                 method, url, body=body, headers=self._headers(), preload_content=False, redirect=False
@@ -281,7 +315,8 @@ class ForgeClient:
         nxt = next_link(answer.headers.get("link"))
         if nxt is None and self.target.forge is Forge.GITLAB:
             page = answer.headers.get("x-next-page", "").strip()
-            if page.isdigit():
+            # str.isdigit accepts superscripts and other scripts' digits, which int() refuses: ASCII only
+            if page.isascii() and page.isdigit() and len(page) <= 9:
                 nxt = re.sub(r"([?&])page=\d+", "", current) + f"&page={int(page)}"
         if nxt is None:
             return None
@@ -344,6 +379,9 @@ def _author(forge: Forge, item: Mapping[str, Any]) -> str | None:
 
 
 def _json(data: bytes, where: str) -> Any:
+    # Counted before parsing (C speed, over-counting braces inside strings): the parse is then bounded.
+    if data.count(b"{") + data.count(b"[") > MAX_JSON_CONTAINERS:
+        raise AnswerUnusable(f"{where}: the answer holds more than {MAX_JSON_CONTAINERS} JSON objects or arrays")
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -399,18 +437,13 @@ def fit(body: str, limit: int, measure: Callable[[str], int] = _chars) -> str:
 def post(client: ForgeClient, *, key: str, body: str, author: str | None = None) -> Posted:
     """Update migplan's comment for `key` on the merge request, or create it (see the module docstring).
 
-    Only a comment written by the token's own account is updated when the forge says who that is (or by
-    `author`), so a comment someone else writes with the marker is never taken for migplan's. Where the
-    account is unknown (GitHub Actions tokens), the newest marked comment is updated, and if the forge
-    refuses that update (someone else's comment) a new one is created instead of failing the job."""
+    Only a comment written by the token's own account (`author`, else what the forge says) and starting
+    with the marker is updated: a comment someone else writes with the marker, newer or not, is never taken
+    for migplan's. When the account cannot be known, nothing is updated and a new comment is created."""
     forge = client.target.forge
     full = fit(f"{marker(key)}\n{body}", COMMENT_LIMIT[forge], MEASURE[forge])
     who = author or client.whoami()
-    existing = client.find(key, author=who)
+    existing = client.find(key, author=who) if who is not None else None
     if existing is not None:
-        try:
-            return Posted("updated", client.update(existing, full), len(full))
-        except ForgeError as exc:
-            if who is not None or not isinstance(exc, TokenRefused | AnswerUnusable):
-                raise
+        return Posted("updated", client.update(existing, full), len(full))
     return Posted("created", client.create(full), len(full))

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from reconciler.catalog import Catalog, GpuModel, load_catalog
+from reconciler.catalog import Catalog, GpuModel, ProfileTable, load_catalog, memory_derived_gb
 from reconciler.logic.planning.agentplan import MigMode, ObservedGpu, ObservedInstance
 from reconciler.model.errors import MigplanError, Transient, Waiting
 from reconciler.model.inventory import Placement
@@ -128,6 +128,14 @@ class NvmlGpu:
         if model is None:
             return out
         nvml = self.nvml
+        renamed = bool(model.profiles.renames) if isinstance(model.profiles, ProfileTable) else False
+        total = 0
+        if renamed:
+            # A model with two documented namings (GB200): name each profile as this device's driver does
+            # (go-nvlib derives the <N>gb from the memory), so plans and observations use the node's own names.
+            # Best effort: without the memory the catalog's names stay (total 0 derives no other name).
+            with contextlib.suppress(nvml.NVMLError):
+                total = int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
         for p in model.profiles.values():
             try:
                 info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, p.nvml_profile_value)
@@ -138,7 +146,10 @@ class NvmlGpu:
                     continue
                 with translate_nvml_errors(nvml, f"profile info {p.name}"):
                     raise
-            out[p.name] = int(info.id)
+            name = p.name
+            if renamed:
+                name = model.name_on_device(p.name, memory_derived_gb(total, int(info.memorySizeMB)))
+            out[name] = int(info.id)
         return out
 
     def _possible(self, handle: Any, profile_id: int) -> tuple[Placement, ...]:
@@ -249,7 +260,7 @@ class NvmlGpu:
                 with translate_nvml_errors(nvml, f"gpu {index}: MIG mode"):
                     raise
             # NOT_SUPPORTED is NVML's way of saying "not MIG-capable" (mig-parted's IsMigCapable).
-            return ObservedGpu(index, uuid, name, False, False, False)
+            return ObservedGpu(index, uuid, name, False, False, False, minor=self._minor(handle))
         model = self._catalog.resolve(name)
         ids = self._profile_ids(handle, model)
         possible = {p: self._possible(handle, pid) for p, pid in ids.items()}
@@ -283,7 +294,24 @@ class NvmlGpu:
             mig_pending=bool(pending),
             instances=tuple(instances),
             possible={k: v for k, v in possible.items() if v},
+            minor=self._minor(handle),
         )
+
+    def _minor(self, handle: Any) -> int | None:
+        """The GPU's minor number (NVIDIA's DRA driver names devices by it), None when NVML cannot say.
+
+        Best effort on purpose: a driver without it must not cost the GPU its observation, only the join of
+        DRA holders (which then show as unknown devices, never as free partitions on the wrong GPU).
+        """
+        nvml = self.nvml
+        getter = getattr(nvml, "nvmlDeviceGetMinorNumber", None)
+        if getter is None:
+            return None
+        try:
+            minor = int(getter(handle))
+        except nvml.NVMLError:
+            return None
+        return minor if 0 <= minor <= 255 else None
 
     def set_mig_mode(self, index: int, *, enabled: bool) -> MigMode:
         nvml = self.nvml

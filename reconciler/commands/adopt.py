@@ -29,6 +29,7 @@ import click
 
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
 from reconciler.catalog import load_catalog
+from reconciler.commands.common import fail, output_option
 from reconciler.logic.adoption.adopt import Imported, import_cluster
 from reconciler.logic.adoption.adoptfiles import AdoptError, layouts_from_mig_parted, render_inventory
 from reconciler.logic.inventory.validation import validate_inventory
@@ -43,21 +44,16 @@ _CLUSTER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 _INVENTORY_PARTS = ("cluster.yaml", "nodes", "layouts")
 
 
-def _fail(code: str, message: str) -> None:
-    click.echo(f"error {code}: {message}", err=True)
-    sys.exit(EXIT_ERROR)
-
-
 def _existing(out: Path) -> dict[str, str]:
     """The inventory files already in `out` (path -> text); {} when it does not exist yet."""
     if not out.exists():
         return {}
     if not out.is_dir():
-        _fail("MP589", f"--out {out} exists and is not a directory")
+        fail(f"--out {out} exists and is not a directory", code="MP589")
     try:
         files = read_inventory_dir(out)
     except InventoryReadError as exc:
-        _fail("MP589", str(exc))
+        fail(str(exc), code="MP589")
     return {
         p: b.decode("utf-8", "replace")
         for p, b in files.items()
@@ -96,7 +92,7 @@ def _write(out: Path, files: dict[str, str], *, replace: bool) -> None:
                 raise OSError(f"{path} is a symbolic link")
             path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        _fail("MP589", f"cannot write {out}: {exc.strerror or exc}")
+        fail(f"cannot write {out}: {exc.strerror or exc}", code="MP589")
 
 
 def _cluster_name(given: str | None, kubeconfig: str) -> str:
@@ -142,7 +138,7 @@ def _verdict(all_files: dict[str, str]) -> tuple[bool, int, int]:
     show_default=True,
     help="Seconds the whole cluster read may take (a server that never answers ends it with MP580/MP811).",
 )
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+@output_option("text", "json", show_default=False)
 def command(
     kubeconfig: str | None,
     mig_parted: Path | None,
@@ -167,10 +163,10 @@ def command(
         raise click.UsageError("--node and --cluster-name go with --kubeconfig")
     existing = _existing(out)
     if existing and not (force or merge):
-        _fail(
-            "MP581",
+        fail(
             f"{out} already holds an inventory ({len(existing)} file(s)): pass --force to replace it or --merge "
             "to add what it lacks",
+            code="MP581",
         )
     keep = existing if merge else {}
     if mig_parted is not None:
@@ -205,20 +201,20 @@ def _from_file(
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                _fail("MP586", f"{path} is not a regular file (a FIFO, a device or a socket): not read")
+                fail(f"{path} is not a regular file (a FIFO, a device or a socket): not read", code="MP586")
             raw = fh.read(MAX_MIG_PARTED_BYTES + 1)
     except OSError as exc:
-        _fail("MP586", f"cannot read {path}: {exc.strerror or exc}")
+        fail(f"cannot read {path}: {exc.strerror or exc}", code="MP586")
     if len(raw) > MAX_MIG_PARTED_BYTES:
-        _fail("MP586", f"{path} is larger than {MAX_MIG_PARTED_BYTES} bytes")
+        fail(f"{path} is larger than {MAX_MIG_PARTED_BYTES} bytes", code="MP586")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        _fail("MP586", f"{path} is not UTF-8")
+        fail(f"{path} is not UTF-8", code="MP586")
     try:
         files = layouts_from_mig_parted(text, load_catalog(), config=config_name, model=model)
     except AdoptError as exc:
-        _fail(exc.code, f"{path}: {exc}")
+        fail(f"{path}: {exc}", code=exc.code)
     skipped = sorted(p for p in files if p in keep)
     files = {p: t for p, t in files.items() if p not in keep}
     _write(out, files, replace=replace)
@@ -260,7 +256,7 @@ def _from_cluster(
         finally:
             kube.close()
     except MigplanError as exc:
-        _fail("MP580", f"cannot read the cluster ({exc.code}): {exc.message}")
+        fail(f"cannot read the cluster ({exc.code}): {exc.message}", code="MP580")
     catalog = load_catalog()
     already = {p[len("nodes/") : -len(".yaml")] for p in keep if p.startswith("nodes/")}
     facts = [f for f in read.nodes if f.node.name not in already]

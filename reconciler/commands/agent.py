@@ -17,17 +17,13 @@ Exit codes: 0 stopped cleanly (SIGTERM) or `--once` ended in success; 1 `--once`
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import sys
 from typing import Any
 
 import click
 
-from reconciler.model.errors import MigplanError
+from reconciler.commands.common import fail, failing
 from reconciler.settings import load_settings
-
-log = logging.getLogger("migplan.agent")
 
 
 @click.command("agent")
@@ -59,93 +55,22 @@ log = logging.getLogger("migplan.agent")
 def command(config_file: str | None, once: bool, **given: Any) -> None:
     """Observe this node's GPUs and their holders; apply its MIG layout through NVML unless --observe-only."""
     from reconciler.adapters.kube import client as kubeclient
-    from reconciler.adapters.kube.agentmode import KubeNodeState
-    from reconciler.adapters.kube.gpuclients import KubeGpuClients
-    from reconciler.adapters.nvml import NvmlGpu
-    from reconciler.adapters.podresources import KubeletPodResources
-    from reconciler.agent import actuate_once
     from reconciler.controller.logs import setup_logging
-    from reconciler.logic.planning.agentplan import MigState
-    from reconciler.scheduling import CycleRunner, Scheduler, install_signal_handlers
+    from reconciler.nodeagent import NodeAgent
 
     flags = {k: v for k, v in given.items() if v is not None}
     flags.setdefault("interval_seconds", 30.0)
-    try:
+    with failing():
         settings = load_settings(flags=flags, config_file=config_file)
-    except MigplanError as exc:
-        click.echo(f"error {exc.code}: {exc.message}", err=True)
-        sys.exit(2)
     setup_logging(settings.log_format, settings.log_level)
     if not settings.node_name:
-        click.echo("error MP800: --node (or NODE_NAME) is required", err=True)
-        sys.exit(2)
-    try:
+        fail("--node (or NODE_NAME) is required", code="MP800")
+    with failing("cannot load the Kubernetes configuration: "):
         api = kubeclient.core_v1(kubeclient.api_client(kubeclient.kube_configuration(settings.kubeconfig)))
-    except MigplanError as exc:
-        click.echo(f"error {exc.code}: cannot load the Kubernetes configuration: {exc.message}", err=True)
-        sys.exit(2)
-    node_state = KubeNodeState(api, heartbeat_seconds=settings.observe_heartbeat_seconds)
-    holders = KubeletPodResources(settings.pod_resources_socket, timeout_seconds=settings.pod_resources_timeout_seconds)
-    clients = KubeGpuClients(
-        api,
-        namespace=settings.gpu_operator_namespace,
-        device_plugin_daemonset=settings.device_plugin_daemonset,
-        wait_seconds=settings.gpu_clients_wait_seconds,
-    )
-    last: list[Any] = []
-
-    def observe_pass(trigger: str) -> None:
-        from reconciler.observer import publish_pass
-
-        obs = publish_pass(open_gpus=NvmlGpu, holders=holders, node_state=node_state, node=settings.node_name)
-        last[:] = [obs]
-        log.info("observer pass", extra={"trigger": trigger, "sources": dict(obs.sources)})
-
-    def one_pass(trigger: str) -> None:
-        from reconciler.observer import publish_pass
-
-        with contextlib.ExitStack() as stack:
-            try:
-                gpus = stack.enter_context(NvmlGpu())
-            except MigplanError:
-                # NVML cannot be opened: say so on the Node (the observation), then fail the pass.
-                publish_pass(open_gpus=NvmlGpu, holders=holders, node_state=node_state, node=settings.node_name)
-                raise
-            outcome = actuate_once(
-                gpus=gpus, node_state=node_state, node=settings.node_name, holders=holders, clients=clients
-            )
-        last[:] = [outcome]
-        log.info("agent pass", extra={"trigger": trigger, "state": str(outcome.state), "reason": outcome.reason})
-        if outcome.state is MigState.FAILED:
-            raise MigplanError(outcome.reason, code="MP920")  # counts towards the backoff
-
-    runner = CycleRunner(
-        observe_pass if settings.observe_only else one_pass,
-        backoff_base=settings.backoff_base_seconds,
-        backoff_max=settings.backoff_max_seconds,
-    )
-    if once and settings.observe_only:
-        record = runner.run("once")
-        obs = last[0] if last else None
-        if obs is None or record is None:
-            sys.exit(2)
-        click.echo("observed: " + ", ".join(f"{k} {v}" for k, v in sorted(obs.sources.items())))
-        sys.exit(0)
+    agent = NodeAgent(settings, api)
     if once:
-        record = runner.run("once")
-        outcome = last[0] if last else None
-        if outcome is None or record is None:
-            sys.exit(2)
-        click.echo(f"{outcome.state or 'no-layout'}: {outcome.reason}")
-        sys.exit({MigState.SUCCESS: 0, MigState.PENDING: 1, None: 0}.get(outcome.state, 2))
-    scheduler = Scheduler(
-        runner, interval=settings.interval_seconds, jitter=min(settings.jitter_seconds, settings.interval_seconds / 2)
-    )
-    stop: list[bool] = []
-    install_signal_handlers(on_reload=lambda: scheduler.trigger("sighup"), on_stop=lambda: stop.append(True))
-    scheduler.start()
-    import time
-
-    while not stop:
-        time.sleep(0.5)
-    sys.exit(0 if scheduler.shutdown(grace=settings.shutdown_grace_seconds) else 1)
+        code, line = agent.once()
+        if line is not None:
+            click.echo(line)
+        sys.exit(code)
+    sys.exit(agent.run_forever())

@@ -1,6 +1,8 @@
 """`migplan check-workloads PATH...|-`: the manifests that ask for partitions, against the plan, before merge.
 
-    migplan check-workloads deploy/ [--inventory ROOT]           the plan of a directory (default: the example)
+    migplan check-workloads deploy/ [--inventory ROOT]           the plan of a directory (default: the inventory
+                                                                 root the working directory is in, as `validate`)
+    migplan check-workloads deploy/ --example                    the plan of the embedded example, by name
     migplan check-workloads - --repo R --rev REV [--path P]      the plan at a Git revision; manifests on stdin
         [--reports-from-git]                                     free partitions from the last committed report
         [--kubeconfig F]                                         free partitions, labels and taints from the cluster
@@ -26,6 +28,8 @@ import orjson
 
 from reconciler import __version__
 from reconciler.catalog import load_catalog
+from reconciler.commands.common import fail, output_option
+from reconciler.logic.codecs import dpsharing
 from reconciler.logic.inventory.reporttarget import normalize_root
 from reconciler.logic.inventory.validation import validate_inventory
 from reconciler.logic.review import ciannotations
@@ -155,6 +159,7 @@ def read_inputs(paths: tuple[str, ...]) -> tuple[list[Manifest], list[Diagnostic
 def load_plan(
     inventory: Path | None, repo: str | None, rev: str | None, path: str, cache_dir: Path | None
 ) -> tuple[str, DesiredState]:
+    """The plan checked against: `inventory` (a directory) or the root `path` of `repo` at `rev`."""
     from reconciler.commands.validate import GitLoadError, load_files, load_revision_files
 
     revision: Revision = WORKDIR
@@ -165,6 +170,7 @@ def load_plan(
                 repo, rev or "HEAD", path=path, cache_dir=cache_dir
             )
         else:
+            assert inventory is not None, "the command resolves the inventory before loading it"
             label, files = load_files(inventory)
     except (OSError, GitLoadError, ValueError) as exc:
         raise InputError("MP621", f"the plan cannot be read: {exc}") from exc
@@ -205,9 +211,8 @@ def live_facts(
     kubeconfig: str, context: str | None, desired: DesiredState, nodes: tuple[workloads.NodeFacts, ...]
 ) -> tuple[workloads.NodeFacts, ...]:
     from reconciler.adapters.kube.cluster import KubeCluster
-    from reconciler.logic.observe.occupancy import node_occupancy, resource_of
+    from reconciler.logic.observe.occupancy import node_occupancy
     from reconciler.model.errors import MigplanError
-    from reconciler.model.observed import GPU_RESOURCE
 
     try:
         cluster = KubeCluster.from_kubeconfig(kubeconfig, context=context)
@@ -218,6 +223,11 @@ def live_facts(
     except MigplanError as exc:
         raise InputError("MP623", f"the cluster cannot be read: {exc.code}: {exc.message}") from exc
     by_node = observed.pods_by_node()
+    # Nodes whose device-plugin config shares their devices offer replicas under the plugin's names (an unreadable
+    # config is judged on the plan's counts, as drift reports it: MP562).
+    sharing = {
+        n: s for n, s in dpsharing.sharing_by_node(observed, desired.nodes).items() if isinstance(s, dpsharing.Sharing)
+    }
     free: dict[str, dict[str, int]] = {}
     for name, plan in desired.nodes.items():
         occ = node_occupancy(
@@ -226,8 +236,9 @@ def live_facts(
             strategy=desired.cluster.mig_strategy,
             pods=by_node.get(name, ()),
             observed=observed.nodes.get(name),
+            sharing=sharing.get(name),
         )
-        free[name] = {(GPU_RESOURCE if o.profile == "gpu" else resource_of(o.profile)): o.free for o in occ.entries}
+        free[name] = {_resource(o.profile): o.free for o in occ.entries}
     present = {n: o for n, o in observed.nodes.items() if n in desired.nodes}
     return workloads.with_cluster_facts(
         nodes,
@@ -235,7 +246,18 @@ def live_facts(
         labels={n: dict(o.labels) for n, o in present.items()},
         taints={n: tuple(workloads.Taint(*t) for t in o.taints) for n, o in present.items()},
         unschedulable=[n for n, o in present.items() if o.unschedulable],
+        sharing={n: s for n, s in sharing.items() if n in present},
     )
+
+
+def _resource(profile: str) -> str:
+    """The extended resource of an occupancy entry's profile ("gpu", "1g.18gb", "1g.18gb.shared", "gpu.shared")."""
+    from reconciler.logic.observe.occupancy import resource_of
+    from reconciler.model.observed import GPU_RESOURCE
+
+    base = profile.removesuffix(dpsharing.SHARED_SUFFIX)
+    suffix = profile[len(base) :]
+    return (GPU_RESOURCE if base == "gpu" else resource_of(base)) + suffix
 
 
 def render_text(diags: list[Diagnostic], summaries: list[dict[str, Any]], *, plan: str, free: str | None) -> str:
@@ -255,8 +277,9 @@ def render_text(diags: list[Diagnostic], summaries: list[dict[str, Any]], *, pla
     "--inventory",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="The plan: an inventory root (default: the embedded example).",
+    help="The plan: an inventory root (default: the one the working directory is in).",
 )
+@click.option("--example", is_flag=True, help="The plan of the embedded example inventory (what `migplan demo` uses).")
 @click.option("--repo", default=None, help="The plan at a Git revision of this repository (URL or local path).")
 @click.option("--rev", default=None, help="Branch, tag or commit (with --repo; default HEAD).")
 @click.option("--path", "path", default="", help="Inventory root inside the repository (with --repo).")
@@ -269,14 +292,7 @@ def render_text(diags: list[Diagnostic], summaries: list[dict[str, Any]], *, pla
     help="Free partitions, node labels and taints from the cluster.",
 )
 @click.option("--context", default=None, help="kubeconfig context (with --kubeconfig).")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json", *ANNOTATIONS]),
-    default="text",
-    show_default=True,
-    help="Output format (github, codequality, sarif: CI annotations).",
-)
+@output_option("text", "json", *ANNOTATIONS, help="Output format (github, codequality, sarif: CI annotations).")
 def command(
     paths: tuple[str, ...],
     inventory: Path | None,
@@ -287,17 +303,37 @@ def command(
     reports_from_git: bool,
     kubeconfig: str | None,
     context: str | None,
+    example: bool,
     output: str,
 ) -> None:
     """Check Kubernetes manifests (files, directories, - for stdin) against the MIG plan.
 
-    Exit status: 0 no error (warnings allowed), 1 findings of severity error, 2 usage or I/O error."""
+    Exit status: 0 no error (warnings allowed), 1 findings of severity error, 2 usage or I/O error (MP413:
+    no plan named and the working directory in no inventory)."""
     if repo is not None and inventory is not None:
         raise click.UsageError("give either --inventory or --repo, not both")
     if repo is None and (rev is not None or path or reports_from_git):
         raise click.UsageError("--rev, --path and --reports-from-git need --repo")
     if reports_from_git and kubeconfig is not None:
         raise click.UsageError("give either --reports-from-git or --kubeconfig, not both")
+    if example and (inventory is not None or repo is not None):
+        raise click.UsageError("give either --example, --inventory or --repo")
+    if repo is None and inventory is None:
+        from reconciler import resources
+        from reconciler.commands.validate import standing
+
+        inventory = (
+            resources.inventory_dir()
+            if example
+            else standing("check-workloads", "PATH --inventory ROOT", "PATH --example")
+        )
+        if not (inventory / "cluster.yaml").exists():  # a repository of several roots (migplan-roots.yaml)
+            click.echo(
+                f"migplan check-workloads: error MP413: {inventory} holds several inventory roots; "
+                "name the plan with --inventory ROOT",
+                err=True,
+            )
+            sys.exit(2)
     try:
         label, desired = load_plan(inventory, repo, rev, path, cache_dir)
         manifests, read_diags = read_inputs(paths)
@@ -312,8 +348,7 @@ def command(
             nodes = live_facts(kubeconfig, context, desired, nodes)
             free_source = "the cluster now"
     except InputError as exc:
-        click.echo(f"migplan check-workloads: error {exc.code}: {exc.message}", err=True)
-        sys.exit(2)
+        fail(f"migplan check-workloads: error {exc.code}: {exc.message}")
     diags, summaries = workloads.check_workloads(manifests, desired=desired, nodes=nodes, free_source=free_source)
     diags = read_diags + diags
     diags.sort(key=lambda d: (d.file or "", d.line or 0, d.code))

@@ -30,6 +30,7 @@ import orjson
 
 from reconciler.adapters import mrcomments
 from reconciler.adapters.mrcomments import Forge, ForgeClient, ForgeError, Target
+from reconciler.commands.common import fail
 
 TOKEN_VARIABLES = {
     Forge.GITLAB: ("MIGPLAN_GITLAB_TOKEN", "GITLAB_TOKEN"),
@@ -48,9 +49,17 @@ def _token(forge: Forge, token_env: str | None) -> str:
     raise ForgeError(f"no token: set {' or '.join(names)} (see docs/how-to/ci-merge-requests.md)", code=NO_TOKEN)
 
 
+def _actions_author(forge: Forge, token_env: str | None) -> str | None:
+    """On GitHub Actions with the workflow's own GITHUB_TOKEN (which may not read GET /user), the account its
+    comments are written by. Any other token: None (the forge is asked, or --author says)."""
+    in_actions = os.environ.get("GITHUB_ACTIONS") == "true"
+    own_token = (token_env or "GITHUB_TOKEN") == "GITHUB_TOKEN" and not os.environ.get("MIGPLAN_GITHUB_TOKEN")
+    return "github-actions[bot]" if forge is Forge.GITHUB and in_actions and own_token else None
+
+
 def _number(value: str | int | None, what: str) -> int:
     text = str(value).strip() if value is not None else ""
-    if not text.isdigit() or not 0 < int(text) < 2**31:
+    if not (text.isascii() and text.isdigit() and len(text) <= 10) or not 0 < int(text) < 2**31:
         raise ForgeError(f"{what} is {'missing' if not text else repr(text[:40])}: not a positive number", code=CONTEXT)
     return int(text)
 
@@ -61,7 +70,8 @@ def _pull_request_from_event() -> str | None:
     if not path:
         return None
     try:
-        data = Path(path).read_bytes()[: 16 * 1024 * 1024]
+        with Path(path).open("rb") as f:  # size before read: at most 16 MiB of it
+            data = f.read(16 * 1024 * 1024)
         event = orjson.loads(data)
     except (OSError, orjson.JSONDecodeError):
         raise ForgeError(f"GITHUB_EVENT_PATH {path!r} cannot be read as JSON", code=CONTEXT) from None
@@ -127,7 +137,13 @@ def _read(path: Path) -> bytes:
 @click.option("--repository", default=None, help="GitHub owner/name (default: GITHUB_REPOSITORY).")
 @click.option("--pull-request", "pull_request", default=None, help="GitHub PR number (default: from the event).")
 @click.option("--token-env", default=None, help="Read the token from this environment variable instead.")
-@click.option("--timeout", type=click.FloatRange(0.1, 300), default=30.0, show_default=True, help="Read timeout, s.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.1, 300),
+    default=30.0,
+    show_default=True,
+    help="Seconds each forge call may take, to the last byte of its answer.",
+)
 def command(
     forge: str | None,
     body_file: str,
@@ -155,11 +171,10 @@ def command(
             merge_request if which is Forge.GITLAB else pull_request,
         )
         body = _body(body_file)
-        client = ForgeClient(where, _token(which, token_env), read_timeout=timeout)
-        posted = mrcomments.post(client, key=key, body=body, author=author)
+        client = ForgeClient(where, _token(which, token_env), read_timeout=timeout, answer_deadline=timeout)
+        posted = mrcomments.post(client, key=key, body=body, author=author or _actions_author(which, token_env))
     except ForgeError as exc:
-        click.echo(f"migplan post-comment: error {exc.code}: {exc.message}", err=True)
-        sys.exit(2)
+        fail(f"migplan post-comment: error {exc.code}: {exc.message}")
     finally:
         if client is not None:
             client.close()

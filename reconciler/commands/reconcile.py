@@ -26,10 +26,10 @@ import orjson
 from tabulate import tabulate
 
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
+from reconciler.commands.common import fail, failing, output_option
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.model.cycles import EXIT_ERROR
 from reconciler.model.diagnostics import Diagnostic
-from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import DesiredState
 from reconciler.model.plans import Action
 from reconciler.model.redaction import redact, redact_value
@@ -132,11 +132,8 @@ def _refuse(diagnostics: Sequence[Diagnostic], output: str, inventory: Path) -> 
 def _connect(kubeconfig: Path | None, context: str | None) -> Any:
     from reconciler.adapters.kube.cluster import KubeCluster
 
-    try:
+    with failing():
         return KubeCluster.from_kubeconfig(str(kubeconfig) if kubeconfig else None, context=context)
-    except MigplanError as exc:
-        click.echo(f"error {exc.code}: {exc.message}", err=True)
-        sys.exit(EXIT_ERROR)
 
 
 def _emit_json(doc: dict[str, Any]) -> None:
@@ -229,7 +226,7 @@ def _from_repo(
     show_default=True,
     help="Seconds to wait for another run holding the same --cache-dir (then exit 2, nothing done).",
 )
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option("text", "json")
 def command(
     once: bool,
     kubeconfig: Path | None,
@@ -267,8 +264,7 @@ def command(
     try:
         desired, diagnostics = load_desired(inventory)
     except InventoryReadError as exc:
-        click.echo(f"error: cannot read inventory {inventory}: {exc}", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"error: cannot read inventory {inventory}: {exc}")
     if desired is None:
         _refuse(diagnostics, output, inventory)
         return

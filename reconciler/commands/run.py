@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from reconciler.model.errors import MigplanError
+from reconciler.commands.common import fail, failing
 from reconciler.settings import load_settings
 
 
@@ -52,39 +52,24 @@ def _flags(**given: Any) -> dict[str, Any]:
 def command(config_file: str | None, once: bool, **given: Any) -> None:
     """Run the controller: reconcile the inventory every interval, on SIGHUP and on a push webhook."""
     from reconciler.controller.logs import setup_logging
-    from reconciler.controller.loop import Controller, kube_configuration
+    from reconciler.controller.loop import Controller, kube_configuration, run_once
     from reconciler.gitops import GitCycle
-    from reconciler.outcome import CycleContext
 
-    try:
+    with failing():
         settings = load_settings(flags=_flags(**given), config_file=config_file)
-    except MigplanError as exc:
-        click.echo(f"error {exc.code}: {exc.message}", err=True)
-        sys.exit(2)
     setup_logging(settings.log_format, settings.log_level)
     if not settings.repo:
-        click.echo("error MP800: --repo (or MIGPLAN_REPO) is required", err=True)
-        sys.exit(2)
-    try:
+        fail("--repo (or MIGPLAN_REPO) is required", code="MP800")
+    with failing("cannot load the Kubernetes configuration: "):
         kube = kube_configuration(settings.kubeconfig)
-    except MigplanError as exc:
-        click.echo(f"error {exc.code}: cannot load the Kubernetes configuration: {exc.message}", err=True)
-        sys.exit(2)
-    try:
+    with failing():  # e.g. MP730: the report signing key cannot sign
         cycle = GitCycle(settings)
-    except MigplanError as exc:  # e.g. MP730: the report signing key cannot sign
-        click.echo(f"error {exc.code}: {exc.message}", err=True)
-        sys.exit(2)
     if once:
-        from reconciler.adapters import deadline
-        from reconciler.adapters.kube import client as kubeclient
-
-        ctx = CycleContext("once", kubeclient.api_client(kube), lambda: not settings.dry_run, settings)
-        with deadline.cycle_deadline(settings.cycle_deadline_seconds):
-            outcome = cycle(ctx)
+        outcome = run_once(settings, cycle, kube)
         click.echo(f"{outcome.status.value}: {outcome.revision} {outcome.message}".rstrip())
         for e in outcome.failures:
             click.echo(f"error: {e}", err=True)
         sys.exit(outcome.exit_code)
-    controller = Controller(settings, cycle, kube_config=kube)
+    with failing():  # e.g. MP800: `listen` is in use or not an address of this host
+        controller = Controller(settings, cycle, kube_config=kube)
     sys.exit(controller.run_forever())

@@ -1,7 +1,7 @@
 """`migplan twin`: serve a GPU cluster twin built from an inventory until interrupted.
 
     migplan twin --inventory DIR --kubeconfig-out FILE [--strategy none|single|mixed]
-                 [--device-plugin-config NAME] [--drift CASE ...]
+                 [--device-plugin-config NAME] [--drift CASE ...] [--dra static|dynamic-mig]
 
 Starts the Kubernetes API server twin on 127.0.0.1 (a free port), the GPU Operator's behaviour and the NVML
 twin, and the kubelet PodResources servers of the nodes `migplan agent` is to be pointed at; writes a kubeconfig
@@ -11,12 +11,16 @@ Kubelets: every node's for a fleet of up to KUBELETS_BY_DEFAULT nodes, otherwise
 (each is a gRPC server with threads of its own: one per node of a 5,000-node fleet was more than 5,000 threads).
 Exit 2 for usage errors (unknown strategy, drift case or --kubelet node, unreadable inventory). Side effects: a
 listening socket, the kubelets' unix sockets and the kubeconfig file.
+
+`--dra static` starts NVIDIA's DRA driver twin's GPU kubelet plugin on every node once the twin has settled: each
+node's ResourceSlice publishes its MIG devices as they are then. `--dra dynamic-mig` starts it in DynamicMIG mode:
+the plugin destroys the MIG devices it did not create and publishes every profile x placement (migplan then leaves
+those nodes alone, MP570). See reconciler/twin/ASSUMPTIONS-dra.md.
 """
 
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 from pathlib import Path
 from types import FrameType
@@ -24,11 +28,17 @@ from typing import Any
 
 import click
 
+from reconciler.commands.common import fail
 from reconciler.twin.fleet import DRIFT_KINDS, parse_drift
 
 __all__ = ["KUBELETS_BY_DEFAULT", "command"]
 
 KUBELETS_BY_DEFAULT = 32  # nodes: up to this fleet size every node's kubelet is served without --kubelet
+
+
+# The namespaces a real install has beyond a bare cluster's: deploy/base/namespace.yaml's. The twin's own
+# (gpu-operator, default, kube-*) come from the twin; this one is migplan's install, so the command adds it.
+INSTALL_NAMESPACES = ("migplan",)
 
 
 def _drift(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -38,6 +48,22 @@ def _drift(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
     return values
+
+
+def _seed(inventory: Path) -> Any:
+    """The twin starts as if migplan had applied the inventory (reconciler/twinseed.py); None when the
+    inventory does not validate (the twin then makes its own start, and `migplan run` reports the inventory)."""
+    from datetime import UTC, datetime
+
+    from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
+    from reconciler.twin.cluster import AppliedSeed
+    from reconciler.twinseed import applied_seed
+
+    try:
+        facts = applied_seed(read_inventory_dir(inventory), now=datetime.now(UTC))
+    except InventoryReadError:
+        return None
+    return AppliedSeed(*facts) if facts is not None else None
 
 
 @click.command(name="twin")
@@ -83,6 +109,13 @@ def _drift(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
     metavar="NODE",
     help=f"Serve NODE's kubelet PodResources socket; repeatable (default: every node up to {KUBELETS_BY_DEFAULT}).",
 )
+@click.option(
+    "--dra",
+    "dra",
+    type=click.Choice(["static", "dynamic-mig"]),
+    default=None,
+    help="Run NVIDIA's DRA driver on every node (its plugin publishes ResourceSlices when the twin is ready).",
+)
 def command(
     inventory: Path,
     kubeconfig_out: Path,
@@ -90,20 +123,24 @@ def command(
     device_plugin_config: str | None,
     drift: tuple[str, ...],
     kubelets: tuple[str, ...],
+    dra: str | None,
 ) -> None:
     """Serve a cluster twin (Kubernetes API, GPU Operator, NVML) built from an inventory until interrupted."""
     from reconciler.twin.cluster import ClusterTwin  # imported late: `migplan --help` stays fast
 
     try:
-        # Written when the twin starts; a path that cannot hold a file is an error before anything runs.
+        # Written once the twin answers; a path that cannot hold a file is an error before anything runs.
         kubeconfig_out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        click.echo(f"error: cannot write the kubeconfig {kubeconfig_out}: {exc.strerror or exc}", err=True)
-        sys.exit(2)
+        fail(f"error: cannot write the kubeconfig {kubeconfig_out}: {exc.strerror or exc}")
     try:
         # Its own kubeconfig in a private folder at first: FILE is written once the server answers.
         twin = ClusterTwin.from_inventory(
-            inventory, strategy=strategy, device_plugin_config=device_plugin_config, drift=drift
+            inventory,
+            strategy=strategy,
+            device_plugin_config=device_plugin_config,
+            drift=drift,
+            applied=_seed(inventory),
         )
     except (OSError, ValueError, KeyError) as exc:
         raise click.UsageError(f"cannot build the twin from {inventory}: {exc}") from exc
@@ -120,14 +157,22 @@ def command(
     try:
         with twin:
             twin.settle()
+            for name in INSTALL_NAMESPACES:  # what `kubectl apply -k deploy/base` makes: `migplan run` finds its own
+                if not twin.store.exists("namespaces", None, name):
+                    twin.store.create(
+                        "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                    )
+            if dra is not None:
+                for node in sorted(set(twin.fleet.nodes) - set(twin.fleet.absent)):
+                    twin.dra_driver(node, dynamic_mig=dra == "dynamic-mig").start_plugin()
+                twin.settle()
             nodes = len(twin.store.list("nodes"))
             sockets = {node: twin.pod_resources_socket(node) for node in served}  # started here, before FILE
             try:
                 answers(twin.url, twin.api.ca_file)
                 publish_kubeconfig(twin, kubeconfig_out)
             except OSError as exc:
-                click.echo(f"error: the twin does not answer or {kubeconfig_out} cannot be written: {exc}", err=True)
-                sys.exit(2)
+                fail(f"error: the twin does not answer or {kubeconfig_out} cannot be written: {exc}")
             click.echo(f"cluster twin ready: {twin.url}", nl=True)
             click.echo(f"kubeconfig: {kubeconfig_out}  ({nodes} nodes; Ctrl-C to stop)", nl=True)
             for node, socket in sockets.items():  # its kubelet's PodResources socket, for `migplan agent`

@@ -25,8 +25,10 @@ from typing import Any
 
 from reconciler.controller import webhook
 from reconciler.controller.metrics import CONTENT_TYPE_LATEST, ControllerMetrics
+from reconciler.model.errors import MigplanError
 
 log = logging.getLogger("migplan.http")
+LISTEN_FAILED = "MP800"  # a settings error: `listen` names an address this process cannot listen on
 
 Check = Callable[[], tuple[bool, str]]
 
@@ -39,6 +41,9 @@ class _BoundedServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], handler: Any, *, max_connections: int) -> None:
+        # The class attribute is AF_INET: an IPv6 literal would fail to bind as "address family" noise.
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(address, handler)
         self._slots = threading.BoundedSemaphore(max_connections)
 
@@ -161,7 +166,11 @@ class ControllerHttp:
                 reply = {"status": verdict.outcome, "reason": verdict.reason}
                 self._send(verdict.status, json.dumps(reply).encode(), "application/json")
 
-        self._server = _BoundedServer((host, port), Handler, max_connections=max_connections)
+        try:
+            self._server = _BoundedServer((host, port), Handler, max_connections=max_connections)
+        except OSError as exc:  # in use, not an address of this host, a name that does not resolve
+            shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            raise MigplanError(f"listen: cannot listen on {shown}: {exc.strerror or exc}", code=LISTEN_FAILED) from None
         self._thread = threading.Thread(target=self._server.serve_forever, name="migplan-http", daemon=True)
 
     @property

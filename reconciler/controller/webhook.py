@@ -42,9 +42,17 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return None
 
 
+class _TooDeep(ValueError):
+    pass
+
+
 def _ref_of(body: bytes) -> str | None:
+    """The push's `ref`, None when there is none; _TooDeep for a body nested past what the parser's stack
+    allows (a signed body can still be hostile: a compromised forge account, a replayed test payload)."""
     try:
         doc = json.loads(body)
+    except RecursionError:
+        raise _TooDeep from None
     except (ValueError, UnicodeDecodeError):
         return None
     ref = doc.get("ref") if isinstance(doc, dict) else None
@@ -52,7 +60,10 @@ def _ref_of(body: bytes) -> str | None:
 
 
 def _push(provider: str, body: bytes, branch: str) -> WebhookVerdict:
-    ref = _ref_of(body)
+    try:
+        ref = _ref_of(body)
+    except _TooDeep:
+        return WebhookVerdict(400, provider, False, "push payload nested too deeply to parse")
     if ref is None:
         return WebhookVerdict(400, provider, False, "push payload without a ref")
     want = branch if branch.startswith("refs/") else f"refs/heads/{branch}"

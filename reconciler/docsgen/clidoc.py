@@ -57,8 +57,12 @@ def _command(ctx: click.Context, path: str, command: click.Command) -> list[str]
         lines += [paragraph, ""]
     # Arguments are named on their own line; options (the help option included) each get theirs.
     arguments = [p for p in command.params if isinstance(p, click.Argument)]
-    options = [p for p in command.get_params(ctx) if not isinstance(p, click.Argument)]
+    options = [p for p in command.params if not isinstance(p, click.Argument)]
     records = [r for p in options if (r := p.get_help_record(ctx)) is not None]
+    # The help option from the context's names, not click's per-command cache: a command invoked once on its own
+    # (a test runner, say) caches `--help` alone, which would make this page depend on what ran before.
+    if command.add_help_option and (names := command.get_help_option_names(ctx)):
+        records.append((", ".join(sorted(names, key=len)), "Show this message and exit."))
     if arguments:
         lines += ["Arguments: " + ", ".join(f"`{a.make_metavar(ctx)}`" for a in arguments), ""]
     if records:

@@ -76,8 +76,9 @@ PROSE: Mapping[codes.Family, str] = {
     ),
     F.GIT: (
         "A remote that is down or refuses the credentials (codes marked *remote*) is reported and the cycle carries "
-        "on with the cached revision; a newer revision that is invalid, unsigned or drops too many nodes is not "
-        "applied and the last known good one stays. See [../explanation/git-source.md](../explanation/git-source.md)."
+        "on with the cached revision; a newer revision that is invalid, unsigned, drops too many nodes, edits its own "
+        "trust policy or does not descend from the last verified one is not applied and the last known good one stays. "
+        "See [../explanation/git-source.md](../explanation/git-source.md)."
     ),
     F.KUBERNETES: (
         "Every Kubernetes API error is translated into one of these at the adapter's edge, with the API's status "
@@ -147,6 +148,10 @@ MORE: Mapping[str, str] = {
         "key missing, unreadable, encrypted or not a key: exit 2 at startup; later the report stays queued, never "
         "pushed unsigned"
     ),
+    "MP950": "even with `verify_mode: none`; the keys are the settings' own (docs/how-to/commit-signing.md)",
+    "MP951": "the last verified revision is in `trust_state_config_map`; `allow_rewind_to: <commit>` accepts one",
+    "MP952": "set `verify_mode: head` and the keys in the controller's settings, or remove `spec.verify`",
+    "MP953": "the record (a ConfigMap or a file on a volume) is unreachable or not one migplan wrote",
     "MP740": "`post-comment` exits 2",
     "MP741": "wrong, expired, or without the scope or role; a fork's pull request gets a read-only token",
     "MP743": "not JSON, wrong shape, too big, 404, a redirect, a next-page link to another host",

@@ -55,6 +55,14 @@ class Trait(enum.Flag):
     DRAIN_BLOCKED = enum.auto()  # a drain cannot go on (names the pods / PodDisruptionBudgets)
     GPU_OPERATOR = enum.auto()  # about mig-manager's machinery: meaningless when the node agent applies layouts
     REMOTE = enum.auto()  # a Git source error that describes the remote: the cycle carries on with the cache
+    MISSING_NODE = enum.auto()  # an inventory node the cluster does not have: the node's status is Missing
+    UNDOCUMENTED_NODE = enum.auto()  # a GPU node the inventory does not have: the node's status is Undocumented
+    DRAINING = enum.auto()  # the drain is under way: the pods it evicted this cycle are named with it
+    DRAIN_GOES_ON = enum.auto()  # a drain blocked for now but retried: the node is reported draining as well
+    PENDING_SAID_BY_NODE = enum.auto()  # about a pod: for a Pending pod the node's own finding says it (MP506)
+    UNPARSED = enum.auto()  # the text could not be parsed at all (so another reader may be tried)
+    UNKNOWN_MODEL = enum.auto()  # a GPU model the catalog does not have
+    NO_ROOT = enum.auto()  # the inventory root is not there at that revision (a cluster a change adds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +126,9 @@ DECLARED: tuple[Code, ...] = (
     Code("MP313", VALIDATION, E, "GPU needs exactly one of mig or layout"),
     Code("MP314", VALIDATION, E, "layout restricted to another model"),
     Code("MP315", VALIDATION, E, "GPU indexes not 0..n-1"),
+    Code(
+        "MP320", VALIDATION, E, "MIG partitions planned on a node whose layout another component writes (layoutWriter)"
+    ),
     Code("MP401", VALIDATION, E, "single strategy with several MIG device types"),
     Code("MP402", VALIDATION, E, "single strategy with mixed MIG modes"),
     Code("MP403", VALIDATION, W, "MIG partitions under strategy none"),
@@ -130,6 +141,8 @@ DECLARED: tuple[Code, ...] = (
     Code("MP410", VALIDATION, W, "unexpected YAML file"),
     Code("MP411", VALIDATION, E, "invalid inventory path"),
     Code("MP412", VALIDATION, E, "report commits would touch the inventory"),
+    Code("MP413", VALIDATION, E, "no inventory named, and none where the command stands: exit 2, never the example"),
+    Code("MP414", VALIDATION, W, "placement-only change under apply.mode gpu-operator: mig-parted will not apply it"),
     Code("MP420", VALIDATION, E, "part of the inventory cannot be read"),
     Code("MP501", FINDING, W, "a node advertises a different number of partitions of a profile than its plan gives it"),
     Code("MP502", FINDING, W, "ClusterPolicy spec.mig.strategy differs from the inventory's migStrategy"),
@@ -169,8 +182,8 @@ DECLARED: tuple[Code, ...] = (
         "mig-manager is reconfiguring the node (state pending or rebooting)",
         traits=IN_PROGRESS | GPU_OPERATOR,
     ),
-    Code("MP510", FINDING, E, "a node of the inventory is not in the cluster"),
-    Code("MP511", FINDING, W, "a GPU node of the cluster is not in the inventory"),
+    Code("MP510", FINDING, E, "a node of the inventory is not in the cluster", traits=Trait.MISSING_NODE),
+    Code("MP511", FINDING, W, "a GPU node of the cluster is not in the inventory", traits=Trait.UNDOCUMENTED_NODE),
     Code(
         "MP512",
         FINDING,
@@ -224,14 +237,14 @@ DECLARED: tuple[Code, ...] = (
         FINDING,
         INFO,
         "allowDisruption: the node is drained before its change (pods evicted through the Eviction API, waited for)",
-        traits=IN_PROGRESS,
+        traits=IN_PROGRESS | Trait.DRAINING,
     ),
     Code(
         "MP537",
         FINDING,
         W,
         "a PodDisruptionBudget refuses the eviction of a pod the drain needs gone: retried each cycle",
-        traits=DRAIN_BLOCKED,
+        traits=DRAIN_BLOCKED | Trait.DRAIN_GOES_ON,
     ),
     Code(
         "MP538",
@@ -264,12 +277,61 @@ DECLARED: tuple[Code, ...] = (
     Code(
         "MP548", FINDING, W, "a pod pins a node or GPU (hostname or GPU-UUID selector) instead of asking for a profile"
     ),
-    Code("MP549", FINDING, W, "a pod asks for whole GPUs (nvidia.com/gpu) on a node whose plan uses MIG partitions"),
+    Code(
+        "MP549",
+        FINDING,
+        W,
+        "a pod asks for whole GPUs (nvidia.com/gpu) on a node whose plan uses MIG partitions",
+        traits=Trait.PENDING_SAID_BY_NODE,
+    ),
     Code(
         "MP560",
         FINDING,
         W,
         "a pod's container holds more than one device of a MIG profile (CUDA uses one; the others sit idle)",
+    ),
+    # Device-plugin sharing of MIG devices (issue 26): the counts a node is expected to advertise.
+    Code(
+        "MP561", FINDING, INFO, "the node's device-plugin config shares its partitions (time-slicing or MPS replicas)"
+    ),
+    Code(
+        "MP562",
+        FINDING,
+        W,
+        "the node's device-plugin config cannot be read: its counts are not compared, its layout never re-applied",
+    ),
+    Code(
+        "MP563", FINDING, E, "the node's device-plugin config shares with MPS, which the plugin refuses on MIG devices"
+    ),
+    Code(
+        "MP564",
+        FINDING,
+        E,
+        "the node's plan names MIG profiles its GPUs do not offer (GFD): not labelled, mig-parted would empty them",
+        traits=HELD,
+    ),
+    Code("MP565", FINDING, E, "ClusterPolicy spec.devicePlugin.env sets MIG_STRATEGY, overriding spec.mig.strategy"),
+    Code("MP566", FINDING, E, "a container asks more than one shared device where the plugin fails such requests"),
+    # DRA (issue 27): who writes a GPU's layout, and what NVIDIA's DRA driver publishes
+    Code(
+        "MP570",
+        FINDING,
+        E,
+        "another component writes this node's MIG layout (DRA DynamicMIG): migplan writes nothing there",
+    ),
+    Code(
+        "MP571",
+        FINDING,
+        W,
+        "a ResourceSlice or ResourceClaim of NVIDIA's DRA driver on this node cannot be read: ignored, named",
+    ),
+    Code("MP572", FINDING, W, "a planned partition is not among the devices the node's ResourceSlices publish"),
+    Code("MP573", FINDING, W, "the node's ResourceSlices publish a MIG device the plan does not have"),
+    Code(
+        "MP574",
+        FINDING,
+        E,
+        "MIG enabled with no partition on a DRA node: NVIDIA's DRA driver publishes nothing for that GPU",
     ),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),
@@ -291,7 +353,13 @@ DECLARED: tuple[Code, ...] = (
         W,
         "a GPU node has no GFD labels and no observed layout: its GPUs cannot be told, node not imported",
     ),
-    Code("MP583", IMPORT, W, "a GPU's model is not in the catalog: written as GFD names it, validate reports MP301"),
+    Code(
+        "MP583",
+        IMPORT,
+        W,
+        "a GPU's model is not in the catalog: written as GFD names it, validate reports MP301",
+        traits=Trait.UNKNOWN_MODEL,
+    ),
     Code(
         "MP584",
         IMPORT,
@@ -316,7 +384,7 @@ DECLARED: tuple[Code, ...] = (
     Code("MP588", IMPORT, W, "the observed-layout annotation is malformed: the next source is used"),
     Code("MP589", IMPORT, E, "the output cannot be written (not a directory, permission, a file in the way)"),
     Code("MP600", WORKLOAD, E, "manifest file cannot be read (not UTF-8, binary, too large, not a regular file)"),
-    Code("MP601", WORKLOAD, E, "YAML or JSON syntax error in a manifest"),
+    Code("MP601", WORKLOAD, E, "YAML or JSON syntax error in a manifest", traits=Trait.UNPARSED),
     Code("MP602", WORKLOAD, E, "template placeholder in a manifest: render it first"),
     Code("MP603", WORKLOAD, W, "an object of a kind migplan does not count asks for GPU resources: not checked"),
     Code("MP605", WORKLOAD, E, "GPU quantity the API server refuses (fractional, negative, not a quantity)"),
@@ -342,7 +410,7 @@ DECLARED: tuple[Code, ...] = (
     Code("MP702", GIT, E, "the remote refused the credentials, or none were configured", traits=REMOTE),
     Code("MP703", GIT, E, "SSH host key not in known_hosts, or TLS certificate invalid", traits=REMOTE),
     Code("MP704", GIT, E, "no branch, tag or commit of that name", traits=REMOTE),
-    Code("MP705", GIT, E, "the inventory root is not a directory at that revision"),
+    Code("MP705", GIT, E, "the inventory root is not a directory at that revision", traits=Trait.NO_ROOT),
     Code("MP706", GIT, E, "the remote kept rejecting the report push (after retries)"),
     Code("MP707", GIT, E, "a report path escapes reports.path"),
     Code("MP708", GIT, E, "any other Git failure"),
@@ -371,6 +439,11 @@ DECLARED: tuple[Code, ...] = (
     Code("MP830", CONTROLLER, E, "the cache directory is in use by another migplan process"),
     Code("MP831", CONTROLLER, E, "the cache directory cannot be used"),
     Code("MP899", CONTROLLER, E, "internal error (a bug)"),
+    Code("MP980", CONTROLLER, E, "waiting: the controller's namespace does not exist (no leader Lease can be made)"),
+    Code("MP981", CONTROLLER, E, "waiting: the API server refuses a request the controller needs (RBAC, HTTP 403)"),
+    Code("MP982", CONTROLLER, E, "waiting: the inventory repository cannot be read and no revision was ever read"),
+    Code("MP983", CONTROLLER, W, "this replica lost the leadership it held"),
+    Code("MP984", CONTROLLER, E, "waiting: the API server cannot be reached"),
     Code("MP900", AGENT, E, "NVML used outside its session"),
     Code("MP901", AGENT, E, "a profile NVML does not know for this GPU"),
     Code("MP910", AGENT, E, "the desired agent-mode annotation is malformed"),
@@ -389,6 +462,10 @@ DECLARED: tuple[Code, ...] = (
     Code("MP937", OBSERVER, E, "the observation could not be published"),
     Code("MP938", OBSERVER, W, "the observation was over the annotation's size cap: published without its detail"),
     Code("MP939", OBSERVER, W, "allocations the kubelet listed carried values the annotation cannot hold"),
+    Code("MP950", GIT, E, "spec.verify changed without a signature by a key the controller's settings trust"),
+    Code("MP951", GIT, E, "the head does not descend from the last verified revision (force-push back): not applied"),
+    Code("MP952", GIT, E, "spec.verify asks for signatures the controller's settings do not require: not applied"),
+    Code("MP953", GIT, E, "the last verified revision cannot be read or recorded: no new revision applied"),
 )
 
 

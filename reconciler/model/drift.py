@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.model.codes import severity as registered_severity
 from reconciler.model.redaction import redact
 from reconciler.model.revisions import Revision
 
@@ -66,6 +67,33 @@ class Finding:
         if self.pods:
             out["pods"] = list(self.pods)
         return out
+
+
+def finding(
+    code: str,
+    message: str,
+    *,
+    severity: FindingSeverity | None = None,
+    node: str | None = None,
+    gpu: int | None = None,
+    profile: str | None = None,
+    desired: object = None,
+    observed: object = None,
+    pods: tuple[str, ...] = (),
+) -> Finding:
+    """The one Finding constructor: the severity is the code's in the registry unless `severity` overrides it
+    (a finding whose weight depends on what it found, such as MP540's fragmentation)."""
+    return Finding(
+        code=code,
+        message=message,
+        severity=severity or FindingSeverity(registered_severity(code).value),
+        node=node,
+        gpu=gpu,
+        profile=profile,
+        desired=desired,
+        observed=observed,
+        pods=pods,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from reconciler.model.dra import GpuClusterState, NodeDra, ObservedClaim
 from reconciler.model.nodeobservation import NodeObservation
 
 # Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
@@ -95,8 +96,13 @@ def is_mig_resource(name: str) -> bool:
     return name.startswith(MIG_RESOURCE_PREFIX)
 
 
+# The device plugin's name for a whole GPU shared with time-slicing/MPS under renameByDefault (k8s-device-plugin
+# api/config/v1 DefaultSharedRename); a shared MIG resource keeps the nvidia.com/mig- prefix.
+SHARED_GPU_RESOURCE = GPU_RESOURCE + ".shared"
+
+
 def is_gpu_resource(name: str) -> bool:
-    return name == GPU_RESOURCE or is_mig_resource(name)
+    return name in (GPU_RESOURCE, SHARED_GPU_RESOURCE) or is_mig_resource(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +199,7 @@ class OwnerRef:
 
 @dataclass(frozen=True, slots=True)
 class ObservedPod:
-    """A pod that asks for nvidia.com/gpu or nvidia.com/mig-* (others are not kept)."""
+    """A pod that asks for nvidia.com/gpu or nvidia.com/mig-*, or uses DRA ResourceClaims (others are not kept)."""
 
     namespace: str
     name: str
@@ -208,6 +214,9 @@ class ObservedPod:
     malformed: tuple[Malformed, ...] = ()
     terminating: bool = False  # metadata.deletionTimestamp is set: it goes on its own
     mirror: bool = False  # the API copy of a static pod (kubernetes.io/config.mirror): the API cannot remove it
+    # The ResourceClaims it uses ("<namespace>/<name>", sorted): a DRA pod holds its devices through them, with
+    # no extended-resource request, so only the node observer (or the claims) can say what it holds.
+    claims: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -293,6 +302,14 @@ class ClusterPolicyState:
     device_plugin_config_default: str | None = None
     resource_version: str = ""
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # spec.devicePlugin.env as the operator applies it (name -> value, a later entry wins): rendered after
+    # spec.mig.strategy, so its MIG_STRATEGY overrides the strategy (gpu-operator TransformDevicePlugin).
+    device_plugin_env: Mapping[str, str] = field(default_factory=dict)
+    # spec.migManager.env (WITH_REBOOT: mig-manager reboots the node when the MIG mode step fails) and
+    # spec.driver.enabled (false: a host driver, for which the operator's mig-manager entrypoint exports
+    # WITH_SHUTDOWN_HOST_GPU_CLIENTS=true, the kubelet among the host services it stops for a mode change).
+    mig_manager_env: Mapping[str, str] = field(default_factory=dict)
+    driver_enabled: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,11 +371,29 @@ class ObservedState:
     # The ConfigMap named by spec.devicePlugin.config.name, when it exists (to tell whether it
     # contradicts the strategy).
     device_plugin_config_map: ConfigMapState | None = None
+    # The ConfigMap spec.migManager.config.name names while it is not migplan's (adopting a cluster): the configs
+    # nodes' labels name now, carried into migplan's ConfigMap before the ClusterPolicy is pointed at it.
+    mig_manager_config_map: ConfigMapState | None = None
     # node -> the nvidia-mig-manager pod's error line, read only for nodes whose state is `failed`, or `pending`
     # with GPU clients paused (mig-manager may have given up waiting for them: MP522).
     mig_manager_errors: Mapping[str, str] = field(default_factory=dict)
     # PodDisruptionBudgets in namespaces where a GPU pod runs (to name the ones that block a drain).
     pdbs: tuple[ObservedPdb, ...] = ()
+    # node -> what NVIDIA's DRA driver publishes for it (resource.k8s.io/v1 ResourceSlices of gpu.nvidia.com);
+    # a node the driver publishes nothing for is absent. Empty on a server without resource.k8s.io/v1.
+    dra: Mapping[str, NodeDra] = field(default_factory=dict)
+    # ResourceClaims allocated a device of NVIDIA's DRA driver (the holders where no node observer reports), and
+    # the one-line reasons the claims that could not be read were left out (MP571).
+    claims: tuple[ObservedClaim, ...] = ()
+    claim_problems: tuple[str, ...] = ()
+    # The GPU Operator's GPUCluster resources (the DRA stack it runs; DynamicMIG lays out every GPU node).
+    gpu_clusters: tuple[GpuClusterState, ...] = ()
+
+    @property
+    def foreign_mig_config_text(self) -> str | None:
+        """The config file of the ConfigMap the ClusterPolicy names while it is not migplan's (None otherwise)."""
+        cm = self.mig_manager_config_map
+        return cm.data.get("config.yaml") if cm is not None else None
 
     def pods_by_node(self) -> Mapping[str, tuple[ObservedPod, ...]]:
         """Bound pods grouped by node, in one pass (callers join on this, never per node over all pods)."""

@@ -48,6 +48,9 @@ class FakeForge:
     readonly_tokens: set[str] = field(default_factory=set)  # known, but not allowed to write (403)
     user_tokens: set[str] = field(default_factory=set)  # GitHub: personal tokens, which may read GET /user
     forbidden_tokens: set[str] = field(default_factory=set)  # known, refused even for reading (403)
+    # tokens of accounts with write access to the repository, which GitHub lets edit anyone's comment
+    # ("Anyone with write access to a repository can edit comments on issues, pull requests, and commits")
+    moderator_tokens: set[str] = field(default_factory=set)
     projects: dict[str, int] = field(default_factory=dict)  # project key -> merge request / PR number
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     fail_next: list[int] = field(default_factory=list)
@@ -192,7 +195,7 @@ def _handler(forge: FakeForge) -> type[BaseHTTPRequestHandler]:
                 if c is None:
                     self._not_found()
                     return
-                if c["author"] != user:
+                if c["author"] != user and token not in forge.moderator_tokens:
                     self._forbidden()
                     return
                 c["body"] = json.loads(body)["body"]

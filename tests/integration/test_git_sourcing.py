@@ -13,7 +13,7 @@ from reconciler.adapters.git import source as gitsource
 from reconciler.adapters.git.reports import BotIdentity, commit_report
 from reconciler.adapters.git.source import GitAuth, GitRemote, InventoryRepo
 from reconciler.logic.inventory.validation import ParseCache
-from reconciler.model.inventory import ReportSettings
+from reconciler.model.inventory import ReportSettings, VerifyMode, VerifySettings
 from reconciler.sourcing import INVALID_REVISION, NODES_REMOVED, InventorySource, LoadedRevision, load_revision
 
 NODES = {f"inv/nodes/gpu-{i}.yaml": node_yaml(f"gpu-{i}") for i in range(3)}
@@ -183,7 +183,9 @@ def test_verify_head_refuses_unsigned_and_untrusted_heads(tmp_path: Path) -> Non
     daemon = GitDaemon(srv).start()
     try:
         parse_cache = ParseCache()
-        source = _source(daemon.url("inv"), tmp_path / "cache", cache=parse_cache)
+        # the operator's policy (the controller's settings): the in-repository spec.verify only has to agree
+        operator = VerifySettings(VerifyMode.HEAD, (f"alice@example.com {alice_pub}",))
+        source = _source(daemon.url("inv"), tmp_path / "cache", cache=parse_cache, verify=operator)
         r = source.cycle()
         assert r.changed and r.signature is not None and r.signature.signer == "alice@example.com"
         parsed = parse_cache.parses

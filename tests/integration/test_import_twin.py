@@ -205,12 +205,14 @@ def test_dry_run_would_only_relabel(tmp_path: Path) -> None:
                 assert set((change.patch or {}).get("metadata", {}).get("labels", {})) <= {"nvidia.com/mig.config"}
 
 
-NVIDIA_DEFAULT = REPO / "tests" / "fixtures" / "planning" / "nvidia" / "assets_state-mig-manager_0400_configmap.yaml"
+# our own ConfigMap in the shape of the GPU Operator's default-mig-parted-config (tests/fixtures/migparted/accepted)
+OPERATOR_STYLE_DEFAULT = REPO / "tests" / "fixtures" / "migparted" / "accepted" / "operator-configmap.yaml"
 
 
-def test_a_node_on_nvidias_default_config(tmp_path: Path) -> None:
-    """A cluster run by hand on NVIDIA's own default-mig-parted-config: the ClusterPolicy points at it and a node
-    carries `nvidia.com/mig.config=all-balanced`; the device filter is resolved against the node's GFD product."""
+def test_a_node_on_an_operator_style_default_config(tmp_path: Path) -> None:
+    """A cluster run by hand on a default-mig-parted-config shaped like the operator's: the ClusterPolicy points at
+    it and a node carries `nvidia.com/mig.config=all-balanced`; the device filter is resolved against the node's GFD
+    product."""
     import yaml
 
     with ClusterTwin.from_inventory(INVENTORY) as twin:
@@ -218,7 +220,7 @@ def test_a_node_on_nvidias_default_config(tmp_path: Path) -> None:
         api = client.ApiClient(kube_configuration(str(twin.kubeconfig)))
         core: Any = client.CoreV1Api(api)
         custom: Any = client.CustomObjectsApi(api)
-        cm = yaml.safe_load(NVIDIA_DEFAULT.read_text())
+        cm = yaml.safe_load(OPERATOR_STYLE_DEFAULT.read_text())
         body = {"metadata": {"name": "default-mig-parted-config"}, "data": cm["data"]}
         core.create_namespaced_config_map("gpu-operator", body)
         custom.patch_cluster_custom_object(
@@ -281,8 +283,8 @@ def test_merge_into_the_teams_inventory_reuses_its_layouts(tmp_path: Path) -> No
 
 
 def test_from_mig_parted_through_the_command(tmp_path: Path) -> None:
-    """A team's hand-written mig-parted file (here mig-parted's own default) becomes layouts/ under --out."""
-    src = REPO / "tests" / "fixtures" / "planning" / "nvidia" / "deployments_systemd_config-default.yaml"
+    """A team's hand-written mig-parted file (here one shaped like mig-parted's systemd default) becomes layouts/."""
+    src = REPO / "tests" / "fixtures" / "migparted" / "accepted" / "systemd-config.yaml"
     out = tmp_path / "inv"
     made = _migplan(
         "import", "--from-mig-parted", str(src), "--config", "all-balanced", "--out", str(out), "-o", "json"

@@ -386,3 +386,20 @@ def test_a_cluster_the_merge_request_adds_is_planned_from_nothing(tmp_path: Path
     # named explicitly, a root missing at the base is still an error (exit 2)
     code, _out, err = _plan("--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/dev")
     assert code == 2 and "MP705" in err
+
+
+def test_a_cluster_the_merge_request_adds_is_planned_from_an_empty_base(tmp_path: Path) -> None:
+    work = _multi_repo(tmp_path)
+    root = work / "clusters" / "edge"
+    (root / "nodes").mkdir(parents=True)
+    (root / "cluster.yaml").write_text(cluster_yaml().replace("name: test", "name: edge"))
+    (root / "nodes/gpu-0.yaml").write_text(node_yaml("gpu-0"))
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "a new cluster", cwd=work)
+    code, out, err = _plan("--repo", str(work), "--from", "main", "--to", "feature", "-o", "json")
+    assert code == 0, err
+    roots = {r["root"]: r for r in json.loads(out)["roots"]}
+    assert sorted(roots) == ["clusters/edge", "clusters/prod", "clusters/staging"]
+    # Its base is the empty inventory (MP705 at --from is not an error for a discovered root): gpu-0 is added.
+    assert "MP705" not in err and "MP705" not in out
+    assert roots["clusters/edge"]["summary"]["create"] == 4 and roots["clusters/edge"]["nodes_added"] == ["gpu-0"]

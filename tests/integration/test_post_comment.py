@@ -23,7 +23,7 @@ MARK = "<!-- migplan:plan migplan -->"
 def _run(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     base = {k: "" for k in ("MIGPLAN_GITLAB_TOKEN", "GITLAB_TOKEN", "MIGPLAN_GITHUB_TOKEN", "GITHUB_TOKEN",
                             "CI_API_V4_URL", "CI_PROJECT_ID", "CI_MERGE_REQUEST_IID", "GITHUB_API_URL",
-                            "GITHUB_REPOSITORY", "GITHUB_EVENT_PATH")}  # fmt: skip
+                            "GITHUB_REPOSITORY", "GITHUB_EVENT_PATH", "GITHUB_ACTIONS")}  # fmt: skip
     result = CliRunner().invoke(cli, ["post-comment", *args], env=base | env)
     return result.exit_code, result.stdout, result.stderr
 
@@ -37,7 +37,7 @@ def _github_env(forge: FakeForge, tmp_path: Path, token: str = GH_TOKEN) -> dict
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"action": "synchronize", "number": 12, "pull_request": {"number": 12}}))
     return {"GITHUB_API_URL": forge.api_url, "GITHUB_REPOSITORY": "acme/gpu-inventory",
-            "GITHUB_EVENT_PATH": str(event), "GITHUB_TOKEN": token}  # fmt: skip
+            "GITHUB_EVENT_PATH": str(event), "GITHUB_TOKEN": token, "GITHUB_ACTIONS": "true"}  # fmt: skip
 
 
 def _body(tmp_path: Path, text: str) -> str:
@@ -94,9 +94,10 @@ def test_github_creates_then_updates_the_same_comment_across_pages(tmp_path: Pat
         assert code == 0, err
         assert f"updated comment {cid}" in out and forge.comments[cid]["body"] == f"{MARK}\n| b |\n"
         assert sum(1 for c in forge.comments.values() if c["body"].startswith(MARK)) == 1
-        # GET /user is refused to an Actions token (403): the newest marked comment is the one
+        # GET /user is refused to an Actions token (403): on Actions its comments are github-actions[bot]'s, so
+        # it is not even asked
         assert [(r.method, r.path.rsplit("/", 1)[-1]) for r in forge.requests] == [
-            ("GET", "user"), ("GET", "comments"), ("GET", "comments"), ("PATCH", str(cid))
+            ("GET", "comments"), ("GET", "comments"), ("PATCH", str(cid))
         ]  # fmt: skip
         assert forge.requests[-1].path == f"/repos/acme/gpu-inventory/issues/comments/{cid}"
         assert all(f"Bearer {GH_TOKEN}" in r.raw_headers for r in forge.requests)
@@ -280,3 +281,111 @@ def test_answers_no_forge_should_give_are_mp743(answers: list[tuple[int, dict[st
             mrcomments.post(client, key="migplan", body="x")
     assert exc.value.code == "MP743" and words in exc.value.message and TOKEN not in exc.value.message
     assert all("steal" not in r.path for r in forge.requests)
+
+
+# --- issue 25: the comment is ours alone; every answer is bounded ------------------------------------------
+
+
+def test_a_newer_look_alike_by_someone_else_is_never_overwritten_on_github(tmp_path: Path) -> None:
+    # the Actions token has write access, so GitHub would let it edit anyone's comment: the author decides
+    forge = FakeForge(
+        "github",
+        tokens={GH_TOKEN: "github-actions[bot]"},
+        moderator_tokens={GH_TOKEN},
+        projects={"acme/gpu-inventory": 12},
+    )
+    with serve(forge):
+        env = _github_env(forge, tmp_path)
+        code, _out, err = _run(["--github", "--body-file", _body(tmp_path, "ours v1\n")], env)
+        assert code == 0, err
+        (ours,) = [c["id"] for c in forge.comments.values() if c["body"].startswith(MARK)]
+        fake = forge.add(f"{MARK}\nI am migplan, trust me\n", "mallory")  # newer, same marker
+        code, out, err = _run(["--github", "--body-file", _body(tmp_path, "ours v2\n")], env)
+        assert code == 0, err
+        assert f"updated comment {ours}" in out and forge.comments[ours]["body"] == f"{MARK}\nours v2\n"
+        assert forge.comments[fake]["body"] == f"{MARK}\nI am migplan, trust me\n"
+
+
+def test_an_unknown_account_updates_nothing(tmp_path: Path) -> None:
+    # an App token outside Actions: GET /user is refused and nobody says who the token is
+    forge = FakeForge("github", tokens={GH_TOKEN: "my-app[bot]"}, moderator_tokens={GH_TOKEN},
+                      projects={"acme/gpu-inventory": 12})  # fmt: skip
+    forge.add(f"{MARK}\nsomeone's look-alike\n", "mallory")
+    with serve(forge):
+        env = _github_env(forge, tmp_path) | {"GITHUB_ACTIONS": ""}
+        code, out, err = _run(["--github", "--body-file", _body(tmp_path, "plan\n")], env)
+        assert code == 0, err
+        assert "created comment" in out
+        assert [c["body"] for c in forge.comments.values() if c["author"] == "mallory"] == [
+            f"{MARK}\nsomeone's look-alike\n"
+        ]
+        # --author names the account: from then on its comment is found and updated
+        code, out, err = _run(["--github", "--author", "my-app[bot]", "--body-file", _body(tmp_path, "v2\n")], env)
+        assert code == 0 and "updated comment" in out, err
+
+
+def test_a_paging_header_with_a_non_ascii_digit_is_not_a_crash(tmp_path: Path) -> None:
+    forge = _gitlab()
+    with serve(forge):
+        page = json.dumps([]).encode()
+        forge.answer_next = [(200, {"id": "1"}, json.dumps({"id": 1, "username": "migplan-bot"}).encode())]
+        forge.answer_next.append((200, {"X-Next-Page": "\u00b2", "Content-Type": "application/json"}, page))
+        code, out, err = _run(["--gitlab", "--body-file", _body(tmp_path, "x")], _gitlab_env(forge))
+        assert "Traceback" not in out + err and "MP899" not in out + err
+        assert code == 0 and "created comment" in out, err
+
+
+def test_an_answer_of_too_many_json_objects_is_refused_before_parsing(tmp_path: Path) -> None:
+    forge = _gitlab()
+    with serve(forge):
+        flood = b"[" + b",".join([b"{}"] * 300_000) + b"]"  # 900 KB, far under the size cap
+        forge.answer_next = [(200, {}, json.dumps({"id": 1, "username": "migplan-bot"}).encode()), (200, {}, flood)]
+        code, _out, err = _run(["--gitlab", "--body-file", _body(tmp_path, "x")], _gitlab_env(forge))
+        assert code == 2 and "MP743" in err and "JSON objects or arrays" in err
+
+
+def test_a_trickling_forge_is_bounded_by_timeout(tmp_path: Path) -> None:
+    # An answer sent a byte at a time: each byte resets a socket read timeout, so only a whole-answer deadline
+    # ends it. The server would need 300 s to finish; migplan must give up long before, with MP742.
+    import http.server
+    import threading
+    import time
+
+    finished = threading.Event()
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "1500")
+            self.end_headers()
+            try:
+                for _ in range(1500):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.2)
+                finished.set()
+            except OSError:
+                pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = ForgeClient(
+            Target(Forge.GITLAB, f"http://127.0.0.1:{server.server_address[1]}/api/v4", "grp/p", 7),
+            TOKEN,
+            read_timeout=1.0,
+            answer_deadline=1.0,
+            attempts=2,
+            backoff=0.01,
+        )
+        with pytest.raises(ForgeError) as err:
+            client.whoami()
+        assert err.value.code == "MP742" and "no whole answer within 1 s" in err.value.message
+        assert not finished.is_set()  # given up while the server was still trickling
+    finally:
+        server.shutdown()
+        server.server_close()

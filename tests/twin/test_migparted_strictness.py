@@ -1,8 +1,9 @@
 """One corpus of mig-parted configs NVIDIA's parser refuses, run through the twin's parser (which must print
 mig-parted's exact error) and migplan's strict reader (which must refuse every one of them).
 
-The corpus is tests/fixtures/migparted/invalid.yaml; NVIDIA's shipped files (tests/fixtures/planning/nvidia/)
-must pass both. The all-balanced config the twin generates is checked against mig-parted's builder formula.
+The corpus is tests/fixtures/migparted/invalid.yaml; our configs in the shapes NVIDIA ships
+(tests/fixtures/migparted/accepted/) must pass both. The all-balanced config the twin generates is checked
+against mig-parted's builder formula.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ CORPUS: dict[str, Any] = yaml.safe_load((FIXTURES / "migparted" / "invalid.yaml"
 CASES = CORPUS["cases"]
 
 
-def _nvidia_texts() -> list[tuple[str, str]]:
+def _accepted_texts() -> list[tuple[str, str]]:
     out = []
-    for p in sorted((FIXTURES / "planning" / "nvidia").glob("*.yaml")):
+    for p in sorted((FIXTURES / "migparted" / "accepted").glob("*.yaml")):
         doc = yaml.safe_load(p.read_text())
         out.append((p.name, doc["data"]["config.yaml"] if doc.get("kind") == "ConfigMap" else p.read_text()))
     return out
@@ -51,8 +52,8 @@ def test_migplan_reader_refuses_what_mig_parted_refuses(case: dict[str, str]) ->
         reader.parse_strict(case["config"])
 
 
-@pytest.mark.parametrize("name,text", _nvidia_texts(), ids=[n for n, _ in _nvidia_texts()])
-def test_both_accept_nvidias_files(name: str, text: str) -> None:
+@pytest.mark.parametrize("name,text", _accepted_texts(), ids=[n for n, _ in _accepted_texts()])
+def test_both_accept_nvidias_shapes(name: str, text: str) -> None:
     theirs = twin_parted.parse(text)
     ours = reader.parse_strict(text)
     assert set(theirs) == set(ours)
@@ -136,7 +137,7 @@ def test_mig_manager_parses_each_mounted_text_once_and_never_serves_a_stale_pars
     function of the text), read-only; a different or broken text is parsed (and refused) afresh every time."""
     from reconciler.twin.cluster import ClusterTwin
 
-    (_, first), (_, second) = _nvidia_texts()[:2]
+    (_, first), (_, second) = _accepted_texts()[:2]
     assert first != second
     broken = CASES[0]
     twin = ClusterTwin.synthetic(1).start()

@@ -146,14 +146,56 @@ def test_s1_1_unknown_strategy_in_device_plugin_config(make_twin: Any) -> None:
     twin.store.create(
         "configmaps", {"metadata": {"name": "dp"}, "data": {"x": "version: v1\nflags:\n  migStrategy: bogus\n"}}, NS
     )
+    # The default names the entry: the operator's config-manager falls back to no config (FALLBACK_STRATEGIES=empty)
     twin.store.patch(
-        "clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"devicePlugin": {"config": {"name": "dp"}}}}
+        "clusterpolicies.nvidia.com",
+        "cluster-policy",
+        {"spec": {"devicePlugin": {"config": {"name": "dp", "default": "x"}}}},
     )
     twin.settle()
     assert (
         twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin").strip()
         == "error starting plugins: unable to validate flags: unknown MIG strategy: bogus"
     )
+
+
+def test_s1_6_without_label_or_default_the_operator_falls_back_to_no_config(make_twin: Any) -> None:
+    """cmd/config-manager updateConfigName with the operator's FALLBACK_STRATEGIES=empty: a one-entry ConfigMap is not
+    picked on its own; the plugin runs without a config file (strategy none: the MIG node's GPUs are whole)."""
+    twin = make_twin("single", {"n": h200(ARTICLE)})
+    twin.store.patch(
+        "clusterpolicies.nvidia.com",
+        "cluster-policy",
+        [{"op": "remove", "path": "/spec/mig/strategy"}],
+        patch_type="json",
+    )
+    twin.store.create(
+        "configmaps", {"metadata": {"name": "dp"}, "data": {"x": "version: v1\nflags:\n  migStrategy: bogus\n"}}, NS
+    )
+    twin.store.patch(
+        "clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"devicePlugin": {"config": {"name": "dp"}}}}
+    )
+    twin.settle()
+    log = twin.store.pod_log(NS, dp_pod(twin, "n")["metadata"]["name"], "nvidia-device-plugin")
+    assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in log
+
+
+def test_s1_6_time_slicing_config_shares_the_mig_devices(make_twin: Any) -> None:
+    """The entry the node label names shares 1g.18gb 3 ways (sharing.py, deviceplugin.py replicate)."""
+    twin = make_twin("mixed", {"n": h200(ARTICLE)})
+    ts = "version: v1\nsharing:\n  timeSlicing:\n    resources: [{name: nvidia.com/mig-1g.18gb, replicas: 3}]\n"
+    twin.store.create("configmaps", {"metadata": {"name": "dp"}, "data": {"default": "", "ts": ts}}, NS)
+    twin.store.patch("nodes", "n", {"metadata": {"labels": {"nvidia.com/device-plugin.config": "ts"}}})
+    twin.store.patch(
+        "clusterpolicies.nvidia.com",
+        "cluster-policy",
+        {"spec": {"devicePlugin": {"config": {"name": "dp", "default": "default"}}}},
+    )
+    twin.settle()
+    alloc = twin.store.get("nodes", "n")["status"]["allocatable"]
+    ones = 2 * sum(1 for p in ARTICLE if p["profile"] == "1g.18gb")  # two GPUs
+    assert alloc["nvidia.com/mig-1g.18gb"] == str(3 * ones)
+    assert alloc["nvidia.com/mig-3g.71gb"] == "2"  # not shared: as it was
 
 
 # ------------------------------------------------------------------ §1.5 / §2 GFD labels
@@ -669,6 +711,38 @@ def test_s3_3_mode_change_needing_a_reboot(make_twin: Any, with_reboot: bool) ->
         assert "rebooting" not in states
         assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
         assert [g.mig_current for g in twin.gpus("n")] == [False, False]
+
+
+@pytest.mark.parametrize("with_reboot", [False, True])
+def test_s3_3_a_mode_step_failing_for_any_reason_reboots_and_the_reboot_ends_every_pod(
+    make_twin: Any, with_reboot: bool
+) -> None:
+    """reconfigure.go Run: applyMigModeChange failing for any reason (here ClearMigConfig: a pod holds a MIG device)
+    reboots the node under WITH_REBOOT; the reboot ends every pod on the node (graceful node shutdown's status)."""
+    twin = make_twin("mixed", {"n": h200(ARTICLE, n=1)})
+    if with_reboot:
+        twin.store.patch(
+            "clusterpolicies.nvidia.com",
+            "cluster-policy",
+            {"spec": {"migManager": {"env": [{"name": "WITH_REBOOT", "value": "true"}]}}},
+        )
+    twin.store.create("pods", request_pod("infer", "nvidia.com/mig-3g.71gb"), "default")
+    twin.settle()
+    assert twin.store.get("pods", "infer", "default")["status"]["phase"] == "Running"
+    seen = record_labels(twin, "n")
+    add_config(twin, "off", [{"devices": "all", "mig-enabled": False}])
+    set_config(twin, "n", "off")
+    states = [x.get("nvidia.com/mig.config.state") for x in seen]
+    status = twin.store.get("pods", "infer", "default")["status"]
+    if with_reboot:
+        assert "rebooting" in states
+        assert (status["phase"], status["reason"]) == ("Failed", "Terminated")
+        assert status["message"] == "Pod was terminated in response to imminent node shutdown."
+        assert labels(twin, "n")["nvidia.com/mig.config.state"] == "success"
+        assert [g.mig_current for g in twin.gpus("n")] == [False]
+    else:
+        assert "rebooting" not in states and status["phase"] == "Running"
+        assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
 
 
 def test_clusterpolicy_state_follows_the_device_plugin(make_twin: Any) -> None:

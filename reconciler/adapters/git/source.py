@@ -33,6 +33,7 @@ from pygit2.enums import CredentialType, FetchPrune, ObjectType
 
 from reconciler.adapters import deadline
 from reconciler.logic.inventory.reporttarget import normalize_root
+from reconciler.logic.inventory.yamldocs import MAX_FILE_BYTES
 from reconciler.model.inventory import InventoryFiles
 from reconciler.model.redaction import redact
 from reconciler.model.revisions import Revision
@@ -53,6 +54,7 @@ _PIN_PREFIX = "refs/migplan/"
 _SHA_RE = re.compile(r"[0-9a-fA-F]{4,40}")  # always fullmatch: "abcd\n" is not a commit
 _LINK_MODE = 0o120000  # a symbolic link's tree-entry mode
 MAX_TREE_DEPTH = 16  # as the directory loader (reconciler.adapters.fsinventory.MAX_DEPTH)
+MAX_BLOB_BYTES = MAX_FILE_BYTES  # the loader's limit too; larger blobs are listed as unreadable, never read
 
 # libgit2 reads known_hosts from its "home directory", a process-wide setting; SSH operations set it
 # to the remote's own directory under this lock so two remotes never see each other's host keys.
@@ -410,6 +412,14 @@ class InventoryRepo:
         except (ValueError, pygit2.GitError):
             return False
 
+    def descends_from(self, sha: str, ancestor: str) -> bool:
+        """True when commit `ancestor` is in the history of `sha` (a fast-forward from it). A commit the
+        cache does not hold is in no history the cache holds: False, never a guess."""
+        try:
+            return bool(self.repo.descendant_of(pygit2.Oid(hex=sha), pygit2.Oid(hex=ancestor)))
+        except (ValueError, KeyError, pygit2.GitError):
+            return False
+
     # -- reading --------------------------------------------------------------------------------
     def read(
         self,
@@ -443,6 +453,13 @@ class InventoryRepo:
         blob_ids: dict[str, str] = {}
         self._walk(tree, excluded, files, blob_ids, previous)
         return Snapshot(revision=revision, root=root, files=files, blob_ids=blob_ids, tree_id=str(tree.id))
+
+    def _blob_size(self, oid: pygit2.Oid) -> int:
+        """The blob's size from its object header (libgit2's git_odb_read_header: the content is not inflated)."""
+        try:
+            return int(self.repo.odb.read_header(oid)[1])
+        except (pygit2.GitError, KeyError, ValueError):
+            return 0  # let the lookup that follows report what is wrong with it
 
     def _walk(
         self,
@@ -482,6 +499,9 @@ class InventoryRepo:
                     blob_ids[path] = blob_id
                     if prev_blobs.get(path) == blob_id:
                         files[path] = prev_files[path]
+                    elif (size := self._blob_size(entry.id)) > MAX_BLOB_BYTES:
+                        # Size before read: looking the blob up inflates all of it (hundreds of MB per blob).
+                        files.unreadable[path] = f"larger than {MAX_BLOB_BYTES} bytes ({size} bytes): not read"
                     else:
                         files[path] = cast(pygit2.Blob, self.repo[entry.id]).data
                 else:

@@ -26,6 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.adapters.kube.cluster import api_error
+from reconciler.adapters.kube.nodemeta import patch_node_metadata
 from reconciler.logic.codecs import observedcodec
 from reconciler.logic.planning import agentdrain, desiredcodec
 from reconciler.logic.planning.agentplan import (
@@ -48,8 +49,6 @@ OBSERVED = OBSERVED_ANNOTATION  # "migplan.io/mig-observed"; the controller read
 STATE = agentdrain.STATE_LABEL  # "migplan.io/mig.state"
 STATE_REASON = "migplan.io/mig.state.reason"
 STATE_REVISION = agentdrain.STATE_REVISION_ANNOTATION  # "migplan.io/mig.state.revision"
-FIELD_MANAGER = "migplan"
-_MERGE = "application/merge-patch+json"
 _MAX_REASON = 1024  # annotations are small by convention; the full story is in the log
 
 
@@ -112,10 +111,7 @@ class KubeNodeState:
             meta["labels"] = dict(labels)
         if not meta:
             return
-        try:
-            self._api.patch_node(node, {"metadata": meta}, field_manager=FIELD_MANAGER, _content_type=_MERGE)
-        except ApiException as exc:
-            raise api_error(exc, f"patch node {node}") from exc
+        patch_node_metadata(self._api, node, meta)
         seen = self._seen.setdefault(node, {"annotations": {}, "labels": {}})
         seen["annotations"].update(annotations or {})
         seen["labels"].update(labels or {})

@@ -23,6 +23,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.adapters.kube.cluster import api_error
+from reconciler.adapters.kube.nodemeta import patch_node_metadata
+from reconciler.model.errors import MigplanError
+from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from reconciler.model.redaction import redact
 from reconciler.model.signals import EventIntent, MarkState, NodeMark
 
@@ -32,7 +35,6 @@ STATE_ANNOTATION = "migplan.io/reconcile.state"
 REASON_ANNOTATION = "migplan.io/reconcile.reason"
 EVENT_NAMESPACE = "default"  # cluster-scoped objects: Events must live here (events.json, 422 otherwise)
 COMPONENT = "migplan-controller"
-_MERGE = "application/merge-patch+json"
 
 
 def event_body(intent: EventIntent, *, now: datetime, instance: str) -> dict[str, Any]:
@@ -43,7 +45,7 @@ def event_body(intent: EventIntent, *, now: datetime, instance: str) -> dict[str
         "metadata": {
             "name": f"{intent.regarding.name}.{secrets.token_hex(8)}",
             "namespace": EVENT_NAMESPACE,
-            "labels": {"app.kubernetes.io/managed-by": "migplan"},
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
         },
         "involvedObject": {
             "apiVersion": intent.regarding.api_version,
@@ -89,13 +91,13 @@ class KubeSignals:
         written = 0
         for m in marks:
             reason = redact(m.reason)
-            patch = {"metadata": {"annotations": {STATE_ANNOTATION: m.state.value, REASON_ANNOTATION: reason}}}
+            metadata = {"annotations": {STATE_ANNOTATION: m.state.value, REASON_ANNOTATION: reason}}
             try:
-                self._api.patch_node(m.node, patch, field_manager="migplan", _content_type=_MERGE)
+                patch_node_metadata(self._api, m.node, metadata)
                 written += 1
-            except ApiException as exc:
+            except MigplanError as err:
                 self.failures += 1
-                log.warning("node mark not written: %s", api_error(exc, f"patch node {m.node}").message)
+                log.warning("node mark not written: %s", err.message)
         return written
 
     def read_marks(self, *, page_size: int = 500) -> dict[str, NodeMark]:

@@ -29,6 +29,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.adapters.kube.cluster import api_error
+from reconciler.adapters.kube.nodemeta import patch_node_metadata
 from reconciler.model import strict
 from reconciler.model.errors import MigplanError
 from reconciler.model.observed import GPU_CLIENT_DEPLOY_LABELS, PAUSED_FOR_MIG_CHANGE
@@ -37,8 +38,6 @@ PAUSE_RECORD = "migplan.io/gpu-clients-paused"  # JSON {label: value before the 
 CLIENT_LABEL = "nvidia.com/gpu.deploy.client"
 WAIT_SECONDS = 300.0  # reconfigure.go waitForPodsToBeDeleted: timeout := 5 * time.Minute
 POLL_SECONDS = 1.0  # waitForPodDeletion polls every second
-FIELD_MANAGER = "migplan"
-_MERGE = "application/merge-patch+json"
 # The GPU Operator's client pods mig-manager waits for (reconfigure.go waitForPodsToBeDeleted), by app label; the
 # device plugin's is the DaemonSet's name (app=<name>, the operator's convention).
 OTHER_CLIENT_APPS = ("gpu-feature-discovery", "nvidia-dcgm-exporter", "nvidia-dcgm")
@@ -114,10 +113,7 @@ class KubeGpuClients:
         return dict(obj.metadata.labels or {}), dict(obj.metadata.annotations or {})
 
     def _patch(self, node: str, meta: Mapping[str, Any]) -> None:
-        try:
-            self._api.patch_node(node, {"metadata": dict(meta)}, field_manager=FIELD_MANAGER, _content_type=_MERGE)
-        except ApiException as exc:
-            raise api_error(exc, f"patch node {node}") from exc
+        patch_node_metadata(self._api, node, meta)
 
     def pause(self, node: str) -> None:
         """Record the deploy labels, then pause them, in one write. An earlier record (a pass that died after its

@@ -22,7 +22,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.adapters.kube.cluster import TimeoutApiClient, api_error
+from reconciler.adapters.kube.cluster import MERGE_PATCH, TimeoutApiClient, api_error
 from reconciler.model.errors import LeaseConflict, MigplanError
 
 TRIGGER_ANNOTATION = "migplan.io/trigger"
@@ -178,7 +178,7 @@ class KubeLease:
                 self.name,
                 self.namespace,
                 patch,
-                _content_type="application/merge-patch+json",
+                _content_type=MERGE_PATCH,
                 _request_timeout=self.timeout,
             )
         except ApiException as exc:

@@ -54,6 +54,7 @@ SOURCE_OBSERVED = "observed"
 SOURCE_CONFIG = "mig-parted"
 SOURCE_RESOURCES = "resources"
 _APP_LABELS = ("app.kubernetes.io/name", "app")
+_UNKNOWN_MODEL = codes.with_trait(codes.Trait.UNKNOWN_MODEL)
 # A Kubernetes node name (DNS-1123 subdomain), the same rule as schemas/node.schema.json: it becomes a file
 # name, so a name from a hostile API server ("../x", "a/b") never reaches the file system.
 _NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -109,13 +110,24 @@ class ConfigSource:
 
 
 @dataclass(frozen=True, slots=True)
+class Note:
+    """A comment written above an imported GPU: a problem with its import code, or a remark (no code)."""
+
+    text: str
+    code: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.text}" if self.code is not None else self.text
+
+
+@dataclass(frozen=True, slots=True)
 class GpuCut:
     index: int
     model: str  # catalog key, or the name as the cluster gave it when unknown
     mig_enabled: bool
     partitions: tuple[tuple[str, int | None], ...] = ()  # (profile, placement or None)
     source: str = SOURCE_RESOURCES
-    notes: tuple[str, ...] = ()  # problems, written as comments above the GPU
+    notes: tuple[Note, ...] = ()  # problems and remarks, written as comments above the GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,20 +233,22 @@ def _from_observed(facts: NodeFacts, catalog: Catalog, memo: _FitMemo) -> dict[i
     out: dict[int, GpuCut] = {}
     for g in facts.observed or ():
         model = catalog.resolve(g.name)
-        notes: list[str] = []
+        notes: list[Note] = []
         key = model.key if model else g.name
         if model is None:
-            notes.append(f"MP583 NVML names this GPU {g.name!r}, not a model of the catalog")
+            notes.append(Note(f"NVML names this GPU {g.name!r}, not a model of the catalog", "MP583"))
         if g.mig_pending != g.mig_current:
             notes.append(
-                f"MIG mode is {'on' if g.mig_current else 'off'} with {'on' if g.mig_pending else 'off'} pending "
-                "(a GPU reset is due): written as it is now"
+                Note(
+                    f"MIG mode is {'on' if g.mig_current else 'off'} with {'on' if g.mig_pending else 'off'} pending "
+                    "(a GPU reset is due): written as it is now"
+                )
             )
         parts = tuple(sorted(((i.profile, i.placement.start) for i in g.instances), key=lambda pp: (pp[1], pp[0])))
         if model is not None and g.mig_current and parts:
             why = cut_problem(model, parts, memo)
             if why:
-                notes.append(f"MP585 the observed cut does not fit the catalog: {why}")
+                notes.append(Note(f"the observed cut does not fit the catalog: {why}", "MP585"))
         out[g.index] = GpuCut(g.index, key, g.mig_current, parts, SOURCE_OBSERVED, tuple(notes))
     return out
 
@@ -263,11 +277,11 @@ def _from_config(
         if entry is None:
             continue
         parts = tuple((p, None) for p, c in sorted(entry.mig_devices.items()) for _ in range(c))
-        notes: list[str] = []
+        notes: list[Note] = []
         if model is not None and entry.mig_enabled and parts:
             why = cut_problem(model, parts, memo)
             if why:
-                notes.append(f"MP585 config {name!r} does not fit this GPU: {why}")
+                notes.append(Note(f"config {name!r} does not fit this GPU: {why}", "MP585"))
         out[i] = GpuCut(i, key, entry.mig_enabled, parts if entry.mig_enabled else (), SOURCE_CONFIG, tuple(notes))
     if not out:
         return {}, f"MP584 config {name!r} in {source.where} has no entry for this node's GPUs"
@@ -294,18 +308,27 @@ def _gpus_under_single(labels: Mapping[str, str], entries: Sequence[ConfigEntry]
 
 
 def _profile_of_resource(resource: str, model: GpuModel) -> str | None:
-    for p in model.profiles.values():
-        if p.resource_name == resource:
-            return p.name
+    if not resource.startswith(MIG_RESOURCE_PREFIX):
+        return None
+    return _node_profile(resource[len(MIG_RESOURCE_PREFIX) :], model)
+
+
+def _node_profile(spelled: str, model: GpuModel) -> str | None:
+    """The profile a node names `spelled` (as GFD labels and resources spell it, `+` as `.`), in the naming the node
+    uses: a model with two documented namings (GB200) keeps the node's, so the adopted plan says what the node says."""
+    for naming in model.namings():
+        for name in sorted(naming):
+            if spelled in (name, name.replace("+", ".")):
+                return name
     return None
 
 
 def _from_resources(
     facts: NodeFacts, n: int, model: GpuModel | None, product: str | None, missing: Sequence[int], memo: _FitMemo
-) -> tuple[dict[int, GpuCut], list[str]]:
+) -> tuple[dict[int, GpuCut], list[Note]]:
     """Counts only: partitions of the advertised MIG resources spread over the GPUs not covered yet."""
     key = model.key if model else (product or "unknown")
-    notes: list[str] = []
+    notes: list[Note] = []
     advertised = facts.node.advertised_resources
     whole = advertised.get(GPU_RESOURCE, 0)
     labels = facts.node.labels
@@ -313,13 +336,11 @@ def _from_resources(
     if "-MIG-" in labels.get(GPU_PRODUCT_LABEL, "") and model is not None:
         # single: every MIG device is one type, counted by nvidia.com/gpu (stack-facts §2)
         name = labels[GPU_PRODUCT_LABEL].rsplit("-MIG-", 1)[1]
-        prof = model.profile(name) or next(
-            (p for p in model.profiles.values() if p.name.replace("+", ".") == name), None
-        )
-        if prof is None:
-            notes.append(f"MP585 GFD names the MIG devices {name!r}, not a profile of {key}")
+        node_name = _node_profile(name, model)
+        if node_name is None:
+            notes.append(Note(f"GFD names the MIG devices {name!r}, not a profile of {key}", "MP585"))
             return {}, notes
-        parts = [prof.name] * whole
+        parts = [node_name] * whole
         whole = 0
     else:
         for res, count in sorted(advertised.items()):
@@ -327,12 +348,14 @@ def _from_resources(
                 continue
             prof_name = _profile_of_resource(res, model) if model is not None else None
             if prof_name is None:
-                notes.append(f"MP585 {res} is not a profile of {key}")
+                notes.append(Note(f"{res} is not a profile of {key}", "MP585"))
                 continue
             parts.extend([prof_name] * count)
     out: dict[int, GpuCut] = {}
     targets = list(missing)
-    guess = "counts only (advertised resources): which GPU holds which partition is a guess; check with nvidia-smi"
+    guess = Note(
+        "counts only (advertised resources): which GPU holds which partition is a guess; check with nvidia-smi"
+    )
     mig_gpus = targets[: max(0, len(targets) - whole)] if parts else []
     bins: dict[int, list[str]] = {i: [] for i in mig_gpus}
     if model is not None:
@@ -342,7 +365,7 @@ def _from_resources(
                 (i for i in mig_gpus if cut_problem(model, [(q, None) for q in (*bins[i], p)], memo) is None), None
             )
             if home is None:
-                notes.append(f"MP585 no GPU left for a {p} the node advertises")
+                notes.append(Note(f"no GPU left for a {p} the node advertises", "MP585"))
                 continue
             bins[home].append(p)
     for i in targets:
@@ -428,17 +451,19 @@ def import_node(
     missing = [i for i in range(n) if i not in cuts]
     if missing:
         res_cuts, notes = _from_resources(facts, n, model, product, missing, memo)
-        problems.extend(Problem(x[:5], f"node {name}: {x[6:]}", name) for x in notes)
+        problems.extend(Problem(x.code, f"node {name}: {x.text}", name) for x in notes if x.code is not None)
         cuts.update(res_cuts)
         sources.append(
             "advertised resources and GFD labels: profile counts per node only, spread over GPUs "
             + ", ".join(map(str, missing))
         )
     for i, c in list(cuts.items()):
-        if catalog.get(c.model) is None and not any(x.startswith("MP583") for x in c.notes):
-            note = f"MP583 GPU model {c.model!r} ({GPU_PRODUCT_LABEL}) is not in the catalog"
+        if catalog.get(c.model) is None and not any(x.code in _UNKNOWN_MODEL for x in c.notes):
+            note = Note(f"GPU model {c.model!r} ({GPU_PRODUCT_LABEL}) is not in the catalog", "MP583")
             cuts[i] = c = GpuCut(c.index, c.model, c.mig_enabled, c.partitions, c.source, (note, *c.notes))
-        problems.extend(Problem(x[:5], f"node {name} GPU {c.index}: {x[6:]}", name) for x in c.notes if x[:2] == "MP")
+        problems.extend(
+            Problem(x.code, f"node {name} GPU {c.index}: {x.text}", name) for x in c.notes if x.code is not None
+        )
     if not cuts:
         problems.append(Problem("MP582", f"node {name}: no GPU could be told from any source: not imported", name))
         return None, problems

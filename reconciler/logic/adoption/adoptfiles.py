@@ -132,7 +132,7 @@ def render_node(node: NodeImport, layouts: Mapping[_CutKey, str]) -> str:
         lines.extend(f"#   {_comment(o)}" for o in node.owners)
     lines += ["apiVersion: migplan/v1", "kind: Node", "metadata:", f"  name: {_scalar(node.name)}", "spec:", "  gpus:"]
     for c in node.gpus:
-        lines.extend(f"    # {_comment(x)}" for x in c.notes)
+        lines.extend(f"    # {_comment(str(x))}" for x in c.notes)
         lines.append(f"    - index: {c.index}")
         lines.append(f"      model: {_scalar(c.model)}")
         layout = layouts.get(_cut_key(c))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from reconciler.model import yamlbudget
 from reconciler.model.inventory import DesiredState, GpuSpec, NodeSpec
 
 # Always present: the GPU Operator labels a MIG-capable node without a label `all-disabled`
@@ -173,8 +174,24 @@ class ConfigEntry:
     device_filter: tuple[str, ...] = ()
 
 
+def _shown(value: object, limit: int = 60) -> str:
+    """A value from the parsed text as a message may quote it (its repr): cut, one line."""
+    return _cut(repr(value), limit)
+
+
+def _cut(value: object, limit: int = 60) -> str:
+    """A value from the parsed text as mig-parted words it (str): cut, one line."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def parse_strict(text: str) -> Mapping[str, tuple[ConfigEntry, ...]]:
-    """Parse a mig-parted v1 config the way mig-parted does, raising MigPartedFormatError."""
+    """Parse a mig-parted v1 config the way mig-parted does, raising MigPartedFormatError.
+
+    The text is measured before it is loaded (reconciler.model.yamlbudget): a few hundred bytes of aliases
+    in the ConfigMap, which anyone allowed to edit it can write, must not expand to gigabytes."""
+    if (too_much := yamlbudget.problem(text)) is not None:
+        raise MigPartedFormatError(f"unable to parse YAML: {too_much}")
     try:
         doc = yaml.load(text, Loader=yaml.CSafeLoader)
     except yaml.YAMLError as exc:
@@ -192,27 +209,27 @@ def parse_strict(text: str) -> Mapping[str, tuple[ConfigEntry, ...]]:
     if "version" not in doc:
         raise MigPartedFormatError("unable to parse with missing 'version' field")
     if doc["version"] != "v1":
-        raise MigPartedFormatError(f"unknown version: {doc['version']}")
+        raise MigPartedFormatError(f"unknown version: {_cut(doc['version'])}")
     for key in doc:
         if key not in ("version", "mig-configs"):
-            raise MigPartedFormatError(f"unexpected field: {key}")
+            raise MigPartedFormatError(f"unexpected field: {_cut(key)}")
     configs = doc.get("mig-configs")
     if not isinstance(configs, dict) or not configs:
         raise MigPartedFormatError("missing required field 'mig-configs' (at least one config)")
     out: dict[str, tuple[ConfigEntry, ...]] = {}
     for name, entries in configs.items():
         if not isinstance(entries, list) or not entries:
-            raise MigPartedFormatError(f"config {name!r}: at least one entry required")
+            raise MigPartedFormatError(f"config {_shown(name)}: at least one entry required")
         out[str(name)] = tuple(_parse_entry(str(name), e) for e in entries)
     return out
 
 
 def _parse_entry(name: str, raw: object) -> ConfigEntry:
     if not isinstance(raw, dict):
-        raise MigPartedFormatError(f"config {name!r}: entry is not a mapping")
+        raise MigPartedFormatError(f"config {_shown(name)}: entry is not a mapping")
     for key in raw:
         if key not in _ENTRY_KEYS:
-            raise MigPartedFormatError(f"unexpected field: {key}")
+            raise MigPartedFormatError(f"unexpected field: {_cut(key)}")
     for key in ("devices", "mig-enabled"):
         if key not in raw:
             raise MigPartedFormatError(f"missing required field '{key}'")
@@ -223,10 +240,10 @@ def _parse_entry(name: str, raw: object) -> ConfigEntry:
     elif isinstance(devices_raw, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in devices_raw):
         devices = tuple(devices_raw)
     else:
-        raise MigPartedFormatError(f"invalid format for 'devices': {devices_raw!r}")
+        raise MigPartedFormatError(f"invalid format for 'devices': {_shown(devices_raw)}")
     enabled = raw["mig-enabled"]
     if not isinstance(enabled, bool):
-        raise MigPartedFormatError(f"invalid format for 'mig-enabled': {enabled!r}")
+        raise MigPartedFormatError(f"invalid format for 'mig-enabled': {_shown(enabled)}")
     mig_devices_raw = raw.get("mig-devices")
     if enabled and mig_devices_raw is None:
         # api/spec/v1/spec.go: absent, or null (JSON null decodes to a nil map), is refused alike.
@@ -236,12 +253,12 @@ def _parse_entry(name: str, raw: object) -> ConfigEntry:
         if not enabled:
             raise MigPartedFormatError("MIG devices included when 'mig-enabled' is false")
         if not isinstance(mig_devices_raw, dict):
-            raise MigPartedFormatError(f"invalid format for 'mig-devices': {mig_devices_raw!r}")
+            raise MigPartedFormatError(f"invalid format for 'mig-devices': {_shown(mig_devices_raw)}")
         for profile, count in mig_devices_raw.items():
             if not isinstance(profile, str) or not _valid_profile(profile):
-                raise MigPartedFormatError(f"invalid MIG profile: {profile!r}")
+                raise MigPartedFormatError(f"invalid MIG profile: {_shown(profile)}")
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                raise MigPartedFormatError(f"invalid count for {profile}: {count!r}")
+                raise MigPartedFormatError(f"invalid count for {_cut(profile)}: {_shown(count)}")
             mig_devices[profile] = count
         if not any(mig_devices.values()):
             # pkg/types/mig_config.go AssertValidFormat
@@ -324,6 +341,7 @@ def config_map_text(
     observed_text: str | None,
     referenced: set[str],
     aliases: frozenset[str] = frozenset(),
+    foreign_text: str | None = None,
 ) -> str:
     """The ConfigMap's config.yaml: the rendered configs, plus configs of the previous ConfigMap that a
     node's label still names (until that node is relabelled).
@@ -332,13 +350,21 @@ def config_map_text(
     (its `assert --valid-config` fails and it sets `failed`, stack-facts §3.3 step 1), and would hide
     the node's current layout from the disruption guard. Carried-over configs are written back in
     canonical form; once no node names them, the next plan drops them.
+
+    `foreign_text` is the config file of the ConfigMap the ClusterPolicy names while it is not migplan's (adoption):
+    pointing spec.migManager.config.name at migplan's ConfigMap re-renders the mig-manager DaemonSet, and each new
+    mig-manager pod runs its node's current label once more against the new file (gpu-operator
+    `TransformMigManager`; mig-parted `cmd/nvidia-mig-manager/main.go`), so every config a node still names is carried
+    from it too (migplan's own previous file wins a name both hold): no node turns `failed` for a missing config.
     """
-    previous: Mapping[str, tuple[ConfigEntry, ...]] = {}
-    if observed_text and referenced:
+    previous: dict[str, tuple[ConfigEntry, ...]] = {}
+    for text in (foreign_text, observed_text) if referenced else ():
+        if not text:
+            continue
         try:
-            previous = parse_strict(observed_text)
+            previous.update(parse_strict(text))
         except MigPartedFormatError:
-            previous = {}
+            continue
     wanted_aliases = {alias_name(c) for c in rendered.layouts if alias_name(c) in aliases}
     carried = sorted(
         n

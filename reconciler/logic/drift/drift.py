@@ -11,19 +11,21 @@ held back, else InSync (info findings such as a saturated profile do not make a 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import yaml
 
 from reconciler.catalog import load_catalog
-from reconciler.logic.codecs import migparted
-from reconciler.logic.drift import nodestate
+from reconciler.logic.codecs import dpsharing, migparted
+from reconciler.logic.drift import draregime, nodestate
 from reconciler.logic.drift.nodestate import Geometry
-from reconciler.logic.observe import observation, occupancy, owners, podrules
+from reconciler.logic.observe import draclaims, observation, occupancy, owners, podrules, profilecheck
 from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
+from reconciler.model import yamlbudget
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
+from reconciler.model.dra import NodeDra, Regime
 from reconciler.model.drift import (
     DriftReport,
     Finding,
@@ -32,6 +34,7 @@ from reconciler.model.drift import (
     NodeReport,
     NodeStatus,
     SlicePartition,
+    finding,
 )
 from reconciler.model.inventory import ApplyMode, DesiredState, GpuSpec, MigStrategy, NodeSpec
 from reconciler.model.observed import (
@@ -49,6 +52,7 @@ from reconciler.model.observed import (
     REQUESTED_AT_ANNOTATION,
     MigConfigState,
     ObservedNode,
+    ObservedPod,
     ObservedState,
     is_gpu_resource,
     is_mig_resource,
@@ -66,32 +70,10 @@ FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
 STUCK_AFTER = timedelta(minutes=15)
 # Findings about mig-manager's machinery, meaningless when the node agent applies layouts.
 _GPU_OPERATOR_ONLY = with_trait(Trait.GPU_OPERATOR)
-
-
-def finding(
-    code: str,
-    message: str,
-    *,
-    severity: FindingSeverity | None = None,
-    node: str | None = None,
-    gpu: int | None = None,
-    profile: str | None = None,
-    desired: object = None,
-    observed: object = None,
-    pods: tuple[str, ...] = (),
-) -> Finding:
-    """A Finding with the code's default severity from FINDING_CODES."""
-    return Finding(
-        code=code,
-        message=message,
-        severity=severity or FINDING_CODES[code][0],
-        node=node,
-        gpu=gpu,
-        profile=profile,
-        desired=desired,
-        observed=observed,
-        pods=pods,
-    )
+# What a finding means to the node's status and to the report, asked of the registry (never a code string here).
+_MISSING, _UNDOCUMENTED = with_trait(Trait.MISSING_NODE), with_trait(Trait.UNDOCUMENTED_NODE)
+_HELD, _DRAINING, _DRAIN_GOES_ON = with_trait(Trait.HELD), with_trait(Trait.DRAINING), with_trait(Trait.DRAIN_GOES_ON)
+_PENDING_SAID_BY_NODE = with_trait(Trait.PENDING_SAID_BY_NODE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,135 +100,350 @@ def analyze(
     """All findings and the occupancy of every node, from desired and observed state.
 
     Where a node's observer reports (observation.usable), its layout and holders are preferred to the
-    inference; `silent_after` is how old its report may be before the observer counts as silent (MP543)."""
+    inference; `silent_after` is how old its report may be before the observer counts as silent (MP543).
+    The findings are those of CHECKS, run in that order over one DriftContext."""
     rendered = rendered or migparted.render(desired)
-    strategy = desired.cluster.mig_strategy
     pods_by_node = observed.pods_by_node()
     joins = observation.joins(desired.nodes, observed.nodes, now=now, silent_after=silent_after)
     pods_by_key = {p.key: p for p in observed.pods}
     ready = nodestate.readiness(desired, observed, now=now)
-    out: list[Finding] = []
-    out.extend(_cluster_policy_findings(desired, observed))
-    out.extend(_config_map_findings(desired, observed, rendered))
-    occ: dict[str, NodeOccupancy] = {}
+    ctx = DriftContext(
+        desired=desired,
+        observed=observed,
+        now=now,
+        rendered=rendered,
+        stuck_after=stuck_after,
+        silent_after=silent_after,
+        pods_by_node=pods_by_node,
+        pods_by_key=pods_by_key,
+        joins=joins,
+        ready=ready,
+        occupancy=_occupancy(desired, observed, joins, pods_by_node, pods_by_key, ready),
+    )
+    out = [f for check in CHECKS for f in check(ctx)]
+    if desired.cluster.apply.mode is ApplyMode.AGENT:
+        # mig-manager, its ConfigMap and its node labels are not used in agent mode.
+        out = [f for f in out if f.code not in _GPU_OPERATOR_ONLY]
+    return Analysis(
+        findings=tuple(sorted(out, key=Finding.sort_key)),
+        occupancy=ctx.occupancy,
+        rendered=rendered,
+        joins=joins,
+        observers=_observers(ctx),
+    )
 
-    out.extend(_malformed_findings(desired, observed))
-    for name in sorted(desired.nodes):
-        plan = desired.nodes[name]
-        node = observed.nodes.get(name)
-        if node is None:
-            out.append(finding("MP510", f"node {name} is in the inventory but not in the cluster", node=name))
-            continue
-        pods = pods_by_node.get(name, ())
+
+@dataclass(frozen=True, slots=True)
+class DriftContext:
+    """What every check reads: desired and observed state, and the joins computed once for all of them."""
+
+    desired: DesiredState
+    observed: ObservedState
+    now: datetime | None
+    rendered: migparted.MigPartedConfig
+    stuck_after: timedelta
+    silent_after: timedelta
+    pods_by_node: Mapping[str, tuple[ObservedPod, ...]]
+    pods_by_key: Mapping[str, ObservedPod]
+    joins: Mapping[str, observation.NodeJoin]  # the nodes whose observer's report is used
+    ready: nodestate.Readiness
+    occupancy: Mapping[str, NodeOccupancy]  # per node (desired nodes present + undocumented GPU nodes)
+
+    def elsewhere(self, name: str) -> bool:
+        """Another component writes the node's MIG layout (declared, or NVIDIA's DRA driver with DynamicMIG):
+        mig-manager's labels and the device-plugin counts say nothing about it."""
+        gpu_cluster = draregime.cluster_dynamic_mig(self.observed.gpu_clusters)
+        return (
+            self.desired.layout_writer(name) != "migplan"
+            or draregime.other_writer(self.observed.dra.get(name), gpu_cluster) is not None
+        )
+
+    def dra_node(self, name: str) -> bool:
+        """NVIDIA's DRA driver allocates the node's GPUs (or another writer lays them out): a DRA node advertises no
+        nvidia.com/mig-* counts, its published devices are compared instead (_check_dra)."""
+        return self.elsewhere(name) or draregime.regime(self.observed.dra.get(name)) is not Regime.DEVICE_PLUGIN
+
+    def planned_nodes(self) -> Iterator[tuple[str, NodeSpec, ObservedNode]]:
+        """(name, plan, observed node) of every inventory node the cluster has, by name."""
+        for name in sorted(self.desired.nodes):
+            node = self.observed.nodes.get(name)
+            if node is not None:
+                yield name, self.desired.nodes[name], node
+
+
+def _occupancy(
+    desired: DesiredState,
+    observed: ObservedState,
+    joins: Mapping[str, observation.NodeJoin],
+    pods_by_node: Mapping[str, tuple[ObservedPod, ...]],
+    pods_by_key: Mapping[str, ObservedPod],
+    ready: nodestate.Readiness,
+) -> dict[str, NodeOccupancy]:
+    """Each node's occupancy (inventory nodes the cluster has, then undocumented GPU nodes): measured where its
+    observer reports holders, inferred from the pods elsewhere (an undocumented node's totals: what it advertises)."""
+    strategy = desired.cluster.mig_strategy
+    planned = [name for name in sorted(desired.nodes) if name in observed.nodes]
+    undocumented = [
+        name for name in sorted(observed.nodes) if name not in desired.nodes and observed.nodes[name].is_gpu_node
+    ]
+    occ: dict[str, NodeOccupancy] = {}
+    for name in (*planned, *undocumented):
+        plan = desired.nodes.get(name)
         joined = joins.get(name)
         if joined is not None and joined.holders_known:
             occ[name] = occupancy.observed_occupancy(
                 node=name, plan=plan, strategy=strategy, joined=joined, pods=pods_by_key
             )
         else:
-            occ[name] = occupancy.node_occupancy(node=name, plan=plan, strategy=strategy, pods=pods)
+            shared = ready.sharing.get(name)
+            occ[name] = occupancy.node_occupancy(
+                node=name,
+                plan=plan,
+                strategy=strategy,
+                pods=pods_by_node.get(name, ()),
+                observed=None if plan is not None else observed.nodes[name],
+                sharing=shared if isinstance(shared, dpsharing.Sharing) else None,
+            )
+    return occ
+
+
+def _observers(ctx: DriftContext) -> dict[str, str]:
+    """The state of each GPU node's observer (and of every inventory node's)."""
+    observers: dict[str, str] = {}
+    for name in sorted(ctx.observed.nodes):
+        node = ctx.observed.nodes[name]
+        if name not in ctx.desired.nodes and not node.is_gpu_node:
+            continue
+        observers[name] = _observer_state(node, name in ctx.joins)
+    return observers
+
+
+# --- the checks, in CHECKS order: each takes the one DriftContext and returns findings ---------------------------
+
+
+def _check_cluster_policy(ctx: DriftContext) -> Iterable[Finding]:
+    return _cluster_policy_findings(ctx.desired, ctx.observed)
+
+
+def _check_config_map(ctx: DriftContext) -> Iterable[Finding]:
+    return _config_map_findings(ctx.desired, ctx.observed, ctx.rendered)
+
+
+def _check_malformed(ctx: DriftContext) -> Iterable[Finding]:
+    return _malformed_findings(ctx.desired, ctx.observed)
+
+
+def _check_missing_nodes(ctx: DriftContext) -> Iterable[Finding]:
+    for name in sorted(ctx.desired.nodes):
+        if name not in ctx.observed.nodes:
+            yield finding("MP510", f"node {name} is in the inventory but not in the cluster", node=name)
+
+
+def _check_observed_layouts(ctx: DriftContext) -> Iterable[Finding]:
+    """The observer's measured layout and holders, against the plan (MP540-MP542)."""
+    for name, _plan, _node in ctx.planned_nodes():
+        joined = ctx.joins.get(name)
         if joined is not None:
-            out.extend(observation.layout_findings(joined))
-            out.extend(observation.owner_findings(joined, pods_by_key))
+            yield from observation.layout_findings(joined)
+            yield from observation.owner_findings(joined, ctx.pods_by_key)
+
+
+def _check_advertised(ctx: DriftContext) -> Iterable[Finding]:
+    strategy = ctx.desired.cluster.mig_strategy
+    for name, plan, node in ctx.planned_nodes():
+        if ctx.dra_node(name):
+            continue  # no device-plugin counts on a DRA node: _check_dra compares its published devices
         # mig-manager says the node's current config is applied, yet the counts differ while the strategy
         # is settled and the plugin Ready: the GPUs were changed behind mig-manager's back (or a GPU fell
         # off the bus). The planner re-applies exactly these nodes (one classification: nodestate).
         behind_its_back = (
-            node.mig_config == rendered.node_configs[name]
+            node.mig_config == ctx.rendered.node_configs[name]
             and node.mig_config_state == MigConfigState.SUCCESS
-            and nodestate.classify(node, expected_resources(plan, strategy), ready) is Geometry.CHANGED_BY_HAND
+            and nodestate.classify(node, expected_resources(plan, strategy), ctx.ready) is Geometry.CHANGED_BY_HAND
         )
-        if not any(m.field.startswith("status.") for m in node.malformed):
-            # With a quantity unread, any count comparison would be a guess (MP530 says why).
-            out.extend(_advertised_findings(name, plan, strategy, node.advertised_resources, behind_its_back))
-        out.extend(_gpu_count_findings(name, plan, node.labels))
-        out.extend(
-            _mig_manager_findings(
-                name,
-                rendered.node_configs[name],
-                node.labels,
-                node.annotations,
-                now,
-                stuck_after,
-                observed.mig_manager_errors.get(name),
-                namespace=desired.cluster.gpu_operator.namespace,
-            )
-        )
-        for o in occ[name].entries:
-            if o.source == "inferred" and o.used > o.total:
-                out.append(
-                    finding(
-                        "MP520",
-                        f"pods hold {o.used} {o.profile} on {name} but its plan has {o.total}",
-                        node=name,
-                        profile=o.profile,
-                        desired=o.total,
-                        observed=o.used,
-                        pods=tuple(h.pod for h in o.holders),
-                    )
-                )
-        if node.annotations.get(CORDONED_ANNOTATION) == "true":
-            out.append(finding("MP521", f"{name} is cordoned by migplan until its reconfiguration succeeds", node=name))
+        shared = ctx.ready.sharing.get(name)
+        if not any(m.field.startswith("status.") for m in node.malformed) and not isinstance(
+            shared, dpsharing.Unbelievable
+        ):
+            # With a quantity unread, any count comparison would be a guess (MP530 says why); with the sharing config
+            # unread, so would it (MP562 says why).
+            want = ctx.ready.advertised(name, expected_resources(plan, strategy))
+            yield from _advertised_findings(name, plan, want, node.advertised_resources, behind_its_back)
 
-    for name in sorted(observed.nodes):
-        node = observed.nodes[name]
-        if name in desired.nodes or not node.is_gpu_node:
-            continue
-        out.append(
-            finding(
-                "MP511",
-                f"GPU node {name} is not in the inventory: add nodes/{name}.yaml",
+
+def _check_sharing(ctx: DriftContext) -> Iterable[Finding]:
+    """A node whose device-plugin config shares its MIG devices (MP561-MP563, MP566)."""
+    strategy = ctx.desired.cluster.mig_strategy
+    for name, plan, _node in ctx.planned_nodes():
+        shared = ctx.ready.sharing.get(name)
+        yield from _sharing_findings(name, plan, strategy, shared)
+        if isinstance(shared, dpsharing.Sharing) and shared.fail_requests_greater_than_one:
+            yield from _shared_request_findings(name, shared, ctx.pods_by_node.get(name, ()))
+
+
+def _check_profiles_offered(ctx: DriftContext) -> Iterable[Finding]:
+    """A node whose plan names profiles its GPUs do not offer is never labelled for that config (MP564)."""
+    catalog = load_catalog()
+    for name, plan, node in ctx.planned_nodes():
+        unoffered = profilecheck.unoffered(plan, node.labels, catalog)
+        if unoffered is not None:
+            yield finding(
+                "MP564",
+                f"{name}: its plan names MIG profiles its GPUs do not offer: {unoffered}; migplan does not "
+                "label it for that config",
                 node=name,
-                observed={k: v for k, v in sorted(node.advertised_resources.items()) if is_gpu_resource(k)},
-            )
-        )
-        joined = joins.get(name)
-        if joined is not None and joined.holders_known:
-            occ[name] = occupancy.observed_occupancy(
-                node=name, plan=None, strategy=strategy, joined=joined, pods=pods_by_key
-            )
-        else:
-            occ[name] = occupancy.node_occupancy(
-                node=name, plan=None, strategy=strategy, pods=pods_by_node.get(name, ()), observed=node
             )
 
-    if observed.device_plugin is None:
-        ops = desired.cluster.gpu_operator
-        out.append(
-            finding(
-                "MP518",
-                f"DaemonSet {ops.namespace}/{ops.device_plugin_daemonset} not found: check "
-                "gpuOperator.devicePluginDaemonSet in cluster.yaml",
-            )
+
+def _check_gpu_counts(ctx: DriftContext) -> Iterable[Finding]:
+    for name, plan, node in ctx.planned_nodes():
+        yield from _gpu_count_findings(name, plan, node.labels)
+
+
+def _check_mig_manager(ctx: DriftContext) -> Iterable[Finding]:
+    for name, _plan, node in ctx.planned_nodes():
+        if ctx.elsewhere(name):
+            continue  # mig-manager does not lay out a node another component writes: migplan never relabels it
+        yield from _mig_manager_findings(
+            name,
+            ctx.rendered.node_configs[name],
+            node.labels,
+            node.annotations,
+            ctx.now,
+            ctx.stuck_after,
+            ctx.observed.mig_manager_errors.get(name),
+            namespace=ctx.desired.cluster.gpu_operator.namespace,
         )
-    out.extend(_device_plugin_findings(observed))
-    out.extend(_pending_gpu_findings(desired, observed))
-    out.extend(_invalid_request_findings(observed))
-    out.extend(_saturation_findings(desired, observed, occ))
-    observers: dict[str, str] = {}
-    for name in sorted(observed.nodes):
-        node = observed.nodes[name]
-        if name not in desired.nodes and not node.is_gpu_node:
+
+
+def _check_dra(ctx: DriftContext) -> Iterable[Finding]:
+    """NVIDIA's DRA driver and other layout writers (MP570-MP574): claims and GPUClusters migplan cannot read,
+    claims on nodes the cluster does not list, and each DRA node against its plan (reconciler.logic.drift.draregime)."""
+    observed = ctx.observed
+    yield from (finding("MP571", f"ignored: {problem}") for problem in observed.claim_problems)
+    yield from (
+        finding("MP571", f"{c.problem}: DynamicMIG taken as on (nothing written on the GPU nodes)")
+        for c in observed.gpu_clusters
+        if c.problem is not None and not c.ignored
+    )
+    for claim, pool in draclaims.unknown_pools(observed.claims, observed.nodes):
+        yield finding(
+            "MP571",
+            f"ResourceClaim {claim} is allocated a device on {pool}, a node the cluster does not list",
+            node=pool,
+        )
+    gpu_cluster = draregime.cluster_dynamic_mig(observed.gpu_clusters)
+    for name, plan, _node in ctx.planned_nodes():
+        if ctx.desired.layout_writer(name) == "migplan" and ctx.dra_node(name):
+            published = observed.dra.get(name) or NodeDra(name)
+            yield from _dra_findings(name, plan, published, ctx.joins.get(name), gpu_cluster)
+
+
+def _check_overcommitted(ctx: DriftContext) -> Iterable[Finding]:
+    for name, _plan, _node in ctx.planned_nodes():
+        for o in ctx.occupancy[name].entries:
+            if o.source == "inferred" and o.used > o.total:
+                yield finding(
+                    "MP520",
+                    f"pods hold {o.used} {o.profile} on {name} but its plan has {o.total}",
+                    node=name,
+                    profile=o.profile,
+                    desired=o.total,
+                    observed=o.used,
+                    pods=tuple(h.pod for h in o.holders),
+                )
+
+
+def _check_cordoned(ctx: DriftContext) -> Iterable[Finding]:
+    for name, _plan, node in ctx.planned_nodes():
+        if node.annotations.get(CORDONED_ANNOTATION) == "true":
+            yield finding("MP521", f"{name} is cordoned by migplan until its reconfiguration succeeds", node=name)
+
+
+def _check_undocumented(ctx: DriftContext) -> Iterable[Finding]:
+    for name in sorted(ctx.observed.nodes):
+        node = ctx.observed.nodes[name]
+        if name in ctx.desired.nodes or not node.is_gpu_node:
             continue
-        out.extend(observation.observer_findings(name, node, now=now, silent_after=silent_after))
-        observers[name] = _observer_state(node, name in joins)
-    for pod in sorted(observed.pods, key=lambda p: p.key):
+        yield finding(
+            "MP511",
+            f"GPU node {name} is not in the inventory: add nodes/{name}.yaml",
+            node=name,
+            observed={k: v for k, v in sorted(node.advertised_resources.items()) if is_gpu_resource(k)},
+        )
+
+
+def _check_device_plugin_missing(ctx: DriftContext) -> Iterable[Finding]:
+    if ctx.observed.device_plugin is None:
+        ops = ctx.desired.cluster.gpu_operator
+        yield finding(
+            "MP518",
+            f"DaemonSet {ops.namespace}/{ops.device_plugin_daemonset} not found: check "
+            "gpuOperator.devicePluginDaemonSet in cluster.yaml",
+        )
+
+
+def _check_device_plugin(ctx: DriftContext) -> Iterable[Finding]:
+    return _device_plugin_findings(ctx.observed)
+
+
+def _check_pending_gpu(ctx: DriftContext) -> Iterable[Finding]:
+    return _pending_gpu_findings(ctx.desired, ctx.observed)
+
+
+def _check_invalid_requests(ctx: DriftContext) -> Iterable[Finding]:
+    return _invalid_request_findings(ctx.observed)
+
+
+def _check_saturation(ctx: DriftContext) -> Iterable[Finding]:
+    return _saturation_findings(ctx.desired, ctx.observed, ctx.occupancy)
+
+
+def _check_observers(ctx: DriftContext) -> Iterable[Finding]:
+    for name in sorted(ctx.observed.nodes):
+        node = ctx.observed.nodes[name]
+        if name not in ctx.desired.nodes and not node.is_gpu_node:
+            continue
+        yield from observation.observer_findings(name, node, now=ctx.now, silent_after=ctx.silent_after)
+
+
+def _check_workloads(ctx: DriftContext) -> Iterable[Finding]:
+    strategy = ctx.desired.cluster.mig_strategy
+    for pod in sorted(ctx.observed.pods, key=lambda p: p.key):
         if pod.active:
-            for issue in owners.workload_issues(pod, desired.nodes, strategy):
-                if issue.code == "MP549" and pod.phase == "Pending":
+            for issue in owners.workload_issues(pod, ctx.desired.nodes, strategy):
+                if issue.code in _PENDING_SAID_BY_NODE and pod.phase == "Pending":
                     continue  # MP506 says it, with the node's count
                 target = pod.node or pod.node_selector.get(owners.HOSTNAME_LABEL)
-                out.append(finding(issue.code, issue.message, node=target, pods=(pod.key,)))
-    if desired.cluster.apply.mode is ApplyMode.AGENT:
-        # mig-manager, its ConfigMap and its node labels are not used in agent mode.
-        out = [f for f in out if f.code not in _GPU_OPERATOR_ONLY]
-    return Analysis(
-        findings=tuple(sorted(out, key=Finding.sort_key)),
-        occupancy=occ,
-        rendered=rendered,
-        joins=joins,
-        observers=observers,
-    )
+                yield finding(issue.code, issue.message, node=target, pods=(pod.key,))
+
+
+Check = Callable[[DriftContext], Iterable[Finding]]
+# Every drift check, in the order analyze runs them (the report sorts the findings; the order is the reading order
+# of this module). A new check is one function above and one entry here.
+CHECKS: tuple[Check, ...] = (
+    _check_cluster_policy,
+    _check_config_map,
+    _check_malformed,
+    _check_missing_nodes,
+    _check_observed_layouts,
+    _check_sharing,
+    _check_profiles_offered,
+    _check_advertised,
+    _check_dra,
+    _check_gpu_counts,
+    _check_mig_manager,
+    _check_overcommitted,
+    _check_cordoned,
+    _check_undocumented,
+    _check_device_plugin_missing,
+    _check_device_plugin,
+    _check_pending_gpu,
+    _check_invalid_requests,
+    _check_saturation,
+    _check_observers,
+    _check_workloads,
+)
 
 
 def _observer_state(node: ObservedNode, used: bool) -> str:
@@ -281,6 +478,85 @@ def _malformed_findings(desired: DesiredState, observed: ObservedState) -> Itera
             )
 
 
+def declared_writers(desired: DesiredState) -> Mapping[str, str]:
+    """node -> the other component the inventory says writes its MIG layout (spec.layoutWriter): nothing is
+    planned or written there, and nothing is held either (the inventory agrees with itself: validate's MP320)."""
+    return {name: w for name in desired.nodes if (w := desired.layout_writer(name)) != "migplan"}
+
+
+def other_writers(desired: DesiredState, observed: ObservedState) -> Mapping[str, str]:
+    """node -> the other component found writing the MIG layout of a node the inventory gives migplan (NVIDIA's
+    DRA driver in DynamicMIG, reconciler.logic.drift.draregime): the conflict MP570 reports; never written."""
+    declared = declared_writers(desired)
+    gpu_cluster = draregime.cluster_dynamic_mig(observed.gpu_clusters)
+    return {
+        name: w
+        for name in desired.nodes
+        if name not in declared and (w := draregime.other_writer(observed.dra.get(name), gpu_cluster)) is not None
+    }
+
+
+def _dra_findings(
+    name: str, plan: NodeSpec, published: NodeDra, joined: observation.NodeJoin | None, gpu_cluster: str | None
+) -> list[Finding]:
+    """A DRA node against its plan (reconciler.logic.drift.draregime): another writer, unreadable slices, and the
+    plan against the published devices name for name where the layout is static."""
+    out = [finding("MP571", f"{name}: {problem}", node=name) for problem in published.problems]
+    writer = draregime.other_writer(published, gpu_cluster)
+    if writer is not None:
+        where = plan.source.file if plan.source is not None else f"nodes/{name}.yaml"
+        out.append(
+            finding(
+                "MP570",
+                f"{writer} writes the MIG layout of {name}, and the inventory ({where}) plans one for migplan: "
+                "two writers for one GPU, so migplan writes nothing on this node (declare the node's GPUs to the "
+                "DRA driver, or turn DynamicMIG off on it)",
+                node=name,
+            )
+        )
+        return out
+    for index in draregime.unpublished_gpus(plan):
+        out.append(
+            finding(
+                "MP574",
+                f"GPU {index} of {name} has MIG enabled and no partition: NVIDIA's DRA driver publishes nothing for "
+                "it (a MIG-enabled GPU is not published whole)",
+                node=name,
+                gpu=index,
+            )
+        )
+    obs = joined.observation if joined is not None else None
+    minors = {g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {}
+    planned = draregime.planned_devices(plan, minors)
+    found, bad = draregime.published_devices(published)
+    out.extend(
+        finding("MP571", f"{name}: device {d} does not parse as NVIDIA's DRA driver names devices", node=name)
+        for d in bad
+    )
+    inferred = sorted({i for i, _ in planned.values() if i not in minors})
+    guess = f" (minor numbers of GPU(s) {', '.join(map(str, inferred))} inferred from their index)" if inferred else ""
+    for key in sorted(set(planned) - set(found)):
+        index, what = planned[key]
+        out.append(
+            finding(
+                "MP572",
+                f"{name}: planned {what} on GPU {index} is not published by NVIDIA's DRA driver "
+                f"(no device gpu-{key[0]}-mig-{key[1]}-*-{key[2]}){guess}",
+                node=name,
+                gpu=index,
+            )
+        )
+    for key in sorted(set(found) - set(planned)):
+        out.append(
+            finding(
+                "MP573",
+                f"{name}: the DRA driver publishes {found[key]}, which the plan does not have{guess}",
+                node=name,
+            )
+        )
+    return out
+
+
 def unreadable_nodes(observed: ObservedState) -> frozenset[str]:
     """Nodes with a malformed value of their own or on a pod bound to them: never written this cycle."""
     out = {name for name, n in observed.nodes.items() if n.malformed or n.observation_error is not None}
@@ -313,6 +589,15 @@ def _cluster_policy_findings(desired: DesiredState, observed: ObservedState) -> 
             desired=ops.mig_config_map,
             observed=cp.mig_manager_config_name,
         )
+    override = cp.device_plugin_env.get("MIG_STRATEGY")
+    if override is not None and override != want:
+        yield finding(
+            "MP565",
+            f"ClusterPolicy {cp.name} spec.devicePlugin.env sets MIG_STRATEGY={override[:40]}, which overrides "
+            f"spec.mig.strategy for the device plugin (the inventory says {want}): remove that env entry",
+            desired=want,
+            observed=override[:40],
+        )
     conflict = device_plugin_config_conflict(desired, observed)
     if conflict is not None:
         yield finding(
@@ -340,10 +625,13 @@ def device_plugin_config_conflict(desired: DesiredState, observed: ObservedState
         return f"ConfigMap {cp.device_plugin_config_name} does not exist"
     want = desired.cluster.mig_strategy.value
     for key in sorted(cm.data):
+        if (too_much := yamlbudget.problem(cm.data[key])) is not None:
+            return f"its entry {key[:60]!r} cannot be read: {too_much}"
         try:
             doc = yaml.load(cm.data[key], Loader=yaml.CSafeLoader)
-        except yaml.YAMLError:
-            return f"its entry {key!r} cannot be parsed"
+        except (yaml.YAMLError, ValueError, TypeError, AttributeError, KeyError):
+            # a YAML error, or a value its implicit tag does not fit (an impossible date such as 2026-13-45)
+            return f"its entry {key[:60]!r} cannot be parsed"
         flags = doc.get("flags") if isinstance(doc, dict) else None
         strategy = flags.get("migStrategy") if isinstance(flags, dict) else None
         if strategy is not None and strategy != want:
@@ -362,6 +650,7 @@ def _config_map_findings(
         rendered,
         observed_text=cm.data.get(migparted.CONFIG_KEY),
         referenced={n.mig_config for n in observed.nodes.values() if n.mig_config},
+        foreign_text=observed.foreign_mig_config_text,
     ):
         yield finding("MP516", f"ConfigMap {ops.namespace}/{ops.mig_config_map} differs from the rendered inventory")
 
@@ -485,8 +774,63 @@ def _saturation_findings(
 # --- per node -------------------------------------------------------------------------------------
 
 
+def _sharing_findings(
+    name: str, plan: NodeSpec, strategy: MigStrategy, shared: dpsharing.NodeSharing
+) -> Iterable[Finding]:
+    """MP561: the node's device-plugin config shares its devices (the counts expected are the shared ones); MP562: that
+    config cannot be read, so its counts say nothing and its layout is never re-applied on them; MP563: the plugin
+    refuses the sharing on this node (MPS on MIG devices) and advertises nothing."""
+    if isinstance(shared, dpsharing.Unbelievable):
+        yield finding(
+            "MP562",
+            f"{name}: the device-plugin config that applies to it cannot be read ({shared.reason}): what it advertises "
+            "is not compared with its plan and its layout is not re-applied on its counts",
+            node=name,
+            observed=shared.entry,
+        )
+    elif isinstance(shared, dpsharing.Sharing):
+        has_mig = any(g.mig_enabled and g.partitions for g in plan.gpus)
+        refused = dpsharing.refusal(shared, strategy.value, has_mig)
+        if refused is not None:
+            yield finding(
+                "MP563",
+                f"{name}: its device-plugin config shares devices with MPS, which the device plugin refuses here "
+                f"('{refused}'): it advertises nothing; use timeSlicing or another config for this node",
+                node=name,
+                observed=shared.entry,
+            )
+        else:
+            yield finding(
+                "MP561",
+                f"{name} shares its partitions: {shared.describe()}; its counts are compared with the shared ones",
+                node=name,
+                observed=shared.entry,
+            )
+
+
+def _shared_request_findings(name: str, shared: dpsharing.Sharing, pods: tuple[ObservedPod, ...]) -> Iterable[Finding]:
+    """MP566: a container asking more than one replica of a shared resource where the config fails such requests
+    (k8s-device-plugin internal/rm/rm.go `ValidateRequest`; MPS by default, time-slicing when the config says so): the
+    plugin refuses its allocation, so the pod never starts there."""
+    names = {shared.advertised_name(r) for r in shared.replicas}
+    for pod in sorted(pods, key=lambda p: p.key):
+        if not pod.active:
+            continue
+        for c in pod.containers:
+            for res, n in sorted(c.effective.items()):
+                if res in names and n > 1:
+                    yield finding(
+                        "MP566",
+                        f"pod {pod.key} container {c.name} asks {n} x {res} on {name}, whose device-plugin config "
+                        "fails requests of more than one shared device (failRequestsGreaterThanOne): 'maximum "
+                        "request size for shared resources is 1'; ask 1 per container",
+                        node=name,
+                        pods=(pod.key,),
+                    )
+
+
 def _advertised_findings(
-    name: str, plan: NodeSpec, strategy: MigStrategy, advertised: Mapping[str, int], behind_its_back: bool = False
+    name: str, plan: NodeSpec, want: Mapping[str, int], advertised: Mapping[str, int], behind_its_back: bool = False
 ) -> Iterable[Finding]:
     hint = (
         " although mig-manager reports its config applied: the GPUs were changed by hand or a GPU is missing "
@@ -494,7 +838,6 @@ def _advertised_findings(
         if behind_its_back
         else ""
     )
-    want = expected_resources(plan, strategy)
     have = {k: v for k, v in advertised.items() if is_gpu_resource(k)}
     for res in sorted(set(want) | set(have)):
         w, h = want.get(res, 0), have.get(res, 0)
@@ -631,19 +974,22 @@ def _parse_time(text: str | None) -> datetime | None:
 # --- the report -----------------------------------------------------------------------------------
 
 
-# Informational findings that still mean "not there yet" (work in progress is not in sync).
+# Informational findings that still mean "not there yet" (work in progress is not in sync). MP540: the node has the
+# planned partitions at other places (mig-parted applies counts and never moves one): the plan is not what runs,
+# so the node is not InSync, whatever the severity (a warning only when the places block a cut).
+NOT_THERE_YET = frozenset({"MP540"})
 
 
 def node_status(findings: Iterable[Finding]) -> NodeStatus:
     fs = list(findings)
     codes = {f.code for f in fs}
-    if "MP510" in codes:
+    if codes & _MISSING:
         return NodeStatus.MISSING
-    if "MP511" in codes:
+    if codes & _UNDOCUMENTED:
         return NodeStatus.UNDOCUMENTED
     if any(f.severity is ERROR for f in fs):
         return NodeStatus.ERROR
-    if any(f.severity is WARNING for f in fs) or codes & IN_PROGRESS_CODES:
+    if any(f.severity is WARNING for f in fs) or codes & IN_PROGRESS_CODES or codes & NOT_THERE_YET:
         return NodeStatus.DRIFTED
     return NodeStatus.IN_SYNC
 
@@ -661,18 +1007,18 @@ def blocked_findings(plan: Plan) -> tuple[Finding, ...]:
             continue
         node = c.subject.split("/", 1)[1] if c.subject.startswith("node/") else None
         code = c.code or "MP519"
-        if code == "MP519":
+        if code in _HELD:
             message = (
                 f"{c.subject} not reconfigured: running pods hold partitions it would destroy "
                 f"({', '.join(c.blocked_by)}); move them or set apply.allowDisruption"
             )
         else:
             message = f"{c.subject}: {c.reason}"
-        if code == "MP537":  # still draining: the evictions of this cycle are reported as MP536 too
+        if code in _DRAIN_GOES_ON:  # still draining: the evictions of this cycle are reported as MP536 too
             out.append(finding(code, message, node=node, pods=c.blocked_by, observed=list(c.pdbs) or None))
             code, message = "MP536", f"{c.subject}: draining, waiting for {', '.join(c.blocked_by)} to go"
         pods = c.blocked_by
-        if code == "MP536" and node in evicted:
+        if code in _DRAINING and node in evicted:
             message += f"; evicted this cycle: {', '.join(sorted(evicted[node]))}"
         out.append(finding(code, message, node=node, pods=pods, observed=list(c.pdbs) or None))
     return tuple(out)

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from reconciler.logic.codecs import dpsharing
 from reconciler.model.inventory import DesiredState
 from reconciler.model.observed import DevicePluginPod, ObservedNode, ObservedState, is_gpu_resource
 
@@ -53,9 +54,21 @@ class Readiness:
 
     strategy_settled: bool  # the ClusterPolicy has the inventory's strategy and no plugin restart is owed for it
     plugin_ready: Mapping[str, bool] = field(default_factory=dict)  # node -> its device-plugin pod has settled
+    # node -> the device-plugin config's sharing of its devices (reconciler.logic.codecs.dpsharing); absent: not shared.
+    sharing: Mapping[str, dpsharing.NodeSharing] = field(default_factory=dict)
 
     def counts_believable(self, node: str) -> bool:
+        """Whether a difference between what the node advertises and what is expected says anything about its GPUs:
+        not while the strategy or its plugin settles, nor while the config sharing its devices cannot be read."""
+        if isinstance(self.sharing.get(node), dpsharing.Unbelievable):
+            return False
         return self.strategy_settled and self.plugin_ready.get(node, False)
+
+    def advertised(self, node: str, expected: Mapping[str, int]) -> Mapping[str, int]:
+        """What the node's plugin advertises for devices that give `expected` unshared: `expected` folded through
+        the sharing of its device-plugin config (time-slicing/MPS replicas, `.shared` names)."""
+        shared = self.sharing.get(node)
+        return dpsharing.fold(expected, shared) if isinstance(shared, dpsharing.Sharing) else expected
 
 
 def strategy_settled(desired: DesiredState, observed: ObservedState) -> bool:
@@ -85,7 +98,7 @@ def plugin_settled(pod: DevicePluginPod, now: datetime | None) -> bool:
 def readiness(desired: DesiredState, observed: ObservedState, *, now: datetime | None) -> Readiness:
     ds = observed.device_plugin
     ready = {p.node: plugin_settled(p, now) for p in ds.pods if p.node} if ds is not None else {}
-    return Readiness(strategy_settled(desired, observed), ready)
+    return Readiness(strategy_settled(desired, observed), ready, dpsharing.sharing_by_node(observed))
 
 
 def advertises(node: ObservedNode, expected: Mapping[str, int]) -> bool:
@@ -96,8 +109,10 @@ def advertises(node: ObservedNode, expected: Mapping[str, int]) -> bool:
 
 def classify(node: ObservedNode, expected: Mapping[str, int], ready: Readiness) -> Geometry:
     """The node's GPUs against a config that gives `expected` under the cluster's strategy (the caller
-    says which config: the plan's, or the one the node's label names)."""
-    if advertises(node, expected):
+    says which config: the plan's, or the one the node's label names). A node whose device-plugin config shares its
+    devices is compared with the shared counts and names, and one whose config cannot be read is never CHANGED_BY_HAND
+    (its counts are not believable: drift says why, MP562)."""
+    if advertises(node, ready.advertised(node.name, expected)):
         return Geometry.AS_CONFIGURED
     if not ready.counts_believable(node.name):
         return Geometry.UNSETTLED

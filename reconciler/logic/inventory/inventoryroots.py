@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from reconciler.logic.inventory.reporttarget import normalize_root, path_problem
+from reconciler.model import yamlbudget
 
 ROOTS_FILE = "migplan-roots.yaml"
 CLUSTER_FILE = "cluster.yaml"
@@ -47,6 +48,8 @@ def parse_roots_file(data: bytes) -> list[str] | str:
         return f"larger than {MAX_ROOTS_FILE_BYTES} bytes"
     import yaml  # only a repository with a roots file needs it: `migplan validate DIR` does not import pyyaml
 
+    if (too_much := yamlbudget.problem(data)) is not None:
+        return too_much
     try:
         doc = yaml.safe_load(data)
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

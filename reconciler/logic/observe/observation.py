@@ -32,7 +32,7 @@ from reconciler import __version__
 from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import observedcodec
 from reconciler.logic.observe.occupancy import pod_identities
-from reconciler.model.drift import Finding, FindingSeverity
+from reconciler.model.drift import Finding, FindingSeverity, finding
 from reconciler.model.inventory import GpuSpec, NodeSpec, Placement
 from reconciler.model.nodeobservation import SOURCE_OK, Holder, NodeObservation, ObservedGpu
 from reconciler.model.observed import OBSERVED_ANNOTATION, ObservedNode, ObservedPod
@@ -88,7 +88,12 @@ def usable(node: ObservedNode | None, *, now: datetime | None, silent_after: tim
 
 
 def silent(obs: NodeObservation, *, now: datetime | None, silent_after: timedelta = SILENT_AFTER) -> bool:
-    return now is not None and obs.observed_at is not None and now - obs.observed_at > silent_after
+    """Not reported for longer than `silent_after`, or dated further than that in the future: a clock that
+    far ahead (a skewed node, a hand-written annotation) is data, not freshness; trusted, it would keep a
+    dead observer's facts in use for as long as its stamp stays ahead (issue 25)."""
+    if now is None or obs.observed_at is None:
+        return False
+    return abs(now - obs.observed_at) > silent_after
 
 
 # --- the join -------------------------------------------------------------------------------------
@@ -231,32 +236,7 @@ def joins(
 # --- findings -------------------------------------------------------------------------------------
 
 
-def _finding(
-    code: str,
-    severity: FindingSeverity,
-    message: str,
-    *,
-    node: str,
-    gpu: int | None = None,
-    profile: str | None = None,
-    desired: object = None,
-    observed: object = None,
-    pods: tuple[str, ...] = (),
-) -> Finding:
-    return Finding(
-        code=code,
-        message=message,
-        severity=severity,
-        node=node,
-        gpu=gpu,
-        profile=profile,
-        desired=desired,
-        observed=observed,
-        pods=pods,
-    )
-
-
-W, E = FindingSeverity.WARNING, FindingSeverity.ERROR
+W = FindingSeverity.WARNING
 
 
 def observer_findings(
@@ -271,9 +251,8 @@ def observer_findings(
     devices NVML does not know)."""
     if node.observation_error is not None:
         return [
-            _finding(
+            finding(
                 "MP547",
-                E,
                 f"{name}: annotation {OBSERVED_ANNOTATION} is malformed ({node.observation_error}); its layout "
                 "and holders are inferred and migplan does not write to the node until the observer rewrites it "
                 "(check the migplan agent pod on the node, or remove the annotation)",
@@ -284,12 +263,21 @@ def observer_findings(
     if obs is None:
         return []
     out: list[Finding] = []
-    if silent(obs, now=now, silent_after=silent_after) and now is not None and obs.observed_at is not None:
-        age = int((now - obs.observed_at).total_seconds())
+    age = int((now - obs.observed_at).total_seconds()) if now is not None and obs.observed_at is not None else 0
+    if silent(obs, now=now, silent_after=silent_after) and obs.observed_at is not None and age < 0:
         out.append(
-            _finding(
+            finding(
                 "MP543",
-                W,
+                f"{name}: the observer's last report is dated {-age // 60} min in the future (its clock, or the "
+                "annotation, is wrong): its facts are not used; check the node's clock and the migplan agent pod",
+                node=name,
+                observed=obs.observed_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
+        )
+    elif silent(obs, now=now, silent_after=silent_after) and obs.observed_at is not None:
+        out.append(
+            finding(
+                "MP543",
                 f"{name}: the observer has not reported for {age // 60} min (more than "
                 f"{int(silent_after.total_seconds() // 60)}): its facts are not used; check the migplan agent pod "
                 f"on it (kubectl -n migplan get pods -l app.kubernetes.io/component=agent "
@@ -306,9 +294,8 @@ def observer_findings(
             else f"the observer is {seen}"
         )
         out.append(
-            _finding(
+            finding(
                 "MP544",
-                W,
                 f"{name}: {who}, the controller is {controller}; roll the agent DaemonSet to the controller's image",
                 node=name,
                 desired=controller,
@@ -325,9 +312,8 @@ def observer_findings(
             reasons.append("the observation was truncated to fit the annotation's size cap")
         if reasons:
             out.append(
-                _finding(
+                finding(
                     "MP545",
-                    W,
                     f"{name}: the observation is incomplete ({'; '.join(reasons)}); holders are inferred there "
                     "(check the pod-resources socket mount and NVML on the node)",
                     node=name,
@@ -338,9 +324,8 @@ def observer_findings(
         pods = tuple(sorted({u.holder.pod_key for u in obs.unknown_devices}))
         ids = ", ".join(sorted({short(u.device_id) for u in obs.unknown_devices})[:5])
         out.append(
-            _finding(
+            finding(
                 "MP546",
-                W,
                 f"{name}: the kubelet allocated {len(obs.unknown_devices)} device(s) NVML does not list ({ids}): "
                 "a stale device-plugin allocation or a GPU that fell off the bus; restart the device plugin on the "
                 "node, then check nvidia-smi",
@@ -386,9 +371,8 @@ def layout_findings(j: NodeJoin) -> list[Finding]:
                 held = tuple(sorted({p for i in g.instances for p in i.holders} | set(g.whole_holders)))
                 if held and j.holders_known:
                     out.append(
-                        _finding(
+                        finding(
                             "MP542",
-                            W,
                             f"pods hold devices of GPU {g.index} of {j.node}, which the plan does not have: add the "
                             "GPU to the inventory",
                             node=j.node,
@@ -408,9 +392,8 @@ def layout_findings(j: NodeJoin) -> list[Finding]:
             for i in g.instances:
                 if i.holders and not i.planned:
                     out.append(
-                        _finding(
+                        finding(
                             "MP542",
-                            W,
                             f"{', '.join(i.holders)} hold(s) {_where(i.profile, i.placement.start)} on GPU {g.index} "
                             f"of {j.node}, a partition its plan does not have: the next apply destroys it; move the "
                             "pod to a planned partition or add the partition to the inventory",
@@ -423,9 +406,8 @@ def layout_findings(j: NodeJoin) -> list[Finding]:
                     )
             if plan.mig_enabled and g.whole_holders and not g.observed.mig_current:
                 out.append(
-                    _finding(
+                    finding(
                         "MP542",
-                        W,
                         f"{', '.join(g.whole_holders)} hold(s) the whole GPU {g.index} of {j.node}, which its plan "
                         "cuts into MIG partitions: the MIG mode change waits for it",
                         node=j.node,
@@ -448,7 +430,10 @@ def _placement_finding(node: str, g: GpuJoin) -> Finding:
         )
         or "nothing"
     )
-    msg = f"GPU {g.index} of {node} has {have}; the plan places {want}"
+    msg = (
+        f"GPU {g.index} of {node} has {have}; the plan places {want} (mig-parted, under apply.mode gpu-operator, "
+        "never moves a partition: apply.mode agent places them as planned)"
+    )
     severity = FindingSeverity.INFO  # the same partitions elsewhere: nothing lost until it blocks a cut
     # Fragmentation: the profiles one more instance of which would fit the plan's cut but not the real one.
     sizes = _catalog_slices(plan.model)
@@ -470,10 +455,10 @@ def _placement_finding(node: str, g: GpuJoin) -> Finding:
         )
         if blocked:
             msg += f"; cutting it as planned destroys partitions {', '.join(blocked)} hold(s)"
-    return _finding(
+    return finding(
         "MP540",
-        severity,
         msg,
+        severity=severity,
         node=node,
         gpu=g.index,
         desired=want,
@@ -550,9 +535,8 @@ def owner_findings(j: NodeJoin, pods: Mapping[str, ObservedPod]) -> list[Finding
     for i, pod, own in foreign_holders(j, pods):
         who = f"a pod of {own}" if own else "a pod of no inventory owner"
         out.append(
-            _finding(
+            finding(
                 "MP541",
-                W,
                 f"{pod} ({who}) holds {_where(i.profile, i.placement.start)} on GPU {i.gpu} of {j.node}, reserved "
                 f"for {i.owner}, whose pods may find none free: give {own or 'the pod an owner and'} its own "
                 f"{i.profile} partitions in the inventory, or move the pod",

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reconciler.logic.codecs import dpsharing
 from reconciler.model.drift import Holder, Occupancy
 from reconciler.model.inventory import MigStrategy, NodeSpec
 from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, ObservedNode, ObservedPod, is_gpu_resource
@@ -86,6 +87,12 @@ def profile_label(resource: str, node: NodeSpec | None = None) -> str:
     return resource.removeprefix(MIG_RESOURCE_PREFIX)
 
 
+def _label(resource: str, plan: NodeSpec | None) -> str:
+    """profile_label, keeping the `.shared` of a resource the device plugin renamed for sharing (`1g.18gb.shared`)."""
+    base = dpsharing.profile_of(resource)
+    return profile_label(base, plan) + resource[len(base) :]
+
+
 def pod_identities(pod: ObservedPod) -> frozenset[str]:
     ids = {pod.namespace, pod.name, pod.key}
     for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app"):
@@ -123,11 +130,14 @@ def node_occupancy(
     strategy: MigStrategy,
     pods: tuple[ObservedPod, ...],
     observed: ObservedNode | None = None,
+    sharing: dpsharing.Sharing | None = None,
 ) -> NodeOccupancy:
-    """Occupancy of one node. Without a plan (undocumented node) totals are what it advertises.
-    Pure: a planned node's result is remembered by its inputs' identity (see _MEMO)."""
-    if plan is None:
-        return _node_occupancy(node=node, plan=plan, strategy=strategy, pods=pods, observed=observed)
+    """Occupancy of one node. Without a plan (undocumented node) totals are what it advertises. With `sharing` (its
+    device-plugin config shares its devices) totals are the plan's folded through it: replicas, under the names the
+    plugin advertises (reconciler.logic.codecs.dpsharing). Pure: a planned node's result without sharing is
+    remembered by its inputs' identity (see _MEMO)."""
+    if plan is None or sharing is not None:
+        return _node_occupancy(node=node, plan=plan, strategy=strategy, pods=pods, observed=observed, sharing=sharing)
     hit = _MEMO.get(id(plan))
     if (
         hit is not None
@@ -152,9 +162,12 @@ def _node_occupancy(
     strategy: MigStrategy,
     pods: tuple[ObservedPod, ...],
     observed: ObservedNode | None = None,
+    sharing: dpsharing.Sharing | None = None,
 ) -> NodeOccupancy:
     if plan is not None:
         totals = expected_resources(plan, strategy)
+        if sharing is not None:
+            totals = dpsharing.fold(totals, sharing)
     elif observed is not None:
         totals = {k: v for k, v in observed.advertised_resources.items() if is_gpu_resource(k)}
     else:
@@ -178,7 +191,7 @@ def _node_occupancy(
         if total == 0 and used == 0:
             continue  # e.g. nvidia.com/gpu: 0 on an all-MIG node: nothing to show
         hs = tuple(Holder(pod=p.key, count=n, owner=owner_of.get((res, p.key))) for p, n in holders.get(res, []))
-        entries.append(Occupancy(node=node, profile=profile_label(res, plan), total=total, used=used, holders=hs))
+        entries.append(Occupancy(node=node, profile=_label(res, plan), total=total, used=used, holders=hs))
     return NodeOccupancy(node=node, entries=tuple(entries), assignment=assignment)
 
 

@@ -151,3 +151,32 @@ def advertised(layouts: Mapping[int, GpuLayout], strategy: str) -> dict[str, int
                 r = "nvidia.com/mig-" + profile.replace("+", ".")
                 out[r] = out.get(r, 0) + n
     return out
+
+
+# strconv.ParseBool, which urfave/cli's BoolFlag uses for WITH_REBOOT (mig-parted cmd/nvidia-mig-manager/main.go).
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def go_bool(value: str | None) -> bool:
+    """An env flag as mig-manager reads it; a value Go cannot parse is taken as true (the worse case)."""
+    return value is not None and value not in _GO_FALSE
+
+
+def host_effects(what: NodeDisruption, *, with_reboot: bool, host_driver: bool) -> tuple[str, ...]:
+    """What mig-manager does to the host around a change that flips the MIG mode (mig-parted
+    pkg/mig/reconfigure/reconfigure.go `Run`): with WITH_REBOOT, a mode step that fails for any reason reboots the
+    node (every pod on it ends); with host GPU clients shut down (the operator's entrypoint exports
+    WITH_SHUTDOWN_HOST_GPU_CLIENTS=$IS_HOST_DRIVER), `checkMigModeChangeRequired` adds the kubelet's service to them:
+    the node is NotReady while the mode changes (at least the 30 s mig-manager waits). Empty when the change flips
+    no MIG mode (the mode step then has nothing to do)."""
+    if not what.mode_flips:
+        return ()
+    out = []
+    if with_reboot:
+        out.append("WITH_REBOOT: if the MIG mode change fails, mig-manager reboots the node and every pod on it ends")
+    if host_driver:
+        out.append(
+            "host driver: mig-manager stops the kubelet (kubelet.service) for the mode change: the node is NotReady"
+        )
+    return tuple(out)

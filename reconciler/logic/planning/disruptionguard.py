@@ -18,6 +18,7 @@ from reconciler.logic.observe import observation
 from reconciler.logic.observe.occupancy import expected_resources
 from reconciler.logic.planning import disruption
 from reconciler.model.inventory import MigStrategy, NodeSpec
+from reconciler.model.nodeobservation import SOURCE_OK
 from reconciler.model.observed import GPU_RESOURCE, ObservedNode, ObservedPod, ObservedState, is_gpu_resource
 
 PreviousConfigs = Mapping[str, tuple[migparted.ConfigEntry, ...]]
@@ -36,24 +37,66 @@ def previous_configs(observed: ObservedState) -> PreviousConfigs | None:
 
 
 def node_disruption(
-    node: ObservedNode, spec: NodeSpec, previous: PreviousConfigs | None
+    node: ObservedNode,
+    spec: NodeSpec,
+    previous: PreviousConfigs | None,
+    *,
+    now: datetime | None = None,
+    silent_after: timedelta = observation.SILENT_AFTER,
+    label_only: bool = False,
 ) -> tuple[disruption.NodeDisruption, frozenset[str], Mapping[int, migparted.GpuLayout]] | None:
-    """What mig-manager destroys when the node moves from the config its label names to its plan, the
+    """What mig-manager destroys when the node moves from the layout its GPUs hold to its plan, the
     resources that loses, and the previous per-GPU layout; None = unknown (assume everything).
 
     The mig-parted model (reconciler/logic/planning/disruption.py, from mig-parted's ApplyMigMode / ApplyMigConfig):
     a re-cut replaces every partition of that GPU; a MIG mode change on any GPU clears every MIG GPU of
-    the node and may reset all of them. The previous layout is the config the node's current label
-    names, read from the observed ConfigMap.
+    the node and may reset all of them. The previous layout is what the GPUs hold where the node's observer
+    reports it (mig-parted compares `GetMigConfig`, the GPUs' state, with the config, not the previous label:
+    `pkg/mig/reconfigure` `isConfigAlreadyApplied`, `assert`), so a half-applied or hand-made state is judged on
+    what is there; elsewhere (or with `label_only`) the config the node's current label names, read from the
+    observed ConfigMap.
     """
-    if previous is None or node.mig_config is None or node.mig_config not in previous:
-        return None
     indexes = [g.index for g in spec.gpus]
-    old = migparted.layouts_of(previous[node.mig_config], indexes)
+    old: Mapping[int, migparted.GpuLayout] | None = (
+        None if label_only else observed_layouts(node, indexes, now=now, silent_after=silent_after)
+    )
+    if old is None:
+        if previous is None or node.mig_config is None or node.mig_config not in previous:
+            return None
+        old = migparted.layouts_of(previous[node.mig_config], indexes)
     if old is None:
         return None
     what = disruption.mig_parted(old, dict(migparted.node_layout(spec)))
     return what, disruption.lost_resources(old, what), old
+
+
+def observed_layouts(
+    node: ObservedNode, indexes: list[int], *, now: datetime | None, silent_after: timedelta = observation.SILENT_AFTER
+) -> dict[int, migparted.GpuLayout] | None:
+    """The layout the node's observer measured on each of `indexes`, as mig-parted counts it (MIG mode and
+    profile counts); None when the observation is not used (absent, silent, truncated, NVML unread), misses one of
+    those GPUs, has a MIG mode change pending, or a profile migplan cannot name or a compute-instance split."""
+    obs = node.observation
+    if obs is None or obs.truncated or not observation.usable(node, now=now, silent_after=silent_after):
+        return None
+    if obs.sources.get("nvml", SOURCE_OK) != SOURCE_OK:
+        return None
+    by_index = {g.index: g for g in obs.gpus}
+    out: dict[int, migparted.GpuLayout] = {}
+    for i in indexes:
+        g = by_index.get(i)
+        if g is None or g.mig_current != g.mig_pending:
+            return None
+        if not g.mig_current:
+            out[i] = migparted.GpuLayout(mig_enabled=False)
+            continue
+        counts: dict[str, int] = {}
+        for inst in g.instances:
+            if inst.profile.startswith("profile-id:") or len(inst.compute_uuids) > 1:
+                return None
+            counts[inst.profile] = counts.get(inst.profile, 0) + 1
+        out[i] = migparted.GpuLayout(mig_enabled=True, devices=tuple(sorted(counts.items())))
+    return out
 
 
 def destroyed_resources(node: ObservedNode, spec: NodeSpec, previous: PreviousConfigs | None) -> frozenset[str] | None:

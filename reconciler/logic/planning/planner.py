@@ -180,7 +180,13 @@ def desired_config_text(
     cm = observed.mig_config_map
     referenced = {n.mig_config for n in observed.nodes.values() if n.mig_config}
     observed_text = cm.data.get(migparted.CONFIG_KEY) if cm is not None else None
-    return migparted.config_map_text(rendered, observed_text=observed_text, referenced=referenced, aliases=aliases)
+    return migparted.config_map_text(
+        rendered,
+        observed_text=observed_text,
+        referenced=referenced,
+        aliases=aliases,
+        foreign_text=observed.foreign_mig_config_text,
+    )
 
 
 def _config_map_cleanup(

@@ -150,8 +150,10 @@ def decide(
     - same content as the last report: nothing to commit (the outbox would find the tree unchanged);
     - status or findings (or revision, source state) changed: now, whatever the interval;
     - occupancy only: now when `min_interval` has passed since the last report commit, else held.
-    A last commit time in the future (clock skew between replicas) holds at most until
-    `now + min_interval`: a skewed clock can delay an occupancy update, never hide it for good.
+    A last commit time in the future (someone else's commit, a replica with a skewed clock) is data, not a
+    command: it holds nothing, the report is committed now (dated by this clock), and the reason says so.
+    Holding "until the minimum interval after that time" would hold for as long as the tip stays in the
+    future, i.e. for ever when the tip is dated years ahead (issue 25).
     """
     if last is None or last_commit_at is None:
         return Cadence(True, "no earlier report to compare with")
@@ -161,7 +163,10 @@ def decide(
         return Cadence(True, "status or findings changed")
     if min_interval <= timedelta(0):
         return Cadence(True, "occupancy changed (no minimum interval)")
-    due = min(last_commit_at + min_interval, now + min_interval)
+    if last_commit_at > now:
+        ahead = int((last_commit_at - now).total_seconds())
+        return Cadence(True, f"occupancy changed; the last report commit is dated {ahead} s in the future: not a hold")
+    due = last_commit_at + min_interval
     if now >= due:
         return Cadence(True, "occupancy changed; minimum interval passed")
     return Cadence(False, "occupancy only; held until the minimum interval has passed", held_until=due)

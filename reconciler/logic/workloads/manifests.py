@@ -39,6 +39,7 @@ Path = tuple[str | int, ...]
 _Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCALAR = yaml.constructor.SafeConstructor()
 _TEMPLATE = re.compile(r"\{\{-?\s*[^}]*\}\}")
+_UNPARSED = codes.with_trait(codes.Trait.UNPARSED)  # the YAML reader could not parse the text: JSON's turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,7 @@ def read_manifests(data: bytes, *, file: str) -> tuple[list[Manifest], list[Diag
         else:
             # JSON is YAML too, and the YAML reader knows lines; JSON YAML cannot read (tabs) has none.
             from_yaml = _read_yaml(text, file)
-            if not any(d.code == "MP601" for d in from_yaml[1]):
+            if not any(d.code in _UNPARSED for d in from_yaml[1]):
                 return from_yaml
             manifests: list[Manifest] = []
             diags: list[Diagnostic] = []

@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.catalog import Catalog
+from reconciler.logic.codecs import dpsharing
 from reconciler.logic.inventory.rules import Rule
 from reconciler.logic.observe import podrules
 from reconciler.logic.observe.occupancy import expected_resources, resource_of
 from reconciler.logic.workloads.manifests import Manifest
-from reconciler.model import codes
+from reconciler.model import codes, yamlbudget
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.inventory import DesiredState, MigStrategy, NodeSpec
 from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, is_gpu_resource, is_mig_resource
@@ -86,6 +87,9 @@ class ContainerAsk:
     limits: Mapping[str, int]
     line: int
     init: bool = False
+    # An init container with restartPolicy: Always is a sidecar: it starts before the app and keeps running beside
+    # it, so the scheduler adds its requests to the app's (KEP-753) instead of taking the larger of the two.
+    restartable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,23 +132,47 @@ class Workload:
     tolerations: tuple[Toleration, ...] = ()
     pinned_env: tuple[tuple[str, str], ...] = ()  # (container, NVIDIA_VISIBLE_DEVICES value)
     spec_path: tuple[str | int, ...] = ()  # where the pod spec sits in the manifest
+    overhead: Mapping[str, int] = field(default_factory=dict)  # spec.overhead's GPU resources (RuntimeClass)
 
     @property
     def title(self) -> str:
         return f"{self.kind} {self.manifest.namespace}/{self.manifest.name}"
 
     def per_pod(self) -> dict[str, int]:
-        """Devices one pod holds: the sum over its containers, or the largest init container if more
-        (init containers run one at a time, before them; the scheduler's effective request)."""
+        """Devices one pod needs, exactly as kube-scheduler counts them: k8s.io/component-helpers/resource
+        helpers.go PodRequests -> AggregateContainerRequests (aggregateContainerResourcesByFn), which the
+        NodeResourcesFit plugin calls (pkg/scheduler/framework/plugins/noderesources/fit.go):
+        - the app containers' requests add up;
+        - a sidecar (init container with restartPolicy: Always) adds to that sum too, and stays counted for every
+          init container after it: InitContainerUse(i) = sum(sidecars before i) + init container i;
+        - the result is the larger, per resource, of that sum and the largest InitContainerUse;
+        - spec.overhead is added on top (PodRequests without ExcludeOverhead).
+        Pod-level `spec.resources` change nothing here: applyPodLevelResources takes only cpu, memory and
+        hugepages-* (IsSupportedPodLevelResource), never an extended resource such as a MIG device."""
         run: dict[str, int] = {}
         for c in self.containers:
             if not c.init:
                 for k, v in podrules.effective(c).items():
                     run[k] = run.get(k, 0) + v
+        sidecars: dict[str, int] = {}
+        init_use: dict[str, int] = {}
         for c in self.containers:
-            if c.init:
-                for k, v in podrules.effective(c).items():
-                    run[k] = max(run.get(k, 0), v)
+            if not c.init:
+                continue
+            ask = podrules.effective(c)
+            if c.restartable:
+                for k, v in ask.items():
+                    run[k] = run.get(k, 0) + v
+                    sidecars[k] = sidecars.get(k, 0) + v
+                use = dict(sidecars)
+            else:
+                use = {k: ask.get(k, 0) + sidecars.get(k, 0) for k in set(ask) | set(sidecars)}
+            for k, v in use.items():
+                init_use[k] = max(init_use.get(k, 0), v)
+        for k, v in init_use.items():
+            run[k] = max(run.get(k, 0), v)
+        for k, v in self.overhead.items():
+            run[k] = run.get(k, 0) + v
         return {k: v for k, v in run.items() if v > 0}
 
     def identities(self) -> frozenset[str]:
@@ -209,6 +237,7 @@ def extract_workload(m: Manifest) -> tuple[Workload | None, list[Diagnostic]]:
                     limits=_quantities(m, _get(c, "resources", "limits"), (*cpath, "resources", "limits"), diags),
                     line=m.line_of(*cpath),
                     init=init,
+                    restartable=init and c.get("restartPolicy") == "Always",
                 )
             )
             for e in c.get("env") or [] if isinstance(c.get("env"), list) else []:
@@ -230,6 +259,7 @@ def extract_workload(m: Manifest) -> tuple[Workload | None, list[Diagnostic]]:
             tolerations=_tolerations(spec),
             pinned_env=tuple(pinned),
             spec_path=path,
+            overhead=_quantities(m, spec.get("overhead"), (*path, "overhead"), diags),
         ),
         diags,
     )
@@ -405,19 +435,22 @@ def with_cluster_facts(
     labels: Mapping[str, Mapping[str, str]] | None = None,
     taints: Mapping[str, tuple[Taint, ...]] | None = None,
     unschedulable: Iterable[str] = (),
+    sharing: Mapping[str, dpsharing.Sharing] | None = None,
 ) -> tuple[NodeFacts, ...]:
     """The plan's nodes with what the last report or the live cluster says: free devices per node,
-    and (live only) the nodes' real labels, taints and cordons."""
+    and (live only) the nodes' real labels, taints and cordons, and the device-plugin config's sharing of their
+    devices (what they offer is then the plan's replicas under the names the plugin advertises)."""
     cordoned = set(unschedulable)
     out = []
     for n in nodes:
         live_labels = (labels or {}).get(n.name)
+        shared = (sharing or {}).get(n.name)
         out.append(
             NodeFacts(
                 name=n.name,
                 labels={**n.labels, **live_labels} if live_labels is not None else n.labels,
-                offers=n.offers,
-                owners=n.owners,
+                offers=dpsharing.fold(n.offers, shared) if shared is not None else n.offers,
+                owners=_shared_owners(n.owners, shared) if shared is not None else n.owners,
                 taints=(taints or {}).get(n.name, n.taints),
                 unschedulable=n.name in cordoned,
                 free=dict(free[n.name]) if free is not None and n.name in free else (None if free is None else {}),
@@ -425,6 +458,19 @@ def with_cluster_facts(
             )
         )
     return tuple(out)
+
+
+def _shared_owners(
+    owners: Mapping[str, Mapping[str | None, int]], shared: dpsharing.Sharing
+) -> dict[str, dict[str | None, int]]:
+    """Each owner's partitions of a shared resource become its replicas, under the advertised name."""
+    out: dict[str, dict[str | None, int]] = {}
+    for res, per_owner in owners.items():
+        replicas = shared.replicas.get(res, 1)
+        target = out.setdefault(shared.advertised_name(res), {})
+        for owner, k in per_owner.items():
+            target[owner] = target.get(owner, 0) + k * replicas
+    return out
 
 
 # --- the check --------------------------------------------------------------------------------
@@ -830,6 +876,19 @@ def _missing_resource(w: Workload, r: str, strategy: MigStrategy, offered: set[s
         fix = "the cluster's migStrategy is single: MIG devices are advertised as nvidia.com/gpu, ask for that"
     elif strategy is MigStrategy.NONE:
         fix = "the cluster's migStrategy is none: no MIG resource is advertised"
+    elif r.endswith(dpsharing.SHARED_SUFFIX) and dpsharing.profile_of(r) in offered:
+        # The name a device-plugin config with renameByDefault gives shared replicas of a planned profile: only the
+        # cluster's config says whether any node advertises it.
+        base = dpsharing.profile_of(r).removeprefix(MIG_RESOURCE_PREFIX)
+        return _d(
+            "MP606",
+            f"{w.title} asks for {r}, which only a node whose device-plugin config shares {base} with "
+            "renameByDefault advertises; no node of the plan is known to (the plan alone cannot tell: run with "
+            "--kubeconfig to read the cluster's device-plugin config): otherwise it stays Pending forever",
+            m,
+            line,
+            resource=r,
+        )
     else:
         near = _closest(r, offered)
         fix = ("closest offered: " + ", ".join(near)) if near else "no MIG profile is offered at all"
@@ -940,6 +999,7 @@ MAX_REPORT_BYTES = 256 * 1024 * 1024
 # Occupancy rows read from one report, all nodes together: a 5,000-node fleet of 8 GPUs writes under 300k. The
 # bound is on rows, not bytes: YAML aliases let a few KB name the same node and row lists millions of times.
 MAX_REPORT_ROWS = 1_000_000
+MAX_REPORT_NODES = 4_000_000  # YAML nodes once aliases are expanded: a 5,000-node report holds far fewer
 
 
 class ReportUnreadable(ValueError):
@@ -956,6 +1016,8 @@ def free_from_drift_report(data: bytes) -> tuple[str, dict[str, dict[str, int]]]
     if len(data) > MAX_REPORT_BYTES:
         raise ReportUnreadable(f"drift.yaml of {len(data)} bytes is larger than {MAX_REPORT_BYTES}")
     loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    if (too_much := yamlbudget.problem(data, max_nodes=MAX_REPORT_NODES)) is not None:
+        raise ReportUnreadable(f"drift.yaml cannot be read: {too_much}")
     try:
         doc = yaml.load(data, Loader=loader)
     except yaml.YAMLError as exc:

@@ -31,6 +31,7 @@ from . import fieldpaths
 from .errors import FieldError, bad_request, invalid
 from .fieldpaths import Path
 from .fieldschema import Shape
+from .kinds import NODE_INFO_FIELDS
 
 MAX_UPDATE_MANAGERS = 10  # DefaultMaxUpdateManagers
 ANCIENT_CHANGES = "ancient-changes"
@@ -54,25 +55,16 @@ STRIPPED: frozenset[Path] = frozenset(
     }
 )
 
-_NODE_INFO = (
-    "machineID",
-    "systemUUID",
-    "bootID",
-    "kernelVersion",
-    "osImage",
-    "containerRuntimeVersion",
-    "kubeletVersion",
-    "kubeProxyVersion",
-    "operatingSystem",
-    "architecture",
-)
 # Go's zero value of each kind as JSON, without metadata (stripped anyway): fields without `omitempty`, and structs,
 # which omitempty never drops (k8s.io/api types.go of each kind). A nil slice without omitempty is `null` there: a
 # value there, so the list itself is nobody's (structured-merge-diff walks null as an empty list or map).
 BASELINES: dict[str, dict[str, Any]] = {
     "nodes": {
         "spec": {},
-        "status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 0}}, "nodeInfo": dict.fromkeys(_NODE_INFO, "")},
+        "status": {
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+            "nodeInfo": dict.fromkeys(NODE_INFO_FIELDS, ""),
+        },
     },
     "pods": {"spec": {"containers": None}, "status": {}},
     "namespaces": {"spec": {}, "status": {}},

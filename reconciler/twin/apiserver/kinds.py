@@ -135,24 +135,28 @@ def validate_metadata(obj: dict[str, Any], *, label_name: bool = False, repeat: 
 # ---------------------------------------------------------------- nodes and namespaces
 
 
+# NodeSystemInfo's fields (k8s.io/api core/v1 types.go): strings without omitempty, so always serialised.
+NODE_INFO_FIELDS = (
+    "machineID",
+    "systemUUID",
+    "bootID",
+    "kernelVersion",
+    "osImage",
+    "containerRuntimeVersion",
+    "kubeletVersion",
+    "kubeProxyVersion",
+    "operatingSystem",
+    "architecture",
+)
+
+
 def default_node(obj: dict[str, Any]) -> None:
     """The NodeStatus members that are structs, not pointers: always serialised, empty when not sent."""
     obj.setdefault("spec", {})
     status = obj.setdefault("status", {})
     status.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 0}})
     info = status.setdefault("nodeInfo", {})
-    for key in (
-        "machineID",
-        "systemUUID",
-        "bootID",
-        "kernelVersion",
-        "osImage",
-        "containerRuntimeVersion",
-        "kubeletVersion",
-        "kubeProxyVersion",
-        "operatingSystem",
-        "architecture",
-    ):
+    for key in NODE_INFO_FIELDS:
         info.setdefault(key, "")
 
 

@@ -36,6 +36,7 @@ from .errors import (
     resource_not_found,
     unsupported_media_type,
 )
+from .kinds import NODE_INFO_FIELDS
 from .rbac import ServiceAccountUser
 from .resources import ResourceType
 from .selectors import parse_field_selector, parse_label_selector
@@ -825,21 +826,7 @@ class _Handler(BaseHTTPRequestHandler):
             mark["spec"] = {}
             mark["status"] = {
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
-                "nodeInfo": {
-                    k: ""
-                    for k in (
-                        "machineID",
-                        "systemUUID",
-                        "bootID",
-                        "kernelVersion",
-                        "osImage",
-                        "containerRuntimeVersion",
-                        "kubeletVersion",
-                        "kubeProxyVersion",
-                        "operatingSystem",
-                        "architecture",
-                    )
-                },
+                "nodeInfo": dict.fromkeys(NODE_INFO_FIELDS, ""),
             }
         return mark
 

@@ -1,4 +1,4 @@
-"""`ApiServerTwin`: start/stop the API server twin from Python (context manager), with the real ClusterPolicy CRD.
+"""`ApiServerTwin`: start/stop the API server twin from Python (context manager), with a ClusterPolicy CRD.
 
 Side effects: binds 127.0.0.1:<free port> and runs the HTTP server in a daemon thread until stop().
 """
@@ -26,19 +26,19 @@ from .server import RequestRecord, TwinHTTPServer
 from .store import Store
 from .workloads import ReplacementController
 
-CLUSTERPOLICY_CRD_FILE = "config_crd_bases_nvidia.com_clusterpolicies.yaml"
+CLUSTERPOLICY_CRD_FILE = "clusterpolicy-crd.yaml"
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
 def clusterpolicy_crd() -> dict[str, Any]:
-    """NVIDIA's ClusterPolicy CRD, byte-for-byte the gpu-operator v25.10.1 file shipped in reconciler/twin/data."""
+    """The ClusterPolicy CRD: our own, written from the facts of the GPU Operator's (reconciler/twin/data, header)."""
     text = resources.files("reconciler.twin").joinpath("data", CLUSTERPOLICY_CRD_FILE).read_text()
     crd: dict[str, Any] = yaml.load(text, Loader=yaml.CSafeLoader)
     return crd
 
 
 def clusterpolicy_required_spec() -> tuple[str, ...]:
-    """The spec fields NVIDIA's CRD requires of a ClusterPolicy (read from the CRD, not restated)."""
+    """The spec fields the CRD requires of a ClusterPolicy (read from the CRD, not restated)."""
     version = next(v for v in clusterpolicy_crd()["spec"]["versions"] if v.get("storage"))
     return tuple(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["required"])
 

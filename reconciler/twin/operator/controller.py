@@ -115,6 +115,30 @@ class GpuOperator:
         self.kubelet = Kubelet(api, self.cache, fleet, self.queue)
         self.scheduler = Scheduler(api, self.cache, fleet, self.kubelet)
         self.mig_manager = MigManager(api, self.cache, self.mounts, self.policy.default_mig_config, self.queue, clock)
+        self.mig_manager.on_reboot = self._node_rebooted
+
+    # ================================================================ reboots
+    def _node_rebooted(self, node: str) -> None:
+        """mig-manager ran `reboot` on the node (mig-parted reconfigure.go `Run`, WITH_REBOOT): the kubelet's graceful
+        node shutdown ends every pod on it (kubernetes pkg/kubelet/nodeshutdown nodeshutdown_manager_linux.go: phase
+        Failed, reason `Terminated`, message `Pod was terminated in response to imminent node shutdown.`) and their
+        devices are freed. [assumption] DaemonSet pods (the operator's operands) are left Running: their controller
+        brings them back after the reboot, which the twin does not replay."""
+        for info in self.cache.pods_on(node):
+            obj = self.api.get("pods", info.name, info.namespace)
+            owners = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+            if any(o.get("kind") == "DaemonSet" for o in owners) or info.phase in ("Succeeded", "Failed"):
+                continue
+            self.kubelet.release(info.key)
+            self.api.patch_pod_status(
+                info.name,
+                info.namespace,
+                {
+                    "phase": "Failed",
+                    "reason": "Terminated",
+                    "message": "Pod was terminated in response to imminent node shutdown.",
+                },
+            )
 
     # ================================================================ lifecycle
     def load_caches(self) -> None:

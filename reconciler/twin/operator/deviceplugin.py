@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reconciler.twin.gpus import TwinGpu
+from reconciler.twin.operator.sharing import ConfigError, Replicated
 
-__all__ = ["Advertised", "Unit", "device_id", "evaluate", "resource_for_profile"]
+__all__ = ["Advertised", "Unit", "config_failure", "device_id", "evaluate", "replicate", "resource_for_profile"]
 
 GPU_RESOURCE = "nvidia.com/gpu"
 STRATEGIES = ("none", "single", "mixed")
@@ -39,6 +40,17 @@ _OUTER = (
 )
 # main.go start → startPlugins → validateFlags
 _FLAGS = "error starting plugins: unable to validate flags: "
+# main.go start → startPlugins → loadConfig → spec.NewConfig → parseConfig
+_LOAD = (
+    "error starting plugins: unable to load config: unable to finalize config: unable to parse config file: "
+    "error parsing config file: "
+)
+# main.go start → startPlugins → GetPlugins → plugin.New → devicePluginForResource → getMPSOptions
+_MPS_MIG = (
+    "error starting plugins: error getting plugins: unable to create plugins: failed to create plugin: "
+    "sharing using MPS is not supported for MIG devices"
+)
+_MPS_MIXED = "using --mig-strategy=mixed is not supported with MPS"
 # devicelib.VisitMigDevices → devicelib.VisitDevices → device.VisitMigDevices → the closure: what a check
 # run inside VisitMigDevices is wrapped in.
 _VISIT_MIG = (
@@ -61,6 +73,7 @@ class Unit:
     gpu_index: int
     gi_id: int | None = None
     ci_id: int | None = None
+    replica: int | None = None  # the i of `<id>::<i>` when the config shares the device (sharing.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,13 +95,18 @@ def device_id(gpu: TwinGpu, unit: Unit) -> str | None:
     `internal/rm/devices.go` `BuildDevice`: `dev.ID = uuid`, the device's NVML UUID — `nvmlDevice.GetUUID` for a
     whole GPU (`GPU-…`), `nvmlMigDevice.GetUUID` (NVML's UUID of the MIG device handle, `MIG-…`) for a MIG
     device (`internal/rm/nvml_devices.go`), under every strategy: the strategy only decides which units exist
-    and under which resource name (`evaluate`). Replicas (`<id>::<n>`, `NewAnnotatedID`) come only with
-    time-slicing/MPS sharing, which the twin does not model. None when the unit no longer exists."""
+    and under which resource name (`evaluate`). A replica of a shared device is `<id>::<i>`
+    (`internal/rm/device_map.go` `NewAnnotatedID`, `updateDeviceMapWithReplicas`). None when the unit no longer
+    exists."""
     if unit.gi_id is None:
-        return gpu.uuid
-    gi = gpu.gpu_instances.get(unit.gi_id)
-    ci = gi.compute_instances.get(unit.ci_id or 0) if gi is not None else None
-    return ci.uuid if ci is not None else None
+        base: str | None = gpu.uuid
+    else:
+        gi = gpu.gpu_instances.get(unit.gi_id)
+        ci = gi.compute_instances.get(unit.ci_id or 0) if gi is not None else None
+        base = ci.uuid if ci is not None else None
+    if base is None or unit.replica is None:
+        return base
+    return f"{base}::{unit.replica}"
 
 
 def resource_for_profile(profile: str) -> str:
@@ -153,3 +171,34 @@ def evaluate(gpus: Sequence[TwinGpu], strategy: str) -> Advertised:
     by_res: dict[str, list[Unit]] = {GPU_RESOURCE: whole}
     by_res.update(mig)  # deviceMap.merge(migDeviceMap)
     return _registered(strategy, by_res, warnings)
+
+
+def config_failure(strategy: str, error: ConfigError) -> Advertised:
+    """The plugin exits at loadConfig: nothing is advertised."""
+    return _fail(strategy, _LOAD + str(error))
+
+
+def replicate(adv: Advertised, sharing: Replicated) -> Advertised:
+    """`updateDeviceMapWithReplicas` on what `evaluate` built: each replicated resource's units become `replicas`
+    annotated units under its rename (a name listed twice: the replicas are keyed by `<id>::<i>`, so the larger count
+    stands); other resources are copied. MPS is refused with the mixed strategy (`validateFlags`, checked before any
+    device is read) and on any MIG device (`getMPSOptions`)."""
+    if not adv.ok or sharing.strategy == "none":
+        return adv
+    if sharing.strategy == "mps":
+        if adv.strategy == "mixed":
+            return _fail(adv.strategy, _FLAGS + _MPS_MIXED)
+        if any(u.gi_id is not None for units in adv.units.values() for u in units):
+            return _fail(adv.strategy, _MPS_MIG)
+    names = {name for name, _, _ in sharing.resources}
+    out: dict[str, dict[Unit, None]] = {r: dict.fromkeys(us) for r, us in adv.units.items() if r not in names}
+    for name, replicas, rename in sharing.resources:
+        units = adv.units.get(name, ())
+        if not units:
+            continue  # "Skip any resources not matched in oDevices"
+        target = out.setdefault(rename or name, {})
+        for u in units:
+            for i in range(replicas):
+                target[Unit(u.gpu_index, u.gi_id, u.ci_id, i)] = None
+    kept = {r: tuple(us) for r, us in out.items() if us}
+    return Advertised(adv.strategy, {r: len(us) for r, us in kept.items()}, kept, warnings=adv.warnings)

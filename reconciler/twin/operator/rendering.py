@@ -60,6 +60,16 @@ def render_device_plugin_template(template: Mapping[str, Any], cp: Mapping[str, 
         env += _strategy_env(cp)
         if cfg_name:
             env.append({"name": "CONFIG_FILE", "value": "/config/config.yaml"})
+        # TransformDevicePlugin applies spec.devicePlugin.env after applyMIGConfiguration, each entry through
+        # setContainerEnv (replace the value of a same-named entry, else append): its MIG_STRATEGY wins.
+        for e in ((cp.get("spec") or {}).get("devicePlugin") or {}).get("env") or []:
+            if not isinstance(e, Mapping) or not isinstance(e.get("name"), str):
+                continue
+            same = [x for x in env if x.get("name") == e["name"]]
+            if same:
+                same[0]["value"] = str(e.get("value", ""))
+            else:
+                env.append({"name": e["name"], "value": str(e.get("value", ""))})
         c["env"] = env
     volumes = [v for v in spec.get("volumes") or [] if v.get("name") != "available-configs"]
     if cfg_name:
@@ -72,6 +82,8 @@ def render_device_plugin_template(template: Mapping[str, Any], cp: Mapping[str, 
                     {"name": "NODE_LABEL", "value": DP_CONFIG_LABEL},
                     {"name": "DEFAULT_CONFIG", "value": str(dp_cfg.get("default") or "")},
                     {"name": "SIGNAL", "value": "1"},
+                    # object_controls.go TransformDevicePlugin: setContainerEnv(..., "FALLBACK_STRATEGIES", "empty")
+                    {"name": "FALLBACK_STRATEGIES", "value": "empty"},
                 ],
             }
         )

@@ -1,5 +1,6 @@
-"""reconciler.logic.adoption.adopt (issue 14): sources per GPU, NVIDIA's default config with its device filters, hostile
-values from the cluster, and --from-mig-parted over NVIDIA's own files. Every written root is validated."""
+"""reconciler.logic.adoption.adopt (issue 14): sources per GPU, an operator-style default config with its device
+filters, hostile values from the cluster, and --from-mig-parted over configs in NVIDIA's shapes (our own, under
+tests/fixtures/migparted/accepted/). Every written root is validated."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ from reconciler.logic.planning.agentplan import ObservedGpu, ObservedInstance
 from reconciler.model.inventory import Placement
 from reconciler.model.observed import ContainerResources, ObservedNode, ObservedPod
 
-NVIDIA = Path(__file__).parents[2] / "fixtures" / "planning" / "nvidia"
+ACCEPTED = Path(__file__).parents[2] / "fixtures" / "migparted" / "accepted"
 CATALOG = load_catalog()
 CLUSTER = ClusterFacts("c1", "mixed", "gpu-operator", "cluster-policy", "nvidia-device-plugin-daemonset", "migplan-cm")
 
 
 def _default_config() -> ConfigSource:
-    cm = yaml.safe_load((NVIDIA / "assets_state-mig-manager_0400_configmap.yaml").read_text())
+    cm = yaml.safe_load((ACCEPTED / "operator-configmap.yaml").read_text())
     return parse_configs("ConfigMap gpu-operator/default-mig-parted-config", cm["data"]["config.yaml"])
 
 
@@ -119,13 +120,15 @@ def test_hostile_values_from_the_cluster_never_reach_a_path_or_break_the_yaml() 
 
 
 def test_from_mig_parted_turns_nvidia_files_into_layouts_that_validate() -> None:
-    cm = yaml.safe_load((NVIDIA / "assets_state-mig-manager_0400_configmap.yaml").read_text())
+    cm = yaml.safe_load((ACCEPTED / "operator-configmap.yaml").read_text())
     files = layouts_from_mig_parted(cm["data"]["config.yaml"], CATALOG, config="all-balanced")
     assert "layouts/all-balanced-rtx-pro-6000-96gb.yaml" in files and "layouts/all-balanced-b300-288gb.yaml" in files
-    assert len(files) == 13  # one per device group and model (H200 SXM and NVL are one model)
+    # one per device group and model: H200 SXM and NVL are one model, the H100/A100 80GB group is two
+    assert "layouts/all-balanced-h100-80gb.yaml" in files and "layouts/all-balanced-a100-80gb.yaml" in files
+    assert len(files) == 9
     root = {"cluster.yaml": "apiVersion: migplan/v1\nkind: Cluster\nspec: {migStrategy: mixed}\n", **files}
     assert [c for c, _, _ in _validate(root) if c != "MP312"] == []
-    default = (NVIDIA / "deployments_systemd_config-default.yaml").read_text()
+    default = (ACCEPTED / "systemd-config.yaml").read_text()
     assert layouts_from_mig_parted(default, CATALOG, config="all-1g.10gb")
     with pytest.raises(AdoptError) as no_model:
         layouts_from_mig_parted(cm["data"]["config.yaml"], CATALOG, config="all-3g.71gb")
@@ -181,3 +184,23 @@ def test_single_strategy_gpu_count_is_mig_devices() -> None:
     assert [(g.source, len(g.partitions)) for g in guess.gpus] == [("resources", 7), ("resources", 7)]
     files = render_inventory(import_cluster([facts], _default_config(), CATALOG), CLUSTER)
     assert "counts only" in files["nodes/s.yaml"] and _validate(files) == []
+
+
+def test_a_gb200_that_names_its_profiles_the_early_way_is_adopted_in_its_own_names() -> None:
+    """Issue 26 item 5: an early GB200 advertises nvidia.com/mig-1g.24gb; the adopted plan keeps the node's names
+    (the catalog's 1g.23gb would be a name this node's driver does not know), and it validates."""
+    labels = {"nvidia.com/gpu.product": "NVIDIA-GB200", "nvidia.com/gpu.count": "1"}
+    advertised = {"nvidia.com/mig-1g.24gb": 2, "nvidia.com/mig-1g.24gb.me": 1, "nvidia.com/mig-3g.95gb": 1}
+    facts = NodeFacts(ObservedNode(name="gb", labels=labels, allocatable=advertised))
+    imported = import_cluster([facts], _default_config(), CATALOG)
+    [node] = imported.nodes
+    assert sorted(p for p, _ in node.gpus[0].partitions) == ["1g.24gb", "1g.24gb", "1g.24gb+me", "3g.95gb"]
+    assert not [p for p in imported.problems if p.code == "MP585"]
+    single = {"nvidia.com/gpu.product": "NVIDIA-GB200-MIG-1g.24gb", "nvidia.com/gpu.count": "7"}
+    [one] = import_cluster(
+        [NodeFacts(ObservedNode("s", single, allocatable={"nvidia.com/gpu": 7}))], _default_config(), CATALOG
+    ).nodes
+    assert [p for p, _ in one.gpus[0].partitions] == ["1g.24gb"] * 7
+    files = render_inventory(imported, CLUSTER)
+    # MP312 (warning): GB200 placements are unpublished, checked on slice counts only
+    assert [d for d in _validate(files) if d[0] != "MP312"] == []

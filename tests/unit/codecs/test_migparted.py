@@ -1,4 +1,4 @@
-"""mig-parted v1 rendering: parses like NVIDIA's own files, round-trips through a strict reader."""
+"""mig-parted v1 rendering: parses configs shaped like NVIDIA's, round-trips through a strict reader."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 from reconciler.logic.codecs import migparted
 from reconciler.model.inventory import ClusterSpec, DesiredState, GpuSpec, MigStrategy, NodeSpec, Partition
 
-# Byte copies of NVIDIA's own files (see SOURCES.md there).
-NVIDIA = Path(__file__).parents[2] / "fixtures" / "planning" / "nvidia"
+# Our own configs in the shapes NVIDIA ships (README.md there): ConfigMap-wrapped, device filters, `all-*`.
+ACCEPTED = Path(__file__).parents[2] / "fixtures" / "migparted" / "accepted"
 
 
-def _nvidia_texts() -> list[tuple[str, str]]:
+def _accepted_texts() -> list[tuple[str, str]]:
     out = []
-    for p in sorted(NVIDIA.glob("*.yaml")):
+    for p in sorted(ACCEPTED.glob("*.yaml")):
         doc = yaml.safe_load(p.read_text())
         text = doc["data"]["config.yaml"] if doc.get("kind") == "ConfigMap" else p.read_text()
         out.append((p.name, text))
@@ -46,8 +46,8 @@ def desired(nodes: dict[str, tuple[GpuSpec, ...]]) -> DesiredState:
 BALANCED = ("3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb")
 
 
-@pytest.mark.parametrize("name,text", _nvidia_texts(), ids=lambda x: x if x.endswith(".yaml") else "")
-def test_strict_reader_accepts_nvidia_files(name: str, text: str) -> None:
+@pytest.mark.parametrize("name,text", _accepted_texts(), ids=lambda x: x if x.endswith(".yaml") else "")
+def test_strict_reader_accepts_nvidias_shapes(name: str, text: str) -> None:
     configs = migparted.parse_strict(text)
     assert configs
     assert any(e.mig_enabled is False for entries in configs.values() for e in entries)

@@ -14,10 +14,12 @@ import pytest
 
 from reconciler import sourcing
 from reconciler.adapters.git.source import GitFailure, GitRemote, Snapshot
-from reconciler.model.inventory import InventoryFiles
+from reconciler.model.errors import MigplanError
+from reconciler.model.inventory import InventoryFiles, VerifyMode, VerifySettings
 from reconciler.model.revisions import Revision
 
 CLUSTER = "apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: t}\nspec:\n  migStrategy: mixed\n"
+OPERATOR = VerifySettings(VerifyMode.HEAD, ("ops@example.com ssh-ed25519 AAAAC3Nza",))
 SIGNED = CLUSTER + "  verify: {mode: head, allowedSigners: ['ops@example.com ssh-ed25519 AAAAC3Nza']}\n"
 
 
@@ -37,6 +39,7 @@ class FakeGit:
         self.signatures: dict[str, tuple[bytes, bytes]] = {}
         self.branches: dict[str, str] = {}
         self.pins: dict[str, str] = {}
+        self.parents: dict[str, str | None] = {}
         self.down = False
         self.reads = 0
 
@@ -44,6 +47,7 @@ class FakeGit:
         data = {p: b.encode() for p, b in files.items()}
         sha = hashlib.sha1(repr((sorted(data.items()), len(self.commits))).encode()).hexdigest()
         self.commits[sha] = data
+        self.parents[sha] = self.branches.get(branch)
         self.branches[branch] = sha
         return sha
 
@@ -81,6 +85,14 @@ class FakeGit:
 
     def has_commit(self, sha: str) -> bool:
         return sha in self.commits
+
+    def descends_from(self, sha: str, ancestor: str) -> bool:
+        at: str | None = sha
+        while at is not None:
+            if at == ancestor:
+                return True
+            at = self.parents.get(at)
+        return False
 
 
 def source(git: FakeGit, cache: Path, **kw: object) -> sourcing.InventorySource:
@@ -191,12 +203,74 @@ def test_a_damaged_state_file_is_said_once_and_the_head_validated_afresh(tmp_pat
     assert ok in state.read_text()  # the next save repaired it
 
 
-def test_an_unsigned_head_is_refused_when_verification_is_on(tmp_path: Path) -> None:
+def test_an_unsigned_head_is_refused_when_the_operator_requires_signatures(tmp_path: Path) -> None:
     git = FakeGit()
-    git.commit(good(**{"cluster.yaml": SIGNED}))
-    src = source(git, tmp_path)
+    git.commit(good())
+    src = source(git, tmp_path, verify=OPERATOR)
     r = src.cycle()
     assert r.desired is None and r.refused is not None and r.refused.code == "MP710"
+
+
+def test_a_revision_cannot_require_signatures_the_operator_does_not_enforce(tmp_path: Path) -> None:
+    # spec.verify in the repository is not where trust is set: asking for it there is refused, not ignored
+    git = FakeGit()
+    git.commit(good(**{"cluster.yaml": SIGNED}))
+    r = source(git, tmp_path).cycle()
+    assert r.desired is None and r.refused is not None and r.refused.code == "MP952"
+    assert "verify_mode: head" in r.refused.reason
+
+
+def test_a_revision_changing_spec_verify_needs_a_key_of_the_operator(tmp_path: Path) -> None:
+    git = FakeGit()
+    ok = git.commit(good())
+    src = source(git, tmp_path)
+    assert src.cycle().changed
+    relaxed = git.commit(good(**{"cluster.yaml": CLUSTER + "  verify: {mode: none, allowedSigners: ['x y z']}\n"}))
+    r = src.cycle()
+    assert r.refused is not None and r.refused.code == "MP950" and r.refused.revision.sha == relaxed
+    assert "trust no key" in r.refused.reason
+    assert r.revision is not None and r.revision.sha == ok
+
+
+def test_a_head_that_does_not_descend_from_the_record_is_refused(tmp_path: Path) -> None:
+    git = FakeGit()
+    old = git.commit(good())
+    src = source(git, tmp_path)
+    src.cycle()
+    newer = git.commit(good(2))
+    assert src.cycle().revision == sha_rev(newer)
+    git.branches["main"] = old  # force-push back
+    r = source(git, tmp_path).cycle()  # a restart: the record (not the memory) refuses it
+    assert r.refused is not None and r.refused.code == "MP951" and r.refused.revision.sha == old
+    assert r.revision is not None and r.revision.sha == newer
+    assert f"allow_rewind_to: {old}" in r.refused.reason
+    allowed = source(git, tmp_path, allow_rewind_to=old).cycle()
+    assert allowed.refused is None and allowed.revision is not None and allowed.revision.sha == old
+
+
+def sha_rev(sha: str) -> Revision:
+    return Revision(ref="main", sha=sha)
+
+
+class BrokenStore:
+    strict = True
+
+    def describe(self) -> str:
+        return "ConfigMap migplan/t"
+
+    def load(self) -> object:
+        raise MigplanError("HTTP 503: " + "x" * 100_000, code="MP851")
+
+    def save(self, record: object) -> None:
+        raise AssertionError("never saved when it cannot be read")
+
+
+def test_a_record_that_cannot_be_read_applies_nothing(tmp_path: Path) -> None:
+    git = FakeGit()
+    git.commit(good())
+    r = source(git, tmp_path, trust_store=BrokenStore()).cycle()
+    assert r.desired is None and r.source_error is not None and r.source_error.code == "MP953"
+    assert len(r.source_error.message) < 500  # the API's answer is cut, never echoed whole
 
 
 @pytest.mark.parametrize("bad", [GitFailure("MP702", "credentials refused"), GitFailure("MP703", "host key")])

@@ -138,3 +138,23 @@ def test_http_webhook_health_and_metrics(
     assert 'migplan_drift_findings{code="MP401"} 2.0' in page
     assert 'migplan_partitions{node="gpu-h200-01",profile="1g.18gb",state="free"} 1.0' in page
     assert "migplan_reconcile_duration_seconds_bucket" in page
+
+
+def test_a_signed_deeply_nested_push_is_answered_400_counted_and_logged(
+    server: tuple[ControllerHttp, list[str], ControllerMetrics, dict[str, bool]], caplog: pytest.LogCaptureFixture
+) -> None:
+    # issue 25 item 6: the parser's recursion limit used to kill the handler (no answer, no metric, no log)
+    srv, pushes, _metrics, _ = server
+    deep = b"[" * 30_000 + b"]" * 30_000
+    with caplog.at_level("INFO", logger="migplan.http"):
+        status, text = call(srv.port, "/webhook", deep, {"X-GitHub-Event": "push", "X-Hub-Signature-256": gh_sig(deep)})
+    assert status == 400 and b"nested too deeply" in text and pushes == []
+    page = call(srv.port, "/metrics")[1].decode()
+    assert 'migplan_webhook_requests_total{outcome="rejected",provider="github"} 1.0' in page
+    assert any("nested too deeply" in r.getMessage() for r in caplog.records)
+
+
+def test_verify_answers_deep_json_without_raising() -> None:
+    deep = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
+    verdict = verify({"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": SECRET}, deep, secret=SECRET, branch="main")
+    assert verdict.status == 400 and not verdict.trigger

@@ -126,10 +126,20 @@ def test_each_reference_table_holds_one_family() -> None:
 
 
 def test_traits_belong_to_their_family_and_the_in_progress_set_is_one() -> None:
-    finding_traits = ~(codes.Trait.REMOTE)
+    # The traits of other families than the findings', each with the family it belongs to.
+    elsewhere = {
+        codes.Trait.REMOTE: codes.Family.GIT,
+        codes.Trait.NO_ROOT: codes.Family.GIT,
+        codes.Trait.UNPARSED: codes.Family.WORKLOAD,
+        codes.Trait.UNKNOWN_MODEL: codes.Family.IMPORT,
+    }
+    finding_traits = ~(codes.Trait.REMOTE | codes.Trait.NO_ROOT | codes.Trait.UNPARSED | codes.Trait.UNKNOWN_MODEL)
     traited = [c for c in codes.DECLARED if c.traits & finding_traits]
     assert traited and all(c.family is codes.Family.FINDING for c in traited)
     assert all(c.family is codes.Family.GIT for c in codes.DECLARED if c.traits & codes.Trait.REMOTE)
+    for trait, home in elsewhere.items():
+        carriers = [c for c in codes.DECLARED if c.traits & trait]
+        assert carriers and all(c.family is home for c in carriers), trait
     assert {"MP509", "MP521", "MP536"} <= codes.IN_PROGRESS_CODES
     from reconciler.controller import signals
     from reconciler.logic.drift import drift

@@ -202,6 +202,16 @@ def test_observer_findings_silent_version_incomplete_unknown() -> None:
         assert f.severity is drift.FINDING_CODES[f.code][0]
 
 
+def test_an_observation_dated_in_the_future_is_data_not_freshness() -> None:
+    # issue 25: a stamp a year ahead (a skewed node clock, a hand-written annotation) kept a dead observer's facts
+    # in use for a year; a little skew (within the silence window) is tolerated
+    ahead = _node(_obs(_gpu(0), at=NOW + timedelta(days=365)))
+    assert not observation.usable(ahead, now=NOW)
+    (f,) = observation.observer_findings("gpu-a", ahead, now=NOW)
+    assert f.code == "MP543" and "in the future" in f.message and "525600 min" in f.message
+    assert observation.usable(_node(_obs(_gpu(0), at=NOW + observation.SILENT_AFTER)), now=NOW)
+
+
 # --- the guard ----------------------------------------------------------------------------------------
 
 

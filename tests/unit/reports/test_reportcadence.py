@@ -76,14 +76,14 @@ def test_occupancy_changes_only_the_content_digest() -> None:
         (OCCUPANCY, BASE, T0, T0 + 2 * TEN, TEN, Cadence(True, "occupancy changed; minimum interval passed")),
         # minInterval 0: every change commits
         (OCCUPANCY, BASE, T0, T0, timedelta(0), Cadence(True, "occupancy changed (no minimum interval)")),
-        # a tip stamped in the future (skewed clock) holds at most one interval from now
+        # a tip stamped in the future (someone else's commit, a skewed clock) is data, not a hold (issue 25)
         (
             OCCUPANCY,
             BASE,
             T0 + timedelta(days=365),
             T0,
             TEN,
-            Cadence(False, "occupancy only; held until the minimum interval has passed", held_until=T0 + TEN),
+            Cadence(True, "occupancy changed; the last report commit is dated 31536000 s in the future: not a hold"),
         ),
     ],
 )
@@ -182,3 +182,14 @@ def test_owner_holdings_and_observed_holders_are_occupancy_not_status() -> None:
     replanned["owners"][0]["reserved"] = 3
     assert rc.digests(recut, {}, {}).status != a.status
     assert rc.digests(replanned, {}, {}).status != a.status
+
+
+def test_a_future_dated_tip_never_holds_occupancy_across_cycles() -> None:
+    # Cycle after cycle the tip stays dated a year ahead (nobody else rewrites it): before issue 25 every one of
+    # these cycles was held ("until now + interval", recomputed each time), so the update was never committed.
+    tip = T0 + timedelta(days=365)
+    held = [
+        rc.decide(new=OCCUPANCY, last=BASE, last_commit_at=tip, now=T0 + i * TEN, min_interval=TEN).commit
+        for i in range(5)
+    ]
+    assert held == [True] * 5

@@ -1,1 +1,1 @@
-"""PodResources v1: api.proto vendored from Kubernetes, api_pb2*.py generated from it (README.md)."""
+"""PodResources v1: api.proto written here from the kubelet's wire contract, api_pb2*.py generated from it."""

@@ -24,44 +24,37 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/reconciler/kubeletapi/podresources/v1/api.proto\x12\x02v1\"\x1d\n\x1b\x41llocatableResourcesRequest\"{\n\x1c\x41llocatableResourcesResponse\x12%\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x14.v1.ContainerDevices\x12\x0f\n\x07\x63pu_ids\x18\x02 \x03(\x03\x12#\n\x06memory\x18\x03 \x03(\x0b\x32\x13.v1.ContainerMemory\"\x19\n\x17ListPodResourcesRequest\"C\n\x18ListPodResourcesResponse\x12\'\n\rpod_resources\x18\x01 \x03(\x0b\x32\x10.v1.PodResources\"[\n\x0cPodResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12*\n\ncontainers\x18\x03 \x03(\x0b\x32\x16.v1.ContainerResources\"\xaf\x01\n\x12\x43ontainerResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x07\x64\x65vices\x18\x02 \x03(\x0b\x32\x14.v1.ContainerDevices\x12\x0f\n\x07\x63pu_ids\x18\x03 \x03(\x03\x12#\n\x06memory\x18\x04 \x03(\x0b\x32\x13.v1.ContainerMemory\x12.\n\x11\x64ynamic_resources\x18\x05 \x03(\x0b\x32\x13.v1.DynamicResource\"X\n\x0f\x43ontainerMemory\x12\x13\n\x0bmemory_type\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\"\n\x08topology\x18\x03 \x01(\x0b\x32\x10.v1.TopologyInfo\"a\n\x10\x43ontainerDevices\x12\x15\n\rresource_name\x18\x01 \x01(\t\x12\x12\n\ndevice_ids\x18\x02 \x03(\t\x12\"\n\x08topology\x18\x03 \x01(\x0b\x32\x10.v1.TopologyInfo\"+\n\x0cTopologyInfo\x12\x1b\n\x05nodes\x18\x01 \x03(\x0b\x32\x0c.v1.NUMANode\"\x16\n\x08NUMANode\x12\n\n\x02ID\x18\x01 \x01(\x03\"j\n\x0f\x44ynamicResource\x12\x12\n\nclaim_name\x18\x02 \x01(\t\x12\x17\n\x0f\x63laim_namespace\x18\x03 \x01(\t\x12*\n\x0f\x63laim_resources\x18\x04 \x03(\x0b\x32\x11.v1.ClaimResource\"p\n\rClaimResource\x12\"\n\x0b\x63\x64i_devices\x18\x01 \x03(\x0b\x32\r.v1.CDIDevice\x12\x13\n\x0b\x64river_name\x18\x02 \x01(\t\x12\x11\n\tpool_name\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65vice_name\x18\x04 \x01(\t\"\x19\n\tCDIDevice\x12\x0c\n\x04name\x18\x01 \x01(\t\"A\n\x16GetPodResourcesRequest\x12\x10\n\x08pod_name\x18\x01 \x01(\t\x12\x15\n\rpod_namespace\x18\x02 \x01(\t\"B\n\x17GetPodResourcesResponse\x12\'\n\rpod_resources\x18\x01 \x01(\x0b\x32\x10.v1.PodResources2\xfb\x01\n\x12PodResourcesLister\x12\x43\n\x04List\x12\x1b.v1.ListPodResourcesRequest\x1a\x1c.v1.ListPodResourcesResponse\"\x00\x12^\n\x17GetAllocatableResources\x12\x1f.v1.AllocatableResourcesRequest\x1a .v1.AllocatableResourcesResponse\"\x00\x12@\n\x03Get\x12\x1a.v1.GetPodResourcesRequest\x1a\x1b.v1.GetPodResourcesResponse\"\x00\x42)Z\'k8s.io/kubelet/pkg/apis/podresources/v1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/reconciler/kubeletapi/podresources/v1/api.proto\x12\x02v1\"\x19\n\x17ListPodResourcesRequest\"C\n\x18ListPodResourcesResponse\x12\'\n\rpod_resources\x18\x01 \x03(\x0b\x32\x10.v1.PodResources\"\x1d\n\x1b\x41llocatableResourcesRequest\"Q\n\x1c\x41llocatableResourcesResponse\x12%\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x14.v1.ContainerDevicesJ\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04\"A\n\x16GetPodResourcesRequest\x12\x10\n\x08pod_name\x18\x01 \x01(\t\x12\x15\n\rpod_namespace\x18\x02 \x01(\t\"B\n\x17GetPodResourcesResponse\x12\'\n\rpod_resources\x18\x01 \x01(\x0b\x32\x10.v1.PodResources\"[\n\x0cPodResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12*\n\ncontainers\x18\x03 \x03(\x0b\x32\x16.v1.ContainerResources\"\x85\x01\n\x12\x43ontainerResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x07\x64\x65vices\x18\x02 \x03(\x0b\x32\x14.v1.ContainerDevices\x12.\n\x11\x64ynamic_resources\x18\x05 \x03(\x0b\x32\x13.v1.DynamicResourceJ\x04\x08\x03\x10\x04J\x04\x08\x04\x10\x05\"C\n\x10\x43ontainerDevices\x12\x15\n\rresource_name\x18\x01 \x01(\t\x12\x12\n\ndevice_ids\x18\x02 \x03(\tJ\x04\x08\x03\x10\x04\"p\n\x0f\x44ynamicResource\x12\x12\n\nclaim_name\x18\x02 \x01(\t\x12\x17\n\x0f\x63laim_namespace\x18\x03 \x01(\t\x12*\n\x0f\x63laim_resources\x18\x04 \x03(\x0b\x32\x11.v1.ClaimResourceJ\x04\x08\x01\x10\x02\"p\n\rClaimResource\x12\"\n\x0b\x63\x64i_devices\x18\x01 \x03(\x0b\x32\r.v1.CDIDevice\x12\x13\n\x0b\x64river_name\x18\x02 \x01(\t\x12\x11\n\tpool_name\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65vice_name\x18\x04 \x01(\t\"\x19\n\tCDIDevice\x12\x0c\n\x04name\x18\x01 \x01(\t2\xfb\x01\n\x12PodResourcesLister\x12\x43\n\x04List\x12\x1b.v1.ListPodResourcesRequest\x1a\x1c.v1.ListPodResourcesResponse\"\x00\x12^\n\x17GetAllocatableResources\x12\x1f.v1.AllocatableResourcesRequest\x1a .v1.AllocatableResourcesResponse\"\x00\x12@\n\x03Get\x12\x1a.v1.GetPodResourcesRequest\x1a\x1b.v1.GetPodResourcesResponse\"\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'reconciler.kubeletapi.podresources.v1.api_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  _globals['DESCRIPTOR']._loaded_options = None
-  _globals['DESCRIPTOR']._serialized_options = b'Z\'k8s.io/kubelet/pkg/apis/podresources/v1'
-  _globals['_ALLOCATABLERESOURCESREQUEST']._serialized_start=55
-  _globals['_ALLOCATABLERESOURCESREQUEST']._serialized_end=84
-  _globals['_ALLOCATABLERESOURCESRESPONSE']._serialized_start=86
-  _globals['_ALLOCATABLERESOURCESRESPONSE']._serialized_end=209
-  _globals['_LISTPODRESOURCESREQUEST']._serialized_start=211
-  _globals['_LISTPODRESOURCESREQUEST']._serialized_end=236
-  _globals['_LISTPODRESOURCESRESPONSE']._serialized_start=238
-  _globals['_LISTPODRESOURCESRESPONSE']._serialized_end=305
-  _globals['_PODRESOURCES']._serialized_start=307
-  _globals['_PODRESOURCES']._serialized_end=398
-  _globals['_CONTAINERRESOURCES']._serialized_start=401
-  _globals['_CONTAINERRESOURCES']._serialized_end=576
-  _globals['_CONTAINERMEMORY']._serialized_start=578
-  _globals['_CONTAINERMEMORY']._serialized_end=666
-  _globals['_CONTAINERDEVICES']._serialized_start=668
-  _globals['_CONTAINERDEVICES']._serialized_end=765
-  _globals['_TOPOLOGYINFO']._serialized_start=767
-  _globals['_TOPOLOGYINFO']._serialized_end=810
-  _globals['_NUMANODE']._serialized_start=812
-  _globals['_NUMANODE']._serialized_end=834
-  _globals['_DYNAMICRESOURCE']._serialized_start=836
-  _globals['_DYNAMICRESOURCE']._serialized_end=942
-  _globals['_CLAIMRESOURCE']._serialized_start=944
-  _globals['_CLAIMRESOURCE']._serialized_end=1056
-  _globals['_CDIDEVICE']._serialized_start=1058
-  _globals['_CDIDEVICE']._serialized_end=1083
-  _globals['_GETPODRESOURCESREQUEST']._serialized_start=1085
-  _globals['_GETPODRESOURCESREQUEST']._serialized_end=1150
-  _globals['_GETPODRESOURCESRESPONSE']._serialized_start=1152
-  _globals['_GETPODRESOURCESRESPONSE']._serialized_end=1218
-  _globals['_PODRESOURCESLISTER']._serialized_start=1221
-  _globals['_PODRESOURCESLISTER']._serialized_end=1472
+  DESCRIPTOR._loaded_options = None
+  _globals['_LISTPODRESOURCESREQUEST']._serialized_start=55
+  _globals['_LISTPODRESOURCESREQUEST']._serialized_end=80
+  _globals['_LISTPODRESOURCESRESPONSE']._serialized_start=82
+  _globals['_LISTPODRESOURCESRESPONSE']._serialized_end=149
+  _globals['_ALLOCATABLERESOURCESREQUEST']._serialized_start=151
+  _globals['_ALLOCATABLERESOURCESREQUEST']._serialized_end=180
+  _globals['_ALLOCATABLERESOURCESRESPONSE']._serialized_start=182
+  _globals['_ALLOCATABLERESOURCESRESPONSE']._serialized_end=263
+  _globals['_GETPODRESOURCESREQUEST']._serialized_start=265
+  _globals['_GETPODRESOURCESREQUEST']._serialized_end=330
+  _globals['_GETPODRESOURCESRESPONSE']._serialized_start=332
+  _globals['_GETPODRESOURCESRESPONSE']._serialized_end=398
+  _globals['_PODRESOURCES']._serialized_start=400
+  _globals['_PODRESOURCES']._serialized_end=491
+  _globals['_CONTAINERRESOURCES']._serialized_start=494
+  _globals['_CONTAINERRESOURCES']._serialized_end=627
+  _globals['_CONTAINERDEVICES']._serialized_start=629
+  _globals['_CONTAINERDEVICES']._serialized_end=696
+  _globals['_DYNAMICRESOURCE']._serialized_start=698
+  _globals['_DYNAMICRESOURCE']._serialized_end=810
+  _globals['_CLAIMRESOURCE']._serialized_start=812
+  _globals['_CLAIMRESOURCE']._serialized_end=924
+  _globals['_CDIDEVICE']._serialized_start=926
+  _globals['_CDIDEVICE']._serialized_end=951
+  _globals['_PODRESOURCESLISTER']._serialized_start=954
+  _globals['_PODRESOURCESLISTER']._serialized_end=1205
 # @@protoc_insertion_point(module_scope)

@@ -26,8 +26,7 @@ if _version_not_supported:
 
 
 class PodResourcesListerStub:
-    """PodResourcesLister is a service provided by the kubelet that provides information about the
-    node resources consumed by pods and containers on the node
+    """Served by the kubelet on unix:///var/lib/kubelet/pod-resources/kubelet.sock.
     """
 
     def __init__(self, channel):
@@ -54,24 +53,26 @@ class PodResourcesListerStub:
 
 
 class PodResourcesListerServicer:
-    """PodResourcesLister is a service provided by the kubelet that provides information about the
-    node resources consumed by pods and containers on the node
+    """Served by the kubelet on unix:///var/lib/kubelet/pod-resources/kubelet.sock.
     """
 
     def List(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every pod on the node with the devices its containers hold (migplan: who holds a MIG device).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetAllocatableResources(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every device the kubelet knows, held or not (the twin serves it; migplan does not call it yet).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Get(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One pod, by namespace and name (the twin serves it; migplan does not call it yet).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -103,8 +104,7 @@ def add_PodResourcesListerServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class PodResourcesLister:
-    """PodResourcesLister is a service provided by the kubelet that provides information about the
-    node resources consumed by pods and containers on the node
+    """Served by the kubelet on unix:///var/lib/kubelet/pod-resources/kubelet.sock.
     """
 
     @staticmethod

@@ -16,9 +16,10 @@ import yaml
 
 from reconciler.twin.fleet import TwinNode
 from reconciler.twin.operator.cache import OperatorCache
-from reconciler.twin.operator.deviceplugin import NO_DEVICES, Advertised, evaluate
+from reconciler.twin.operator.deviceplugin import NO_DEVICES, Advertised, config_failure, evaluate, replicate
 from reconciler.twin.operator.kubeobjects import config_map_name, container_env, pod_status
 from reconciler.twin.operator.names import CONFIG_MANAGER, DP_CONFIG_LABEL, DP_CONTAINER
+from reconciler.twin.operator.sharing import ConfigError, load_sharing
 from reconciler.twin.operator.storeapi import StoreApi
 from reconciler.twin.operator.workqueue import Job, WorkQueue
 
@@ -56,15 +57,29 @@ class DevicePlugin:
                 return str(flags["migStrategy"])
         return "none"
 
-    def config_flags(self, cm_name: str | None, cm_env: Mapping[str, str], labels: Mapping[str, str]) -> dict[str, Any]:
-        """`flags` of the config file entry the plugin reads: node label, else DEFAULT_CONFIG, else the only entry
-        of a one-entry ConfigMap; {} when the ConfigMap, the entry or its flags are missing or unreadable."""
+    def config_text(self, cm_name: str | None, cm_env: Mapping[str, str], labels: Mapping[str, str]) -> str | None:
+        """The config file entry the plugin reads (k8s-device-plugin cmd/config-manager/main.go `updateConfigName`):
+        node label, else DEFAULT_CONFIG, else the FALLBACK_STRATEGIES in order (`named`: the entry `default`,
+        `single`: the only entry, `empty`: no config; the operator sets `empty`). None when none is selected or the
+        ConfigMap or the entry is missing."""
         cm = self.cache.configmaps.get(cm_name or "")
         data = (cm or {}).get("data") or {}
         entry = labels.get(DP_CONFIG_LABEL) or cm_env.get("DEFAULT_CONFIG") or ""
-        if not entry and len(data) == 1:
-            entry = next(iter(data))  # [assumption] a single-entry ConfigMap needs no selection
-        text = data.get(entry)
+        fallbacks = [f for f in cm_env.get("FALLBACK_STRATEGIES", "single").split(",") if f]
+        for fallback in fallbacks if not entry else ():
+            if fallback == "named" and "default" in data:
+                entry = "default"
+            elif fallback == "single" and len(data) == 1:
+                entry = next(iter(data))
+            elif fallback != "empty":
+                continue
+            break
+        text = data.get(entry) if entry else None
+        return text if isinstance(text, str) else None
+
+    def config_flags(self, cm_name: str | None, cm_env: Mapping[str, str], labels: Mapping[str, str]) -> dict[str, Any]:
+        """`flags` of the config file entry the plugin reads; {} when it, or its flags, are missing or unreadable."""
+        text = self.config_text(cm_name, cm_env, labels)
         if not text:
             return {}
         try:
@@ -75,8 +90,17 @@ class DevicePlugin:
         return dict(flags) if isinstance(flags, dict) else {}
 
     def evaluate(self, tw: TwinNode, pod: Mapping[str, Any], labels: Mapping[str, str]) -> Advertised:
-        """What the plugin in `pod` advertises for the node's GPUs now."""
-        return evaluate(tw.gpus, self.strategy(pod, labels))
+        """What the plugin in `pod` advertises for the node's GPUs now: its strategy's devices, then the sharing of
+        the config file it mounts (sharing.py; a file it cannot load stops it)."""
+        strategy = self.strategy(pod, labels)
+        text = None
+        if container_env(pod, DP_CONTAINER).get("CONFIG_FILE"):
+            text = self.config_text(config_map_name(pod), container_env(pod, CONFIG_MANAGER), labels)
+        try:
+            shared = load_sharing(text)
+        except ConfigError as e:
+            return config_failure(strategy, e)
+        return replicate(evaluate(tw.gpus, strategy), shared)
 
     def show(self, node: str, pod_name: str, pod: Mapping[str, Any], adv: Advertised) -> None:
         """The log and the pod status of a plugin that (re)read the GPUs: Ready, or CrashLoopBackOff."""

@@ -36,6 +36,13 @@ def _unit_free(gpu: TwinGpu, unit: Unit) -> bool:
     return ci is not None and ci.holder is None and gpu.holder is None
 
 
+def _replica_exists(gpu: TwinGpu, unit: Unit) -> bool:
+    if unit.gi_id is None:
+        return True
+    gi = gpu.gpu_instances.get(unit.gi_id)
+    return gi is not None and (unit.ci_id or 0) in gi.compute_instances
+
+
 def _shortfall(requests: Mapping[str, int], free: Mapping[str, list[Unit]]) -> tuple[str, int, int] | None:
     """The first resource (by name) with fewer free units than requested: (resource, requested, available)."""
     for res, n in sorted(requests.items()):
@@ -101,15 +108,28 @@ class Kubelet:
                 if unit.gpu_index >= len(tw.gpus):
                     continue
                 gpu = tw.gpus[unit.gpu_index]
+                # A shared device stays held while another pod holds one of its replicas.
+                heir = self._replica_holder(node, unit) if unit.replica is not None else None
                 if unit.gi_id is None:
                     if gpu.holder == holder:
-                        gpu.holder = None
+                        gpu.holder = heir
                     continue
                 gi = gpu.gpu_instances.get(unit.gi_id)
                 ci = gi.compute_instances.get(unit.ci_id or 0) if gi is not None else None
                 if ci is not None and ci.holder == holder:
-                    ci.holder = None
+                    ci.holder = heir
             self.queue.add(Job.SCHEDULE)
+
+    def _replica_holder(self, node: str, unit: Unit) -> str | None:
+        """A pod still holding a replica of the device `unit` is a replica of, if any."""
+        with self.cache.lock:
+            for key, units in self.cache.allocations.items():
+                if any(
+                    n == node and (u.gpu_index, u.gi_id, u.ci_id) == (unit.gpu_index, unit.gi_id, unit.ci_id)
+                    for n, u in units
+                ):
+                    return str(key)
+        return None
 
     # ---------------------------------------------------------------- devices
     def free_units(self, node: str, tw: TwinNode) -> dict[str, list[Unit]]:
@@ -117,7 +137,18 @@ class Kubelet:
         adv = self.cache.advertised(node)
         if adv is None or not adv.ok:
             return {}
-        return {r: [u for u in units if _unit_free(tw.gpus[u.gpu_index], u)] for r, units in adv.units.items()}
+        # A replica of a shared device (`<id>::<i>`) is its own device ID to the kubelet's device manager: free
+        # while no pod holds that replica, however many hold the others (sharing.py).
+        with self.cache.lock:
+            held = {
+                u for units in self.cache.allocations.values() for n, u in units if n == node and u.replica is not None
+            }
+
+        def free(u: Unit) -> bool:
+            gpu = tw.gpus[u.gpu_index]
+            return u not in held and _replica_exists(gpu, u) if u.replica is not None else _unit_free(gpu, u)
+
+        return {r: [u for u in units if free(u)] for r, units in adv.units.items()}
 
     def node_status(self, node: dict[str, Any]) -> None:
         """capacity/allocatable of every nvidia.com/* resource: what the plugin advertises, 0 for one it no
@@ -156,9 +187,12 @@ class Kubelet:
         for u in take:
             gpu = tw.gpus[u.gpu_index]
             if u.gi_id is None:
-                gpu.holder = str(info.key)
+                if u.replica is None or gpu.holder is None:
+                    gpu.holder = str(info.key)
             else:
-                gpu.gpu_instances[u.gi_id].compute_instances[u.ci_id or 0].holder = str(info.key)
+                ci = gpu.gpu_instances[u.gi_id].compute_instances[u.ci_id or 0]
+                if u.replica is None or ci.holder is None:  # a shared device: its first holder stands for all
+                    ci.holder = str(info.key)
         self.cache.allocations[info.key] = [NodeUnit(node, u) for u in take]
         with self.cache.lock:
             self.cache.devices[info.key] = devices

@@ -70,6 +70,8 @@ class MigManager:
         self.default_label = default_label
         self.queue = queue
         self.clock = clock
+        # Called with the node's name when mig-manager reboots it (the controller ends its pods).
+        self.on_reboot: Callable[[str], None] | None = None
         self._done: dict[str, str] = {}  # node → the last value processed (main.go SyncableMigConfig)
         self._runs: dict[str, MigRun] = {}
         # The last mounted file text and its parse: every node's mig-manager reads the same projected
@@ -186,7 +188,8 @@ class MigManager:
         assert entries is not None
         try:
             migparted.apply(entries, tw.gpus)
-        except migparted.ModeChangeNotEffective as exc:
+        except migparted.ModeStepFailed as exc:
+            # reconfigure.go Run: applyMigModeChange failing for ANY reason reboots under WITH_REBOOT
             if not self._with_reboot():
                 return _failed(exc, "apply")  # 9. → 10.: without WITH_REBOOT the apply fails
             return self._reboot_and_apply(name, tw, entries)
@@ -199,6 +202,8 @@ class MigManager:
         (restarted) applies the config again."""
         self._log(name, _state_line("rebooting"))
         self.api.patch_labels(name, {MIG_CONFIG_STATE: "rebooting"})
+        if self.on_reboot is not None:
+            self.on_reboot(name)  # the node's pods end (the kubelet's graceful node shutdown)
         for gpu in tw.gpus:
             gpu.reboot()
         try:
