@@ -19,6 +19,7 @@ import pytest
 
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.catalog import load_catalog
+from reconciler.logic.planning.agentplan import ObservedGpu
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import Placement
 from reconciler.twin.gpus import TwinGpu
@@ -52,7 +53,7 @@ def fromfile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[ModuleTyp
     return importlib.import_module("reconciler.twin.nvml.fromfile"), path
 
 
-def survey(nvml: object) -> object:
+def survey(nvml: object) -> tuple[tuple[ObservedGpu, ...], tuple[str, ...]]:
     with NvmlGpu(nvml=nvml) as gpus:
         return gpus.survey()
 
@@ -64,7 +65,7 @@ def test_the_file_answers_the_adapter_as_the_live_twin_does(fromfile: tuple[Modu
     live = survey(NvmlTwin(gpus))
     copied = survey(module)
     assert copied == live
-    observed, problems = copied  # type: ignore[misc]
+    observed, problems = copied
     assert problems == ()
     assert [len(g.instances) for g in observed] == [3, 0, 0]
     assert {i.profile for i in observed[0].instances} == {"3g.40gb", "2g.20gb", "1g.10gb"}
@@ -75,10 +76,10 @@ def test_every_nvml_init_reads_the_node_afresh(fromfile: tuple[ModuleType, Path]
     module, path = fromfile
     gpus = node_gpus()
     path.write_bytes(dump("n1", gpus))
-    before, _ = survey(module)  # type: ignore[misc]
+    before, _ = survey(module)
     gpus[0].add_partition("1g.10gb", 3)
     path.write_bytes(dump("n1", gpus))
-    after, _ = survey(module)  # type: ignore[misc]
+    after, _ = survey(module)
     assert len(before[0].instances) == 3 and len(after[0].instances) == 4
 
 
