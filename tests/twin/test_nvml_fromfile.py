@@ -173,3 +173,11 @@ def test_exports_rewrite_a_node_only_when_it_changed(tmp_path: Path) -> None:
     _, copy = load(exports.path("n1").read_bytes())
     assert [len(g.gpu_instances) for g in copy] == [3, 0, 1]
     assert list(tmp_path.iterdir()) == [exports.path("n1")]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("node", ["../escape", "/etc/passwd", ".hidden", "a/b", "x" * 300])
+def test_a_node_name_never_picks_where_its_file_goes(tmp_path: Path, node: str) -> None:
+    exports = NvmlExports(SimpleNamespace(), [], tmp_path / "nvml")
+    path = exports.path(node)
+    assert path.parent == tmp_path / "nvml" and path.name.startswith("node-") and path.name.endswith(".json")
+    assert NvmlExports(SimpleNamespace(), [], tmp_path).path("gpu-h200-01").name == "gpu-h200-01.json"

@@ -8,7 +8,9 @@ whole of one state or the whole of the next, never a torn file.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ from typing import Any
 from reconciler.twin.nvml.snapshot import dump
 
 __all__ = ["NvmlExports"]
+
+_FILE_SAFE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 class NvmlExports:
@@ -26,7 +30,10 @@ class NvmlExports:
         self._written: dict[str, bytes] = {}
 
     def path(self, node: str) -> Path:
-        return self.folder / f"{node}.json"
+        # A Node name is a DNS subdomain; anything else (a twin built from a broken inventory) must not pick
+        # where the file goes ("../x"): it gets a name derived from it instead.
+        name = node if _FILE_SAFE.fullmatch(node) else "node-" + hashlib.sha256(node.encode()).hexdigest()[:16]
+        return self.folder / f"{name}.json"
 
     def refresh(self) -> int:
         """Write the files whose node changed; returns how many were written."""
