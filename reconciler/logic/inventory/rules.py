@@ -61,6 +61,8 @@ family's, in reconciler.model.codes; CODES below is this family's view. The tabl
 | MP410 | warning | unexpected YAML file in the inventory root (ignored) |
 | MP411 | error   | invalid inventory path (path-like or nested node/layout file name) |
 | MP412 | error   | reports.path would make report commits touch the inventory, or escape the repository |
+| MP413 | error   | no inventory named, and none where the command stands (exit 2, never the example) |
+| MP414 | warning | placement-only change under apply.mode gpu-operator: mig-parted will not apply it |
 | MP420 | error   | part of the inventory cannot be read (permission, symlink, FIFO, odd name, nesting) |
 """
 
