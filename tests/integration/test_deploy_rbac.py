@@ -24,6 +24,7 @@ from rbacproxy import Authorizer, RbacProxy
 
 from reconciler.adapters.kube.agentmode import KubeNodeState
 from reconciler.adapters.kube.gpuclients import KubeGpuClients
+from reconciler.adapters.kube.layoutowner import KubeLayoutOwner
 from reconciler.adapters.kube.lease import KubeLease
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.agent import actuate_once
@@ -140,7 +141,13 @@ def full_run(env: Env) -> Iterator[tuple[RbacProxy, RbacProxy, ClusterTwin]]:
         core = client.CoreV1Api(client.ApiClient(kube_configuration(str(akc))))
         agent_clients = KubeGpuClients(core)
         with NvmlGpu(nvml=twin.nvml("gpu-h200-01")) as gpus:
-            actuate_once(gpus=gpus, node_state=KubeNodeState(core), node="gpu-h200-01", clients=agent_clients)
+            actuate_once(
+                gpus=gpus,
+                node_state=KubeNodeState(core),
+                node="gpu-h200-01",
+                clients=agent_clients,
+                owner=KubeLayoutOwner(core.api_client),  # lists its node's ResourceSlices
+            )
         agent_clients.remaining("gpu-h200-01")  # the wait for GPU client pods a re-cut makes
         yield ctl_proxy, agent_proxy, twin
     finally:
