@@ -42,7 +42,7 @@ class KubeLayoutOwner:
         cont: str | None = None
         while True:
             try:
-                resp = self._resource.list_resource_slice(
+                resp: Any = self._resource.list_resource_slice(
                     field_selector=f"spec.nodeName={node},spec.driver={DRA_DRIVER}",
                     limit=_PAGE,
                     _continue=cont,
@@ -65,7 +65,8 @@ class KubeLayoutOwner:
             obj = self._core.read_node(node)
         except ApiException as exc:
             raise api_error(exc, f"read node {node}") from exc
-        third = thirdparty.node_writer(dict(obj.metadata.annotations or {}))
+        meta = obj.metadata
+        third = thirdparty.node_writer(dict((meta.annotations if meta is not None else None) or {}))
         if third is not None:
             return third.writer
         return draregime.other_writer(dra_from_slices(self._slices(node)).get(node))
