@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
+from reconciler.logic.drift import thirdparty
 from reconciler.logic.planning.agentplan import (
     AgentPlan,
     DesiredNode,
@@ -84,9 +85,6 @@ class LayoutOwnerPort(Protocol):
     by the agent itself on every pass (reconciler.adapters.kube.layoutowner.KubeLayoutOwner)."""
 
     def other_writer(self, node: str) -> str | None: ...
-
-
-REFUSED_CODE = "MP578"
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +198,7 @@ def _refusal(owner: LayoutOwnerPort | None, node: str) -> tuple[MigState, str] |
         return None
     return (
         MigState.PENDING,
-        f"refused: {writer} writes this node's MIG layout; the agent writes nothing there [{REFUSED_CODE}]",
+        f"refused: {writer} writes this node's MIG layout; the agent writes nothing there [{thirdparty.AGENT_REFUSED}]",
     )
 
 

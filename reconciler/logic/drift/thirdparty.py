@@ -19,6 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 HAMI_REGISTER = "hami.io/node-nvidia-register"
+# The node agent's refusal of a published layout on a node another component lays out (reconciler.agent): said in
+# its state reason, as the controller withdraws that layout (MP577).
+AGENT_REFUSED = "MP578"
 HAMI_WRITER = "HAMi's device plugin (MIG mode)"
 _HAMI_MIG_MODE = "mig"
 _MAX_REGISTER_BYTES = 256 * 1024  # the API server's cap on all of an object's annotations together
