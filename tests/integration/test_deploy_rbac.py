@@ -141,14 +141,10 @@ def full_run(env: Env) -> Iterator[tuple[RbacProxy, RbacProxy, ClusterTwin]]:
         core = client.CoreV1Api(client.ApiClient(kube_configuration(str(akc))))
         agent_clients = KubeGpuClients(core)
         with NvmlGpu(nvml=twin.nvml("gpu-h200-01")) as gpus:
-            actuate_once(
-                gpus=gpus,
-                node_state=KubeNodeState(core),
-                node="gpu-h200-01",
-                clients=agent_clients,
-                owner=KubeLayoutOwner(core.api_client),  # lists its node's ResourceSlices
-            )
+            actuate_once(gpus=gpus, node_state=KubeNodeState(core), node="gpu-h200-01", clients=agent_clients)
         agent_clients.remaining("gpu-h200-01")  # the wait for GPU client pods a re-cut makes
+        # Who else writes the node's layout, asked before a published layout is built: its ResourceSlices.
+        assert KubeLayoutOwner(core.api_client).other_writer("gpu-h200-01") is None
         yield ctl_proxy, agent_proxy, twin
     finally:
         ctl_proxy.stop()
