@@ -189,3 +189,56 @@ def test_the_agent_refuses_a_published_layout_on_a_hami_mig_node(twin: ClusterTw
     assert outcome.state is MigState.PENDING and outcome.executed == ()
     assert "HAMi's device plugin (MIG mode)" in outcome.reason and "[MP578]" in outcome.reason
     assert len(_gpu1(twin)) == 4
+
+
+# --- 2. without an observer, the claims alone give the report's holders ------------------------------------------
+
+
+def _allocate(twin: ClusterTwin, claim: str, device: str, pod: str) -> None:
+    """ResourceClaim `claim` allocated `device` of NVIDIA's driver and reserved for `pod` (status subresource)."""
+    twin.store.create(
+        "resourceclaims.resource.k8s.io",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": claim},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}},
+        },
+        "default",
+    )
+    status = {
+        "allocation": {
+            "devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": NODE, "device": device}]}
+        },
+        "reservedFor": [{"resource": "pods", "name": pod, "uid": "00000000-0000-0000-0000-000000000001"}],
+    }
+    twin.store.patch("resourceclaims.resource.k8s.io", claim, {"status": status}, "default", subresource="status")
+
+
+def _device_of(twin: ClusterTwin, profile: str) -> tuple[str, int]:
+    gpu = twin.gpus(NODE)[1]
+    (gi,) = [g for g in gpu.gpu_instances.values() if g.profile.name == profile]
+    return f"gpu-{gpu.minor}-mig-{profile.replace('.', '')}-{gi.profile.id}-{gi.start}", gi.start
+
+
+@pytest.mark.parametrize("claimed", [True, False])
+def test_without_an_observer_the_claims_give_the_reports_holders(
+    twin: ClusterTwin, tmp_path: Path, claimed: bool
+) -> None:
+    device, start = _device_of(twin, "2g.35gb")
+    if claimed:
+        _allocate(twin, "emb-0-gpu", device, "emb-0")
+        _allocate(twin, "junk", "gpu-1-mig-nonsense", "junk-0")  # a name that does not parse: not counted
+    result = _cycle(twin, _desired(write_inventory(tmp_path / "same", [GPU0, GPU1_CUT])))
+    assert not result.errors and result.report is not None
+    (node,) = [n for n in result.report.nodes if n.name == NODE]
+    (entry,) = [o for o in node.occupancy if o.profile == "2g.35gb"]
+    if not claimed:
+        assert entry.used == 0 and entry.holders == () and entry.source == "inferred"
+        return
+    assert entry.used == 1 and entry.total == 1 and entry.source == "observed"
+    assert [(h.pod, h.count) for h in entry.holders] == [("default/emb-0", 1)]
+    assert not [h for o in node.occupancy for h in o.holders if h.pod == "default/junk-0"]
+    (gpu1,) = [g for g in result.report.slice_maps[NODE] if g.index == 1]
+    (held,) = [p for p in gpu1.partitions if p.profile == "2g.35gb" and p.start == start]
+    assert held.holder == "default/emb-0"

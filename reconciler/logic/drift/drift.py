@@ -21,7 +21,7 @@ from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import dpsharing, migparted
 from reconciler.logic.drift import draregime, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
-from reconciler.logic.observe import draclaims, observation, occupancy, owners, podrules, profilecheck
+from reconciler.logic.observe import claimoccupancy, draclaims, observation, occupancy, owners, podrules, profilecheck
 from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model import yamlbudget
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
@@ -193,6 +193,7 @@ def _occupancy(
         name for name in sorted(observed.nodes) if name not in desired.nodes and observed.nodes[name].is_gpu_node
     ]
     occ: dict[str, NodeOccupancy] = {}
+    claimed = draclaims.by_node(observed.claims) if observed.claims else {}
     for name in (*planned, *undocumented):
         plan = desired.nodes.get(name)
         joined = joins.get(name)
@@ -210,6 +211,11 @@ def _occupancy(
                 observed=None if plan is not None else observed.nodes[name],
                 sharing=shared if isinstance(shared, dpsharing.Sharing) else None,
             )
+            if plan is not None and name in claimed:
+                # No observer: the pods holding its GPUs through ResourceClaims, from the claims alone.
+                obs = observed.nodes[name].observation
+                minors = {g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {}
+                occ[name] = claimoccupancy.with_claims(occ[name], plan, strategy, claimed[name], minors)
     return occ
 
 
