@@ -22,11 +22,13 @@ from kubernetes.client.exceptions import ApiException
 from reconciler.adapters.kube.cluster import api_error
 from reconciler.adapters.kube.observe import DRA_DRIVER, dra_from_slices
 from reconciler.logic.drift import draregime, thirdparty
+from reconciler.model.errors import MigplanError
 
 if TYPE_CHECKING:
     from reconciler.agent import LayoutOwnerPort
 
 _PAGE = 100
+_MAX_PAGES = 100  # a node's slices fit in one page; a server that never stops paging is failing
 
 
 class KubeLayoutOwner:
@@ -40,7 +42,7 @@ class KubeLayoutOwner:
     def _slices(self, node: str) -> list[Any]:
         out: list[Any] = []
         cont: str | None = None
-        while True:
+        for _ in range(_MAX_PAGES):
             try:
                 resp: Any = self._resource.list_resource_slice(
                     field_selector=f"spec.nodeName={node},spec.driver={DRA_DRIVER}",
@@ -53,12 +55,15 @@ class KubeLayoutOwner:
                 if exc.status == 404:
                     return []  # no resource.k8s.io/v1 on this server: no DRA driver publishes anything
                 raise api_error(exc, f"list resourceslices of node {node}") from exc
+            except (ValueError, RecursionError) as exc:
+                raise MigplanError(f"list resourceslices of node {node}: the answer is not JSON", code="MP554") from exc
             items = doc.get("items") if isinstance(doc, dict) else None
             out.extend(items if isinstance(items, list) else [])
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             cont = meta.get("continue") if isinstance(meta, dict) else None
-            if not cont:
+            if not isinstance(cont, str) or not cont:
                 return out
+        raise MigplanError(f"list resourceslices of node {node}: more than {_MAX_PAGES} pages", code="MP554")
 
     def other_writer(self, node: str) -> str | None:
         try:
