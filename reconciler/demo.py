@@ -230,8 +230,17 @@ def run_demo(
             f"3. reconcile cycles against {short(revision)}, as `migplan run` does, "
             f"{CONFIG_PROPAGATION_SECONDS} s apart (simulated):"
         )
+        observers = NodeObservers(twin)
+        for line in wrap(
+            f"before each cycle, `migplan agent --observe-only` on each of the {len(observers.agents)} nodes "
+            "(the twin's NVML and kubelet): occupancy and placements are observed, not inferred",
+            "   ",
+            "     ",
+        ):
+            say(line)
         try:
             for n in range(1, MAX_CYCLES + 1):
+                observers.pass_each()  # what each node's DaemonSet agent publishes before the controller reads it
                 cycle = run_gitops_cycle(source=source, cluster=cluster, now=clock.next_cycle())
                 cycles.append(cycle)
                 twin.settle()
@@ -245,6 +254,7 @@ def run_demo(
                     break
         finally:
             cluster.close()
+            observers.close()
 
         last = cycles[-1]
         verdict = build_verdict(cases, cycles)
@@ -267,6 +277,41 @@ def run_demo(
         if keep:
             serve_until_interrupted(kubeconfig, say)
     return last.exit_code if last.status is CycleStatus.FAILED else EXIT_IN_SYNC
+
+
+class NodeObservers:
+    """`migplan agent --observe-only` of every present node, one pass each on demand: the agent's own code path
+    (reconciler.nodeagent.NodeAgent) with the node's kubelet socket and its NVML twin, so the report's occupancy
+    and placements are observed, as on a cluster where the agent DaemonSet runs."""
+
+    def __init__(self, twin: Any) -> None:
+        import dataclasses
+        import functools
+
+        from reconciler.adapters.kube import client as kubeclient
+        from reconciler.adapters.nvml import NvmlGpu
+        from reconciler.nodeagent import NodeAgent
+        from reconciler.settings import Settings
+
+        self._client = kubeclient.api_client(kubeclient.kube_configuration(str(twin.kubeconfig)))
+        api = kubeclient.core_v1(self._client)
+        self.agents: dict[str, Any] = {}
+        for node in sorted(set(twin.fleet.nodes) - set(twin.fleet.absent)):
+            settings = dataclasses.replace(
+                Settings(identity="demo"),
+                node_name=node,
+                observe_only=True,
+                pod_resources_socket=str(twin.pod_resources_socket(node)),
+            )
+            nvml = twin.nvml(node)
+            self.agents[node] = NodeAgent(settings, api, open_gpus=functools.partial(NvmlGpu, nvml))
+
+    def pass_each(self) -> dict[str, int]:
+        """One observe-only pass per node; each node's `--once` exit code (0: published)."""
+        return {node: agent.once()[0] for node, agent in self.agents.items()}
+
+    def close(self) -> None:
+        self._client.close()
 
 
 class SimulatedClock:

@@ -7,6 +7,9 @@ Starts the Kubernetes API server twin on 127.0.0.1 (a free port), the GPU Operat
 twin, and the kubelet PodResources servers of the nodes `migplan agent` is to be pointed at; writes a kubeconfig
 for kubectl and the kubernetes client to FILE only once the server answers (atomically: whoever waits for the file
 gets a twin that is ready), prints the server URL and serves until SIGINT or SIGTERM, then stops cleanly (exit 0).
+With each served kubelet it prints the node's `migplan agent --observe-only` command line: PYNVML_MODULE
+names the pynvml-shaped module reconciler.twin.nvml.fromfile, NVML_TWIN_FILE the node's NVML file, which the
+twin rewrites whenever the node's GPUs or their holders change (docs/how-to/observe-the-twin.md).
 Kubelets: every node's for a fleet of up to KUBELETS_BY_DEFAULT nodes, otherwise only those named by `--kubelet`
 (each is a gRPC server with threads of its own: one per node of a 5,000-node fleet was more than 5,000 threads).
 Exit 2 for usage errors (unknown strategy, drift case or --kubelet node, unreadable inventory). Side effects: a
@@ -20,7 +23,11 @@ those nodes alone, MP570). See reconciler/twin/ASSUMPTIONS-dra.md.
 
 from __future__ import annotations
 
+import contextlib
+import shlex
+import shutil
 import signal
+import tempfile
 import threading
 from pathlib import Path
 from types import FrameType
@@ -127,6 +134,7 @@ def command(
 ) -> None:
     """Serve a cluster twin (Kubernetes API, GPU Operator, NVML) built from an inventory until interrupted."""
     from reconciler.twin.cluster import ClusterTwin  # imported late: `migplan --help` stays fast
+    from reconciler.twin.nvml.export import NvmlExports
 
     try:
         # Written once the twin answers; a path that cannot hold a file is an error before anything runs.
@@ -155,7 +163,7 @@ def command(
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with twin:
+        with twin, contextlib.ExitStack() as stack:
             twin.settle()
             for name in INSTALL_NAMESPACES:  # what `kubectl apply -k deploy/base` makes: `migplan run` finds its own
                 if not twin.store.exists("namespaces", None, name):
@@ -168,6 +176,12 @@ def command(
                 twin.settle()
             nodes = len(twin.store.list("nodes"))
             sockets = {node: twin.pod_resources_socket(node) for node in served}  # started here, before FILE
+            # Each served node's NVML as a file `migplan agent` reads through its pynvml seam (PYNVML_MODULE);
+            # rewritten on the serving loop whenever the node's GPUs or their holders change.
+            nvml_dir = Path(tempfile.mkdtemp(prefix="migplan-twin-nvml-"))
+            stack.callback(shutil.rmtree, nvml_dir, True)
+            exports = NvmlExports(twin, served, nvml_dir)
+            exports.refresh()
             try:
                 answers(twin.url, twin.api.ca_file)
                 publish_kubeconfig(twin, kubeconfig_out)
@@ -177,15 +191,36 @@ def command(
             click.echo(f"kubeconfig: {kubeconfig_out}  ({nodes} nodes; Ctrl-C to stop)", nl=True)
             for node, socket in sockets.items():  # its kubelet's PodResources socket, for `migplan agent`
                 click.echo(f"kubelet {node}: --pod-resources-socket {socket}", nl=True)
+            for node, socket in sockets.items():  # the observed path: the node's agent against its twin NVML
+                click.echo(f"agent {node}: {agent_command(node, kubeconfig_out, socket, exports.path(node))}", nl=True)
             left = len(twin.fleet.nodes) - len(twin.fleet.absent) - len(sockets)
             if left > 0:
                 click.echo(f"kubelets of {left} other node(s) not served: name them with --kubelet NODE", nl=True)
             while not stop.wait(0.5):
-                pass
+                exports.refresh()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     click.echo("cluster twin stopped")
+
+
+def agent_command(node: str, kubeconfig: Path, socket: Path, nvml_file: Path) -> str:
+    """`migplan agent --observe-only` for `node`, against this twin's API server, kubelet and NVML (a shell line)."""
+    words = [
+        "PYNVML_MODULE=reconciler.twin.nvml.fromfile",
+        f"NVML_TWIN_FILE={shlex.quote(str(nvml_file))}",
+        "migplan",
+        "agent",
+        "--observe-only",
+        "--once",
+        "--node",
+        shlex.quote(node),
+        "--kubeconfig",
+        shlex.quote(str(kubeconfig.absolute())),
+        "--pod-resources-socket",
+        shlex.quote(str(socket)),
+    ]
+    return " ".join(words)
 
 
 def kubelet_nodes(nodes: list[str], absent: set[str], named: tuple[str, ...]) -> list[str]:

@@ -476,6 +476,8 @@ DECLARED: tuple[Code, ...] = (
     Code("MP913", AGENT, E, "the GPU-clients pause record (migplan.io/gpu-clients-paused) is malformed"),
     Code("MP914", AGENT, E, "GPU clients not restarted"),
     Code("MP920", AGENT, E, "the agent could not apply the node's layout"),
+    Code("MP985", AGENT, E, "the NVML module PYNVML_MODULE names cannot be imported"),
+    Code("MP986", AGENT, E, "the NVML module PYNVML_MODULE names does not have pynvml's surface"),
     Code("MP930", OBSERVER, E, "the pod-resources socket is missing or not a socket"),
     Code("MP931", OBSERVER, E, "the pod-resources socket is unreachable or did not answer within the timeout"),
     Code("MP932", OBSERVER, E, "the kubelet's answer is not a PodResources v1 message"),
