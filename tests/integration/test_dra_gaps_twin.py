@@ -242,3 +242,15 @@ def test_without_an_observer_the_claims_give_the_reports_holders(
     (gpu1,) = [g for g in result.report.slice_maps[NODE] if g.index == 1]
     (held,) = [p for p in gpu1.partitions if p.profile == "2g.35gb" and p.start == start]
     assert held.holder == "default/emb-0"
+
+
+def test_the_controller_withdraws_a_layout_published_before_hami_took_the_node(
+    twin: ClusterTwin, tmp_path: Path
+) -> None:
+    desired = _published_recut(twin, tmp_path)
+    _annotate(twin, HAMI_MIG)
+    result = _cycle(twin, desired)
+    assert not result.errors
+    (withdrawn,) = [c for c in result.applied if c.subject == f"node/{NODE}"]
+    assert withdrawn.action is Action.DELETE and withdrawn.code == "MP577" and "HAMi" in withdrawn.reason
+    assert DESIRED not in _annotations(twin) and HAMI_REGISTER in _annotations(twin)
