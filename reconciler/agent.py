@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
+from reconciler.logic.drift import thirdparty
 from reconciler.logic.planning.agentplan import (
     AgentPlan,
     DesiredNode,
@@ -77,6 +78,13 @@ class GpuClientsPort(Protocol):
     def wait_gone(self, node: str) -> str | None: ...
 
     def restore(self, node: str) -> bool: ...
+
+
+class LayoutOwnerPort(Protocol):
+    """Who else writes the node's MIG layout (NVIDIA's DRA driver in DynamicMIG, HAMi's MIG mode), or None; read
+    by the agent itself on every pass (reconciler.adapters.kube.layoutowner.KubeLayoutOwner)."""
+
+    def other_writer(self, node: str) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +185,23 @@ def _restore(clients: GpuClientsPort, node: str, state: MigState, reason: str) -
     return state, reason
 
 
+def _refusal(owner: LayoutOwnerPort | None, node: str) -> tuple[MigState, str] | None:
+    """Why the agent writes nothing on the node this pass (another writer, or none could be ruled out), or None."""
+    if owner is None:
+        return None
+    try:
+        writer = owner.other_writer(node)
+    except MigplanError as exc:
+        # Not knowing who writes the layout is no licence to write it.
+        return MigState.FAILED, f"cannot tell who writes this node's MIG layout: {exc.message} [{exc.code}]"
+    if writer is None:
+        return None
+    return (
+        MigState.PENDING,
+        f"refused: {writer} writes this node's MIG layout; the agent writes nothing there [{thirdparty.AGENT_REFUSED}]",
+    )
+
+
 def actuate_once(
     *,
     gpus: GpuPort,
@@ -185,12 +210,16 @@ def actuate_once(
     may_write: Callable[[], bool] = lambda: True,
     holders: HoldersPort | None = None,
     clients: GpuClientsPort | None = None,
+    owner: LayoutOwnerPort | None = None,
 ) -> AgentOutcome:
     """One agent pass: observe, plan against the published desired layout, apply, publish the outcome.
 
     With `clients`, a pass that changes the GPUs first takes the node's GPU clients off it and waits for their
     pods to go, and brings them back before publishing its state, whatever happened (mig-manager's dance): the
-    new device-plugin pod advertises the new partitions. A pause left over by a pass that died is undone first."""
+    new device-plugin pod advertises the new partitions. A pause left over by a pass that died is undone first.
+
+    With `owner`, a node whose layout another component writes is refused before anything is planned (MP578): a
+    layout the controller published before the node changed hands is never built there."""
     if clients is not None:
         clients.restore(node)
     try:
@@ -204,6 +233,11 @@ def actuate_once(
     observed = report_once(gpus=gpus, node_state=node_state, node=node, holders=holders)
     if desired is None:
         return AgentOutcome(None, "no desired layout published for this node")
+    refusal = _refusal(owner, node)
+    if refusal is not None:
+        state, reason = refusal
+        node_state.publish_state(node, state, reason, revision=desired.revision)
+        return AgentOutcome(state, reason, desired.revision)
     plan = plan_node(desired.gpus, observed)
     if plan.is_empty:
         reason = "in sync (0 step(s) applied)"

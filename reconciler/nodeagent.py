@@ -18,6 +18,7 @@ from typing import Any
 
 from reconciler.adapters.kube.agentmode import KubeNodeState
 from reconciler.adapters.kube.gpuclients import KubeGpuClients
+from reconciler.adapters.kube.layoutowner import KubeLayoutOwner
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.adapters.podresources import KubeletPodResources
 from reconciler.agent import actuate_once
@@ -53,6 +54,7 @@ class NodeAgent:
             device_plugin_daemonset=settings.device_plugin_daemonset,
             wait_seconds=settings.gpu_clients_wait_seconds,
         )
+        self.owner = KubeLayoutOwner(api.api_client)
         self._last: list[Any] = []  # the last pass's observation (observe-only) or outcome
         self.runner = CycleRunner(
             self._observe_pass if settings.observe_only else self._pass,
@@ -77,7 +79,12 @@ class NodeAgent:
                 publish_pass(open_gpus=self.open_gpus, holders=self.holders, node_state=self.node_state, node=node)
                 raise
             outcome = actuate_once(
-                gpus=gpus, node_state=self.node_state, node=node, holders=self.holders, clients=self.clients
+                gpus=gpus,
+                node_state=self.node_state,
+                node=node,
+                holders=self.holders,
+                clients=self.clients,
+                owner=self.owner,
             )
         self._last[:] = [outcome]
         log.info("agent pass", extra={"trigger": trigger, "state": str(outcome.state), "reason": outcome.reason})

@@ -215,7 +215,11 @@ def test_agent_mode_overlay_lets_the_same_agent_actuate() -> None:
 def test_agent_may_write_only_its_own_node(rendered: list[dict[str, Any]]) -> None:
     """RBAC grants `patch nodes` cluster-wide; the admission policy narrows it to the agent's own Node."""
     role = find(rendered, "ClusterRole", "migplan-agent")
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+        # read only: the agent refuses a layout where NVIDIA's DRA driver lays its node out (MP578)
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]},
+    ]
     vap = find(rendered, "ValidatingAdmissionPolicy", "migplan-agent-own-node")
     binding = find(rendered, "ValidatingAdmissionPolicyBinding", "migplan-agent-own-node")
     assert binding["spec"] == {"policyName": "migplan-agent-own-node", "validationActions": ["Deny"]}

@@ -24,6 +24,7 @@ from rbacproxy import Authorizer, RbacProxy
 
 from reconciler.adapters.kube.agentmode import KubeNodeState
 from reconciler.adapters.kube.gpuclients import KubeGpuClients
+from reconciler.adapters.kube.layoutowner import KubeLayoutOwner
 from reconciler.adapters.kube.lease import KubeLease
 from reconciler.adapters.nvml import NvmlGpu
 from reconciler.agent import actuate_once
@@ -142,6 +143,8 @@ def full_run(env: Env) -> Iterator[tuple[RbacProxy, RbacProxy, ClusterTwin]]:
         with NvmlGpu(nvml=twin.nvml("gpu-h200-01")) as gpus:
             actuate_once(gpus=gpus, node_state=KubeNodeState(core), node="gpu-h200-01", clients=agent_clients)
         agent_clients.remaining("gpu-h200-01")  # the wait for GPU client pods a re-cut makes
+        # Who else writes the node's layout, asked before a published layout is built: its ResourceSlices.
+        assert KubeLayoutOwner(core.api_client).other_writer("gpu-h200-01") is None
         yield ctl_proxy, agent_proxy, twin
     finally:
         ctl_proxy.stop()

@@ -19,9 +19,9 @@ import yaml
 
 from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import dpsharing, migparted
-from reconciler.logic.drift import draregime, nodestate
+from reconciler.logic.drift import draregime, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
-from reconciler.logic.observe import draclaims, observation, occupancy, owners, podrules, profilecheck
+from reconciler.logic.observe import claimoccupancy, draclaims, observation, occupancy, owners, podrules, profilecheck
 from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model import yamlbudget
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
@@ -156,7 +156,13 @@ class DriftContext:
         return (
             self.desired.layout_writer(name) != "migplan"
             or draregime.other_writer(self.observed.dra.get(name), gpu_cluster) is not None
+            or self.third_party(name) is not None
         )
+
+    def third_party(self, name: str) -> thirdparty.ThirdPartyWriter | None:
+        """A third-party partitioner (HAMi's MIG mode) found laying out the node's GPUs, from the Node's annotations."""
+        node = self.observed.nodes.get(name)
+        return thirdparty.node_writer(node.annotations) if node is not None else None
 
     def dra_node(self, name: str) -> bool:
         """NVIDIA's DRA driver allocates the node's GPUs (or another writer lays them out): a DRA node advertises no
@@ -187,6 +193,7 @@ def _occupancy(
         name for name in sorted(observed.nodes) if name not in desired.nodes and observed.nodes[name].is_gpu_node
     ]
     occ: dict[str, NodeOccupancy] = {}
+    claimed = draclaims.by_node(observed.claims) if observed.claims else {}
     for name in (*planned, *undocumented):
         plan = desired.nodes.get(name)
         joined = joins.get(name)
@@ -204,6 +211,11 @@ def _occupancy(
                 observed=None if plan is not None else observed.nodes[name],
                 sharing=shared if isinstance(shared, dpsharing.Sharing) else None,
             )
+            if plan is not None and name in claimed:
+                # No observer: the pods holding its GPUs through ResourceClaims, from the claims alone.
+                obs = observed.nodes[name].observation
+                minors = {g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {}
+                occ[name] = claimoccupancy.with_claims(occ[name], plan, strategy, claimed[name], minors)
     return occ
 
 
@@ -335,8 +347,28 @@ def _check_dra(ctx: DriftContext) -> Iterable[Finding]:
     gpu_cluster = draregime.cluster_dynamic_mig(observed.gpu_clusters)
     for name, plan, _node in ctx.planned_nodes():
         if ctx.desired.layout_writer(name) == "migplan" and ctx.dra_node(name):
+            third = ctx.third_party(name)
+            if third is not None:
+                yield from _third_party_findings(name, plan, third)
+                continue
             published = observed.dra.get(name) or NodeDra(name)
             yield from _dra_findings(name, plan, published, ctx.joins.get(name), gpu_cluster)
+
+
+def _third_party_findings(name: str, plan: NodeSpec, third: thirdparty.ThirdPartyWriter) -> list[Finding]:
+    """A node a third-party partitioner lays out while the inventory plans it for migplan: both writers named."""
+    where = plan.source.file if plan.source is not None else f"nodes/{name}.yaml"
+    out = [finding("MP576", f"{name}: {third.problem}: taken as HAMi's MIG mode", node=name)] if third.problem else []
+    out.append(
+        finding(
+            "MP575",
+            f"{third.writer} writes the MIG layout of {name}, and the inventory ({where}) plans one for migplan: "
+            "two writers for one GPU, so migplan writes nothing on this node (give the node to HAMi with "
+            "spec.layoutWriter: external, or set its operatingmode away from mig)",
+            node=name,
+        )
+    )
+    return out
 
 
 def _check_overcommitted(ctx: DriftContext) -> Iterable[Finding]:
@@ -486,14 +518,20 @@ def declared_writers(desired: DesiredState) -> Mapping[str, str]:
 
 def other_writers(desired: DesiredState, observed: ObservedState) -> Mapping[str, str]:
     """node -> the other component found writing the MIG layout of a node the inventory gives migplan (NVIDIA's
-    DRA driver in DynamicMIG, reconciler.logic.drift.draregime): the conflict MP570 reports; never written."""
+    DRA driver in DynamicMIG, reconciler.logic.drift.draregime; HAMi's MIG mode, reconciler.logic.drift.thirdparty):
+    the conflict MP570 / MP575 reports; never written."""
     declared = declared_writers(desired)
     gpu_cluster = draregime.cluster_dynamic_mig(observed.gpu_clusters)
-    return {
-        name: w
-        for name in desired.nodes
-        if name not in declared and (w := draregime.other_writer(observed.dra.get(name), gpu_cluster)) is not None
-    }
+    out: dict[str, str] = {}
+    for name in desired.nodes:
+        if name in declared:
+            continue
+        node = observed.nodes.get(name)
+        third = thirdparty.node_writer(node.annotations) if node is not None else None
+        writer = third.writer if third is not None else draregime.other_writer(observed.dra.get(name), gpu_cluster)
+        if writer is not None:
+            out[name] = writer
+    return out
 
 
 def _dra_findings(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from reconciler.catalog import Catalog, load_catalog
-from reconciler.logic.drift import drift
+from reconciler.logic.drift import drift, thirdparty
 from reconciler.logic.planning import agentdrain, desiredcodec, drain
 from reconciler.logic.planning.agentplan import DesiredNode, desired_from_node_spec
 from reconciler.logic.planning.disruptionguard import blocking_pods, converged
@@ -103,17 +103,36 @@ def agent_layout_changes(desired: DesiredState, observed: ObservedState, now: da
         drift.declared_writers(desired),
     )
     catalog = load_catalog()
-    standings = [
-        standing(inputs, node, catalog)
-        for name in sorted(desired.nodes)
-        if (node := observed.nodes.get(name)) is not None
-    ]
-    out = [after_success(s.node) for s in standings if s.lift_cordon]  # frees its slot
+    nodes = [node for name in sorted(desired.nodes) if (node := observed.nodes.get(name)) is not None]
+    # A layout published before another writer took the node stays on it, and its agent would build it again
+    # after every change the other writer makes: withdrawn first, and the node decided no further.
+    withdrawn = [c for node in nodes if (c := withdrawal(inputs, node)) is not None]
+    gone = {c.subject for c in withdrawn}
+    standings = [standing(inputs, node, catalog) for node in nodes if f"node/{node.name}" not in gone]
+    out = [*withdrawn, *(after_success(s.node) for s in standings if s.lift_cordon)]  # frees its slot
     budget = Budget(desired.cluster.apply.max_unavailable_nodes, sum(s.holds_slot for s in standings))
     for s in standings:
         if s.owed is not None:
             out.extend(publication_changes(inputs, s.node, s.owed, budget, holds_slot=s.holds_slot))
     return by_node(out)
+
+
+def withdrawal(inputs: _Inputs, node: ObservedNode) -> Change | None:
+    """The removal of the layout migplan published on a node another component now lays out (declared in the
+    inventory, or found: DynamicMIG, HAMi's MIG mode), or None when the node holds none or is migplan's."""
+    writer = inputs.writers.get(node.name) or inputs.declared.get(node.name)
+    if writer is None or desiredcodec.ANNOTATION not in node.annotations:
+        return None
+    return Change(
+        f"node/{node.name}",
+        Action.DELETE,
+        Kind.AGENT_LAYOUT,
+        {desiredcodec.ANNOTATION: "(previous layout)"},
+        None,
+        f"withdraw the layout published for the node's agent: {writer} writes this node's MIG layout now (MP577)",
+        patch={"metadata": {"annotations": {desiredcodec.ANNOTATION: None}}},
+        code="MP577",
+    )
 
 
 # --- pass 1: where each node stands ---------------------------------------------------------------
@@ -164,9 +183,8 @@ def publication_changes(
         # Another component lays this GPU out (MP570): the agent is never given a layout to write there.
         if owed.published:
             return []
-        return [
-            held(f"held: {writer} writes this node's MIG layout; migplan writes nothing there (MP570)", code="MP570")
-        ]
+        code = thirdparty.conflict_code(writer)
+        return [held(f"held: {writer} writes this node's MIG layout; migplan writes nothing there ({code})", code=code)]
     if node.name in inputs.unreadable:
         # A value migplan cannot read on the node (MP530, a malformed observation MP547): left alone in agent
         # mode too, no layout published, cordoned or lifted on a guess (its findings say why).

@@ -23,7 +23,7 @@ from typing import Any
 
 from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import migparted
-from reconciler.logic.drift import drift, nodestate
+from reconciler.logic.drift import drift, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
 from reconciler.logic.observe import draclaims, observation, profilecheck
 from reconciler.logic.observe.occupancy import expected_resources
@@ -213,8 +213,9 @@ def _standing_change(node: ObservedNode, s: NodeStanding, writer: str | None = N
     if s.standing is Standing.OTHER_WRITER:
         if writer is None:
             return None  # declared another writer's in the inventory: nothing to write, nothing held
+        code = thirdparty.conflict_code(writer)
         return _relabel_hold(node, s.config)(
-            f"held: {writer} writes this node's MIG layout; migplan writes nothing there (MP570)", code="MP570"
+            f"held: {writer} writes this node's MIG layout; migplan writes nothing there ({code})", code=code
         )
     if s.standing is Standing.SUCCEEDED:
         return after_success(node)

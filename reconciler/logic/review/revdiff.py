@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.logic.codecs import migparted
-from reconciler.logic.observe import observation, occupancy
+from reconciler.logic.observe import claimoccupancy, draclaims, observation, occupancy
 from reconciler.logic.planning import disruption
 from reconciler.model.inventory import DesiredState, GpuSpec, LayoutSpec, MigStrategy, NodeSpec, Placement
 from reconciler.model.observed import GPU_RESOURCE, ObservedPod, ObservedState, is_gpu_resource
@@ -330,6 +330,12 @@ def _holders(
             if inst is not None and inst.holders:
                 out[i] = inst.holders
             continue
+        through_claim = _claim_assignment(node_spec, base.cluster.mig_strategy, observed).get(
+            (change.gpu, change.position)
+        )
+        if through_claim is not None:  # a ResourceClaim allocated this very partition: the API server's word
+            out[i] = (through_claim,)
+            continue
         if not mixed:
             # Every MIG device is a plain nvidia.com/gpu: nothing says which pod has which partition.
             held = tuple(sorted(p.key for p in on_node if p.holds_devices and _holds_gpu(p)))
@@ -437,6 +443,9 @@ def disruptions(
             holders = {g.index: set(joined.holders_on([g.index])) for g in joined.gpus}
         else:
             holders = _holders_per_gpu(old_plan, on_node, assignments[name])
+            for gpu_index, pod in _claim_holds(old_plan, observed):  # pods holding a device through a claim
+                for g in old_plan.gpus if gpu_index is None else [g for g in old_plan.gpus if g.index == gpu_index]:
+                    holders.setdefault(g.index, set()).add(pod)
         for index in sorted(what.gpus):
             gpus.append(GpuDisruption(name, index, what.describe(), tuple(sorted(holders.get(index, ())))))
     for i, change in enumerate(diff.changes):
@@ -463,6 +472,34 @@ def disruptions(
         observed=observed is not None,
         owner_held=still_held,
     )
+
+
+def _claimed(plan: NodeSpec, observed: ObservedState | None) -> tuple[list[tuple[str, str]], dict[int, int]]:
+    """(device name, pod) of every claim allocated a device of NVIDIA's driver on the node, and the GPUs' minor
+    numbers where its observer measured them (index -> minor)."""
+    if observed is None or not observed.claims:
+        return [], {}
+    claimed = draclaims.by_node(observed.claims).get(plan.name, [])
+    node = observed.nodes.get(plan.name)
+    obs = node.observation if node is not None else None
+    return claimed, ({g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {})
+
+
+def _claim_assignment(
+    plan: NodeSpec, strategy: MigStrategy, observed: ObservedState | None
+) -> Mapping[tuple[int, int], str]:
+    """(GPU, partition position) -> the pod a ResourceClaim allocated that planned partition to (no observer)."""
+    claimed, minors = _claimed(plan, observed)
+    if not claimed:
+        return {}
+    empty = occupancy.NodeOccupancy(node=plan.name, entries=(), assignment={})
+    return claimoccupancy.with_claims(empty, plan, strategy, claimed, minors).assignment
+
+
+def _claim_holds(plan: NodeSpec, observed: ObservedState | None) -> list[draclaims.ClaimHold]:
+    """(GPU index or None for every GPU, pod) of each device a claim allocates on the node (no observer)."""
+    claimed, minors = _claimed(plan, observed)
+    return draclaims.holds(claimed, minors)
 
 
 def _assignment(
