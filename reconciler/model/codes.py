@@ -357,6 +357,12 @@ DECLARED: tuple[Code, ...] = (
         E,
         "the node agent refused the published layout: another component writes this node's MIG layout",
     ),
+    Code(
+        "MP579",
+        FINDING,
+        W,
+        "the feature gates of NVIDIA's DRA driver DaemonSet cannot be read: DynamicMIG taken as on, nothing written",
+    ),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),
     Code("MP552", KUBERNETES, E, "a list's continue token expired (410): the list restarts"),

@@ -66,6 +66,24 @@ class ObservedClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class DraDriverConfig:
+    """The kubelet-plugin DaemonSet of NVIDIA's DRA driver installed by its own Helm chart, as migplan reads it.
+
+    `dynamic_mig` is the DynamicMIG gate of the `gpus` container (FEATURE_GATES env, `--feature-gates` args); None
+    when it cannot be read (`problem` says why, MP579), which migplan takes as on. `nodes`: where its pods run."""
+
+    namespace: str
+    name: str
+    dynamic_mig: bool | None
+    nodes: frozenset[str] = frozenset()
+    problem: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class GpuClusterState:
     """A GPU Operator GPUCluster (nvidia.com/v1alpha1): the DRA stack it runs, as migplan reads it.
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler.model.dra import GpuClusterState, NodeDra, ObservedClaim
+from reconciler.model.dra import DraDriverConfig, GpuClusterState, NodeDra, ObservedClaim
 from reconciler.model.nodeobservation import NodeObservation
 
 # Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
@@ -388,6 +388,8 @@ class ObservedState:
     claim_problems: tuple[str, ...] = ()
     # The GPU Operator's GPUCluster resources (the DRA stack it runs; DynamicMIG lays out every GPU node).
     gpu_clusters: tuple[GpuClusterState, ...] = ()
+    # The kubelet-plugin DaemonSets of NVIDIA's DRA driver installed by its own chart (DynamicMIG lays out their nodes).
+    dra_drivers: tuple[DraDriverConfig, ...] = ()
 
     @property
     def foreign_mig_config_text(self) -> str | None:

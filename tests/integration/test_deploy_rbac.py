@@ -200,7 +200,7 @@ def test_every_granted_verb_is_needed(full_run: tuple[RbacProxy, RbacProxy, Clus
     assert set(unused) <= {
         "Role/migplan-controller rule 0: create",
         "ClusterRole/migplan-controller rule 2: create",
-        "Role/migplan-controller rule 3: patch",
+        "Role/migplan-controller rule 2: patch",
         # `update` of the trust record: needed from the second accepted revision on (the run accepts one);
         # tests/integration/test_git_trust.py writes it again and again through the same adapter.
         "Role/migplan-source-trust rule 1: update",

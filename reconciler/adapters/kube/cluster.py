@@ -45,6 +45,7 @@ from tenacity import RetryCallState, retry, retry_if_exception, wait_exponential
 
 from reconciler.adapters import deadline
 from reconciler.adapters.kube import observe as kubeobserve
+from reconciler.model.dra import DraDriverConfig
 from reconciler.model.errors import EvictionRefused, MigplanError, Transient
 from reconciler.model.inventory import MAX_WRITE_CONCURRENCY, GpuOperatorSettings
 from reconciler.model.observed import (
@@ -469,6 +470,7 @@ class KubeCluster:
                 version=kubeobserve.GPUCLUSTER_VERSION,
                 plural="gpuclusters",
             ),
+            dra_drivers=self._dra_drivers(),
             nodes=nodes,
             pods=pods,
             cluster_policy=cp_obj,
@@ -499,6 +501,34 @@ class KubeCluster:
             return list(self._pages(what, fn, **kwargs))
         except NotFound:
             return []
+
+    def _dra_drivers(self) -> list[DraDriverConfig]:
+        """The kubelet-plugin DaemonSets of NVIDIA's DRA driver installed by its own chart (listed cluster-wide by
+        the chart's label, paginated), each with the nodes its pods run on (its pods listed by its selector)."""
+        out: list[DraDriverConfig] = []
+        for ds in self._pages(
+            "list daemonsets (NVIDIA DRA driver)",
+            self.apps.list_daemon_set_for_all_namespaces,
+            label_selector=kubeobserve.DRA_DRIVER_LABEL_SELECTOR,
+        ):
+            if not kubeobserve.is_dra_kubelet_plugin(ds):
+                continue
+            meta = ds.get("metadata") or {}
+            namespace = meta.get("namespace")
+            selector = kubeobserve.dra_driver_pod_selector(ds)
+            nodes: set[str] = set()
+            if selector is not None and isinstance(namespace, str):
+                for pod in self._pages(
+                    f"list pods {namespace} ({selector})",
+                    self.core.list_namespaced_pod,
+                    namespace=namespace,
+                    label_selector=selector,
+                ):
+                    node = (pod.get("spec") or {}).get("nodeName")
+                    if isinstance(node, str) and node:
+                        nodes.add(node)
+            out.append(kubeobserve.dra_driver_from_json(ds, nodes))
+        return out
 
     def _resource_slices(self) -> list[Mapping[str, Any]]:
         """The ResourceSlices of NVIDIA's DRA driver (resource.k8s.io/v1, paginated, the server filtering on

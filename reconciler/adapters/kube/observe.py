@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from reconciler.logic.codecs import featuregates
 from reconciler.logic.observe.observation import read_observation
-from reconciler.model.dra import ClaimedDevice, DraDevice, GpuClusterState, NodeDra, ObservedClaim
+from reconciler.model.dra import ClaimedDevice, DraDevice, DraDriverConfig, GpuClusterState, NodeDra, ObservedClaim
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
@@ -613,6 +614,7 @@ def observed_from_parts(
     resource_slices: Iterable[Json] = (),
     resource_claims: Iterable[Json] = (),
     gpu_clusters: Iterable[Json] = (),
+    dra_drivers: Iterable[DraDriverConfig] = (),
 ) -> ObservedState:
     """The observed state from the listed objects: the nodes (node_from_json, by name), the pods as a
     PodSorter sorted them, and `config_map(name)` for migplan's mig-parted ConfigMap and the
@@ -645,6 +647,7 @@ def observed_from_parts(
         claims=claims,
         claim_problems=claim_problems,
         gpu_clusters=tuple(gpu_cluster_from_json(o) for o in gpu_clusters),
+        dra_drivers=tuple(dra_drivers),
     )
 
 
@@ -813,3 +816,98 @@ def gpu_cluster_from_json(obj: Json) -> GpuClusterState:
     if not isinstance(value, bool):
         return GpuClusterState(name, None, ignored, f"GPUCluster {name}: featureGates.DynamicMIG is not true or false")
     return GpuClusterState(name, value, ignored)
+
+
+# --- NVIDIA's DRA driver installed by its own chart: the kubelet-plugin DaemonSet ----------------------------------
+
+# deployments/helm/dra-driver-nvidia-gpu (NVIDIA/k8s-dra-driver-gpu): _helpers.tpl `templateLabels` gives every
+# object `app.kubernetes.io/name: <chart name>`; kubeletplugin.yaml names the DaemonSet `<name>-kubelet-plugin` and
+# passes `.Values.featureGates` to container `gpus` as env FEATURE_GATES ("Name=value," per gate).
+DRA_DRIVER_CHART_NAME = "dra-driver-nvidia-gpu"
+DRA_DRIVER_LABEL_SELECTOR = f"app.kubernetes.io/name={DRA_DRIVER_CHART_NAME}"
+DRA_DRIVER_PLUGIN_SUFFIX = "-kubelet-plugin"
+DRA_DRIVER_CONTAINER = "gpus"
+DYNAMIC_MIG_GATE = "DynamicMIG"
+
+
+def is_dra_kubelet_plugin(obj: Json) -> bool:
+    """The DaemonSet is the driver chart's kubelet plugin (not its controller or webhook, which share the label)."""
+    name = _name((obj.get("metadata") or {}).get("name")) if isinstance(obj, Mapping) else None
+    return name is not None and name.endswith(DRA_DRIVER_PLUGIN_SUFFIX)
+
+
+def dra_driver_pod_selector(obj: Json) -> str | None:
+    """The DaemonSet's spec.selector.matchLabels as a label selector (to list its pods), or None when absent."""
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    selector = spec.get("selector") if isinstance(spec, Mapping) else None
+    labels = selector.get("matchLabels") if isinstance(selector, Mapping) else None
+    if not isinstance(labels, Mapping) or not labels:
+        return None
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        return None
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def _dynamic_mig_of_gates(value: Any, where: str) -> tuple[bool | None, str | None]:
+    if not isinstance(value, str):
+        return None, f"{where} is not a literal string"
+    try:
+        gates = featuregates.parse(value)
+    except featuregates.FeatureGateError as e:
+        return None, f"{where} {short(value)} cannot be read ({e})"
+    return gates.get(DYNAMIC_MIG_GATE), None
+
+
+def _container_dynamic_mig(container: Mapping[str, Any]) -> tuple[bool | None, str | None]:
+    """DynamicMIG as the container sets it (None: not set), or a problem. `--feature-gates` on the command line
+    overrides the env (urfave/cli: a flag given wins over its EnvVars); both may be given."""
+    value: bool | None = None
+    env = container.get("env") or []
+    if not isinstance(env, list):
+        return None, "env is not a list"
+    for item in env:
+        if isinstance(item, Mapping) and item.get("name") == "FEATURE_GATES":
+            if "value" not in item:
+                return None, "FEATURE_GATES comes from elsewhere (valueFrom), not a value migplan can read"
+            value, problem = _dynamic_mig_of_gates(item.get("value"), "FEATURE_GATES")
+            if problem is not None:
+                return None, problem
+    words: list[Any] = [*(container.get("command") or []), *(container.get("args") or [])]
+    for i, word in enumerate(words):
+        if not isinstance(word, str):
+            return None, "command or args is not a list of strings"
+        for token in word.split():
+            flag, sep, rest = token.partition("=")
+            if flag not in ("--feature-gates", "-feature-gates"):
+                continue
+            if not sep:
+                return None, "--feature-gates without an inline value cannot be read"
+            gate, problem = _dynamic_mig_of_gates(rest, "--feature-gates")
+            if problem is not None:
+                return None, problem
+            if gate is not None:
+                value = gate
+    return value, None
+
+
+def dra_driver_from_json(obj: Json, nodes: Iterable[str]) -> DraDriverConfig:
+    """What the driver's kubelet-plugin DaemonSet says about DynamicMIG on the nodes its pods run on; never raises.
+    A gate absent is off (pkg/featuregates/featuregates.go: DynamicMIG defaults to false); one that cannot be read
+    leaves it unknown (None) with the reason: taken as on, so nothing is written there (MP579)."""
+    meta = (obj.get("metadata") or {}) if isinstance(obj, Mapping) else {}
+    namespace = _name(meta.get("namespace") if isinstance(meta, Mapping) else None) or "?"
+    name = _name(meta.get("name") if isinstance(meta, Mapping) else None) or "?"
+    where = frozenset(nodes)
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    template = spec.get("template") if isinstance(spec, Mapping) else None
+    pod_spec = template.get("spec") if isinstance(template, Mapping) else None
+    containers = pod_spec.get("containers") if isinstance(pod_spec, Mapping) else None
+    if not isinstance(containers, list):
+        return DraDriverConfig(namespace, name, None, where, "spec.template.spec.containers is not a list")
+    gpus = [c for c in containers if isinstance(c, Mapping) and c.get("name") == DRA_DRIVER_CONTAINER]
+    if len(gpus) != 1:
+        return DraDriverConfig(namespace, name, None, where, f"no single container named {DRA_DRIVER_CONTAINER!r}")
+    value, problem = _container_dynamic_mig(gpus[0])
+    if problem is not None:
+        return DraDriverConfig(namespace, name, None, where, f"container {DRA_DRIVER_CONTAINER}: {problem}")
+    return DraDriverConfig(namespace, name, bool(value), where)

@@ -11,6 +11,8 @@ A node is on the device-plugin path unless NVIDIA's DRA driver publishes devices
   that exist and creates none, so the layout is still written by whoever cut it (mig-manager, migplan's agent).
 A GPU Operator GPUCluster whose DRA driver has the DynamicMIG feature gate on (api/nvidia/v1alpha1/
 gpucluster_types.go `DRADriverSpec.FeatureGates`) says the same for every GPU node, before any slice is published.
+The kubelet-plugin DaemonSet of a driver installed by its own chart (deployments/helm/dra-driver-nvidia-gpu
+`kubeletplugin.yaml`: FEATURE_GATES of container `gpus`) says the same for the nodes its pods run on.
 Drift on a DRA node is the plan against the published devices, name for name (placement included): each planned
 partition is the device `gpu-<minor>-mig-<profile>-<GI profile id>-<start>` (reconciler.logic.codecs.dradevices), and
 a node's device-plugin counts (`nvidia.com/mig-*`, which a DRA node never advertises) say nothing there.
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from reconciler.logic.codecs import dradevices
-from reconciler.model.dra import GpuClusterState, NodeDra, Regime
+from reconciler.model.dra import DraDriverConfig, GpuClusterState, NodeDra, Regime
 from reconciler.model.inventory import NodeSpec
 
 DYNAMIC_MIG_WRITER = "NVIDIA's DRA driver (DynamicMIG)"
@@ -47,13 +49,25 @@ def cluster_dynamic_mig(clusters: Iterable[GpuClusterState]) -> str | None:
     return None
 
 
-def other_writer(published: NodeDra | None, gpu_cluster: str | None = None) -> str | None:
+def driver_dynamic_mig(drivers: Iterable[DraDriverConfig], node: str) -> str | None:
+    """The driver DaemonSet ("namespace/name") running DynamicMIG on `node`, or None. One whose gates cannot be
+    read counts as on (MP579): a guess must never lead to a write."""
+    for d in drivers:
+        if node in d.nodes and d.dynamic_mig is not False:
+            return d.key
+    return None
+
+
+def other_writer(published: NodeDra | None, gpu_cluster: str | None = None, driver: str | None = None) -> str | None:
     """Who else writes the node's MIG layout, or None when migplan may (its plan is then the layout).
-    `gpu_cluster`: the GPUCluster running DynamicMIG (cluster_dynamic_mig), if any."""
+    `gpu_cluster`: the GPUCluster running DynamicMIG (cluster_dynamic_mig), if any; `driver`: the driver
+    DaemonSet running DynamicMIG on this node (driver_dynamic_mig), if any."""
     if regime(published) is Regime.DRA_DYNAMIC_MIG:
         return DYNAMIC_MIG_WRITER
     if gpu_cluster is not None:
         return f"{DYNAMIC_MIG_WRITER[:-1]}, GPUCluster {gpu_cluster})"
+    if driver is not None:
+        return f"{DYNAMIC_MIG_WRITER[:-1]}, DaemonSet {driver})"
     return None
 
 

@@ -155,7 +155,10 @@ class DriftContext:
         gpu_cluster = draregime.cluster_dynamic_mig(self.observed.gpu_clusters)
         return (
             self.desired.layout_writer(name) != "migplan"
-            or draregime.other_writer(self.observed.dra.get(name), gpu_cluster) is not None
+            or draregime.other_writer(
+                self.observed.dra.get(name), gpu_cluster, draregime.driver_dynamic_mig(self.observed.dra_drivers, name)
+            )
+            is not None
             or self.third_party(name) is not None
         )
 
@@ -338,6 +341,15 @@ def _check_dra(ctx: DriftContext) -> Iterable[Finding]:
         for c in observed.gpu_clusters
         if c.problem is not None and not c.ignored
     )
+    yield from (
+        finding(
+            "MP579",
+            f"DaemonSet {d.key} of NVIDIA's DRA driver: {d.problem}: DynamicMIG taken as on, nothing written on "
+            f"the {len(d.nodes)} node(s) it runs on",
+        )
+        for d in observed.dra_drivers
+        if d.problem is not None
+    )
     for claim, pool in draclaims.unknown_pools(observed.claims, observed.nodes):
         yield finding(
             "MP571",
@@ -352,7 +364,8 @@ def _check_dra(ctx: DriftContext) -> Iterable[Finding]:
                 yield from _third_party_findings(name, plan, third)
                 continue
             published = observed.dra.get(name) or NodeDra(name)
-            yield from _dra_findings(name, plan, published, ctx.joins.get(name), gpu_cluster)
+            driver = draregime.driver_dynamic_mig(observed.dra_drivers, name)
+            yield from _dra_findings(name, plan, published, ctx.joins.get(name), gpu_cluster, driver)
 
 
 def _third_party_findings(name: str, plan: NodeSpec, third: thirdparty.ThirdPartyWriter) -> list[Finding]:
@@ -528,19 +541,29 @@ def other_writers(desired: DesiredState, observed: ObservedState) -> Mapping[str
             continue
         node = observed.nodes.get(name)
         third = thirdparty.node_writer(node.annotations) if node is not None else None
-        writer = third.writer if third is not None else draregime.other_writer(observed.dra.get(name), gpu_cluster)
+        driver = draregime.driver_dynamic_mig(observed.dra_drivers, name)
+        writer = (
+            third.writer
+            if third is not None
+            else draregime.other_writer(observed.dra.get(name), gpu_cluster, driver)
+        )
         if writer is not None:
             out[name] = writer
     return out
 
 
 def _dra_findings(
-    name: str, plan: NodeSpec, published: NodeDra, joined: observation.NodeJoin | None, gpu_cluster: str | None
+    name: str,
+    plan: NodeSpec,
+    published: NodeDra,
+    joined: observation.NodeJoin | None,
+    gpu_cluster: str | None,
+    driver: str | None = None,
 ) -> list[Finding]:
     """A DRA node against its plan (reconciler.logic.drift.draregime): another writer, unreadable slices, and the
     plan against the published devices name for name where the layout is static."""
     out = [finding("MP571", f"{name}: {problem}", node=name) for problem in published.problems]
-    writer = draregime.other_writer(published, gpu_cluster)
+    writer = draregime.other_writer(published, gpu_cluster, driver)
     if writer is not None:
         where = plan.source.file if plan.source is not None else f"nodes/{name}.yaml"
         out.append(
