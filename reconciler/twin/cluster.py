@@ -354,6 +354,19 @@ class ClusterTwin:
             self.store.install_crd(gpucluster_crd())
         self.store.create("gpuclusters.nvidia.com", gpucluster(name, dynamic_mig=dynamic_mig))
 
+    def install_dra_driver_chart(self, nodes: Iterable[str], feature_gates: str | None) -> None:
+        """NVIDIA's DRA driver installed by its own Helm chart (no GPU Operator): its kubelet-plugin DaemonSet with
+        FEATURE_GATES `feature_gates` (as the chart renders it) and its pod on each of `nodes`; nothing published
+        yet (reconciler/twin/dra.py)."""
+        from reconciler.twin.dra import kubelet_plugin_daemonset, kubelet_plugin_pod
+
+        ds = kubelet_plugin_daemonset(feature_gates)
+        namespace = ds["metadata"]["namespace"]
+        self.store.ensure_namespaces([namespace])
+        self.store.create("daemonsets.apps", ds, namespace)
+        for node in nodes:
+            self.store.create("pods", kubelet_plugin_pod(ds, node), namespace)
+
     def hold_through_claim(
         self, node: str, namespace: str, pod: str, claim: str, device: str, *, container: str = "main"
     ) -> None:

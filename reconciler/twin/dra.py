@@ -297,3 +297,64 @@ def gpucluster(name: str, *, dynamic_mig: bool) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"draDriver": {"featureGates": {"DynamicMIG": dynamic_mig}}},
     }
+
+
+# NVIDIA's DRA driver installed by its own Helm chart (deployments/helm/dra-driver-nvidia-gpu, NVIDIA/k8s-dra-driver-gpu
+# at 22407113): what kubeletplugin.yaml and _helpers.tpl render for release `nvidia-dra-driver-gpu`, reduced to
+# the fields the driver's configuration lives in (ASSUMPTIONS-dra.md "The driver's own chart").
+DRIVER_CHART = "dra-driver-nvidia-gpu"
+DRIVER_NAMESPACE = "nvidia-dra-driver-gpu"
+
+
+def kubelet_plugin_daemonset(feature_gates: str | None, *, namespace: str = DRIVER_NAMESPACE) -> dict[str, Any]:
+    """The chart's kubelet-plugin DaemonSet: `<name>-kubelet-plugin`, labelled `app.kubernetes.io/name: <name>`
+    (templateLabels), pods selected by `<name>-component: kubelet-plugin` (selectorLabels), and the `gpus`
+    container's env FEATURE_GATES as the chart renders `.Values.featureGates` ("Name=value," per gate, trailing
+    comma included; absent when no gate is set). `feature_gates` is that rendered string, verbatim."""
+    selector = {f"{DRIVER_CHART}-component": "kubelet-plugin"}
+    env = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    if feature_gates is not None:
+        env.append({"name": "FEATURE_GATES", "value": feature_gates})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": f"{DRIVER_CHART}-kubelet-plugin",
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": DRIVER_CHART, "app.kubernetes.io/instance": DRIVER_NAMESPACE},
+        },
+        "spec": {
+            "selector": {"matchLabels": dict(selector)},
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": DRIVER_CHART, **selector}},
+                "spec": {
+                    "containers": [
+                        {"name": "compute-domains", "image": "nvcr.io/nvidia/k8s-dra-driver-gpu"},
+                        {
+                            "name": "gpus",
+                            "image": "nvcr.io/nvidia/k8s-dra-driver-gpu",
+                            "command": ["bash", "-c"],
+                            "args": ["gpu-kubelet-plugin -v $(LOG_VERBOSITY)"],
+                            "env": env,
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+def kubelet_plugin_pod(ds: dict[str, Any], node: str) -> dict[str, Any]:
+    """The DaemonSet's pod on `node` (what the DaemonSet controller creates: the template's labels, bound)."""
+    template = ds["spec"]["template"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{ds['metadata']['name']}-{node}",
+            "namespace": ds["metadata"]["namespace"],
+            "labels": dict(template["metadata"]["labels"]),
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds["metadata"]["name"]}],
+        },
+        "spec": {"nodeName": node, "containers": [dict(c) for c in template["spec"]["containers"]]},
+    }
