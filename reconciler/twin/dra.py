@@ -336,7 +336,7 @@ def kubelet_plugin_daemonset(feature_gates: str | None, *, namespace: str = DRIV
                             "command": ["bash", "-c"],
                             "args": ["gpu-kubelet-plugin -v $(LOG_VERBOSITY)"],
                             "env": env,
-                        }
+                        },
                     ]
                 },
             },

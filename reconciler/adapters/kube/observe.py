@@ -872,8 +872,10 @@ def _container_dynamic_mig(container: Mapping[str, Any]) -> tuple[bool | None, s
             value, problem = _dynamic_mig_of_gates(item.get("value"), "FEATURE_GATES")
             if problem is not None:
                 return None, problem
-    words: list[Any] = [*(container.get("command") or []), *(container.get("args") or [])]
-    for i, word in enumerate(words):
+    command, args = container.get("command") or [], container.get("args") or []
+    if not isinstance(command, list) or not isinstance(args, list):
+        return None, "command or args is not a list of strings"
+    for word in [*command, *args]:
         if not isinstance(word, str):
             return None, "command or args is not a list of strings"
         for token in word.split():

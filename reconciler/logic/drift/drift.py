@@ -543,9 +543,7 @@ def other_writers(desired: DesiredState, observed: ObservedState) -> Mapping[str
         third = thirdparty.node_writer(node.annotations) if node is not None else None
         driver = draregime.driver_dynamic_mig(observed.dra_drivers, name)
         writer = (
-            third.writer
-            if third is not None
-            else draregime.other_writer(observed.dra.get(name), gpu_cluster, driver)
+            third.writer if third is not None else draregime.other_writer(observed.dra.get(name), gpu_cluster, driver)
         )
         if writer is not None:
             out[name] = writer

@@ -21,7 +21,9 @@ def _gpus(ds: dict[str, Any]) -> dict[str, Any]:
     return c  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize(("gates", "expected"), [("DynamicMIG=true,", True), ("DynamicMIG=false,", False), (None, False)])
+@pytest.mark.parametrize(
+    ("gates", "expected"), [("DynamicMIG=true,", True), ("DynamicMIG=false,", False), (None, False)]
+)
 def test_the_env_gate_is_read(gates: str | None, expected: bool) -> None:
     d = dra_driver_from_json(kubelet_plugin_daemonset(gates), ["a", "b"])
     assert (d.dynamic_mig, d.problem, d.nodes) == (expected, None, frozenset({"a", "b"}))
@@ -42,6 +44,7 @@ def test_a_command_line_gate_overrides_the_env() -> None:
         lambda c: c["env"].append({"name": "FEATURE_GATES", "value": 1}),
         lambda c: c.update(args=["gpu-kubelet-plugin --feature-gates DynamicMIG=true"]),
         lambda c: c.update(args=[7]),
+        lambda c: c.update(args="--feature-gates=DynamicMIG=true"),
         lambda c: c.update(env="FEATURE_GATES=DynamicMIG=true"),
         lambda c: c.update(name="other"),
     ],
