@@ -329,7 +329,7 @@ def kubelet_plugin_daemonset(feature_gates: str | None, *, namespace: str = DRIV
                 "metadata": {"labels": {"app.kubernetes.io/name": DRIVER_CHART, **selector}},
                 "spec": {
                     "containers": [
-                        {"name": "compute-domains", "image": "nvcr.io/nvidia/k8s-dra-driver-gpu"},
+                        {"name": "compute-domains", "image": "nvcr.io/nvidia/k8s-dra-driver-gpu", "env": list(env)},
                         {
                             "name": "gpus",
                             "image": "nvcr.io/nvidia/k8s-dra-driver-gpu",
