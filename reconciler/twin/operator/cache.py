@@ -51,10 +51,19 @@ class NodeInfo(NamedTuple):
 
 
 class DaemonPod(NamedTuple):
-    """The device-plugin pod a node runs: its name and the DaemonSet template generation it was made from."""
+    """A daemon pod a node runs (device plugin, mig-manager): its name, the DaemonSet template generation it was
+    made from, when its container is started and Ready on the twin's clock (operand_ready_seconds after it was
+    created), and, for mig-manager, what its container was started with: the ConfigMap behind its
+    `mig-parted-config` volume and its literal env (an old pod keeps both until the rollout replaces it)."""
 
     name: str
     generation: str
+    ready_at: float = float("-inf")
+    config_map: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+
+    def started(self, now: float) -> bool:
+        return now >= self.ready_at
 
 
 class NodeUnit(NamedTuple):
@@ -133,7 +142,7 @@ class OperatorCache:
     # what the components did
     dp_pods: dict[str, DaemonPod] = field(default_factory=dict)  # node → its device-plugin pod
     dp_state: dict[str, Advertised] = field(default_factory=dict)  # node → what its plugin advertises
-    mm_pods: dict[str, str] = field(default_factory=dict)  # node → mig-manager pod name
+    mm_pods: dict[str, DaemonPod] = field(default_factory=dict)  # node → its mig-manager pod
     mig_manager_log: dict[str, list[str]] = field(default_factory=dict)  # node → the lines of its runs
     allocations: dict[PodKey, list[NodeUnit]] = field(default_factory=dict)
     # the kubelet's device manager checkpoint: IDs fixed at allocation (a device destroyed later keeps its ID here,
