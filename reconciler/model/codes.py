@@ -307,6 +307,13 @@ DECLARED: tuple[Code, ...] = (
     ),
     Code("MP565", FINDING, E, "ClusterPolicy spec.devicePlugin.env sets MIG_STRATEGY, overriding spec.mig.strategy"),
     Code("MP566", FINDING, E, "a container asks more than one shared device where the plugin fails such requests"),
+    Code(
+        "MP567",
+        FINDING,
+        INFO,
+        "the node's mig-manager pod still reads another ConfigMap than migplan's: its label waits for the rollout",
+        traits=GPU_OPERATOR,
+    ),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),
     Code("MP552", KUBERNETES, E, "a list's continue token expired (410): the list restarts"),
