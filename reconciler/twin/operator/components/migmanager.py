@@ -154,6 +154,8 @@ class MigManager:
             return self.default_label(name, tw, labels)
         if self._done.get(name) == value:
             return False
+        # main.go start: every value Get returns is logged before migReconfigure runs it (assert, validation and all)
+        self._log(name, f"Updating to MIG config: {value}")
         # getCurrentNodeLabels: the deploy labels as they are now are what setState restores from.
         captured = {k: labels.get(k, "") for k in DEPLOY_LABELS}
         entries, lines = self._config(tw, value)
@@ -172,7 +174,6 @@ class MigManager:
                 continue  # gpu.deploy.client is only touched when it has a value
             patch[key] = "false" if captured[key] == "false" else PAUSED
         self._runs[name] = MigRun(value, captured)
-        self._log(name, f"Updating to MIG config: {value}")
         self._log(name, _state_line("pending"))
         self.api.patch_labels(name, patch)
         self.queue.add(NodeWork(name))  # a restarted run finds the labels already paused: the patch may change nothing
