@@ -137,6 +137,8 @@ class OperatorCache:
     configmaps: dict[str, dict[str, Any]] = field(default_factory=dict)
     config_versions: dict[str, list[ConfigVersion]] = field(default_factory=dict)
     nodes: dict[str, NodeInfo] = field(default_factory=dict)
+    # moves whenever a node comes, goes or changes labels: what selects which node is memoised against it
+    node_labels_version: int = 0
     pods: dict[PodKey, PodInfo] = field(default_factory=dict)
     by_node: dict[str | None, dict[PodKey, PodInfo]] = field(default_factory=dict)  # None: not bound
     # what the components did
@@ -162,8 +164,15 @@ class OperatorCache:
     def remember_node(self, obj: Mapping[str, Any]) -> NodeInfo:
         meta = obj["metadata"]
         info = NodeInfo(dict(meta.get("labels") or {}), bool((obj.get("spec") or {}).get("unschedulable")))
+        old = self.nodes.get(meta["name"])
+        if old is None or old.labels != info.labels:
+            self.node_labels_version += 1
         self.nodes[meta["name"]] = info
         return info
+
+    def forget_node(self, name: str) -> None:
+        if self.nodes.pop(name, None) is not None:
+            self.node_labels_version += 1
 
     def remember_pod(self, obj: Mapping[str, Any]) -> PodInfo:
         meta = obj["metadata"]

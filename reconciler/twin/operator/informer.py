@@ -84,7 +84,7 @@ class Informer:
     def _node(self, event_type: str, obj: dict[str, Any], meta: Mapping[str, Any]) -> list[Work]:
         name = meta.get("name", "")
         if event_type == "DELETED":
-            self.cache.nodes.pop(name, None)
+            self.cache.forget_node(name)
             return [NodeWork(name), Job.SCHEDULE, Job.DAEMONSET_STATUS]
         before = self.cache.nodes.get(name)
         after = self.cache.remember_node(obj)

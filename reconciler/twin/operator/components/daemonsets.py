@@ -102,6 +102,7 @@ class DaemonSetController:
         self.ready_seconds = ready_seconds
         self._revision: tuple[str, str] = ("", "")  # (template generation, controller-revision-hash)
         self._mm_shown: set[str] = set()  # mig-manager pods whose Ready status is written
+        self._selected_memo: dict[str, tuple[int, dict[str, Any], list[str]]] = {}
 
     def adopt(self, info: PodInfo, pod: Mapping[str, Any], tw: TwinNode | None) -> None:
         """A daemon pod already in the store when the twin starts (its plugin read the GPUs when it started)."""
@@ -290,7 +291,7 @@ class DaemonSetController:
         nodes' work then creates the new ones (the DaemonSet controller's manage)."""
         t = self.clock()
         dp_ds = self.cache.device_plugin_ds
-        if dp_ds is not None and not rollingupdate.on_delete(dp_ds):
+        if dp_ds is not None and not rollingupdate.on_delete(dp_ds) and self._any_old(dp_ds, self.cache.dp_pods):
             gen = str(dp_ds["metadata"].get("generation", 1))
             state = self.cache.dp_state
             nodes = self._selected(dp_ds)
@@ -309,7 +310,7 @@ class DaemonSetController:
                     self._delete_dp(n, have)
                     self.queue.add(NodeWork(n))
         mm_ds = self.cache.mig_manager_ds
-        if mm_ds is not None and not rollingupdate.on_delete(mm_ds):
+        if mm_ds is not None and not rollingupdate.on_delete(mm_ds) and self._any_old(mm_ds, self.cache.mm_pods):
             gen = str(mm_ds["metadata"].get("generation", 1))
             nodes = self._selected(mm_ds)
             pods = [
@@ -327,9 +328,25 @@ class DaemonSetController:
                     # Left in mm_pods: its DELETED event tells mig-manager that the process died (pod_gone).
                     self.api.delete_pod(old.name, self.cache.namespace)
 
+    @staticmethod
+    def _any_old(ds: Mapping[str, Any], pods: Mapping[str, DaemonPod]) -> bool:
+        """Some pod is of an older template (else the rolling update has nothing to do)."""
+        gen = str(ds["metadata"].get("generation", 1))
+        return any(p.generation != gen for p in pods.values())
+
     def _selected(self, ds: Mapping[str, Any]) -> list[str]:
+        """The nodes the DaemonSet selects, memoised until a node's labels or the nodeSelector change (every
+        rollout step asks twice, over every node)."""
+        selector = ds["spec"]["template"]["spec"].get("nodeSelector") or {}
+        key = str(ds["metadata"].get("name", ""))
         with self.cache.lock:
-            return [n for n, node in self.cache.nodes.items() if _selects(ds, node.labels)]
+            version = self.cache.node_labels_version
+            memo = self._selected_memo.get(key)
+            if memo is not None and memo[0] == version and memo[1] == selector:
+                return memo[2]
+            nodes = [n for n, node in self.cache.nodes.items() if _selects(ds, node.labels)]
+            self._selected_memo[key] = (version, dict(selector), nodes)
+            return nodes
 
     # ---------------------------------------------------------------- nodes leaving, status
     def node_gone(self, name: str) -> None:
@@ -363,9 +380,7 @@ class DaemonSetController:
 
     def _write_status(self, ds: dict[str, Any], current: int, ready: int, updated: int) -> None:
         """What the DaemonSet controller reports (kubectl get ds / rollout status read it)."""
-        with self.cache.lock:
-            nodes = list(self.cache.nodes.values())
-        desired = sum(1 for node in nodes if _selects(ds, node.labels))
+        desired = len(self._selected(ds))
         status = {
             "currentNumberScheduled": current,
             "desiredNumberScheduled": desired,
