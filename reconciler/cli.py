@@ -37,6 +37,8 @@ COMMANDS: dict[str, str] = {
     "twin": "twin",
     "check-workloads": "checkworkloads",
     "import": "adopt",
+    "init": "init",
+    "profiles": "profiles",
 }
 
 

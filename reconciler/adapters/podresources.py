@@ -2,9 +2,11 @@
 
 The kubelet serves `v1.PodResourcesLister` on a unix socket (`/var/lib/kubelet/pod-resources/kubelet.sock`,
 the source DCGM exporter uses to attribute GPU metrics to pods). `List` returns every pod the kubelet runs,
-each container with its `ContainerDevices` (resource name, device IDs) — kubernetes/kubernetes
-pkg/kubelet/apis/podresources/server_v1.go `List`: pods from the pod manager, devices from the device
-manager's allocations (`GetDevices(podUID, container)`). The stubs are generated from our own proto
+each container with its `ContainerDevices` (resource name, device IDs) and its `dynamic_resources` (the
+DRA claims it uses: claim namespace and name, per allocated device the driver, pool and device name) —
+kubernetes/kubernetes pkg/kubelet/apis/podresources/server_v1.go `List`: pods from the pod manager, devices
+from the device manager's allocations (`GetDevices(podUID, container)`), DRA claims from the DRA manager's
+(`GetDynamicResources(pod, container)`). The stubs are generated from our own proto
 (reconciler/kubeletapi/podresources/v1/README.md).
 
 Every way this can go wrong becomes a MigplanError with an observer code, never a traceback and never a
@@ -127,6 +129,22 @@ class KubeletPodResources:
                             device_ids=tuple(devices.device_ids),
                         )
                     )
+                # DRA: one allocation per device of each claim (pkg/kubelet/apis/podresources/server_v1.go
+                # `List`: `DynamicResources` from the DRA manager's `GetDynamicResources(pod, container)`)
+                for dynamic in container.dynamic_resources:
+                    claim = f"{dynamic.claim_namespace}/{dynamic.claim_name}"
+                    for resource in dynamic.claim_resources:
+                        out.append(
+                            KubeletAllocation(
+                                namespace=pod.namespace,
+                                pod=pod.name,
+                                container=container.name,
+                                resource=resource.driver_name,
+                                device_ids=(resource.device_name,),
+                                claim=claim,
+                                pool=resource.pool_name,
+                            )
+                        )
         return tuple(out)
 
 

@@ -8,6 +8,7 @@ knows about inventories, clusters or NVML handles, so the cluster twin may use i
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml_rs
 
-__all__ = ["Catalog", "GpuModel", "PlacementRule", "Profile", "load_catalog"]
+__all__ = ["Catalog", "GpuModel", "PlacementRule", "Profile", "ProfileTable", "load_catalog", "memory_derived_gb"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,54 @@ class Profile:
         return self.placement_source.startswith("derived")
 
 
+class ProfileTable(Mapping[str, Profile]):
+    """A model's profiles by name, that also answers to the other documented naming of the same slices.
+
+    The driver derives a profile's name from its memory (go-nvlib `mig_profile.go` `String`), so one model can name
+    the same slice two ways (GB200: `1g.23gb` or `1g.24gb`). Lookups (`in`, `[]`, `get`) accept either name and give
+    the catalog's profile; iteration, `len` and `keys` give each profile once, under the catalog's name, so counting
+    or listing profiles never sees a slice twice. Which naming a node really uses is its own word
+    (logic/observe/profilecheck.py compares a plan with it)."""
+
+    __slots__ = ("_by_name", "_canonical", "_renames")
+
+    def __init__(self, profiles: Mapping[str, Profile], renames: Mapping[str, str] | None = None) -> None:
+        self._by_name = dict(profiles)
+        self._renames = dict(renames or {})  # catalog name -> the other naming's name
+        self._canonical = {other: name for name, other in self._renames.items()}
+
+    def __getitem__(self, name: str) -> Profile:
+        return self._by_name[self._canonical.get(name, name)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._canonical.get(name, name) in self._by_name
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProfileTable):
+            return NotImplemented
+        return self._by_name == other._by_name and self._renames == other._renames
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking mapping semantics, like dict
+
+    def __repr__(self) -> str:
+        return f"ProfileTable({list(self._by_name)!r}, renames={self._renames!r})"
+
+    @property
+    def renames(self) -> Mapping[str, str]:
+        """Catalog name -> the name the model's other documented naming gives the same slice (empty if none)."""
+        return dict(self._renames)
+
+    def canonical(self, name: str) -> str:
+        """The catalog's name for `name` (itself when it is already the catalog's, or unknown)."""
+        return self._canonical.get(name, name)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuModel:
     key: str  # catalog key, e.g. "H200-141GB"
@@ -61,7 +110,8 @@ class GpuModel:
     compute_slices: int
     memory_slices: int
     placements_derived_from: str | None
-    profiles: Mapping[str, Profile]
+    profiles: Mapping[str, Profile]  # a ProfileTable: also answers to the alternate naming's names
+    alternate_naming: str | None = None  # what the other documented naming is called ("early boards/drivers")
 
     @property
     def placements_known(self) -> bool:
@@ -70,6 +120,25 @@ class GpuModel:
 
     def profile(self, name: str) -> Profile | None:
         return self.profiles.get(name)
+
+    def name_on_device(self, name: str, derived_gb: int) -> str:
+        """The name a device gives the catalog profile `name` when its driver derives `derived_gb` for it
+        (`memory_derived_gb`): the other documented naming's name when that is the one with this `<N>gb`, else the
+        catalog's. Never a name no source documents."""
+        renames = self.profiles.renames if isinstance(self.profiles, ProfileTable) else {}
+        other = renames.get(name)
+        if other is not None and _gb_of(other) == derived_gb and _gb_of(name) != derived_gb:
+            return other
+        return name
+
+    def namings(self) -> tuple[frozenset[str], ...]:
+        """Each documented naming of the model's profiles as a set of names, the catalog's first. A model with one
+        naming has one set."""
+        names = frozenset(self.profiles)
+        renames = self.profiles.renames if isinstance(self.profiles, ProfileTable) else {}
+        if not renames:
+            return (names,)
+        return names, frozenset(renames.get(n, n) for n in names)
 
 
 class Catalog:
@@ -117,6 +186,27 @@ class Catalog:
         return self._models[key] if key else None
 
 
+def memory_derived_gb(total_device_memory: int, mig_memory_size_mb: int) -> int:
+    """The `<N>gb` of a profile's name as go-nvlib derives it (pkg/nvlib/device/mig_profile.go `getMigMemorySizeGB`):
+    the profile's share of the device memory rounded UP to eighths, times the device memory in whole GiB rounded up,
+    rounded half away from zero (Go's math.Round). This is why one GB200 slice is `1g.23gb` on a device reporting
+    186 GiB and `1g.24gb` on one reporting 189 GiB."""
+    if total_device_memory <= 0 or mig_memory_size_mb < 0:
+        return 0
+    one_mb, one_gb = 1024 * 1024, 1024 * 1024 * 1024
+    fraction = (mig_memory_size_mb * one_mb) / total_device_memory
+    fraction = math.ceil(fraction * 8) / 8
+    total_gb = (total_device_memory + one_gb - 1) // one_gb
+    return math.floor(fraction * total_gb + 0.5)
+
+
+def _gb_of(name: str) -> int | None:
+    """`1g.24gb+me` -> 24; `1c.3g.95gb` -> 95; None when the name has no `<N>gb` field."""
+    head = name.split("+", 1)[0].split("-", 1)[0]
+    last = head.rsplit(".", 1)[-1]
+    return int(last[:-2]) if last.endswith("gb") and last[:-2].isdigit() else None
+
+
 _SHARED_SUFFIX = "-shared"
 _MIG_INFIX = "-mig-"
 
@@ -156,6 +246,7 @@ def _model_from(key: str, raw: Mapping[str, Any]) -> GpuModel:
             placement_source=p["placement_source"],
             profile_id_confirmed=bool(p.get("profile_id_confirmed", True)),
         )
+    alternate = raw.get("alternate_naming") or {}
     return GpuModel(
         key=key,
         products=tuple(raw.get("products", ())),
@@ -165,7 +256,8 @@ def _model_from(key: str, raw: Mapping[str, Any]) -> GpuModel:
         compute_slices=int(raw["compute_slices"]),
         memory_slices=int(raw["memory_slices"]),
         placements_derived_from=raw.get("placements_derived_from"),
-        profiles=profiles,
+        profiles=ProfileTable(profiles, alternate.get("profiles")),
+        alternate_naming=alternate.get("name"),
     )
 
 

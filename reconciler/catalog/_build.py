@@ -179,6 +179,17 @@ def build(ref: dict[str, Any]) -> dict[str, Any]:
             "placements_derived_from": geometry_from,
             "profiles": profiles,
         }
+        alternate = m.get("alternate_naming")
+        if alternate:
+            names = {p["name"] for p in profiles}
+            renames = {str(k): str(v) for k, v in alternate["profiles"].items()}
+            unknown = sorted(set(renames) - names)
+            clash = sorted(set(renames.values()) & names)
+            if unknown or clash or len(set(renames.values())) != len(renames):
+                raise ValueError(f"{key}: alternate_naming must rename profiles of the model to new, distinct names")
+            # The same slices under the names another board/driver gives them (memory-derived names, go-nvlib
+            # mig_profile.go): canonical name -> the other name.
+            out[key]["alternate_naming"] = {"name": str(alternate["name"]), "profiles": renames}
     return {"schema_version": 1, "source": "reconciler/catalog/reference/gpu-profiles.yaml", "models": out}
 
 

@@ -1,6 +1,8 @@
 """`migplan check-workloads PATH...|-`: the manifests that ask for partitions, against the plan, before merge.
 
-    migplan check-workloads deploy/ [--inventory ROOT]           the plan of a directory (default: the example)
+    migplan check-workloads deploy/ [--inventory ROOT]           the plan of a directory (default: the inventory
+                                                                 root the working directory is in, as `validate`)
+    migplan check-workloads deploy/ --example                    the plan of the embedded example, by name
     migplan check-workloads - --repo R --rev REV [--path P]      the plan at a Git revision; manifests on stdin
         [--reports-from-git]                                     free partitions from the last committed report
         [--kubeconfig F]                                         free partitions, labels and taints from the cluster
@@ -157,6 +159,7 @@ def read_inputs(paths: tuple[str, ...]) -> tuple[list[Manifest], list[Diagnostic
 def load_plan(
     inventory: Path | None, repo: str | None, rev: str | None, path: str, cache_dir: Path | None
 ) -> tuple[str, DesiredState]:
+    """The plan checked against: `inventory` (a directory) or the root `path` of `repo` at `rev`."""
     from reconciler.commands.validate import GitLoadError, load_files, load_revision_files
 
     revision: Revision = WORKDIR
@@ -167,6 +170,7 @@ def load_plan(
                 repo, rev or "HEAD", path=path, cache_dir=cache_dir
             )
         else:
+            assert inventory is not None, "the command resolves the inventory before loading it"
             label, files = load_files(inventory)
     except (OSError, GitLoadError, ValueError) as exc:
         raise InputError("MP621", f"the plan cannot be read: {exc}") from exc
@@ -273,8 +277,9 @@ def render_text(diags: list[Diagnostic], summaries: list[dict[str, Any]], *, pla
     "--inventory",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="The plan: an inventory root (default: the embedded example).",
+    help="The plan: an inventory root (default: the one the working directory is in).",
 )
+@click.option("--example", is_flag=True, help="The plan of the embedded example inventory (what `migplan demo` uses).")
 @click.option("--repo", default=None, help="The plan at a Git revision of this repository (URL or local path).")
 @click.option("--rev", default=None, help="Branch, tag or commit (with --repo; default HEAD).")
 @click.option("--path", "path", default="", help="Inventory root inside the repository (with --repo).")
@@ -298,17 +303,37 @@ def command(
     reports_from_git: bool,
     kubeconfig: str | None,
     context: str | None,
+    example: bool,
     output: str,
 ) -> None:
     """Check Kubernetes manifests (files, directories, - for stdin) against the MIG plan.
 
-    Exit status: 0 no error (warnings allowed), 1 findings of severity error, 2 usage or I/O error."""
+    Exit status: 0 no error (warnings allowed), 1 findings of severity error, 2 usage or I/O error (MP413:
+    no plan named and the working directory in no inventory)."""
     if repo is not None and inventory is not None:
         raise click.UsageError("give either --inventory or --repo, not both")
     if repo is None and (rev is not None or path or reports_from_git):
         raise click.UsageError("--rev, --path and --reports-from-git need --repo")
     if reports_from_git and kubeconfig is not None:
         raise click.UsageError("give either --reports-from-git or --kubeconfig, not both")
+    if example and (inventory is not None or repo is not None):
+        raise click.UsageError("give either --example, --inventory or --repo")
+    if repo is None and inventory is None:
+        from reconciler import resources
+        from reconciler.commands.validate import standing
+
+        inventory = (
+            resources.inventory_dir()
+            if example
+            else standing("check-workloads", "PATH --inventory ROOT", "PATH --example")
+        )
+        if not (inventory / "cluster.yaml").exists():  # a repository of several roots (migplan-roots.yaml)
+            click.echo(
+                f"migplan check-workloads: error MP413: {inventory} holds several inventory roots; "
+                "name the plan with --inventory ROOT",
+                err=True,
+            )
+            sys.exit(2)
     try:
         label, desired = load_plan(inventory, repo, rev, path, cache_dir)
         manifests, read_diags = read_inputs(paths)

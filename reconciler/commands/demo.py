@@ -1,10 +1,10 @@
 """`migplan demo`: the main job end to end on the embedded default, no cluster needed (reconciler.demo).
 
-    migplan demo [--workdir DIR] [--drift CASE ...] [--keep] [-o text|json]
+    migplan demo [--inventory DIR] [--workdir DIR] [--drift CASE ...] [--keep] [-o text|json]
 
 Exit code: 0 when the last cycle did not fail (remaining drift is the demo's expected outcome: reported,
 not an error), else the failed cycle's own exit code (2, reconciler.model.cycles.CycleStatus); 2 when the demo
-repository cannot be created.
+repository cannot be created or the --inventory cannot be read or does not validate (its errors printed).
 """
 
 from __future__ import annotations
@@ -32,14 +32,22 @@ from reconciler.commands.common import fail, output_option
     help="Drift case to inject into the twin (repeatable; default: a representative set).",
 )
 @click.option("--keep", is_flag=True, help="Keep the twin running for kubectl until Ctrl-C.")
+@click.option(
+    "--inventory",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="Run on this inventory root instead of the embedded example.",
+)
 @output_option("text", "json")
-def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, output: str) -> None:
-    """Run the main job end to end on the embedded example inventory and a cluster twin."""
-    from reconciler.demo import DemoRepositoryError, run_demo
+def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, inventory: Path | None, output: str) -> None:
+    """Run the main job end to end on the embedded example inventory (or --inventory) and a cluster twin."""
+    from reconciler.demo import DemoInventoryError, DemoRepositoryError, run_demo
 
     say: Callable[[str], None] = (lambda msg: click.echo(msg, err=True)) if output == "json" else click.echo
     try:
-        code = run_demo(workdir, drift, keep=keep, output=output, say=say)
+        code = run_demo(workdir, drift, keep=keep, output=output, say=say, inventory=inventory)
+    except DemoInventoryError as exc:
+        fail(f"error: {exc}")
     except DemoRepositoryError as exc:
         fail(f"error: cannot create the demo repository: {exc}")
     sys.exit(code)

@@ -55,6 +55,7 @@ from reconciler.logic.review.mrcomment import (
     PlanSection,
     capacity_lines,
     layout_line,
+    node_rows,
     owner,
     placement,
     render_comment,
@@ -62,6 +63,7 @@ from reconciler.logic.review.mrcomment import (
 )
 from reconciler.logic.review.reportoccupancy import observed_from_report
 from reconciler.logic.review.revdiff import ChangeKind, Disruptions, RevisionDiff, diff_states, disruptions
+from reconciler.logic.review.unplaced import placement_only_warnings
 from reconciler.model.codes import Trait, with_trait
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.errors import MigplanError
@@ -84,9 +86,9 @@ def _cells(row: list[Any]) -> list[Any]:
     return [c if isinstance(c, int) else md.text(c) for c in row]
 
 
-def _disruption_lines(d: Disruptions) -> list[str]:
+def _disruption_lines(d: Disruptions, *, by_node: bool = False) -> list[str]:
     out = ["", f"Disruption model: **{d.model.value}** — {disruption.describe_model(d.model)}."]
-    if d.gpus:
+    if d.gpus and not by_node:  # grouped by node, the per-node table says it once per node instead
         rows = [
             [g.node, g.gpu, g.reason, (", ".join(g.pods) or "—") if d.observed else "(no cluster asked)"]
             for g in d.gpus
@@ -112,7 +114,11 @@ def render_markdown(
     capacity: CapacityDelta | None = None,
     pods_from: str | None = None,
     pods_problem: str | None = None,
+    section: PlanSection | None = None,
 ) -> str:
+    """The default text. With `section` (the command always gives it) the changes are grouped by node as the
+    merge-request comment groups them: one row per node saying what happens and the pods disrupted, then each
+    node's partition changes under it; without it, one flat table."""
     out = [f"### migplan plan: {md.code(old.revision)} → {md.code(new.revision)}", ""]
     target = new.validation
     if target.valid:
@@ -146,13 +152,16 @@ def render_markdown(
             out.append(f"- {md.code(gn.node)} GPU {gn.gpu}: {md.text(gn.message)}")
         if capacity is not None:
             out += capacity_lines(capacity)
+        grouped = section is not None and bool(diff.changes or diff.nodes_removed or diff.renamed)
         if disrupts is not None:
-            out += _disruption_lines(disrupts)
+            out += _disruption_lines(disrupts, by_node=grouped)
             if pods_from is not None:
                 out += ["", f"Pods: {pods_from}."]
             elif pods_problem is not None:
                 out += ["", f"Pods: not known: {md.text(pods_problem)}."]
-        if diff.changes:
+        if grouped and section is not None:
+            out += _by_node(diff, disrupts, section)
+        elif diff.changes:
             rows = [_cells([c.node, c.gpu, _VERBS[c.kind], c.profile, _placement(c), _owner(c)]) for c in diff.changes]
             headers = ["Node", "GPU", "Change", "Profile", "Placement (start:size)", "Owner"]
             if disrupts is not None and disrupts.observed:
@@ -169,6 +178,39 @@ def render_markdown(
         elif diff.empty:
             out += ["", "No partition changes."]
     return "\n".join(out) + "\n"
+
+
+def _by_node(diff: RevisionDiff, disrupts: Disruptions | None, section: PlanSection) -> list[str]:
+    """One row per node (what happens, pods disrupted), then per node its partition changes."""
+    show_pods = disrupts is not None and disrupts.observed
+    if show_pods and disrupts is not None:
+        lose = len(disrupts.pods)
+        out = ["", f"Pods disrupted by this change: **{lose}**" + (" (they lose their device)" if lose else "")]
+    else:
+        out = []
+    rows = [list(r) for r in node_rows(section)]
+    out += ["", tabulate(rows, headers=["Node", "What happens", "Pods disrupted"], tablefmt="github")]
+    by_node: dict[str, list[int]] = {}
+    for i, c in enumerate(diff.changes):
+        by_node.setdefault(c.node, []).append(i)
+    for node, idx in sorted(by_node.items()):
+        headers = ["GPU", "Change", "Profile", "Placement (start:size)", "Owner"]
+        table = []
+        for i in idx:
+            c = diff.changes[i]
+            row = _cells([c.gpu, _VERBS[c.kind], c.profile, _placement(c), _owner(c)])
+            if show_pods and disrupts is not None:
+                held = disrupts.owner_held.get(i, ())
+                pods = ", ".join(disrupts.by_change.get(i, ())) or (
+                    f"held by {', '.join(held)}: keeps it" if held else "—"
+                )
+                row.append(md.text(pods))
+            table.append(row)
+        if show_pods:
+            headers.append("Pods")
+        out += ["", f"{md.code(node)}: {len(idx)} partition change(s)", ""]
+        out.append(tabulate(table, headers=headers, tablefmt="github"))
+    return out
 
 
 def json_doc(
@@ -206,6 +248,7 @@ def json_doc(
                 "owner_after": c.owner_after,
             }
             | ({"disrupts": list(disrupts.by_change.get(i, ()))} if disrupts is not None and disrupts.observed else {})
+            | ({"held_by": list(disrupts.owner_held[i])} if disrupts is not None and i in disrupts.owner_held else {})
             for i, c in enumerate(diff.changes)
         ]
         doc["notes"] = [{"node": n.node, "gpu": n.gpu, "message": n.message} for n in diff.notes]
@@ -412,6 +455,10 @@ def _plan_root(
             usage = usage_from_report(found.document)
             planned.pods_from = _report_words(found, old, time.time())
     planned.disrupts = disruptions(planned.diff, base, target, observed, datetime.now(UTC))
+    unplaced = placement_only_warnings(planned.diff, planned.disrupts, target)
+    if unplaced:  # shown with the target's own warnings, in every output format
+        diagnostics = tuple(sorted(new.validation.diagnostics + unplaced, key=lambda d: (d.file or "", d.line or 0)))
+        planned.new = LoadedRevision(new.snapshot, ValidationResult(new.validation.desired, diagnostics))
     planned.capacity = capacity_delta(base, target, usage)
     return planned
 
@@ -555,7 +602,7 @@ def command(
             head = f"## Inventory root {md.code(p.root or '/')}\n\n" if multi else ""
             body = render_markdown(
                 p.old, p.new, p.diff, p.disrupts, capacity=p.capacity, pods_from=p.pods_from,
-                pods_problem=p.pods_problem,
+                pods_problem=p.pods_problem, section=p.section(),
             )  # fmt: skip
             texts.append(head + body + maps_md.get(p.root, ""))
         click.echo("\n".join(texts), nl=False)

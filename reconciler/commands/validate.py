@@ -1,10 +1,13 @@
 """`migplan validate [ROOT] [-o text|json|github|codequality|sarif]`: check an inventory root before it is merged.
 
-    migplan validate [ROOT]                          a directory (default: the embedded example)
+    migplan validate [ROOT]                          a directory (default: the inventory root the working
+                                                     directory is in, found as git finds its repository)
+    migplan validate --example                       the embedded example inventory, asked for by name
     migplan validate --repo R --rev REV [--path P]   a Git revision (URL or local repository), read from
                                                      the object database without a work tree
 
-Exit codes: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error (missing root).
+Exit codes: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error (missing root; no ROOT given and the
+working directory in no inventory: MP413, reconciler/adapters/standroot.py; never the example's green instead).
 Text output: one line per diagnostic, `file:line: error CODE: message`, where the solver put the
 partitions written without `placement:`, then a summary line. JSON output (DESIGN.md):
 `{"valid", "errors": [{"code", "message", "file", "line", ...}], "warnings": [...]}` plus
@@ -50,10 +53,9 @@ from reconciler.model.revisions import WORKDIR, Revision
 MAX_TEXT_PLACEMENTS = 20  # beyond this the text output says how many more; -o json has them all
 
 
-def load_files(root: Path | None) -> tuple[str, Mapping[str, bytes]]:
+def load_files(root: Path) -> tuple[str, Mapping[str, bytes]]:
     """The inventory to validate: (a label for messages, path -> bytes). Raises InventoryReadError."""
-    where = root if root is not None else resources.inventory_dir()
-    return str(where), read_inventory_dir(where)
+    return str(root), read_inventory_dir(root)
 
 
 def load_revision_files(
@@ -177,7 +179,7 @@ def path_prefix(root: Path | None, repo_path: str | None) -> str:
     """How CI names the inventory root: its path in the repository, or relative to the working directory."""
     if repo_path is not None:
         return repo_path.strip("/")
-    where = root if root is not None else resources.inventory_dir()
+    where = root if root is not None else Path(".")
     return Path(os.path.relpath(where.resolve(), Path.cwd())).as_posix()
 
 
@@ -193,17 +195,23 @@ def render_annotations(result: ValidationResult, *, output: str, prefix: str) ->
     "--path", "path", default="", help="Inventory root inside the repository (with --repo; default: every root found)."
 )
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
+@click.option("--example", is_flag=True, help="Validate the embedded example inventory (what `migplan demo` uses).")
 @output_option("text", "json", *ANNOTATIONS, help="Output format (github, codequality, sarif: CI annotations).")
 def command(
-    root: Path | None, repo: str | None, rev: str | None, path: str, cache_dir: Path | None, output: str
+    root: Path | None, repo: str | None, rev: str | None, path: str, cache_dir: Path | None, example: bool, output: str
 ) -> None:
-    """Validate an inventory root (default: the embedded example inventory) or a Git revision.
+    """Validate an inventory root (default: the one the working directory is in) or a Git revision.
 
-    Exit status: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error."""
+    Exit status: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error (MP413: no ROOT given and the
+    working directory is in no inventory)."""
     if repo is not None and root is not None:
         raise click.UsageError("give either ROOT or --repo, not both")
+    if example and (root is not None or repo is not None):
+        raise click.UsageError("give either --example, ROOT or --repo")
     if repo is None and (rev is not None or path):
         raise click.UsageError("--rev and --path need --repo")
+    if repo is None and root is None:
+        root = resources.inventory_dir() if example else standing("validate", "ROOT", "--example")
     catalog = load_catalog()
     checked: list[tuple[str, str, ValidationResult]] = []  # (root in repository or directory, label, result)
     try:
@@ -266,6 +274,23 @@ def command(
     sys.exit(0 if all(r.valid for _w, _l, r in checked) else 1)
 
 
+def standing(command: str, named: str, example: str) -> Path:
+    """The inventory root the working directory is in, or exit 2 saying where it looked (MP413) and how
+    to name one: `migplan {command} {named}` or `migplan {command} {example}`."""
+    from reconciler.adapters.standroot import NotInInventory, standing_root
+
+    try:
+        found = standing_root()
+    except OSError as exc:
+        click.echo(f"migplan {command}: the working directory cannot be read: {exc.strerror or exc}", err=True)
+        sys.exit(2)
+    if isinstance(found, NotInInventory):
+        message = found.message(f"migplan {command} {named}", f"migplan {command} {example}")
+        click.echo(f"migplan {command}: {message}", err=True)
+        sys.exit(2)
+    return found
+
+
 def _from_top(where: str, diag: Diagnostic) -> dict[str, Any]:
     out = diag.to_json()
     if where and out.get("file"):
@@ -273,18 +298,15 @@ def _from_top(where: str, diag: Diagnostic) -> dict[str, Any]:
     return out
 
 
-def _under(root: Path | None, where: str) -> Path | None:
-    if not where:
-        return root
-    return (root if root is not None else Path(".")) / where
+def _under(root: Path | None, where: str) -> Path:
+    base = root if root is not None else Path(".")
+    return base / where if where else base
 
 
 def _roots(root: Path | None, repo: str | None, rev: str, path: str, cache_dir: Path | None) -> list[str]:
     """The inventory roots to validate: --path, or those found (see the module docstring)."""
     if repo is None:
-        if root is None:
-            return [""]  # the embedded example
-        if not root.is_dir():
+        if root is None or not root.is_dir():
             return [""]  # load_files words the problem
         from reconciler.adapters.dirroots import dir_roots
 

@@ -67,6 +67,7 @@ class LeaderElector:
         on_started_leading: Callable[[], None] = _noop,
         on_stopped_leading: Callable[[], None] = _noop,
         on_trigger: Callable[[], None] = _noop,
+        on_round: Callable[[MigplanError | None], None] = lambda _failure: None,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         mono: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -78,6 +79,7 @@ class LeaderElector:
         self._on_started = on_started_leading
         self._on_stopped = on_stopped_leading
         self._on_trigger = on_trigger
+        self._on_round = on_round  # each round's failure (None: it went through), for the controller's WaitBoard
         self._wall = wall
         self._mono = mono
         self._lock = threading.Lock()
@@ -135,6 +137,7 @@ class LeaderElector:
                 mine = current.holder == self.identity
                 expired = self._mono() >= self._observed_at + current.duration_seconds
                 if not mine and current.holder and not expired:
+                    self._on_round(None)  # the API answered: a standby is not waiting on anything
                     self._set_leading(False)
                     return False
                 if mine and self._leading and current.trigger and current.trigger != self._seen_trigger:
@@ -152,7 +155,9 @@ class LeaderElector:
         except MigplanError as exc:
             # 409 (someone else won) or the API is unreachable: not renewed. is_leader() turns false on
             # its own once renew_deadline passes; a conflict means we certainly lost.
-            log.info("lease round failed: %s", exc.message, extra={"code": exc.code})
+            # DEBUG here: the controller's WaitBoard (on_round) says why at WARNING once, then at a slow cadence.
+            log.debug("lease round failed: %s", exc.message, extra={"code": exc.code})
+            self._on_round(exc)
             if isinstance(exc, LeaseConflict) and self._leading:
                 # A standby's trigger annotation also bumps the resourceVersion: only a new holder
                 # means we lost. Our last renew still counts until renew_deadline.
@@ -168,6 +173,7 @@ class LeaderElector:
                 self._set_leading(False)
             return False
         self._observe(record)
+        self._on_round(None)
         with self._lock:
             self._last_renew = self._mono()
         if not self._leading:

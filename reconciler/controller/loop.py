@@ -13,7 +13,10 @@ everything it publishes from the cycle's reconciler.outcome.CycleOutcome. What t
 - a failed cycle (exception, or an outcome with status FAILED) counts towards the backoff;
 - after each cycle: metrics, Events and node marks (on change only), one structured log line with
   revision, result and finding codes;
-- Python's cycle collector is off while a cycle runs and makes one full pass after it (gcpolicy.py).
+- Python's cycle collector is off while a cycle runs and makes one full pass after it (gcpolicy.py);
+- what keeps it from reconciling (no namespace, RBAC, no repository, lost leadership, no API server) is a
+  Wait on its WaitBoard (waiting.py): WARNING once with the fix, then slowly; a metric; an Event where one
+  can be written; /readyz false while it lasts.
 """
 
 from __future__ import annotations
@@ -34,10 +37,23 @@ from reconciler.controller.gcpolicy import collector_per_cycle
 from reconciler.controller.http import ControllerHttp
 from reconciler.controller.leader import LeaderElector
 from reconciler.controller.metrics import ControllerMetrics
+from reconciler.controller.waiting import (
+    API_UNREACHABLE,
+    CYCLE,
+    FORBIDDEN,
+    LEADERSHIP_LOST,
+    LEASE,
+    NAMESPACE_MISSING,
+    REPOSITORY_UNREACHABLE,
+    Wait,
+    WaitBoard,
+    classify_api_failure,
+    classify_source,
+)
 from reconciler.model.cycles import CycleStatus
 from reconciler.model.errors import MigplanError
 from reconciler.model.redaction import redact
-from reconciler.model.signals import EventIntent, NodeMark
+from reconciler.model.signals import EventIntent, NodeMark, ObjectRef, Reason
 from reconciler.outcome import CycleContext, CycleOutcome
 from reconciler.scheduling import CycleRunner, Scheduler, install_signal_handlers
 from reconciler.settings import Settings
@@ -73,6 +89,13 @@ class Controller:
         self.settings = settings
         self._cycle_fn = cycle
         self.metrics = metrics or ControllerMetrics()
+        for code in (NAMESPACE_MISSING, FORBIDDEN, REPOSITORY_UNREACHABLE, LEADERSHIP_LOST, API_UNREACHABLE):
+            self.metrics.waiting.labels(code).set(0)
+        self.waits = WaitBoard(
+            log=log,
+            cadence=settings.backoff_max_seconds,  # the slowest retry: never quieter than that
+            on_change=lambda code, on: self.metrics.waiting.labels(code).set(1 if on else 0),
+        )
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
         self.elector: LeaderElector | None = None
@@ -92,6 +115,7 @@ class Controller:
                 on_started_leading=self._started_leading,
                 on_stopped_leading=self._stopped_leading,
                 on_trigger=lambda: self.scheduler.trigger("webhook:forwarded"),
+                on_round=self._lease_round,
             )
         self.api_client = FencedApiClient(kube_config, self.may_write)
         self._signals = KubeSignals(kubeclient.core_v1(self.api_client), instance=settings.identity)
@@ -126,13 +150,36 @@ class Controller:
             return False
         return self.elector is None or self.elector.is_leader()
 
+    def _lease_round(self, failure: MigplanError | None) -> None:
+        """One election round's answer: a failure that keeps this replica from leading is a Wait."""
+        if failure is None:
+            self.waits.clear(NAMESPACE_MISSING, FORBIDDEN, API_UNREACHABLE, scope=LEASE)
+            return
+        wait = classify_api_failure(failure.code, failure.message, namespace=self.settings.namespace)
+        if wait is not None:
+            self.waits.hold(wait, scope=LEASE)  # no Event: the Lease is what lets this replica write one
+
     def _started_leading(self) -> None:
+        self.waits.clear(LEADERSHIP_LOST, scope=LEASE)
         self.metrics.is_leader.set(1)
         self._memory = _SignalMemory()  # what a previous leader emitted is re-read from the nodes
         self.scheduler.trigger("leader")
 
     def _stopped_leading(self) -> None:
         self.metrics.is_leader.set(0)
+        if self.stop_event.is_set():
+            return  # released on shutdown: nothing was lost
+        holder = self.elector.holder if self.elector is not None else ""
+        self.waits.hold(
+            scope=LEASE,
+            wait=Wait(
+                LEADERSHIP_LOST,
+                f"this replica lost the leader Lease {self.settings.namespace}/{self.settings.lease_name} "
+                f"(holder now: {holder if holder and holder != self.settings.identity else 'none'})",
+                "nothing when another replica leads (its migplan_leader is 1); otherwise see the other waiting "
+                "reasons logged: the Lease could not be renewed in time",
+            ),
+        )
 
     def on_push(self, reason: str) -> None:
         if self.elector is None or self.elector.is_leader():
@@ -155,6 +202,9 @@ class Controller:
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
+        blocking = self.waits.blocking()
+        if blocking is not None:
+            return False, f"waiting: {blocking.line()}"
         if self.elector is not None:
             contact = self.elector.last_contact
             if contact is None:
@@ -191,6 +241,7 @@ class Controller:
         elapsed = time.monotonic() - started
         self.metrics.cycle_duration.observe(elapsed)
         self.metrics.count_cycle(outcome.status)
+        self._cycle_waits(outcome)
         self._publish(outcome)
         drift = outcome.drift_report
         codes = sorted(signals.finding_counts(drift)) if drift else []
@@ -212,6 +263,35 @@ class Controller:
             raise CycleFailed("; ".join(outcome.failures) or outcome.message or "cycle failed")
         self.metrics.consecutive_failures.set(0)
         self.metrics.last_success.set(time.time())
+
+    def _cycle_waits(self, outcome: CycleOutcome) -> None:
+        """What a cycle's outcome says keeps the controller from reconciling: no repository, RBAC refusals."""
+        source = outcome.source
+        error = source.source_error if source is not None else None
+        repo = classify_source(
+            has_revision=source is not None and source.revision is not None,
+            error_code=error.code if error is not None else None,
+            error_message=redact(str(error)) if error is not None else "",
+            repo=redact(self.settings.repo),
+        )
+        refused = None
+        if outcome.result is not None:
+            refused = next(
+                (
+                    w
+                    for e in outcome.result.errors
+                    if (w := classify_api_failure(e.code, e.message, namespace=self.settings.namespace)) is not None
+                    and w.code == FORBIDDEN
+                ),
+                None,
+            )
+        for code, wait in ((REPOSITORY_UNREACHABLE, repo), (FORBIDDEN, refused)):
+            if wait is None:
+                self.waits.clear(code, scope=CYCLE)
+                continue
+            if self.waits.hold(wait, scope=CYCLE) and self.may_write() and not self.settings.dry_run:
+                policy = ObjectRef("ClusterPolicy", outcome.cluster_policy, "nvidia.com/v1")
+                self._signals.emit([EventIntent(policy, Reason.WAITING, wait.line(), warning=True)])
 
     def _publish(self, outcome: CycleOutcome) -> None:
         if outcome.revision:

@@ -63,6 +63,12 @@ class ControllerMetrics:
             "1 when this replica may write: it holds the leader Lease, or runs without leader election.",
             registry=r,
         )
+        self.waiting = Gauge(
+            "migplan_waiting",
+            "1 while the controller cannot reconcile for this reason (code: reconciler/controller/waiting.py).",
+            ["code"],
+            registry=r,
+        )
         self.consecutive_failures = Gauge(
             "migplan_consecutive_failures", "Failed cycles in a row (drives the backoff).", registry=r
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.model.codes import severity as registered_severity
+from reconciler.model.redaction import redact
 from reconciler.model.revisions import Revision
 
 
@@ -41,6 +42,14 @@ class Finding:
     desired: Any = None
     observed: Any = None
     pods: tuple[str, ...] = ()  # namespace/name of pods involved, sorted
+
+    def __post_init__(self) -> None:
+        # Where error texts enter a report: a message quoting an API or Git error may carry a URL's credential.
+        # Redacted here, once, so the per-node report files built from findings need no scan of their own
+        # (reconciler.adapters.git.reports guards only the files that quote settings and the commit message).
+        cleaned = redact(self.message)
+        if cleaned is not self.message:
+            object.__setattr__(self, "message", cleaned)
 
     def sort_key(self) -> tuple[str, str, int, str, str]:
         return (self.node or "", self.code, -1 if self.gpu is None else self.gpu, self.profile or "", self.message)

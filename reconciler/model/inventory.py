@@ -98,6 +98,8 @@ class NodeSpec:
     gpus: tuple[GpuSpec, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
     source: SourceRef | None = None
+    # spec.layoutWriter: who writes this node's MIG layout; None = the cluster's (ClusterSpec.layout_writer)
+    layout_writer: str | None = None
 
     def gpu(self, index: int) -> GpuSpec | None:
         for g in self.gpus:
@@ -180,6 +182,13 @@ class ClusterSpec:
     reports: ReportSettings = ReportSettings()
     verify: VerifySettings = VerifySettings()
     source: SourceRef | None = None
+    # spec.layoutWriter: who writes the GPU nodes' MIG layouts unless a node says otherwise (LAYOUT_WRITERS)
+    layout_writer: str = "migplan"
+
+
+# Who may write a GPU node's MIG layout: migplan itself, NVIDIA's DRA driver in DynamicMIG mode, or another dynamic
+# partitioner (HAMi's MIG mode, ...). migplan writes a layout only where the effective writer is "migplan".
+LAYOUT_WRITERS = ("migplan", "dra-dynamic-mig", "external")
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,3 +199,9 @@ class DesiredState:
     nodes: Mapping[str, NodeSpec]
     layouts: Mapping[str, LayoutSpec] = field(default_factory=dict)
     revision: Revision = WORKDIR
+
+    def layout_writer(self, node: str) -> str:
+        """Who writes `node`'s MIG layout: its own spec.layoutWriter, else the cluster's."""
+        spec = self.nodes.get(node)
+        own = spec.layout_writer if spec is not None else None
+        return own if own is not None else self.cluster.layout_writer

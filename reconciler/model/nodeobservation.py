@@ -26,12 +26,19 @@ SOURCE_OK = "ok"  # the value of a source that answered; anything else is the on
 
 @dataclass(frozen=True, slots=True)
 class Holder:
-    """A container the kubelet allocated a device to (PodResources v1 ContainerDevices)."""
+    """A container the kubelet allocated a device to (PodResources v1 ContainerDevices or DynamicResource)."""
 
     namespace: str
     pod: str
     container: str
-    resource: str  # the extended resource it asked for: "nvidia.com/mig-3g.71gb", "nvidia.com/gpu"
+    # the extended resource it asked for ("nvidia.com/mig-3g.71gb", "nvidia.com/gpu"), or, for a DRA holder,
+    # the DRA driver that allocated the device ("gpu.nvidia.com")
+    resource: str
+    claim: str = ""  # a DRA holder's ResourceClaim, "<namespace>/<name>"; empty for a device-plugin holder
+
+    @property
+    def through_dra(self) -> bool:
+        return bool(self.claim)
 
     @property
     def pod_key(self) -> str:
@@ -72,6 +79,9 @@ class ObservedGpu:
     # Not published in the annotation (it is the catalog's business, and large).
     possible: Mapping[str, tuple[Placement, ...]] = field(default_factory=dict)
     holders: tuple[Holder, ...] = ()  # holders of the whole GPU (nvidia.com/gpu on a MIG-disabled GPU)
+    # NVML's minor number (/dev/nvidia<minor>), which NVIDIA's DRA driver names devices by (`gpu-<minor>-…`);
+    # None when NVML did not say. Additive in v2 (key "minor").
+    minor: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +107,11 @@ class KubeletAllocation:
     container: str
     resource: str
     device_ids: tuple[str, ...]
+    # A DRA allocation (PodResources v1 `dynamic_resources`, one per ClaimResource): `claim` is the
+    # ResourceClaim "<namespace>/<name>", `resource` the driver name, `pool` the pool (the node name for
+    # NVIDIA's driver), `device_ids` the one device name. Empty `claim`: a device-plugin allocation.
+    claim: str = ""
+    pool: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from reconciler.model.dra import GpuClusterState, NodeDra, ObservedClaim
 from reconciler.model.nodeobservation import NodeObservation
 
 # Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
@@ -198,7 +199,7 @@ class OwnerRef:
 
 @dataclass(frozen=True, slots=True)
 class ObservedPod:
-    """A pod that asks for nvidia.com/gpu or nvidia.com/mig-* (others are not kept)."""
+    """A pod that asks for nvidia.com/gpu or nvidia.com/mig-*, or uses DRA ResourceClaims (others are not kept)."""
 
     namespace: str
     name: str
@@ -213,6 +214,9 @@ class ObservedPod:
     malformed: tuple[Malformed, ...] = ()
     terminating: bool = False  # metadata.deletionTimestamp is set: it goes on its own
     mirror: bool = False  # the API copy of a static pod (kubernetes.io/config.mirror): the API cannot remove it
+    # The ResourceClaims it uses ("<namespace>/<name>", sorted): a DRA pod holds its devices through them, with
+    # no extended-resource request, so only the node observer (or the claims) can say what it holds.
+    claims: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -380,6 +384,15 @@ class ObservedState:
     mig_manager_sources: Mapping[str, str] = field(default_factory=dict)
     # PodDisruptionBudgets in namespaces where a GPU pod runs (to name the ones that block a drain).
     pdbs: tuple[ObservedPdb, ...] = ()
+    # node -> what NVIDIA's DRA driver publishes for it (resource.k8s.io/v1 ResourceSlices of gpu.nvidia.com);
+    # a node the driver publishes nothing for is absent. Empty on a server without resource.k8s.io/v1.
+    dra: Mapping[str, NodeDra] = field(default_factory=dict)
+    # ResourceClaims allocated a device of NVIDIA's DRA driver (the holders where no node observer reports), and
+    # the one-line reasons the claims that could not be read were left out (MP571).
+    claims: tuple[ObservedClaim, ...] = ()
+    claim_problems: tuple[str, ...] = ()
+    # The GPU Operator's GPUCluster resources (the DRA stack it runs; DynamicMIG lays out every GPU node).
+    gpu_clusters: tuple[GpuClusterState, ...] = ()
 
     @property
     def foreign_mig_config_text(self) -> str | None:

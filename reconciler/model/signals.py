@@ -24,6 +24,7 @@ class Reason(enum.StrEnum):
     CHANGE_HELD = "ChangeHeld"
     DRAINING = "Draining"  # Normal: pods evicted (Eviction API) so the node's change can apply
     DRAIN_BLOCKED = "DrainBlocked"  # Warning: a PDB refuses, the drain timed out, or pods cannot be drained
+    WAITING = "Waiting"  # Warning: the controller cannot reconcile (reconciler/controller/waiting.py says why)
 
 
 class MarkState(enum.StrEnum):

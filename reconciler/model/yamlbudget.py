@@ -15,23 +15,22 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 MAX_NODES = 200_000  # a mig-parted config for 5,000 nodes is ~60,000 nodes; a drift report is read elsewhere
 MAX_DEPTH = 64
-
-_Loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def problem(text: str | bytes, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> str | None:
     """Why loading `text` would cost too much (a short reason, never quoting the text), or None.
 
     A text the parser refuses is None here: the caller's loader then reports its own parse error."""
+    import yaml  # on first use: `migplan validate DIR` of a plain inventory never loads PyYAML
+
+    loader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     sizes: dict[str, int] = {}  # anchor -> expanded size of the node it names
     open_: list[tuple[str | None, int]] = []  # collections being read: (anchor, expanded size so far)
     total = 0
     try:
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in yaml.parse(text, Loader=loader):
             if isinstance(event, yaml.CollectionStartEvent):
                 if len(open_) >= max_depth:
                     return f"nested deeper than {max_depth} levels"

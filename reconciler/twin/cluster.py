@@ -14,6 +14,9 @@ device-plugin and mig-manager DaemonSets with one pod each per GPU node, nodes w
 (`nvidia.com/mig.config` pointing at the config matching the layout, `nvidia.com/mig.config.state=success`), their
 kube-node-lease Leases and capacity as the device plugin advertises it, and one Running pod (namespace `default`,
 label app=<owner>) per owned partition, holding it. Then the controllers start (reconciler/twin/operator).
+`applied=AppliedSeed(...)` starts the cluster as a tool that manages the mig-parted ConfigMap left it: that
+ConfigMap's text and annotations, and the `nvidia.com/mig.config` value of each node, are the caller's (opaque
+to the twin, which checks nothing of them: mig-manager does not either until a label changes).
 Drift cases: reconciler/twin/fleet.py. Assumptions: reconciler/twin/ASSUMPTIONS-operator.md.
 Not pure: starts an HTTP server thread and a controller thread; stop() (or leaving the with-block) ends both.
 """
@@ -25,8 +28,8 @@ import gc
 import hashlib
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +39,8 @@ import yaml
 
 from reconciler.twin.apiserver.errors import ApiError
 from reconciler.twin.apiserver.twin import ApiServerTwin, clusterpolicy_required_spec
+from reconciler.twin.dra import DEVICE_CLASSES, DraDriverTwin, canonical_profile
+from reconciler.twin.dra import DRIVER as DRA_DRIVER
 from reconciler.twin.fleet import (
     BUILD_ONLY,
     POD_NAMESPACE,
@@ -49,7 +54,7 @@ from reconciler.twin.fleet import (
     undocumented_seeds,
 )
 from reconciler.twin.gpus import TwinGpu
-from reconciler.twin.kubelet import PodResourcesServer
+from reconciler.twin.kubelet import ClaimListing, PodResourcesServer
 from reconciler.twin.nvml import NvmlTwin
 from reconciler.twin.operator import deviceplugin, dsupdate, gfd, kubeobjects, rendering
 from reconciler.twin.operator.controller import GpuOperator
@@ -66,6 +71,17 @@ LARGE_FLEET = 1000  # nodes; above it the populated objects are moved to the GC'
 
 def _other(strategy: str) -> str:
     return "single" if strategy == "mixed" else "mixed"
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedSeed:
+    """The state a tool managing the mig-parted ConfigMap left behind: its `config.yaml`, its annotations, and the
+    `nvidia.com/mig.config` label of each node. Given by the caller; the twin copies it into the store as is."""
+
+    config_text: str
+    node_configs: Mapping[str, str]
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)  # of the ConfigMap (e.g. who manages it)
 
 
 class ClusterTwin:
@@ -85,8 +101,10 @@ class ClusterTwin:
         config_propagation_seconds: float = 0.0,
         clock: Callable[[], float] | None = None,
         operand_ready_seconds: float = 0.0,
+        applied: AppliedSeed | None = None,
     ) -> None:
         self.fleet = fleet
+        self._applied = applied
         # How long a new operand pod (device plugin, mig-manager) takes to be Ready: the rolling update's pace.
         if not operand_ready_seconds >= 0.0 or operand_ready_seconds == float("inf"):
             raise ValueError(f"operand_ready_seconds must be a finite number >= 0, not {operand_ready_seconds!r}")
@@ -114,6 +132,9 @@ class ClusterTwin:
         self._operator: GpuOperator | None = None
         self._nvml: dict[str, NvmlTwin] = {}
         self._kubelets: dict[str, PodResourcesServer] = {}
+        # node -> the DRA claims its kubelet's DRA manager has prepared for running pods (hold_through_claim)
+        self._dra_claims: dict[str, list[ClaimListing]] = {}
+        self._dra_drivers: dict[str, DraDriverTwin] = {}
         self._socket_dir: Path | None = None
         self._late: list[DriftCase] = []
         self._apply_build_drift()
@@ -263,9 +284,102 @@ class ClusterTwin:
             name = hashlib.sha1(node.encode()).hexdigest()[:12] + ".sock"
             operator = self.operator
             self._kubelets[node] = PodResourcesServer(
-                self._socket_dir / name, lambda: operator.pod_resources(node)
+                self._socket_dir / name, lambda: operator.pod_resources(node), claims=lambda: self._live_claims(node)
             ).start()
         return self._kubelets[node]
+
+    def dra_driver(self, node: str, *, dynamic_mig: bool = False) -> DraDriverTwin:
+        """NVIDIA's DRA driver's GPU kubelet plugin on `node` (reconciler/twin/dra.py); nothing is published until
+        its `start_plugin()`, as the real plugin publishes when it starts and only then."""
+        if node not in self._dra_drivers:
+            tw = self.fleet.nodes[node]
+            store = self.store
+
+            def create(obj: dict[str, Any]) -> None:
+                store.create("resourceslices.resource.k8s.io", obj)
+
+            def delete_pool(name: str) -> None:
+                for old in store.list("resourceslices.resource.k8s.io", field_selector=f"spec.nodeName={name}"):
+                    if old["spec"].get("driver") == DRA_DRIVER:
+                        store.delete("resourceslices.resource.k8s.io", old["metadata"]["name"])
+
+            uid = store.get("nodes", node)["metadata"].get("uid", "")
+            for cls in DEVICE_CLASSES:  # the driver's Helm chart installs them with the driver
+                with contextlib.suppress(ApiError):
+                    store.create("deviceclasses.resource.k8s.io", cls)
+            self._dra_drivers[node] = DraDriverTwin(
+                node, tw.gpus, create=create, delete_pool=delete_pool, node_uid=uid, dynamic_mig=dynamic_mig
+            )
+        return self._dra_drivers[node]
+
+    def run_claim_pod(self, node: str, namespace: str, pod: str, claim: str, *, container: str = "main") -> list[str]:
+        """What the scheduler, the DRA driver and the kubelet do for `pod` (already bound to `node`) using the
+        ResourceClaim `claim`: allocate it on the node's ResourceSlices (reconciler/twin/draallocator.py, CEL
+        selectors), reserve it for the pod (status), prepare each device (DynamicMIG creates the MIG device) and
+        list it in the kubelet's `dynamic_resources`; the MIG device is then held (NVML refuses to destroy it).
+        Returns the devices; AllocationError (nothing written) when the claim cannot be satisfied there."""
+        from reconciler.twin.draallocator import allocate
+
+        store = self.store
+        obj = store.get("resourceclaims.resource.k8s.io", claim, namespace)
+        slices = store.list("resourceslices.resource.k8s.io", field_selector=f"spec.nodeName={node}")
+        classes = {c["metadata"]["name"]: c for c in store.list("deviceclasses.resource.k8s.io")}
+        taken = [
+            (r["driver"], r["pool"], r["device"])
+            for c in store.list("resourceclaims.resource.k8s.io")
+            for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ()
+        ]
+        results = allocate(obj, node=node, slices=slices, classes=classes, allocated=taken)
+        uid = store.get("pods", pod, namespace)["metadata"].get("uid", "")
+        status = {
+            "allocation": {"devices": {"results": results}},
+            "reservedFor": [{"resource": "pods", "name": pod, "uid": uid}],
+        }
+        store.patch("resourceclaims.resource.k8s.io", claim, {"status": status}, namespace, subresource="status")
+        driver = self.dra_driver(node)
+        for r in results:
+            driver.prepare(r["device"])
+            self.hold_through_claim(node, namespace, pod, claim, r["device"], container=container)
+            self._mark_held(node, r["device"], f"{namespace}/{pod}")
+        self.gpus_changed(node)
+        return [r["device"] for r in results]
+
+    def _mark_held(self, node: str, device: str, holder: str) -> None:
+        """The MIG device's compute instance is in use by the pod (the twin's NVML then refuses to destroy it)."""
+        for gpu in self.fleet.nodes[node].gpus:
+            for gi in gpu.gpu_instances.values():
+                if f"gpu-{gpu.minor}-mig-{canonical_profile(gi.profile.name)}-{gi.profile.id}-{gi.start}" == device:
+                    for ci in gi.compute_instances.values():
+                        ci.holder = holder
+
+    def install_gpu_cluster(self, name: str = "gpu-cluster", *, dynamic_mig: bool) -> None:
+        """The GPU Operator's GPUCluster CRD and one GPUCluster object (reconciler/twin/dra.py)."""
+        from reconciler.twin.dra import gpucluster, gpucluster_crd
+
+        with contextlib.suppress(ApiError):
+            self.store.install_crd(gpucluster_crd())
+        self.store.create("gpuclusters.nvidia.com", gpucluster(name, dynamic_mig=dynamic_mig))
+
+    def hold_through_claim(
+        self, node: str, namespace: str, pod: str, claim: str, device: str, *, container: str = "main"
+    ) -> None:
+        """`pod` (already on `node`) holds the DRA device `device` of NVIDIA's driver through ResourceClaim
+        `claim`: what the kubelet's DRA manager records once the driver prepared the claim, and lists in
+        PodResources `dynamic_resources` while the pod exists (pkg/kubelet/apis/podresources/server_v1.go
+        `List`). Allocation by the twin's scheduler is not modelled here: the test names the device."""
+        self._dra_claims.setdefault(node, []).append(
+            (namespace, pod, container, namespace, claim, [("gpu.nvidia.com", node, device)])
+        )
+
+    def _live_claims(self, node: str) -> list[ClaimListing]:
+        live: list[ClaimListing] = []
+        for entry in self._dra_claims.get(node, []):
+            try:
+                self.store.get("pods", entry[1], entry[0])
+            except ApiError:
+                continue  # the pod is gone: the kubelet unprepared its claims
+            live.append(entry)
+        return live
 
     def pod_resources_socket(self, node: str) -> Path:
         """Where the node's kubelet serves PodResources v1 (point `migplan agent --pod-resources-socket` at it)."""
@@ -350,11 +464,16 @@ class ClusterTwin:
         for d in self.drift:
             if d.kind == "mig-config-failed" and d.arg:
                 self._add_stale_config(d.arg)
-        store.create(
-            "configmaps",
-            {"metadata": {"name": s.mig_config_map}, "data": {"config.yaml": self._mig_parted_text()}},
-            s.namespace,
-        )
+        metadata: dict[str, Any] = {"name": s.mig_config_map}
+        text = self._mig_parted_text()
+        if self._applied is not None:  # what the managing tool last wrote, as it wrote it
+            text = self._applied.config_text
+            metadata["annotations"] = dict(self._applied.annotations)
+            metadata["labels"] = dict(self._applied.labels)
+            for node, config in self._applied.node_configs.items():
+                if node in self.fleet.nodes:
+                    self.fleet.node_config[node] = config
+        store.create("configmaps", {"metadata": metadata, "data": {"config.yaml": text}}, s.namespace)
         if self.dp_config is not None:
             self._create_dp_config()
         cp = store.create("clusterpolicies.nvidia.com", self._cluster_policy())
@@ -550,6 +669,10 @@ class ClusterTwin:
                 self._late.append(d)  # made by the twin's mig-manager itself, once it runs
             elif d.kind == "pod-wants-gpu":
                 self._late.append(d)
+            elif d.kind == "dra-dynamic-mig":
+                if d.arg not in self.fleet.nodes or not self.fleet.nodes[d.arg].gpus:
+                    raise ValueError(f"{d}: no such GPU node in the inventory")
+                self._late.append(d)  # the DRA driver's plugin starts once the API serves
             elif d.kind == "foreign-holder" and d.arg:
                 self._check_gpu(d)
                 self.fleet.give_to_other_owner(d.arg, int(d.extra or 0))
@@ -659,6 +782,12 @@ class ClusterTwin:
             self.dp_config = (d.arg or STALE_DP_CONFIG, _other(self.inventory_strategy))
             self._create_dp_config()
             self._patch_cp({"spec": {"devicePlugin": {"config": {"name": self.dp_config[0], "default": "default"}}}})
+        elif d.kind == "dra-dynamic-mig" and d.arg:
+            # NVIDIA's DRA driver in DynamicMIG mode starts on the node: its plugin destroys the MIG devices it did
+            # not create (those in use stay: NVML refuses) and publishes counters and every profile x placement.
+            self.settle()
+            self.dra_driver(d.arg, dynamic_mig=True).start_plugin()
+            self.gpus_changed(d.arg)
         elif d.kind == "pod-wants-gpu":
             pod: dict[str, Any] = {
                 "apiVersion": "v1",

@@ -75,6 +75,7 @@ DRIFT_KINDS = (
     "foreign-holder",
     "driver-placed",
     "mig-manager-wedged",
+    "dra-dynamic-mig",
 )
 BUILD_ONLY = ("foreign-holder", "driver-placed")
 STRATEGIES = ("none", "single", "mixed")
@@ -114,6 +115,7 @@ def parse_drift(text: str | DriftCase) -> DriftCase:
         "mig-config-failed",
         "mig-config-pending",
         "mig-manager-wedged",
+        "dra-dynamic-mig",
         *BUILD_ONLY,
     )
     if kind in needs_node and not arg:

@@ -204,9 +204,14 @@ class TwinGpu:
         resets_on_mode_change: bool = True,
         reset_needs_reboot: bool = False,
         lock: threading.RLock | None = None,
+        pci_subsystem_id: int = 0,
+        minor: int | None = None,
     ) -> None:
         self.node = node
         self.index = index
+        # /dev/nvidia<minor>: usually the index, but the driver numbers device files and NVML orders GPUs by PCI
+        # bus, so the two may differ; a test can set it apart to catch a join on the wrong one
+        self.minor = index if minor is None else minor
         self.model = model
         self.profiles = gi_profiles(model)
         self.profiles_by_id = {p.id: p for p in self.profiles.values()}
@@ -217,6 +222,9 @@ class TwinGpu:
         # (stack-facts §6 "VM pass-through ... may require a VM reboot"; §3.3 WITH_REBOOT).
         self.reset_needs_reboot = reset_needs_reboot
         self.lock = lock if lock is not None else threading.RLock()
+        # PCI subsystem device + vendor, packed as mig-parted's filters write them (0x<subdevice><subvendor>): the
+        # board maker's id, which mig-parted's `device-filter: "0x<dev><ven>:0x<subdev><subven>"` also matches.
+        self.pci_subsystem_id = pci_subsystem_id
         self.gpu_instances: dict[int, GpuInstance] = {}
         self.holder: str | None = None  # pod holding the whole GPU (MIG disabled, or strategy none)
         self._serial = 0

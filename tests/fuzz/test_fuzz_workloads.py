@@ -239,7 +239,7 @@ def test_hostile_files_through_the_command(tmp_path: Path) -> None:
     _hostile_tree(tmp_path)
     start = time.monotonic()
     p = subprocess.run(
-        [sys.executable, "-m", "reconciler", "check-workloads", "-o", "json", str(tmp_path)],
+        [sys.executable, "-m", "reconciler", "check-workloads", "--example", "-o", "json", str(tmp_path)],
         capture_output=True,
         timeout=60,
         check=False,
@@ -278,7 +278,7 @@ def test_hostile_files_through_the_command(tmp_path: Path) -> None:
 )
 def test_hostile_stdin_through_the_command(data: bytes) -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "reconciler", "check-workloads", "-o", "json", "-"],
+        [sys.executable, "-m", "reconciler", "check-workloads", "--example", "-o", "json", "-"],
         input=data,
         capture_output=True,
         timeout=60,

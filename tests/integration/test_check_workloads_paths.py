@@ -20,7 +20,7 @@ BAD = (CORPUS / "mp606-profile-not-offered.yaml").read_bytes()
 
 def _run(*args: str) -> tuple[int, str, str]:
     p = subprocess.run(
-        [sys.executable, "-m", "reconciler", "check-workloads", *args],
+        [sys.executable, "-m", "reconciler", "check-workloads", "--example", *args],
         capture_output=True,
         timeout=60,
         check=False,

@@ -165,7 +165,10 @@ def test_the_github_workflow_comments_once_and_updates(tmp_path: Path, path: str
     event.write_text(json.dumps({"number": 12, "pull_request": {"number": 12, "base": {"sha": base}}}))
     summary = tmp_path / "summary.md"
     with serve(forge):
-        env = {"GITHUB_TOKEN": GH_TOKEN, "MIGPLAN_PATH": path, "MIGPLAN_REPORTS_BRANCH": "migplan-reports",
+        # GITHUB_ACTIONS=true: every GitHub-hosted or self-hosted runner sets it (docs.github.com, "Default
+        # environment variables"); post-comment then knows its comments are github-actions[bot]'s.
+        env = {"GITHUB_ACTIONS": "true", "GITHUB_TOKEN": GH_TOKEN, "MIGPLAN_PATH": path,
+               "MIGPLAN_REPORTS_BRANCH": "migplan-reports",
                "BASE_SHA": base, "GITHUB_API_URL": forge.api_url, "GITHUB_REPOSITORY": "acme/gpu-inventory",
                "GITHUB_EVENT_PATH": str(event), "GITHUB_STEP_SUMMARY": str(summary)}  # fmt: skip
         for n in (1, 2):

@@ -61,6 +61,15 @@ def test_demo_repairs_what_it_may_and_commits_the_report(tmp_path: Path) -> None
     assert len(cycles) == 3, [len(c["cycle"]["applied"]) for c in cycles]
     assert cycles[1]["cycle"]["applied"], "the relabels go out one propagation delay after the ConfigMap"
 
+    # The node observers ran before every cycle (the agent's code path on the twin's NVML and kubelet): every
+    # node's occupancy and slice map is observed, none inferred from pod requests.
+    for cycle in cycles:
+        for node in cycle["cycle"]["report"]["nodes"]:
+            assert node["observer"] == "reporting", (node["name"], node["observer"])
+            assert {o["source"] for o in node["occupancy"]} == {"observed"}, node["name"]
+    page = _git(Path(doc["repository"]), "show", "migplan-reports:reports/nodes/gpu-h200-01.md")
+    assert "[observed cut, holders observed]" in page and "inferred" not in page
+
     # The report is in Git, on its own branch, once per distinct content, naming the revision.
     repo = Path(doc["repository"])
     head = _git(repo, "rev-parse", "main").strip()

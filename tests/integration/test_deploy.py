@@ -50,12 +50,13 @@ def find(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     raise AssertionError(f"{kind}/{name} not rendered")
 
 
-# Not Kubernetes manifests: the plain Prometheus rules file (checked by tests/integration/test_monitoring.py).
-NOT_MANIFESTS = DEPLOY / "prometheus"
+# Not Kubernetes manifests: the plain Prometheus rules file (checked by tests/integration/test_monitoring.py), and
+# the Helm chart (templates and values, checked through `helm template` by tests/integration/test_helm.py).
+NOT_MANIFESTS = (DEPLOY / "prometheus", DEPLOY / "helm")
 
 
 def test_every_manifest_parses_and_names_itself() -> None:
-    files = sorted(p for p in DEPLOY.rglob("*.yaml") if NOT_MANIFESTS not in p.parents)
+    files = sorted(p for p in DEPLOY.rglob("*.yaml") if not set(NOT_MANIFESTS) & set(p.parents))
     assert len(files) >= 10
     for path in files:
         for doc in docs_of(path):
@@ -73,6 +74,8 @@ def test_each_kustomization_lists_every_file_of_its_directory() -> None:
         generators = [*k.get("secretGenerator", []), *k.get("configMapGenerator", [])]
         listed |= {e.rpartition("=")[2] for g in generators for e in g.get("files", [])}
         present = {p.name for p in kfile.parent.iterdir() if p.is_file() and p.name != "kustomization.yaml"}
+        # A generator input that must never be committed (real credentials) is present as its `.example` only.
+        present = {n.removesuffix(".example") for n in present if n.removesuffix(".example") != ".gitignore"}
         assert listed == present, f"{kfile}: listed {sorted(listed)} vs present {sorted(present)}"
 
 
@@ -83,7 +86,7 @@ def test_base_and_overlay_render(rendered: list[dict[str, Any]]) -> None:
         {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
          "Deployment", "Service", "DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     )  # fmt: skip
-    assert {o["kind"] for o in rendered} - set(kinds) == {"Secret", "ServiceMonitor", "PrometheusRule"}
+    assert {o["kind"] for o in rendered} - set(kinds) == {"ServiceMonitor", "PrometheusRule"}  # no Secret: see below
     dep = find(rendered, "Deployment", "migplan-controller")
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/platform/migplan:0.1.0"
     # the namespaced Roles kept their namespaces (no namespace transformer)
@@ -133,10 +136,33 @@ def test_controller_deployment_is_consistent_with_the_code(rendered: list[dict[s
         s = load_settings(env={}, config_file=tmp)
         assert s.listen_host_port[1] == ports["http"] and s.namespace == "migplan"
         assert s.cache_dir == "/var/cache/migplan" and "/var/cache/migplan" in mounts
-    secret = find(rendered, "Secret", "migplan-git-credentials")
-    assert {"password", "webhook-secret", "username"} <= set(secret["data"])
+    # The example overlay holds no Secret: re-applying it can never put a placeholder over the real token.
+    assert not [o for o in rendered if o["kind"] == "Secret"]
     vol = next(v for v in pod["volumes"] if v["name"] == "git-credentials")
     assert vol["secret"]["secretName"] == "migplan-git-credentials"
+
+
+def test_the_credentials_overlay_builds_only_from_a_real_file(tmp_path: Path) -> None:
+    """deploy/overlays/credentials: no file, no build (nothing applied); with the file, the Secret the controller
+    mounts, with the keys it reads; the file itself is ignored by Git."""
+    overlay = tmp_path / "credentials"
+    overlay.mkdir()
+    source = DEPLOY / "overlays" / "credentials"
+    (overlay / "kustomization.yaml").write_text((source / "kustomization.yaml").read_text())
+    refused = subprocess.run([str(KUBECTL), "kustomize", str(overlay)], capture_output=True, text=True)
+    assert refused.returncode != 0 and "git-credentials.env" in refused.stderr and not refused.stdout
+    (overlay / "git-credentials.env").write_text(
+        (source / "git-credentials.env.example").read_text().replace("REPLACE-WITH-A-READ-WRITE-TOKEN", "tok")
+    )
+    (secret,) = render(overlay)
+    assert (secret["kind"], secret["metadata"]["name"], secret["metadata"]["namespace"]) == (
+        "Secret", "migplan-git-credentials", "migplan",
+    )  # fmt: skip
+    assert set(secret["data"]) == {"password", "webhook-secret", "username"}
+    ignored = subprocess.run(
+        ["git", "-C", str(REPO), "check-ignore", "-q", "deploy/overlays/credentials/git-credentials.env"], check=False
+    )
+    assert ignored.returncode == 0
 
 
 def test_service_servicemonitor_and_agent(rendered: list[dict[str, Any]]) -> None:

@@ -152,6 +152,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 Case = Callable[[World], list[str]]
 
 
+def _init_over_an_inventory(w: World) -> list[str]:
+    """`migplan init` where an inventory already is: MP581, nothing written."""
+    root = w.tmp / "init-twice"
+    root.mkdir(exist_ok=True)
+    (root / "cluster.yaml").write_text("# someone's inventory\n")
+    return ["init", str(root), "--node", "gpu-01:H100-80GB:1"]
+
+
 def _cases() -> dict[str, tuple[str, Case]]:
     """id -> (subcommand, argv builder)."""
     cases: dict[str, tuple[str, Case]] = {}
@@ -195,7 +203,7 @@ def _cases() -> dict[str, tuple[str, Case]]:
         cases[f"agent-{name}"] = ("agent", lambda w, kc=kc: ["agent", "--once", "--node", "n1", "--kubeconfig", kc(w)])
         cases[f"check-workloads-{name}"] = (
             "check-workloads",
-            lambda w, kc=kc: ["check-workloads", str(WORKLOADS), "--kubeconfig", kc(w)],
+            lambda w, kc=kc: ["check-workloads", str(WORKLOADS), "--example", "--kubeconfig", kc(w)],
         )
     cases["reconcile-missing-context"] = (
         "reconcile",
@@ -249,9 +257,17 @@ def _cases() -> dict[str, tuple[str, Case]]:
                                    "--path", p, "--cache-dir", str(w.tmp / f"c-path-{p.replace('/', '_')}")],
         )  # fmt: skip
     cases["validate-root-missing"] = ("validate", lambda w: ["validate", str(w.tmp / "no-such-inventory")])
+    cases["init-output-is-a-file"] = (
+        "init", lambda w: ["init", w.broken("init-file", b"x"), "--node", "gpu-01:H100-80GB:1"],
+    )  # fmt: skip
+    cases["init-inventory-already-there"] = ("init", _init_over_an_inventory)
+    cases["profiles-unknown-model"] = ("profiles", lambda w: ["profiles", "Z100-1GB"])
     cases["validate-root-is-a-file"] = ("validate", lambda w: ["validate", w.broken("root-file", b"x")])
     cases["validate-repo-not-a-repository"] = ("validate", lambda w: ["validate", "--repo", str(w.tmp / "broken")])
-    cases["check-workloads-path-missing"] = ("check-workloads", lambda w: ["check-workloads", str(w.tmp / "nope.yaml")])
+    cases["check-workloads-path-missing"] = (
+        "check-workloads",
+        lambda w: ["check-workloads", "--example", str(w.tmp / "nope.yaml")],
+    )
     cases["check-workloads-plan-empty"] = (
         "check-workloads",
         lambda w: ["check-workloads", str(WORKLOADS), "--inventory", str((w.tmp / "empty-dir").resolve())],

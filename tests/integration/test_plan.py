@@ -61,10 +61,17 @@ def test_plan_markdown_lists_each_kind_of_change(repo: tuple[Path, str, str]) ->
     assert code == 0, out
     assert f"main@sha1:{base}" in out and f"feature@sha1:{head}" in out
     assert "Target revision: **valid**" in out
-    assert "| gpu-0  |     0 | new owner | 3g.71gb   | 4:4" in out and "svc-a → llama-405b" in out
-    assert "| gpu-1  |     0 | move      | 2g.35gb   | 0:2 → 2:2" in out
+    # Grouped by node as the merge-request comment is: one row per node, then each node's changes under it.
+    assert "| `gpu-0` | 1 owner change(s), nothing re-cut for them" in out
+    gpu0 = out.split("`gpu-0`: 1 partition change(s)", 1)[1].split("`gpu-1`:", 1)[0]
+    assert "|     0 | new owner | 3g.71gb   | 4:4" in gpu0 and "svc-a → llama-405b" in gpu0
+    gpu1 = out.split("`gpu-1`: 3 partition change(s)", 1)[1].split("`gpu-3`:", 1)[0]
+    assert "|     0 | move     | 2g.35gb   | 0:2 → 2:2" in gpu1
     # gpu-2 leaves the inventory: migplan stops managing it and destroys nothing there
-    assert "| gpu-2" not in out and out.count("| gpu-3  |     0 | create") == 4
+    assert "`gpu-2`: " not in out and out.split("`gpu-3`: 4 partition change(s)", 1)[1].count("| create") == 4
+    # gpu-1 only moves partitions: under gpu-operator that will not happen, said as a warning with the way out
+    assert "| nodes/gpu-1.yaml:12 | MP414  | node gpu-1 GPU 0: placement-only change" in out
+    assert "set spec.apply.mode: agent" in out and "Target revision: **valid** (1 warning(s))." in out
     assert "node `gpu-3` added" in out
     assert "node `gpu-2` removed from the inventory: migplan stops managing it; nothing on it is destroyed" in out
     assert "4 created, 0 destroyed, 3 moved, 1 owner change(s) on 3 GPU(s)" in out
@@ -77,6 +84,7 @@ def test_plan_json(repo: tuple[Path, str, str]) -> None:
     doc = json.loads(out)
     assert doc["valid"] is True and doc["errors"] == []
     assert doc["summary"] == {"create": 4, "destroy": 0, "move": 3, "owner": 1, "gpus": 3}
+    assert [(w["code"], w["file"], w["line"]) for w in doc["warnings"]] == [("MP414", "nodes/gpu-1.yaml", 12)]
     owner = [c for c in doc["changes"] if c["change"] == "owner"]
     assert owner == [
         {
@@ -258,3 +266,20 @@ def test_plan_attaches_before_and_after_maps_of_the_changed_gpus(
     before = ET.parse(tmp_path / "plan-maps/gpu-0-gpu0-before.svg").getroot()
     assert (before.findtext(f"{svg}title") or "").endswith(f"before: main@sha1:{base}")
     assert not any("held" in t or "free" in t for t in titles)  # no occupancy claimed between revisions
+
+
+def test_an_owner_change_of_a_partition_still_held_says_who_keeps_it(
+    repo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """gpu-0's 3g goes from svc-a to llama-405b while svc-a's pod runs on it: nothing is re-cut, so that pod keeps
+    the device until it ends and llama-405b's pods cannot have it before. The plan says so, in every format."""
+    work, _base, _head = repo
+    code, out, code_md, md = _plan_against_pods(work, tmp_path)
+    assert code == 0 and code_md == 0, out
+    doc = json.loads(out)
+    (owner,) = [c for c in doc["changes"] if c["change"] == "owner"]
+    assert owner["held_by"] == ["default/svc-a"] and owner["disrupts"] == []
+    assert all("held_by" not in c for c in doc["changes"] if c["change"] != "owner")
+    assert "owner change of a partition still held by 1: default/svc-a: it keeps the device until it ends" in md
+    gpu0 = md.split("`gpu-0`: 1 partition change(s)", 1)[1].split("`gpu-1`:", 1)[0]
+    assert "held by default/svc-a: keeps it" in gpu0

@@ -95,6 +95,7 @@ def test_tables_openapi_and_discovery(apiserver: ApiServerTwin) -> None:
         "rbac.authorization.k8s.io",
         "apiextensions.k8s.io",
         "coordination.k8s.io",
+        "resource.k8s.io",  # Dynamic Resource Allocation (issue 27), after discovery.k8s.io as the real server
         "nvidia.com",
     ]
 

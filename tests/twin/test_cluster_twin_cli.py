@@ -73,6 +73,16 @@ def test_serves_until_interrupted(tmp_path: Path, sig: signal.Signals) -> None:
             check=True,
         ).stdout
         assert strategy == "single"
+        namespaces = subprocess.run(
+            [str(KUBECTL), "--kubeconfig", str(kubeconfig), "get", "namespaces", "-o", "name"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.split()
+        # What a real install has: the GPU Operator's and migplan's own (deploy/base/namespace.yaml), so
+        # `migplan run` against the twin finds the namespace of its Lease.
+        assert {"namespace/gpu-operator", "namespace/migplan", "namespace/kube-node-lease"} <= set(namespaces)
         proc.send_signal(sig)
         rest, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0
@@ -136,3 +146,37 @@ def test_device_plugin_config_flag(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_dra_flag_publishes_resource_slices_kubectl_can_list(tmp_path: Path) -> None:
+    proc, kubeconfig = start(tmp_path, "--dra", "dynamic-mig")
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("cluster twin ready: ")
+        kubectl = [str(KUBECTL), "--kubeconfig", str(kubeconfig)]
+        out = subprocess.run(
+            [
+                *kubectl,
+                "get",
+                "resourceslices",
+                "--field-selector",
+                "spec.nodeName=gpu-h200-01",
+                "-o",
+                "jsonpath={.items[*].spec.sharedCounters[*].name}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert "gpu-0-counter-set" in out.split(), out  # DynamicMIG: one counter set per GPU
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+
+
+def test_unknown_dra_mode_is_a_usage_error(tmp_path: Path) -> None:
+    proc, kubeconfig = start(tmp_path, "--dra", "hami")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "--dra" in err
+    assert not kubeconfig.exists()

@@ -15,8 +15,12 @@ Contract of `commit_report(repo, settings=, files=, message=, bot=)`:
   (every other entry kept by id); a path component that is a file, symlink or submodule at the tip
   is refused, and the commit's diff is checked to touch nothing outside `reports.path` before it is
   pushed;
-- no secret reaches Git: report files and the message are redacted (reconciler.model.redaction)
-  before they are queued, and again when an outbox entry is read (entries queued by older versions);
+- no secret reaches Git: secrets enter a report through settings, URLs and error texts, and are redacted
+  where they enter (the Git source's state, GitFailure, Finding messages); this module keeps one guard
+  (reconciler.model.redaction) over the commit message and the files at the top of the report (drift.yaml,
+  README.md: they quote the source's state, settings and errors), before they are queued and again when an
+  outbox entry is read. Per-node files (nodes/, maps/) are not scanned: thousands of files at fleet size, built
+  only from values already redacted. Entries queued by older versions (no `scrubbed` mark) are scanned whole;
 - a push rejected because someone else pushed first is resolved by fetching, re-creating the commit
   on the new tip and retrying with exponential backoff (tenacity);
 - every report goes through an outbox in the cache directory first (one JSON file per report,
@@ -68,6 +72,19 @@ from reconciler.model.revisions import Revision
 INVENTORY_OVERLAP = reporttarget.CODE  # MP412: the same rule and code as `migplan validate`
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@+-]+$")
+# An outbox entry's mark: its files went through guard_files (older entries have none and are scrubbed whole).
+SCRUBBED = "guard/1"
+
+
+def guarded(name: str) -> bool:
+    """Whether a report file is one the guard scans: those at the top of the report, which quote the source's
+    state, settings and error texts; per-node files (a folder in the name) hold only already-redacted values."""
+    return "/" not in name
+
+
+def guard_files(files: Mapping[str, bytes], *, everything: bool = False) -> dict[str, bytes]:
+    """The report files with the guard applied (to every file with `everything`: entries of older versions)."""
+    return {name: redact_bytes(data) if everything or guarded(name) else data for name, data in files.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,14 +331,16 @@ def commit_report(
     )
     if refused is not None:
         return ReportOutcome(status="refused", failure=refused)
-    # Redacted before it is stored: an entry queued during an outage is pushed later, into history.
+    # Guarded before it is stored: an entry queued during an outage is pushed later, into history.
+    clean = guard_files(files)
     entry = {
         "branch": settings.branch,
         "path": settings.path,
         "message": redact(message),
         "author": [bot.name, bot.email],
-        "files": {name: base64.b64encode(redact_bytes(data)).decode("ascii") for name, data in sorted(files.items())},
+        "files": {name: base64.b64encode(data).decode("ascii") for name, data in sorted(clean.items())},
         "inventory": {"branch": inventory.branch, "root": inventory.root},
+        "scrubbed": SCRUBBED,
     }
     try:
         outbox = Outbox.for_repo(repo)
@@ -335,12 +354,17 @@ def commit_report(
         # changed the branch); queued only if that push cannot be made now.
         return flush_outbox(repo, max_attempts=max_attempts, signer=signer, unqueued=entry)
     try:
-        outbox.put(entry)
+        waiting = set(outbox.entries())
+        queued = outbox.put(entry)
     except OSError as exc:
         # Nowhere to keep it: say so loudly rather than pretend it is queued.
         failure = GitFailure(GIT_FAILED, f"cannot write the report outbox: {exc}", repo.remote.url)
         return ReportOutcome(status="failed", failure=failure)
-    return flush_outbox(repo, max_attempts=max_attempts, signer=signer)
+    if queued in waiting:  # the newest queued entry holds the same files: it is pushed as it was queued
+        return flush_outbox(repo, max_attempts=max_attempts, signer=signer)
+    # The entry just written is pushed from memory (the same content as its file): not read back and decoded,
+    # a copy of the report less at fleet size.
+    return flush_outbox(repo, max_attempts=max_attempts, signer=signer, in_memory=(queued, entry, clean))
 
 
 def entry_digest(entry: Mapping[str, Any]) -> str:
@@ -360,10 +384,12 @@ def flush_outbox(
     max_attempts: int = 6,
     signer: CommitSigner | None = None,
     unqueued: Mapping[str, Any] | None = None,
+    in_memory: tuple[Path, Mapping[str, Any], Mapping[str, bytes]] | None = None,
 ) -> ReportOutcome:
     """Push queued reports in order; stop at the first that cannot be pushed now (kept for later).
     `unqueued`: a report not written to the outbox (the same as the last one done, see commit_report),
-    pushed after the queued ones and put in the outbox only if it cannot be pushed now."""
+    pushed after the queued ones and put in the outbox only if it cannot be pushed now.
+    `in_memory`: (outbox file, its entry, its guarded files) of the entry commit_report just queued."""
     outbox = Outbox.for_repo(repo)
     pushed: list[str] = []
     attempts = 0
@@ -372,10 +398,16 @@ def flush_outbox(
     items: list[Path | None] = [*outbox.entries(), *([None] if unqueued is not None else [])]
     for path in items:
         try:
-            entry = dict(unqueued or {}) if path is None else Outbox.load(path)
-            # Scrubbed again on read: entries queued before redaction existed must not carry a
-            # secret into history either.
-            files = {str(name): redact_bytes(base64.b64decode(data)) for name, data in entry["files"].items()}
+            if in_memory is not None and path == in_memory[0]:
+                entry, files = dict(in_memory[1]), dict(in_memory[2])  # guarded by commit_report just now
+            else:
+                entry = dict(unqueued or {}) if path is None else Outbox.load(path)
+                # Guarded again on read; entries queued by older versions (no mark, or before redaction
+                # existed) are scrubbed whole: they must not carry a secret into history either.
+                files = guard_files(
+                    {str(name): base64.b64decode(data) for name, data in entry["files"].items()},
+                    everything=entry.get("scrubbed") != SCRUBBED,
+                )
             branch, root, message = str(entry["branch"]), str(entry["path"]), redact(str(entry["message"]))
             bot = BotIdentity(*(str(x) for x in entry["author"]))
             inventory = _entry_inventory(entry)

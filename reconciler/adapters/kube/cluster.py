@@ -335,6 +335,7 @@ class KubeCluster:
         self.apps = client.AppsV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.policy = client.PolicyV1Api(api_client)
+        self.resource = client.ResourceV1Api(api_client)
         self.page_size = page_size
         # In-sync cycles: a node or pod whose (uid, resourceVersion) the last observation saw is not parsed
         # again (kubeobserve.ParseMemo says why that key is exact). Only the parse of one object is
@@ -459,6 +460,15 @@ class KubeCluster:
         return kubeobserve.observed_from_parts(
             ops,
             pdbs=pdbs,
+            resource_slices=self._resource_slices(),
+            resource_claims=self._dra_list("list resourceclaims", self.resource.list_resource_claim_for_all_namespaces),
+            gpu_clusters=self._dra_list(
+                "list gpuclusters",
+                self.custom.list_cluster_custom_object,
+                group=CP_GROUP,
+                version=kubeobserve.GPUCLUSTER_VERSION,
+                plural="gpuclusters",
+            ),
             nodes=nodes,
             pods=pods,
             cluster_policy=cp_obj,
@@ -481,6 +491,25 @@ class KubeCluster:
             )
         except ApiRequestFailed:
             return []
+
+    def _dra_list(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> list[Mapping[str, Any]]:
+        """A paginated list of a DRA kind (resource.k8s.io/v1, the GPU Operator's GPUCluster); [] on a server that
+        does not serve it (404: no DRA there, or a GPU Operator without GPUCluster)."""
+        try:
+            return list(self._pages(what, fn, **kwargs))
+        except NotFound:
+            return []
+
+    def _resource_slices(self) -> list[Mapping[str, Any]]:
+        """The ResourceSlices of NVIDIA's DRA driver (resource.k8s.io/v1, paginated, the server filtering on
+        `spec.driver`). A server without that API (before 1.34, or with DRA off) answers 404: no DRA there,
+        every node on the device-plugin path. A 403 is an error like any other list: the RBAC of deploy/ grants
+        it, and a controller that cannot see DRA must not take a DRA node for a device-plugin one."""
+        return self._dra_list(
+            "list resourceslices",
+            self.resource.list_resource_slice,
+            field_selector=f"spec.driver={kubeobserve.DRA_DRIVER}",
+        )
 
     def _config_map(self, namespace: str, name: str) -> ConfigMapState | None:
         obj = self._one(

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from reconciler.logic.observe.observation import read_observation
+from reconciler.model.dra import ClaimedDevice, DraDevice, GpuClusterState, NodeDra, ObservedClaim
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
@@ -181,12 +182,43 @@ def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
     return OwnerRef(kind=str(refs[0].get("kind", "")), name=str(refs[0].get("name", "")), controller=False)
 
 
+def _name(value: Any) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= 253 else None
+
+
+def pod_claims(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ResourceClaims a pod uses, "<namespace>/<name>": `spec.resourceClaims[].resourceClaimName`, or for
+    a template the claim the controller generated, from `status.resourceClaimStatuses` (core/v1 types.go
+    `PodResourceClaimStatus`; until it is written the claim is unknown and left out). Entries of the wrong
+    type are skipped: this reads what the API server already validated, and a hostile value names nothing."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    namespace = _name((obj.get("metadata") or {}).get("namespace")) or ""
+    raw_claims, raw_statuses = spec.get("resourceClaims"), status.get("resourceClaimStatuses")
+    generated = {
+        s.get("name"): _name(s.get("resourceClaimName"))
+        for s in (raw_statuses if isinstance(raw_statuses, list) else ())
+        if isinstance(s, Mapping)
+    }
+    out: set[str] = set()
+    for rc in raw_claims if isinstance(raw_claims, list) else ():
+        if not isinstance(rc, Mapping):
+            continue
+        name = _name(rc.get("resourceClaimName")) or generated.get(rc.get("name"))
+        if name is not None:
+            out.add(f"{namespace}/{name}")
+    return tuple(sorted(out))
+
+
 def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
-    """The pod if any container asks for a GPU or MIG resource, else None (not kept)."""
+    """The pod if any container asks for a GPU or MIG resource or it uses ResourceClaims, else None (not kept).
+
+    Pods with claims are kept whatever the driver: which claim holds a GPU is known from the node observer (and
+    the claims' allocations), and drain must be able to evict a DRA holder the guard names."""
     spec = obj.get("spec") or {}
     bad: list[Malformed] = []
     containers = _containers(spec, bad)
-    if not containers:
+    claims = pod_claims(obj) if spec.get("resourceClaims") else ()
+    if not containers and not claims:
         return None
     meta = obj.get("metadata") or {}
     return ObservedPod(
@@ -201,6 +233,7 @@ def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
         malformed=tuple(bad),
         terminating=bool(meta.get("deletionTimestamp")),
         mirror=MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}),
+        claims=claims,
     )
 
 
@@ -606,12 +639,17 @@ def observed_from_parts(
     daemonset: Json | None,
     config_map: Callable[[str], Json | None],
     pdbs: Iterable[Json] = (),
+    resource_slices: Iterable[Json] = (),
+    resource_claims: Iterable[Json] = (),
+    gpu_clusters: Iterable[Json] = (),
 ) -> ObservedState:
     """The observed state from the listed objects: the nodes (node_from_json, by name), the pods as a
     PodSorter sorted them, and `config_map(name)` for migplan's mig-parted ConfigMap and the
-    device-plugin config the ClusterPolicy names (each another request); PodDisruptionBudgets (a drain's)."""
+    device-plugin config the ClusterPolicy names (each another request); PodDisruptionBudgets (a drain's);
+    the ResourceSlices of NVIDIA's DRA driver (dra_from_slices)."""
     cp = cluster_policy_from_json(cluster_policy) if cluster_policy else None
     ds = device_plugin_from_json(daemonset, tuple(pods.dp_pods)) if daemonset else None
+    claims, claim_problems = claims_from_json(resource_claims)
     bound_namespaces = {q.namespace for q in pods.gpu_pods if q.node is not None}
     mig_cm = config_map(ops.mig_config_map)
     dp_cm = None
@@ -633,4 +671,175 @@ def observed_from_parts(
         mig_manager_sources=pods.mig_manager_sources,
         # Only the PodDisruptionBudgets of namespaces where a GPU pod runs can block a drain.
         pdbs=tuple(p for p in (pdb_from_json(o) for o in pdbs) if p.namespace in bound_namespaces),
+        dra=dra_from_slices(resource_slices),
+        claims=claims,
+        claim_problems=claim_problems,
+        gpu_clusters=tuple(gpu_cluster_from_json(o) for o in gpu_clusters),
     )
+
+
+# --- NVIDIA's DRA driver: its ResourceSlices (resource.k8s.io/v1) ----------------------------------------------
+
+DRA_DRIVER = "gpu.nvidia.com"
+_DRA_ATTRIBUTES = {"type": "kind", "profile": "profile", "uuid": "uuid", "parentUUID": "parent_uuid"}
+_MAX_DRA_PROBLEMS = 16  # per node: enough to act on, bounded so a hostile slice cannot flood the report
+
+
+def _dra_device(raw: Any, where: str, problems: list[str]) -> DraDevice | None:
+    """One device of a slice, or None (and a problem) when its name or an attribute migplan uses is unreadable.
+
+    Attributes are `{"string": ...}` in resource.k8s.io/v1 (`DeviceAttribute`, exactly one typed value); the ones
+    migplan reads are strings in NVIDIA's driver (deviceinfo.go, mig.go `CommonAttributesMig`), so another type
+    is bad input, not a value to coerce."""
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: a device that is not an object")
+        return None
+    name = raw.get("name")
+    if not isinstance(name, str) or not 0 < len(name) <= 63:
+        problems.append(f"{where}: a device without a readable name")
+        return None
+    attributes = raw.get("attributes") or {}
+    if not isinstance(attributes, Mapping):
+        problems.append(f"{where}: device {name}: attributes are not a map")
+        return None
+    values: dict[str, str | None] = {}
+    for key, field_name in _DRA_ATTRIBUTES.items():
+        attr = attributes.get(key)
+        if attr is None:
+            values[field_name] = None
+            continue
+        value = attr.get("string") if isinstance(attr, Mapping) else None
+        if not isinstance(value, str) or len(value) > 64:
+            problems.append(f"{where}: device {name}: attribute {key} is not a string")
+            return None
+        values[field_name] = value
+    return DraDevice(
+        name=name,
+        kind=values["kind"],
+        profile=values["profile"],
+        uuid=values["uuid"],
+        parent_uuid=values["parent_uuid"],
+        consumes_counters=bool(raw.get("consumesCounters")),
+    )
+
+
+def dra_from_slices(slices: Iterable[Json]) -> dict[str, NodeDra]:
+    """node -> what NVIDIA's DRA driver publishes for it, from every listed ResourceSlice; never raises.
+
+    Only slices of driver `gpu.nvidia.com` bound to one node (`spec.nodeName`, as the driver publishes: one pool
+    per node) count; another driver's slices are not GPUs. What cannot be read is a one-line problem on the node
+    (MP571), and the rest of the node's devices are still read."""
+    devices: dict[str, list[DraDevice]] = {}
+    counters: dict[str, list[str]] = {}
+    problems: dict[str, list[str]] = {}
+    for obj in slices:
+        spec = obj.get("spec") if isinstance(obj, Mapping) else None
+        if not isinstance(spec, Mapping) or spec.get("driver") != DRA_DRIVER:
+            continue
+        node = spec.get("nodeName")
+        if not isinstance(node, str) or not node:
+            continue  # not a node's pool: nothing migplan plans
+        name = (obj.get("metadata") or {}).get("name")
+        where = f"ResourceSlice {name if isinstance(name, str) else '?'}"
+        found = problems.setdefault(node, [])
+        raw_devices, raw_counters = spec.get("devices") or [], spec.get("sharedCounters") or []
+        if not isinstance(raw_devices, list) or not isinstance(raw_counters, list):
+            found.append(f"{where}: devices or sharedCounters is not a list")
+            continue
+        for raw in raw_devices:
+            device = _dra_device(raw, where, found)
+            if device is not None:
+                devices.setdefault(node, []).append(device)
+        for cs in raw_counters:
+            cs_name = cs.get("name") if isinstance(cs, Mapping) else None
+            if isinstance(cs_name, str) and cs_name:
+                counters.setdefault(node, []).append(cs_name)
+            else:
+                found.append(f"{where}: a counter set without a name")
+    return {
+        node: NodeDra(
+            node=node,
+            devices=tuple(sorted(devices.get(node, ()), key=lambda d: d.name)),
+            counter_sets=tuple(sorted(counters.get(node, ()))),
+            problems=tuple(problems.get(node, ())[:_MAX_DRA_PROBLEMS]),
+        )
+        for node in sorted(set(devices) | set(counters) | {n for n, p in problems.items() if p})
+    }
+
+
+def _claim(obj: Json) -> ObservedClaim | str | None:
+    """A ResourceClaim with devices of NVIDIA's driver, None when it has none, or why it cannot be read."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return "a ResourceClaim without metadata"
+    namespace, name = _name(meta.get("namespace")), _name(meta.get("name"))
+    if namespace is None or name is None:
+        return "a ResourceClaim without a readable namespace and name"
+    if not isinstance(status, Mapping) or status.get("allocation") is None:
+        return None  # not allocated: it holds nothing yet
+    allocation = status.get("allocation")
+    results = ((allocation.get("devices") or {}) if isinstance(allocation, Mapping) else {}).get("results")
+    if not isinstance(results, list):
+        return f"ResourceClaim {namespace}/{name}: status.allocation.devices.results is not a list"
+    devices: list[ClaimedDevice] = []
+    for r in results:
+        if not isinstance(r, Mapping) or r.get("driver") != DRA_DRIVER:
+            continue
+        pool, device = _name(r.get("pool")), r.get("device")
+        if pool is None or not isinstance(device, str) or not 0 < len(device) <= 63:
+            return f"ResourceClaim {namespace}/{name}: an allocation result without a readable pool and device"
+        devices.append(ClaimedDevice(DRA_DRIVER, pool, device))
+    if not devices:
+        return None
+    reserved = status.get("reservedFor") or []
+    pods = sorted(
+        {
+            f"{namespace}/{n}"
+            for c in (reserved if isinstance(reserved, list) else ())
+            if isinstance(c, Mapping) and c.get("resource") == "pods" and (n := _name(c.get("name"))) is not None
+        }
+    )
+    return ObservedClaim(namespace, name, tuple(devices), tuple(pods))
+
+
+def claims_from_json(items: Iterable[Json]) -> tuple[tuple[ObservedClaim, ...], tuple[str, ...]]:
+    """(the claims allocated a device of NVIDIA's driver, why the unreadable ones were left out); never raises.
+
+    `status.reservedFor` names the pods using a claim (the scheduler reserves it for them; core/v1 pods are the only
+    consumers kept). A claim that cannot be read is named (MP571, bounded), not guessed at."""
+    claims: list[ObservedClaim] = []
+    problems: list[str] = []
+    for obj in items:
+        found = _claim(obj)
+        if isinstance(found, ObservedClaim):
+            claims.append(found)
+        elif found is not None and len(problems) < _MAX_DRA_PROBLEMS:
+            problems.append(found)
+    return tuple(sorted(claims, key=lambda c: c.key)), tuple(problems)
+
+
+GPUCLUSTER_VERSION = "v1alpha1"  # the version migplan reads (api/nvidia/v1alpha1/gpucluster_types.go)
+
+
+def gpu_cluster_from_json(obj: Json) -> GpuClusterState:
+    """What a GPUCluster says about DynamicMIG; never raises. An object of another apiVersion, or a feature-gate map
+    migplan cannot read, leaves DynamicMIG unknown (None) with the reason: taken as on, so nothing is written."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = _name((meta or {}).get("name")) or "?"
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    ignored = isinstance(status, Mapping) and status.get("state") == "ignored"
+    api_version = obj.get("apiVersion") if isinstance(obj, Mapping) else None
+    if api_version not in (None, f"nvidia.com/{GPUCLUSTER_VERSION}"):
+        return GpuClusterState(
+            name, None, ignored, f"GPUCluster {name} is {short(api_version)}, not nvidia.com/v1alpha1"
+        )
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    driver = spec.get("draDriver", {}) if isinstance(spec, Mapping) else None
+    gates = driver.get("featureGates") or {} if isinstance(driver, Mapping) else None
+    if not isinstance(gates, Mapping):
+        return GpuClusterState(name, None, ignored, f"GPUCluster {name}: spec.draDriver.featureGates is not a map")
+    value = gates.get("DynamicMIG", False)
+    if not isinstance(value, bool):
+        return GpuClusterState(name, None, ignored, f"GPUCluster {name}: featureGates.DynamicMIG is not true or false")
+    return GpuClusterState(name, value, ignored)

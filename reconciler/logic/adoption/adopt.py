@@ -308,9 +308,18 @@ def _gpus_under_single(labels: Mapping[str, str], entries: Sequence[ConfigEntry]
 
 
 def _profile_of_resource(resource: str, model: GpuModel) -> str | None:
-    for p in model.profiles.values():
-        if p.resource_name == resource:
-            return p.name
+    if not resource.startswith(MIG_RESOURCE_PREFIX):
+        return None
+    return _node_profile(resource[len(MIG_RESOURCE_PREFIX) :], model)
+
+
+def _node_profile(spelled: str, model: GpuModel) -> str | None:
+    """The profile a node names `spelled` (as GFD labels and resources spell it, `+` as `.`), in the naming the node
+    uses: a model with two documented namings (GB200) keeps the node's, so the adopted plan says what the node says."""
+    for naming in model.namings():
+        for name in sorted(naming):
+            if spelled in (name, name.replace("+", ".")):
+                return name
     return None
 
 
@@ -327,13 +336,11 @@ def _from_resources(
     if "-MIG-" in labels.get(GPU_PRODUCT_LABEL, "") and model is not None:
         # single: every MIG device is one type, counted by nvidia.com/gpu (stack-facts §2)
         name = labels[GPU_PRODUCT_LABEL].rsplit("-MIG-", 1)[1]
-        prof = model.profile(name) or next(
-            (p for p in model.profiles.values() if p.name.replace("+", ".") == name), None
-        )
-        if prof is None:
+        node_name = _node_profile(name, model)
+        if node_name is None:
             notes.append(Note(f"GFD names the MIG devices {name!r}, not a profile of {key}", "MP585"))
             return {}, notes
-        parts = [prof.name] * whole
+        parts = [node_name] * whole
         whole = 0
     else:
         for res, count in sorted(advertised.items()):

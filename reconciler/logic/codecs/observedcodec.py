@@ -16,12 +16,15 @@ when something changed):
   {"version": "v2", "observer": "migplan/0.1.0", "observedAt": "2026-12-03T08:00:00Z",
    "sources": {"nvml": "ok", "podResources": "ok" | "<reason>"},
    "gpus": [{"index", "uuid", "name", "migCapable", "mig": {"current", "pending"},
+             "minor": 0,                                  # NVML minor number, when known
              "holders": [<holder>],                       # whole-GPU holders
              "instances": [{"profile", "start", "size", "gpuInstanceId", "uuid", "processes": [pid],
-                            "holders": [{"namespace", "pod", "container", "resource"}],
+                            "holders": [{"namespace", "pod", "container", "resource", "claim"}],
                             "computeUuids": [uuid]}]}],      # only with several compute instances
    "unknownDevices": [{"namespace", "pod", "container", "resource", "deviceId"}],
    "truncated": false}
+A holder's "claim" ("<namespace>/<name>" of a ResourceClaim) is present only for a DRA holder, whose "resource"
+is then the DRA driver's name; both "claim" and "minor" are additive, so older controllers ignore them.
 v1 (the agent's format before observation existed) has only "version" and "gpus" without holders.
 """
 
@@ -59,6 +62,8 @@ _MAX_HOLDERS = 64  # per instance: a MIG device is allocated to one container; s
 _MAX_UNKNOWN = 256
 _MAX_PIDS = 1024
 _MAX_SOURCES = 8
+_MAX_CLAIM = 2 * _MAX_NAME + 1  # "<namespace>/<name>" of a ResourceClaim
+_MAX_MINOR = 255  # /dev/nvidia0..255
 
 
 def _dump(doc: Mapping[str, Any]) -> str:
@@ -66,7 +71,10 @@ def _dump(doc: Mapping[str, Any]) -> str:
 
 
 def _holder_doc(h: Holder) -> dict[str, str]:
-    return {"namespace": h.namespace, "pod": h.pod, "container": h.container, "resource": h.resource}
+    doc = {"namespace": h.namespace, "pod": h.pod, "container": h.container, "resource": h.resource}
+    if h.claim:  # DRA holders only: device-plugin holders encode exactly as before
+        doc["claim"] = h.claim
+    return doc
 
 
 def _doc(obs: NodeObservation, *, pids: bool, unknown: bool, holders: bool, truncated: bool) -> dict[str, Any]:
@@ -84,6 +92,7 @@ def _doc(obs: NodeObservation, *, pids: bool, unknown: bool, holders: bool, trun
                 "name": g.name,
                 "migCapable": g.mig_capable,
                 "mig": {"current": g.mig_current, "pending": g.mig_pending},
+                **({"minor": g.minor} if g.minor is not None else {}),
                 "holders": [_holder_doc(h) for h in g.holders] if holders else [],
                 "instances": [
                     {
@@ -155,6 +164,7 @@ def _holder(raw: object, what: str) -> Holder:
         pod=strict.require_str(m.get("pod"), f"{what}.pod", max_len=_MAX_NAME),
         container=strict.require_str(m.get("container"), f"{what}.container", max_len=_MAX_NAME),
         resource=strict.require_str(m.get("resource"), f"{what}.resource", max_len=_MAX_NAME),
+        claim=strict.require_str(m.get("claim", ""), f"{what}.claim", max_len=_MAX_CLAIM),
     )
 
 
@@ -196,6 +206,7 @@ def _gpu(raw: object, what: str, *, v2: bool) -> ObservedGpu:
         mig_pending=strict.require_bool(mig.get("pending"), f"{what}.mig.pending"),
         instances=tuple(_instance(r, f"{what}.instances[{j}]", v2=v2) for j, r in enumerate(instances)),
         holders=_holders(g.get("holders"), f"{what}.holders") if v2 else (),
+        minor=None if "minor" not in g else strict.require_int(g["minor"], f"{what}.minor", high=_MAX_MINOR),
     )
 
 

@@ -19,12 +19,13 @@ import yaml
 
 from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import dpsharing, migparted
-from reconciler.logic.drift import nodestate
+from reconciler.logic.drift import draregime, nodestate
 from reconciler.logic.drift.nodestate import Geometry
-from reconciler.logic.observe import observation, occupancy, owners, podrules, profilecheck
+from reconciler.logic.observe import draclaims, observation, occupancy, owners, podrules, profilecheck
 from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model import yamlbudget
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
+from reconciler.model.dra import NodeDra, Regime
 from reconciler.model.drift import (
     DriftReport,
     Finding,
@@ -148,6 +149,20 @@ class DriftContext:
     ready: nodestate.Readiness
     occupancy: Mapping[str, NodeOccupancy]  # per node (desired nodes present + undocumented GPU nodes)
 
+    def elsewhere(self, name: str) -> bool:
+        """Another component writes the node's MIG layout (declared, or NVIDIA's DRA driver with DynamicMIG):
+        mig-manager's labels and the device-plugin counts say nothing about it."""
+        gpu_cluster = draregime.cluster_dynamic_mig(self.observed.gpu_clusters)
+        return (
+            self.desired.layout_writer(name) != "migplan"
+            or draregime.other_writer(self.observed.dra.get(name), gpu_cluster) is not None
+        )
+
+    def dra_node(self, name: str) -> bool:
+        """NVIDIA's DRA driver allocates the node's GPUs (or another writer lays them out): a DRA node advertises no
+        nvidia.com/mig-* counts, its published devices are compared instead (_check_dra)."""
+        return self.elsewhere(name) or draregime.regime(self.observed.dra.get(name)) is not Regime.DEVICE_PLUGIN
+
     def planned_nodes(self) -> Iterator[tuple[str, NodeSpec, ObservedNode]]:
         """(name, plan, observed node) of every inventory node the cluster has, by name."""
         for name in sorted(self.desired.nodes):
@@ -236,6 +251,8 @@ def _check_observed_layouts(ctx: DriftContext) -> Iterable[Finding]:
 def _check_advertised(ctx: DriftContext) -> Iterable[Finding]:
     strategy = ctx.desired.cluster.mig_strategy
     for name, plan, node in ctx.planned_nodes():
+        if ctx.dra_node(name):
+            continue  # no device-plugin counts on a DRA node: _check_dra compares its published devices
         # mig-manager says the node's current config is applied, yet the counts differ while the strategy
         # is settled and the plugin Ready: the GPUs were changed behind mig-manager's back (or a GPU fell
         # off the bus). The planner re-applies exactly these nodes (one classification: nodestate).
@@ -304,6 +321,8 @@ def _check_gpu_counts(ctx: DriftContext) -> Iterable[Finding]:
 
 def _check_mig_manager(ctx: DriftContext) -> Iterable[Finding]:
     for name, _plan, node in ctx.planned_nodes():
+        if ctx.elsewhere(name):
+            continue  # mig-manager does not lay out a node another component writes: migplan never relabels it
         yield from _mig_manager_findings(
             name,
             ctx.rendered.node_configs[name],
@@ -314,6 +333,29 @@ def _check_mig_manager(ctx: DriftContext) -> Iterable[Finding]:
             ctx.observed.mig_manager_errors.get(name),
             namespace=ctx.desired.cluster.gpu_operator.namespace,
         )
+
+
+def _check_dra(ctx: DriftContext) -> Iterable[Finding]:
+    """NVIDIA's DRA driver and other layout writers (MP570-MP574): claims and GPUClusters migplan cannot read,
+    claims on nodes the cluster does not list, and each DRA node against its plan (reconciler.logic.drift.draregime)."""
+    observed = ctx.observed
+    yield from (finding("MP571", f"ignored: {problem}") for problem in observed.claim_problems)
+    yield from (
+        finding("MP571", f"{c.problem}: DynamicMIG taken as on (nothing written on the GPU nodes)")
+        for c in observed.gpu_clusters
+        if c.problem is not None and not c.ignored
+    )
+    for claim, pool in draclaims.unknown_pools(observed.claims, observed.nodes):
+        yield finding(
+            "MP571",
+            f"ResourceClaim {claim} is allocated a device on {pool}, a node the cluster does not list",
+            node=pool,
+        )
+    gpu_cluster = draregime.cluster_dynamic_mig(observed.gpu_clusters)
+    for name, plan, _node in ctx.planned_nodes():
+        if ctx.desired.layout_writer(name) == "migplan" and ctx.dra_node(name):
+            published = observed.dra.get(name) or NodeDra(name)
+            yield from _dra_findings(name, plan, published, ctx.joins.get(name), gpu_cluster)
 
 
 def _check_overcommitted(ctx: DriftContext) -> Iterable[Finding]:
@@ -408,6 +450,7 @@ CHECKS: tuple[Check, ...] = (
     _check_profiles_offered,
     _check_mig_manager_rollout,
     _check_advertised,
+    _check_dra,
     _check_gpu_counts,
     _check_mig_manager,
     _check_overcommitted,
@@ -453,6 +496,85 @@ def _malformed_findings(desired: DesiredState, observed: ObservedState) -> Itera
                 observed=m.value,
                 pods=(pod.key,),
             )
+
+
+def declared_writers(desired: DesiredState) -> Mapping[str, str]:
+    """node -> the other component the inventory says writes its MIG layout (spec.layoutWriter): nothing is
+    planned or written there, and nothing is held either (the inventory agrees with itself: validate's MP320)."""
+    return {name: w for name in desired.nodes if (w := desired.layout_writer(name)) != "migplan"}
+
+
+def other_writers(desired: DesiredState, observed: ObservedState) -> Mapping[str, str]:
+    """node -> the other component found writing the MIG layout of a node the inventory gives migplan (NVIDIA's
+    DRA driver in DynamicMIG, reconciler.logic.drift.draregime): the conflict MP570 reports; never written."""
+    declared = declared_writers(desired)
+    gpu_cluster = draregime.cluster_dynamic_mig(observed.gpu_clusters)
+    return {
+        name: w
+        for name in desired.nodes
+        if name not in declared and (w := draregime.other_writer(observed.dra.get(name), gpu_cluster)) is not None
+    }
+
+
+def _dra_findings(
+    name: str, plan: NodeSpec, published: NodeDra, joined: observation.NodeJoin | None, gpu_cluster: str | None
+) -> list[Finding]:
+    """A DRA node against its plan (reconciler.logic.drift.draregime): another writer, unreadable slices, and the
+    plan against the published devices name for name where the layout is static."""
+    out = [finding("MP571", f"{name}: {problem}", node=name) for problem in published.problems]
+    writer = draregime.other_writer(published, gpu_cluster)
+    if writer is not None:
+        where = plan.source.file if plan.source is not None else f"nodes/{name}.yaml"
+        out.append(
+            finding(
+                "MP570",
+                f"{writer} writes the MIG layout of {name}, and the inventory ({where}) plans one for migplan: "
+                "two writers for one GPU, so migplan writes nothing on this node (declare the node's GPUs to the "
+                "DRA driver, or turn DynamicMIG off on it)",
+                node=name,
+            )
+        )
+        return out
+    for index in draregime.unpublished_gpus(plan):
+        out.append(
+            finding(
+                "MP574",
+                f"GPU {index} of {name} has MIG enabled and no partition: NVIDIA's DRA driver publishes nothing for "
+                "it (a MIG-enabled GPU is not published whole)",
+                node=name,
+                gpu=index,
+            )
+        )
+    obs = joined.observation if joined is not None else None
+    minors = {g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {}
+    planned = draregime.planned_devices(plan, minors)
+    found, bad = draregime.published_devices(published)
+    out.extend(
+        finding("MP571", f"{name}: device {d} does not parse as NVIDIA's DRA driver names devices", node=name)
+        for d in bad
+    )
+    inferred = sorted({i for i, _ in planned.values() if i not in minors})
+    guess = f" (minor numbers of GPU(s) {', '.join(map(str, inferred))} inferred from their index)" if inferred else ""
+    for key in sorted(set(planned) - set(found)):
+        index, what = planned[key]
+        out.append(
+            finding(
+                "MP572",
+                f"{name}: planned {what} on GPU {index} is not published by NVIDIA's DRA driver "
+                f"(no device gpu-{key[0]}-mig-{key[1]}-*-{key[2]}){guess}",
+                node=name,
+                gpu=index,
+            )
+        )
+    for key in sorted(set(found) - set(planned)):
+        out.append(
+            finding(
+                "MP573",
+                f"{name}: the DRA driver publishes {found[key]}, which the plan does not have{guess}",
+                node=name,
+            )
+        )
+    return out
 
 
 def unreadable_nodes(observed: ObservedState) -> frozenset[str]:
@@ -872,7 +994,10 @@ def _parse_time(text: str | None) -> datetime | None:
 # --- the report -----------------------------------------------------------------------------------
 
 
-# Informational findings that still mean "not there yet" (work in progress is not in sync).
+# Informational findings that still mean "not there yet" (work in progress is not in sync). MP540: the node has the
+# planned partitions at other places (mig-parted applies counts and never moves one): the plan is not what runs,
+# so the node is not InSync, whatever the severity (a warning only when the places block a cut).
+NOT_THERE_YET = frozenset({"MP540"})
 
 
 def node_status(findings: Iterable[Finding]) -> NodeStatus:
@@ -884,7 +1009,7 @@ def node_status(findings: Iterable[Finding]) -> NodeStatus:
         return NodeStatus.UNDOCUMENTED
     if any(f.severity is ERROR for f in fs):
         return NodeStatus.ERROR
-    if any(f.severity is WARNING for f in fs) or codes & IN_PROGRESS_CODES:
+    if any(f.severity is WARNING for f in fs) or codes & IN_PROGRESS_CODES or codes & NOT_THERE_YET:
         return NodeStatus.DRIFTED
     return NodeStatus.IN_SYNC
 

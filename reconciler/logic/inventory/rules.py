@@ -48,6 +48,7 @@ family's, in reconciler.model.codes; CODES below is this family's view. The tabl
 | MP313 | error   | a GPU needs exactly one of `mig:` or `layout:` |
 | MP314 | error   | layout restricted to another GPU model |
 | MP315 | error   | a node's GPU indexes are not 0..n-1 (a gap, or an index past the GPUs listed) |
+| MP320 | error   | MIG partitions on a node whose MIG layout another component writes (`layoutWriter`) |
 | MP401 | error   | migStrategy single with more than one MIG device type on a node |
 | MP402 | error   | migStrategy single with MIG-enabled and MIG-disabled GPUs on one node |
 | MP403 | warning | MIG partitions under migStrategy none (not schedulable) |
@@ -324,6 +325,29 @@ def _solved(model: GpuModel, partitions: Sequence[Partition], source: SourceRef 
                 source,
             ),
         )
+    )
+
+
+def check_layout_writer(node: NodeSpec, cluster_writer: str) -> tuple[Diagnostic, ...]:
+    """MP320: a node whose MIG layout another component writes (its spec.layoutWriter, else the cluster's) and that
+    plans MIG partitions for migplan to write: two writers for one GPU, a plan that contradicts itself. Such a node
+    lists its GPUs with `mig: {enabled: false}`: migplan plans nothing there (the other writer sets MIG mode)."""
+    writer = node.layout_writer if node.layout_writer is not None else cluster_writer
+    if writer == "migplan":
+        return ()
+    planned = [g.index for g in node.gpus if g.mig_enabled and g.partitions]
+    if not planned:
+        return ()
+    whose = "its spec.layoutWriter" if node.layout_writer is not None else "the cluster's spec.layoutWriter"
+    return (
+        diag(
+            "MP320",
+            f"node {node.name}: {whose} says {writer} writes its MIG layout, yet GPU(s) "
+            f"{', '.join(map(str, planned))} plan MIG partitions for migplan: two writers for one GPU; remove the "
+            "partitions (mig: {enabled: false}: migplan plans nothing there) or set layoutWriter: migplan",
+            node.source,
+            node=node.name,
+        ),
     )
 
 

@@ -565,7 +565,7 @@ def _rebind(r: _Recipe, path: str, name: str, data: bytes, blob: str) -> _Entry:
         gpus.append(_gpu(index, model, mig_enabled, partitions, layout, placements, _ref(path, line)))
     e = r.entry
     assert e.node is not None  # a recipe is only made of a node entry
-    renamed = NodeSpec(name, tuple(gpus), e.node.labels, _ref(path, r.name_line))
+    renamed = NodeSpec(name, tuple(gpus), e.node.labels, _ref(path, r.name_line), e.node.layout_writer)
     refs = {i: _ref(path, line) for i, line in r.layout_refs}
     return _Entry(path, e.kind, (), blob, None, None, renamed, refs, data if e.data is not None else None)
 
@@ -682,6 +682,7 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
             gpg_public_keys=tuple(ver.get("gpgPublicKeys", ())),
         ),
         source=_src(doc, file, "spec", "migStrategy"),
+        layout_writer=spec.get("layoutWriter", "migplan"),
     )
 
 
@@ -837,7 +838,9 @@ def _node_entry(doc: YamlDoc, file: str, catalog: Catalog, memo: _GpuMemo) -> _E
         )
     out.extend(_index_gaps(doc, file, name, v["spec"]["gpus"]))
     labels = dict(v["metadata"].get("labels", {}))
-    node = NodeSpec(name=name, gpus=tuple(gpus), labels=labels, source=name_src)
+    node = NodeSpec(
+        name=name, gpus=tuple(gpus), labels=labels, source=name_src, layout_writer=v["spec"].get("layoutWriter")
+    )
     return _Entry(file, "Node", tuple(out), node=node, layout_refs=refs)
 
 
@@ -959,11 +962,12 @@ def _stage2(
                 out.extend(check.diagnostics)
             # Direct construction: dataclasses.replace() costs several times more, per GPU.
             gpus.append(_gpu(g.index, g.model, lay.mig_enabled, lay.partitions, g.layout, check.placements, g.source))
-        resolved = NodeSpec(node.name, tuple(gpus), node.labels, node.source)
+        resolved = NodeSpec(node.name, tuple(gpus), node.labels, node.source, node.layout_writer)
         nodes[node.name] = resolved
         if cluster is not None:
             gpu_lines = {g.index: g.source for g in node.gpus}
             out.extend(rules.check_strategy(cluster.mig_strategy, resolved, gpu_lines=gpu_lines))
+            out.extend(rules.check_layout_writer(resolved, cluster.layout_writer))
     cache._layout_checks = layout_checks
     if cluster is None:
         return None, out

@@ -430,7 +430,10 @@ def _placement_finding(node: str, g: GpuJoin) -> Finding:
         )
         or "nothing"
     )
-    msg = f"GPU {g.index} of {node} has {have}; the plan places {want}"
+    msg = (
+        f"GPU {g.index} of {node} has {have}; the plan places {want} (mig-parted, under apply.mode gpu-operator, "
+        "never moves a partition: apply.mode agent places them as planned)"
+    )
     severity = FindingSeverity.INFO  # the same partitions elsewhere: nothing lost until it blocks a cut
     # Fragmentation: the profiles one more instance of which would fit the plan's cut but not the real one.
     sizes = _catalog_slices(plan.model)

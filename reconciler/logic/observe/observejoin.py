@@ -16,7 +16,12 @@ Rules, and why:
 - A GPU instance with several compute instances has one MIG device (and UUID) per compute instance; a holder
   of any of them is a holder of that GPU instance.
 - Only resources under `nvidia.com/` are joined: the kubelet lists every device plugin's devices (NICs,
-  FPGAs), which NVML cannot know and which are not unknown GPUs.
+  FPGAs), which NVML cannot know and which are not unknown GPUs. Likewise only DRA allocations of NVIDIA's
+  GPU driver (`gpu.nvidia.com`) are joined.
+- A DRA allocation (the kubelet's `dynamic_resources`: claim, driver, pool, device name) is anchored on the
+  driver's canonical device name, not on a UUID: `gpu-<minor>` is the GPU of that NVML minor number,
+  `gpu-<minor>-mig-<profile>-<id>-<start>` its instance at that placement start with that profile. Its
+  holder carries the claim, and counts exactly like a device-plugin holder everywhere downstream.
 - A device ID that is neither a GPU UUID nor a MIG device UUID NVML listed is an `UnknownDevice`, but only
   when NVML answered in full: with a GPU unread, the device may well be on it, and saying "unknown" would
   be a guess.
@@ -33,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from reconciler.logic.codecs import observedcodec
+from reconciler.logic.codecs import dradevices, observedcodec
 from reconciler.model.nodeobservation import (
     SOURCE_OK,
     Holder,
@@ -75,9 +80,31 @@ def _invalid(a: KubeletAllocation) -> str | None:
             return f"a {what} name that is empty, too long or not printable"
     if _bad_text(a.resource, MAX_NAME):
         return "a resource name that is empty, too long or not printable"
+    if a.claim and (_bad_text(a.claim, 2 * MAX_NAME + 1) or _bad_text(a.pool, MAX_NAME) or len(a.device_ids) != 1):
+        return "a DRA claim, pool or device that is empty, too long or not printable"
     for d in a.device_ids:
         if _bad_text(d, MAX_DEVICE_ID):
             return "a device ID that is empty, too long or not printable"
+    return None
+
+
+def _dra_device(gpus: Sequence[ObservedGpu], by_minor: Mapping[int, int], name: str) -> tuple[int, int] | int | None:
+    """(gpu position, instance position) of a DRA MIG device, the GPU position of a whole GPU, or None.
+
+    NVIDIA's DRA driver names devices by minor number, profile and placement start (reconciler.logic.
+    dradevices); the device is this node's only if a GPU has that minor number and, for a MIG device, an
+    instance starts there with that profile. A name that does not parse, a minor NVML did not report, or a
+    placement with no such instance is None: the caller records an unknown device rather than guessing.
+    """
+    device = dradevices.parse(name)
+    if device is None or device.minor not in by_minor:
+        return None
+    gi = by_minor[device.minor]
+    if isinstance(device, dradevices.DraGpu):
+        return gi
+    for ii, inst in enumerate(gpus[gi].instances):
+        if inst.placement.start == device.start and dradevices.profile_token(inst.profile) == device.profile_token:
+            return (gi, ii)
     return None
 
 
@@ -104,14 +131,26 @@ def join(
     gpu_holders: dict[int, set[Holder]] = {}
     unknown: set[UnknownDevice] = set()
     skipped: list[str] = []
+    by_minor = {g.minor: gi for gi, g in enumerate(gpus) if g.minor is not None}
     for a in allocations:
-        if not a.resource.startswith(NVIDIA_PREFIX):
+        if a.claim and a.resource != dradevices.DRIVER:
+            continue  # another DRA driver's device (a NIC, an FPGA): not a GPU, not unknown
+        if not a.claim and not a.resource.startswith(NVIDIA_PREFIX):
             continue
         problem = _invalid(a)
         if problem is not None:
             skipped.append(problem)
             continue
-        holder = Holder(a.namespace, a.pod, a.container, a.resource)
+        holder = Holder(a.namespace, a.pod, a.container, a.resource, a.claim)
+        if a.claim:
+            where = _dra_device(gpus, by_minor, a.device_ids[0])
+            if isinstance(where, tuple):
+                inst_holders.setdefault(where, set()).add(holder)
+            elif where is not None:
+                gpu_holders.setdefault(where, set()).add(holder)
+            elif nvml_complete:
+                unknown.add(UnknownDevice(holder, f"{a.pool}/{a.device_ids[0]}"))
+            continue
         for device_id in a.device_ids:
             uuid = device_uuid(device_id)
             if uuid in by_mig:

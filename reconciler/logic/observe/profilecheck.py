@@ -81,7 +81,28 @@ def unoffered(plan: NodeSpec, labels: Mapping[str, str], catalog: Catalog) -> st
         model = catalog.get(key)
         if model is None:
             continue
-        known = {_spelled(p) for p in model.profiles}
+        namings = [(i, frozenset(_spelled(n) for n in naming)) for i, naming in enumerate(model.namings())]
+        fits = [(i, naming) for i, naming in namings if reported <= naming]
+        if reported and fits and len(namings) > 1:
+            # A model with two documented namings (GB200: 1g.23gb or 1g.24gb): the node's names say which one its
+            # driver uses; when they fit both, only the names both share are sure to be understood.
+            offered = frozenset.intersection(*(naming for _, naming in fits))
+            missing = sorted(p for p in profiles if _spelled(p) not in offered)
+            if missing:
+                which = (
+                    "the catalog's naming"
+                    if [i for i, _ in fits] == [0]
+                    else f"the {model.alternate_naming} naming"
+                    if [i for i, _ in fits] == [1]
+                    else "names both of its documented namings share"
+                )
+                return (
+                    f"its GPUs name their MIG profiles {', '.join(sorted(reported))} (GFD labels), {key}'s {which}: "
+                    f"the driver may not know {', '.join(missing)}; mig-parted would leave such a GPU empty "
+                    "and report success"
+                )
+            continue
+        known = frozenset().union(*(naming for _, naming in namings))
         foreign = sorted(reported - known)
         if not foreign:
             continue

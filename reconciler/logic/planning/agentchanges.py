@@ -69,6 +69,8 @@ class _Inputs:
     now: datetime
     pods_by_node: Mapping[str, tuple[ObservedPod, ...]]
     unreadable: frozenset[str]  # nodes with a malformed value (MP530, MP547): nothing is written there
+    writers: Mapping[str, str]  # node -> the other component writing its MIG layout (MP570): nothing written, ever
+    declared: Mapping[str, str]  # node -> the writer the inventory gives it (layoutWriter): nothing written or held
 
     def pods(self, name: str) -> tuple[ObservedPod, ...]:
         return self.pods_by_node.get(name, ())
@@ -91,7 +93,15 @@ class _Holders:
 
 def agent_layout_changes(desired: DesiredState, observed: ObservedState, now: datetime) -> list[Change]:
     """The per-node part of the plan in apply.mode agent, by node in write order (see the module docstring)."""
-    inputs = _Inputs(desired, observed, now, observed.pods_by_node(), drift.unreadable_nodes(observed))
+    inputs = _Inputs(
+        desired,
+        observed,
+        now,
+        observed.pods_by_node(),
+        drift.unreadable_nodes(observed),
+        drift.other_writers(desired, observed),
+        drift.declared_writers(desired),
+    )
     catalog = load_catalog()
     standings = [
         standing(inputs, node, catalog)
@@ -147,6 +157,16 @@ def publication_changes(
     if owed.published and not found.measured:
         return []  # only measured holders: the agent reports what holds it (pending) by itself
     held = _publication_hold(node, owed.layout)
+    if node.name in inputs.declared:
+        return []  # the inventory gives this node's layout to another writer: the agent is given none
+    writer = inputs.writers.get(node.name)
+    if writer is not None:
+        # Another component lays this GPU out (MP570): the agent is never given a layout to write there.
+        if owed.published:
+            return []
+        return [
+            held(f"held: {writer} writes this node's MIG layout; migplan writes nothing there (MP570)", code="MP570")
+        ]
     if node.name in inputs.unreadable:
         # A value migplan cannot read on the node (MP530, a malformed observation MP547): left alone in agent
         # mode too, no layout published, cordoned or lifted on a guess (its findings say why).

@@ -25,7 +25,7 @@ from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import migparted
 from reconciler.logic.drift import drift, nodestate
 from reconciler.logic.drift.nodestate import Geometry
-from reconciler.logic.observe import observation, profilecheck
+from reconciler.logic.observe import draclaims, observation, profilecheck
 from reconciler.logic.observe.occupancy import expected_resources
 from reconciler.logic.planning import disruption, drain
 from reconciler.logic.planning.disruptionguard import (
@@ -65,6 +65,7 @@ class Standing(enum.StrEnum):
     FAILED_WAITING = "failed, waiting"  # mig-manager failed; the retry waits for the pods or FAILED_RETRY_AFTER
     WANTED = "wanted"  # a relabel is wanted: to its config, or to the alias that re-applies it
     UNREADABLE = "unreadable"  # a value migplan reads on it is malformed (MP530, MP547): held, nothing written
+    OTHER_WRITER = "other writer"  # another component writes its MIG layout (MP570): held, nothing written, ever
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,9 @@ class NodeStanding:
     @property
     def settled(self) -> bool:
         """No change wanted and none in flight: a switch to `single` need not wait for this node."""
-        return self.standing in (Standing.SETTLED, Standing.SUCCEEDED)
+        # A node another component lays out never converges to migplan's plan; it must not hold back the
+        # cluster-wide changes (a strategy switch) that wait for every node to settle.
+        return self.standing in (Standing.SETTLED, Standing.SUCCEEDED, Standing.OTHER_WRITER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,7 @@ class _Inputs:
     previous: PreviousConfigs | None  # the observed ConfigMap's configs (what a node's label names)
     pods_by_node: Mapping[str, tuple[ObservedPod, ...]]
     ready: nodestate.Readiness  # whether a node's advertised counts can be believed
+    claimed: Mapping[str, list[tuple[str, str]]]  # node -> [(DRA device, pod)] from ResourceClaims (draclaims)
 
     def pods(self, name: str) -> tuple[ObservedPod, ...]:
         return self.pods_by_node.get(name, ())
@@ -125,14 +129,24 @@ def node_changes(
         previous_configs(observed),
         observed.pods_by_node(),
         nodestate.readiness(desired, observed, now=now),
+        draclaims.by_node(observed.claims),
     )
     unreadable = drift.unreadable_nodes(observed)
+    writers = drift.other_writers(desired, observed)  # found writing a node given to migplan: held, said (MP570)
+    declared = drift.declared_writers(desired)  # the inventory gives the node to another writer: left out, silently
     nodes = {name: node for name in sorted(desired.nodes) if (node := observed.nodes.get(name)) is not None}
-    standings = {name: standing(inputs, node, unreadable) for name, node in nodes.items()}
+    standings = {
+        name: NodeStanding(Standing.OTHER_WRITER, inputs.rendered.node_configs[name])
+        if name in writers or name in declared
+        else standing(inputs, node, unreadable)
+        for name, node in nodes.items()
+    }
     settled = all(s.settled for s in standings.values())
     if desired.cluster.apply.mode is ApplyMode.AGENT:
         return NodeChanges((), settled, frozenset())
-    changes = [c for name, s in standings.items() if (c := _standing_change(nodes[name], s)) is not None]
+    changes = [
+        c for name, s in standings.items() if (c := _standing_change(nodes[name], s, writers.get(name))) is not None
+    ]
     budget = Budget(desired.cluster.apply.max_unavailable_nodes, sum(s.holds_slot for s in standings.values()))
     aliases: set[str] = set()
     for name, s in standings.items():
@@ -194,8 +208,14 @@ def _labelled(inputs: _Inputs, node: ObservedNode, config: str) -> NodeStanding:
     return NodeStanding(Standing.SETTLED, config)
 
 
-def _standing_change(node: ObservedNode, s: NodeStanding) -> Change | None:
+def _standing_change(node: ObservedNode, s: NodeStanding, writer: str | None = None) -> Change | None:
     """What a node's standing alone writes or reports: migplan's cordon lifted, or the malformed node held."""
+    if s.standing is Standing.OTHER_WRITER:
+        if writer is None:
+            return None  # declared another writer's in the inventory: nothing to write, nothing held
+        return _relabel_hold(node, s.config)(
+            f"held: {writer} writes this node's MIG layout; migplan writes nothing there (MP570)", code="MP570"
+        )
     if s.standing is Standing.SUCCEEDED:
         return after_success(node)
     if s.standing is Standing.UNREADABLE:
@@ -283,6 +303,15 @@ def wanted_changes(
     pods = inputs.pods(node.name)
     now, silent_after = inputs.now, inputs.silent_after
     blockers = guard_holders(node, pods, impact.destroyed, impact.gpus, now=now, silent_after=silent_after)
+    claimed = inputs.claimed.get(node.name)
+    if claimed:
+        # Pods holding a GPU of the change through a ResourceClaim request nothing the counts can see; the
+        # claims name them even without a node observer (those the API still lists: the others are gone).
+        obs = node.observation
+        minors = {g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {}
+        listed = {p.key for p in pods}
+        through_claims = draclaims.holders_on(draclaims.holds(claimed, minors), impact.gpus)
+        blockers = tuple(sorted(set(blockers) | {k for k in through_claims if k in listed}))
     if blockers and not settings.allow_disruption:
         reason = f"disruption guard: running pods hold partitions this change destroys ({impact.effect})"
         return [held(reason, blocked_by=blockers, code="MP519")], ()

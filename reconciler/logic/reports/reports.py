@@ -40,6 +40,7 @@ __all__ = [
     "NODES_DIR",
     "README_FILE",
     "README_NODE_ROWS",
+    "RenderMemo",
     "cut_caption",
     "gpu_json",
     "mapped_nodes",
@@ -58,23 +59,57 @@ DRIFT_FILE = "drift.yaml"
 README_FILE = "README.md"
 
 
-def render_reports(report: DriftReport, *, source: Mapping[str, Any] | None = None) -> dict[str, bytes]:
+class RenderMemo:
+    """The per-node files of the last report, with the values each was rendered from, so the next report
+    renders again only the nodes whose values changed (a long-lived controller keeps one across cycles).
+
+    A node page depends on (its NodeReport, its GPUs' slice maps, whether it is pictured) alone and a map on
+    (node, GpuSliceMap) alone (see the module docstring), and these are frozen values compared by equality: an
+    unchanged node's bytes are the very bytes rendered before. Only the last report's nodes are kept."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, tuple[tuple[NodeReport, tuple[GpuSliceMap, ...], bool], bytes]] = {}
+        self.maps: dict[tuple[str, int], tuple[GpuSliceMap, bytes]] = {}
+        self.rendered = 0  # files rendered by the last report (the others came from the memo)
+
+
+def render_reports(
+    report: DriftReport, *, source: Mapping[str, Any] | None = None, memo: RenderMemo | None = None
+) -> dict[str, bytes]:
     """Every report file. `source` is the Git source's state (SourceResult.to_json(): revision,
     latest, stale, refused{...}, source_error{...}, signature{...}); when given, drift.yaml carries
-    it as `source:` and README.md says which revision is applied and why a newer one is not."""
+    it as `source:` and README.md says which revision is applied and why a newer one is not. With
+    `memo`, a node whose values did not change since the memo's report is not rendered again."""
     files = {DRIFT_FILE: render_drift_yaml(report, source=source), README_FILE: render_readme(report, source=source)}
-    files.update(render_node_pages(report))
-    files.update(render_slice_maps(report))
+    if memo is not None:
+        memo.rendered = 0
+    files.update(render_node_pages(report, memo=memo))
+    files.update(render_slice_maps(report, memo=memo))
     return files
 
 
-def render_node_pages(report: DriftReport) -> dict[str, bytes]:
+def render_node_pages(report: DriftReport, *, memo: RenderMemo | None = None) -> dict[str, bytes]:
     """`nodes/<node>.md` for every node of the report (nodepages.render_node_page)."""
     pictured = mapped_nodes(report)
-    return {
-        node_page_name(n.name): render_node_page(n, report.slice_maps.get(n.name, ()), pictured=n.name in pictured)
-        for n in report.nodes
-    }
+    if memo is None:
+        return {
+            node_page_name(n.name): render_node_page(n, report.slice_maps.get(n.name, ()), pictured=n.name in pictured)
+            for n in report.nodes
+        }
+    out: dict[str, bytes] = {}
+    pages: dict[str, tuple[tuple[NodeReport, tuple[GpuSliceMap, ...], bool], bytes]] = {}
+    for n in report.nodes:
+        key = (n, tuple(report.slice_maps.get(n.name, ())), n.name in pictured)
+        last = memo.pages.get(n.name)
+        if last is not None and last[0] == key:
+            data = last[1]
+        else:
+            data = render_node_page(key[0], key[1], pictured=key[2])
+            memo.rendered += 1
+        pages[n.name] = (key, data)
+        out[node_page_name(n.name)] = data
+    memo.pages = pages  # only this report's nodes: a node gone from the fleet is forgotten
+    return out
 
 
 # Pictures for every node of a cluster up to this size; beyond it only for the nodes not in sync (those a
@@ -90,13 +125,24 @@ def mapped_nodes(report: DriftReport) -> frozenset[str]:
     return frozenset(n.name for n in report.nodes if n.name in planned and n.status is not NodeStatus.IN_SYNC)
 
 
-def render_slice_maps(report: DriftReport) -> dict[str, bytes]:
+def render_slice_maps(report: DriftReport, *, memo: RenderMemo | None = None) -> dict[str, bytes]:
     """`maps/<node>-gpu<i>.svg` for every GPU of the mapped nodes, linked from their nodes/<node>.md."""
     out: dict[str, bytes] = {}
+    maps: dict[tuple[str, int], tuple[GpuSliceMap, bytes]] = {}
     for node in sorted(mapped_nodes(report)):
         for g in report.slice_maps[node]:
-            # No revision in the picture: a new revision leaves an unchanged GPU's file alone.
-            out[slicesvg.gpu_map_name(node, g.index)] = slicesvg.gpu_svg(g, node=node, caption=cut_caption(g))
+            last = memo.maps.get((node, g.index)) if memo is not None else None
+            if last is not None and last[0] == g:
+                data = last[1]
+            else:
+                # No revision in the picture: a new revision leaves an unchanged GPU's file alone.
+                data = slicesvg.gpu_svg(g, node=node, caption=cut_caption(g))
+                if memo is not None:
+                    memo.rendered += 1
+            maps[(node, g.index)] = (g, data)
+            out[slicesvg.gpu_map_name(node, g.index)] = data
+    if memo is not None:
+        memo.maps = maps
     return out
 
 

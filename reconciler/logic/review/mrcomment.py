@@ -106,8 +106,8 @@ def layout_line(name: str, what: str, nodes: Sequence[str], gpus: int) -> str:
     )
 
 
-def _node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
-    """(node cell, what happens, pods disrupted) per node, in node order."""
+def node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
+    """(node cell, what happens, pods disrupted) per node, in node order (also `migplan plan`'s default text)."""
     diff, d = s.diff, s.disrupts
     assert diff is not None
     by_node: dict[str, list[int]] = {}
@@ -137,6 +137,12 @@ def _node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
             words.append("partitions: " + ", ".join(parts))
         if kinds[ChangeKind.OWNER]:
             words.append(f"{kinds[ChangeKind.OWNER]} owner change(s), nothing re-cut for them")
+            held = sorted({p for i in idx if d is not None for p in d.owner_held.get(i, ())})
+            if held:  # the old owner's pods keep the device: the new owner's cannot use it before they end
+                words.append(
+                    f"owner change of a partition still held by {_pods(held)}: it keeps the device until it ends, "
+                    "the new owner's pods get it only then"
+                )
         if d is not None and node in {n for n, _ in d.not_applied}:
             words.append("placement-only moves: mig-parted leaves the GPU as it is")
         words.extend(notes.get(node, []))
@@ -264,7 +270,7 @@ def _head(s: PlanSection, multi: bool) -> list[str]:
         out.append(f"- cluster: {md.text(note)}")
     for lc in diff.layouts:
         out.append(f"- {layout_line(lc.name, lc.what, lc.nodes, lc.gpus)}")
-    nodes = _node_rows(s)
+    nodes = node_rows(s)
     if nodes:
         out += ["", *_table(["Node", "What happens", "Pods disrupted"], [list(r) for r in nodes[:MAX_SUMMARY_ROWS]])]
         if len(nodes) > MAX_SUMMARY_ROWS:

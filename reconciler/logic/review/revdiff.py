@@ -21,8 +21,8 @@ is rebuilt: everything on it is destroyed and created.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.logic.codecs import migparted
@@ -286,7 +286,26 @@ def _observed_join(
 def disrupted_pods(
     diff: RevisionDiff, base: DesiredState, observed: ObservedState, now: datetime | None = None
 ) -> dict[int, tuple[str, ...]]:
-    """For each disruptive change (index into diff.changes), the pods that hold that partition now.
+    """For each disruptive change (index into diff.changes), the pods that hold that partition now (_holders)."""
+    return _holders(diff, base, observed, now, lambda c: c.disruptive)
+
+
+def owner_change_holders(
+    diff: RevisionDiff, base: DesiredState, observed: ObservedState, now: datetime | None = None
+) -> dict[int, tuple[str, ...]]:
+    """For each owner change, the pods that hold that partition now: a new owner re-cuts nothing, so those pods
+    keep the device until they end, and the new owner's pods cannot have it before (_holders)."""
+    return _holders(diff, base, observed, now, lambda c: c.kind is ChangeKind.OWNER)
+
+
+def _holders(
+    diff: RevisionDiff,
+    base: DesiredState,
+    observed: ObservedState,
+    now: datetime | None,
+    wanted: Callable[[PartitionChange], bool],
+) -> dict[int, tuple[str, ...]]:
+    """For each wanted change (index into diff.changes), the pods that hold that partition now.
 
     Where the node's observer reports holders (reconciler.logic.observe.observation), they are the kubelet's: the
     pods allocated the real partition the plan's one was matched to (none when the GPU lacks it).
@@ -301,7 +320,7 @@ def disrupted_pods(
     out: dict[int, tuple[str, ...]] = {}
     for i, change in enumerate(diff.changes):
         node_spec = base.nodes.get(change.node)
-        if not change.disruptive or change.position is None or node_spec is None:
+        if not wanted(change) or change.position is None or node_spec is None:
             continue
         on_node = pods.get(change.node, ())
         joined = _observed_join(change.node, node_spec, observed, now)
@@ -356,6 +375,8 @@ class Disruptions:
     # mig-parted: (node, GPU) whose partitions move but whose counts stay: mig-parted leaves them as they are
     not_applied: tuple[tuple[str, int], ...] = ()
     observed: bool = False  # pods were looked up in a cluster
+    # owner changes (index into diff.changes) whose partition a pod holds now: it keeps it until it ends
+    owner_held: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def pods(self) -> frozenset[str]:
@@ -384,9 +405,10 @@ def disruptions(
     all (its v1 format has no placements), so it disrupts nobody there.
     """
     model = disruption.model_for(target.cluster.apply.mode)
+    still_held = owner_change_holders(diff, base, observed, now) if observed is not None else {}
     if model is disruption.Model.NVML:
         finer = disrupted_pods(diff, base, observed, now) if observed is not None else {}
-        return Disruptions(model=model, by_change=finer, observed=observed is not None)
+        return Disruptions(model=model, by_change=finer, observed=observed is not None, owner_held=still_held)
     pods = observed.pods_by_node() if observed is not None else {}
     mixed = base.cluster.mig_strategy is MigStrategy.MIXED
     gpus: list[GpuDisruption] = []
@@ -439,6 +461,7 @@ def disruptions(
         clients_paused=tuple(paused),
         not_applied=tuple(kept),
         observed=observed is not None,
+        owner_held=still_held,
     )
 
 

@@ -87,6 +87,9 @@ class ContainerAsk:
     limits: Mapping[str, int]
     line: int
     init: bool = False
+    # An init container with restartPolicy: Always is a sidecar: it starts before the app and keeps running beside
+    # it, so the scheduler adds its requests to the app's (KEP-753) instead of taking the larger of the two.
+    restartable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,23 +132,47 @@ class Workload:
     tolerations: tuple[Toleration, ...] = ()
     pinned_env: tuple[tuple[str, str], ...] = ()  # (container, NVIDIA_VISIBLE_DEVICES value)
     spec_path: tuple[str | int, ...] = ()  # where the pod spec sits in the manifest
+    overhead: Mapping[str, int] = field(default_factory=dict)  # spec.overhead's GPU resources (RuntimeClass)
 
     @property
     def title(self) -> str:
         return f"{self.kind} {self.manifest.namespace}/{self.manifest.name}"
 
     def per_pod(self) -> dict[str, int]:
-        """Devices one pod holds: the sum over its containers, or the largest init container if more
-        (init containers run one at a time, before them; the scheduler's effective request)."""
+        """Devices one pod needs, exactly as kube-scheduler counts them: k8s.io/component-helpers/resource
+        helpers.go PodRequests -> AggregateContainerRequests (aggregateContainerResourcesByFn), which the
+        NodeResourcesFit plugin calls (pkg/scheduler/framework/plugins/noderesources/fit.go):
+        - the app containers' requests add up;
+        - a sidecar (init container with restartPolicy: Always) adds to that sum too, and stays counted for every
+          init container after it: InitContainerUse(i) = sum(sidecars before i) + init container i;
+        - the result is the larger, per resource, of that sum and the largest InitContainerUse;
+        - spec.overhead is added on top (PodRequests without ExcludeOverhead).
+        Pod-level `spec.resources` change nothing here: applyPodLevelResources takes only cpu, memory and
+        hugepages-* (IsSupportedPodLevelResource), never an extended resource such as a MIG device."""
         run: dict[str, int] = {}
         for c in self.containers:
             if not c.init:
                 for k, v in podrules.effective(c).items():
                     run[k] = run.get(k, 0) + v
+        sidecars: dict[str, int] = {}
+        init_use: dict[str, int] = {}
         for c in self.containers:
-            if c.init:
-                for k, v in podrules.effective(c).items():
-                    run[k] = max(run.get(k, 0), v)
+            if not c.init:
+                continue
+            ask = podrules.effective(c)
+            if c.restartable:
+                for k, v in ask.items():
+                    run[k] = run.get(k, 0) + v
+                    sidecars[k] = sidecars.get(k, 0) + v
+                use = dict(sidecars)
+            else:
+                use = {k: ask.get(k, 0) + sidecars.get(k, 0) for k in set(ask) | set(sidecars)}
+            for k, v in use.items():
+                init_use[k] = max(init_use.get(k, 0), v)
+        for k, v in init_use.items():
+            run[k] = max(run.get(k, 0), v)
+        for k, v in self.overhead.items():
+            run[k] = run.get(k, 0) + v
         return {k: v for k, v in run.items() if v > 0}
 
     def identities(self) -> frozenset[str]:
@@ -210,6 +237,7 @@ def extract_workload(m: Manifest) -> tuple[Workload | None, list[Diagnostic]]:
                     limits=_quantities(m, _get(c, "resources", "limits"), (*cpath, "resources", "limits"), diags),
                     line=m.line_of(*cpath),
                     init=init,
+                    restartable=init and c.get("restartPolicy") == "Always",
                 )
             )
             for e in c.get("env") or [] if isinstance(c.get("env"), list) else []:
@@ -231,6 +259,7 @@ def extract_workload(m: Manifest) -> tuple[Workload | None, list[Diagnostic]]:
             tolerations=_tolerations(spec),
             pinned_env=tuple(pinned),
             spec_path=path,
+            overhead=_quantities(m, spec.get("overhead"), (*path, "overhead"), diags),
         ),
         diags,
     )

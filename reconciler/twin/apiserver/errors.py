@@ -138,6 +138,7 @@ class FieldError:
         "Forbidden": ("FieldValueForbidden", "Forbidden"),
         "Duplicate": ("FieldValueDuplicate", "Duplicate value"),
         "TooLong": ("FieldValueTooLong", "Too long"),
+        "TooMany": ("FieldValueTooMany", "Too many"),  # field.TooMany (list sizes: resource.k8s.io)
     }
 
     @property

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from . import admission, kinds, schema, strategies
+from . import admission, dra, kinds, schema, strategies
 from .errors import ApiError, FieldError
 from .resources import ResourceType, from_crd
 
@@ -409,6 +409,34 @@ def _established_status(crd: dict[str, Any], now: str) -> dict[str, Any]:
     }
 
 
+class ResourceSliceStrategy(Strategy):
+    def validate_kind(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
+    ) -> list[FieldError]:
+        return dra.validate_resource_slice(obj, old)
+
+
+class ResourceClaimStrategy(Strategy):
+    def validate_kind(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
+    ) -> list[FieldError]:
+        return dra.validate_resource_claim(obj, old, subresource)
+
+
+class DeviceClassStrategy(Strategy):
+    def validate_kind(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
+    ) -> list[FieldError]:
+        return dra.validate_device_class(obj)
+
+
+class ResourceClaimTemplateStrategy(Strategy):
+    def validate_kind(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None
+    ) -> list[FieldError]:
+        return dra.validate_claim_template(obj)
+
+
 GENERIC = Strategy()
 STRATEGIES: dict[str, Strategy] = {
     "pods": PodStrategy(),
@@ -423,6 +451,10 @@ STRATEGIES: dict[str, Strategy] = {
     "events": CoreEventStrategy(),
     "events.events.k8s.io": EventsV1Strategy(),
     "customresourcedefinitions.apiextensions.k8s.io": CustomResourceDefinitionStrategy(),
+    "resourceslices.resource.k8s.io": ResourceSliceStrategy(),
+    "resourceclaims.resource.k8s.io": ResourceClaimStrategy(),
+    "deviceclasses.resource.k8s.io": DeviceClassStrategy(),
+    "resourceclaimtemplates.resource.k8s.io": ResourceClaimTemplateStrategy(),
 }
 
 

@@ -128,6 +128,11 @@ class ResourceType:
         return {path: i for i, path in enumerate(self.field_order)}
 
 
+def storage_version_hash(group: str, version: str, kind: str) -> str:
+    """discovery's storageVersionHash: base64 of the first 8 bytes of sha256("group/version/kind")."""
+    return base64.b64encode(hashlib.sha256(f"{group}/{version}/{kind}".encode()).digest()[:8]).decode()
+
+
 BUILTINS: tuple[ResourceType, ...] = (
     ResourceType(
         "",
@@ -322,6 +327,50 @@ BUILTINS: tuple[ResourceType, ...] = (
         storage_hash="r2yiGXH7wu8=",
         extra_fields=_EVENTS_V1_FIELDS,
     ),
+    # resource.k8s.io/v1 (Dynamic Resource Allocation, GA since 1.34): validation in dra.py; the ResourceSlice
+    # field selectors are resource.ResourceSliceSelectorNodeName / ResourceSliceSelectorDriver
+    # (pkg/registry/resource/resourceslice/strategy.go `toSelectableFields`).
+    ResourceType(
+        "resource.k8s.io",
+        "v1",
+        "deviceclasses",
+        "deviceclass",
+        "DeviceClass",
+        False,
+        storage_hash=storage_version_hash("resource.k8s.io", "v1", "DeviceClass"),
+        tracks_generation=True,
+    ),
+    ResourceType(
+        "resource.k8s.io",
+        "v1",
+        "resourceslices",
+        "resourceslice",
+        "ResourceSlice",
+        False,
+        storage_hash=storage_version_hash("resource.k8s.io", "v1", "ResourceSlice"),
+        extra_fields=frozenset({"spec.nodeName", "spec.driver"}),
+        tracks_generation=True,
+    ),
+    ResourceType(
+        "resource.k8s.io",
+        "v1",
+        "resourceclaims",
+        "resourceclaim",
+        "ResourceClaim",
+        True,
+        subresources=("status",),
+        storage_hash=storage_version_hash("resource.k8s.io", "v1", "ResourceClaim"),
+        status_in_main=False,
+    ),
+    ResourceType(
+        "resource.k8s.io",
+        "v1",
+        "resourceclaimtemplates",
+        "resourceclaimtemplate",
+        "ResourceClaimTemplate",
+        True,
+        storage_hash=storage_version_hash("resource.k8s.io", "v1", "ResourceClaimTemplate"),
+    ),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",
@@ -337,11 +386,6 @@ BUILTINS: tuple[ResourceType, ...] = (
         status_in_main=False,
     ),
 )
-
-
-def storage_version_hash(group: str, version: str, kind: str) -> str:
-    """discovery's storageVersionHash: base64 of the first 8 bytes of sha256("group/version/kind")."""
-    return base64.b64encode(hashlib.sha256(f"{group}/{version}/{kind}".encode()).digest()[:8]).decode()
 
 
 def from_crd(crd: Mapping[str, Any]) -> list[ResourceType]:

@@ -250,6 +250,13 @@ class NvmlTwin:
         with self._lock:
             return self._device(handle).index
 
+    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
+        # nvml.h: "the minor number for the device such that the Nvidia device node file for each GPU will
+        # have the form /dev/nvidia[minor number]"; a MIG device handle is NVML_ERROR_INVALID_ARGUMENT there
+        # like in the other whole-GPU getters (self._device refuses it)
+        with self._lock:
+            return self._device(handle).minor
+
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
         with self._lock:
             gpu = self._device(handle)

@@ -23,7 +23,7 @@ from typing import Any
 import pynvml
 import yaml
 
-from reconciler.twin.gpus import TwinGpu
+from reconciler.twin.gpus import SLICES_TO_CI_PROFILE, GiProfile, GpuInstance, TwinGpu
 
 __all__ = [
     "ConfigEntry",
@@ -70,12 +70,97 @@ class ConfigEntry:
     mig_devices: Mapping[str, int]
 
     def matches(self, gpu: TwinGpu) -> bool:
+        """api/spec/v1/helpers.go `MatchesDeviceFilter` then `MatchesDevices`: no filter matches every GPU; else any
+        filter, read by `types.NewDeviceIDFromString`, must `Match` the GPU's PCI ids (pkg/types/device.go)."""
         if self.devices is not None and gpu.index not in self.devices:
             return False
         if self.device_filter:
-            ids = {f.split(":", 1)[0].lower() for f in self.device_filter}
-            return any(p.lower() in ids for p in gpu.model.pci_device_ids[:1])
+            hardware = _hardware_id(gpu)
+            return any(_filter_matches(device_id_from_string(f), hardware) for f in self.device_filter)
         return True
+
+
+# --- device ids, as pkg/types/device.go reads and matches them ------------------------------------------------
+# DeviceID (Device, Vendor, SubsystemDevice, SubsystemVendor, HasSubsystem).
+DeviceId = tuple[int, int, int, int, bool]
+_ZERO_ID: DeviceId = (0, 0, 0, 0, False)  # what NewDeviceIDFromString returns with its error
+
+
+def _go_parse_uint32(text: str) -> int | None:
+    """strconv.ParseUint(text, 0, 32): the base from the prefix (0x/0X hex, 0o/0O or a bare leading 0 octal, 0b/0B
+    binary, else decimal), underscores only where Go's integer literals allow them (`underscoreOK`), no sign, at most
+    32 bits. None where Go returns an error."""
+    if not text:
+        return None
+    body, base = text, 10
+    if text[0] == "0":
+        prefix = text[1:2].lower()
+        if len(text) >= 3 and prefix in ("b", "o", "x"):
+            body, base = text[2:], {"b": 2, "o": 8, "x": 16}[prefix]
+        else:
+            body, base = text[1:], 8
+    digits = body.replace("_", "")
+    allowed = "0123456789abcdef"[:base]
+    if any(c not in allowed for c in digits.lower()):
+        return None
+    if "_" in body and not _underscore_ok(text):
+        return None
+    significant = digits.lstrip("0")
+    if len(significant) > 32:  # over 32 bits in any base; also keeps int() clear of its digit limit
+        return None
+    value = int(significant, base) if significant else 0
+    return value if value <= 0xFFFFFFFF else None
+
+
+def _underscore_ok(text: str) -> bool:
+    """strconv's underscoreOK: underscores only between digits, or between a base prefix and a digit."""
+    saw, i = "^", 0
+    hexa = False
+    if len(text) >= 2 and text[0] == "0" and text[1].lower() in "box":
+        i, saw, hexa = 2, "0", text[1].lower() == "x"
+    for c in text[i:]:
+        if c.isdigit() or (hexa and c.lower() in "abcdef"):
+            saw = "0"
+        elif c == "_":
+            if saw != "0":
+                return False
+            saw = "_"
+        else:
+            if saw == "_":
+                return False
+            saw = "!"
+    return saw != "_"
+
+
+def device_id_from_string(text: str) -> DeviceId:
+    """types.NewDeviceIDFromString, as `MatchesDeviceFilter` calls it: `<devicevendor>` or
+    `<devicevendor>:<subdevicevendor>`, each `strconv.ParseUint(.., 0, 32)`; on any error the zero DeviceID (the
+    caller drops the error), which matches no real GPU."""
+    parts = text.split(":")
+    if len(parts) > 2:
+        return _ZERO_ID
+    primary = _go_parse_uint32(parts[0])
+    if primary is None:
+        return _ZERO_ID
+    if len(parts) == 1:
+        return (primary >> 16, primary & 0xFFFF, 0, 0, False)
+    sub = _go_parse_uint32(parts[1])
+    if sub is None:
+        return _ZERO_ID
+    return (primary >> 16, primary & 0xFFFF, sub >> 16, sub & 0xFFFF, True)
+
+
+def _hardware_id(gpu: TwinGpu) -> DeviceId:
+    """cmd/nvidia-mig-parted/util/device.go GetGPUDeviceIDs: `NewDeviceIDWithSubsystem` from the PCI config space."""
+    dev, sub = gpu.pci_device_id, gpu.pci_subsystem_id
+    return (dev >> 16, dev & 0xFFFF, sub >> 16, sub & 0xFFFF, True)
+
+
+def _filter_matches(flt: DeviceId, hardware: DeviceId) -> bool:
+    """DeviceID.Matches: device and vendor equal; the subsystem too only when the filter names one."""
+    if flt[:2] != hardware[:2]:
+        return False
+    return not flt[4] or flt[2:4] == hardware[2:4]
 
 
 # --- parsing, as `nvidia-mig-parted assert --valid-config` does it ------------------------------------
@@ -381,11 +466,11 @@ def select(configs: Mapping[str, tuple[ConfigEntry, ...]], name: str) -> tuple[C
     return configs[name]
 
 
-def _match(entries: Sequence[ConfigEntry], gpu: TwinGpu) -> ConfigEntry | None:
-    for e in entries:
-        if e.matches(gpu):
-            return e
-    return None
+def walk(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> list[tuple[TwinGpu, ConfigEntry]]:
+    """cmd/nvidia-mig-parted/assert/assert.go `WalkSelectedMigConfigForEachGPU`: every entry in file order, and for
+    each the GPUs it matches in index order. A GPU matched by several (overlapping) entries is visited once per
+    entry, so every step applies each of them in turn and the last one wins."""
+    return [(gpu, e) for e in entries for gpu in gpus if e.matches(gpu)]
 
 
 def _wanted(entry: ConfigEntry) -> dict[str, int]:
@@ -405,20 +490,15 @@ def assert_applied(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> b
     """cmd/nvidia-mig-parted/assert/config.go AssertMigConfig: every GPU must be matched, a GPU with MIG off
     matches a mig-enabled: false entry, otherwise its devices must Equal the entry's (placement ignored; an
     empty MIG-enabled GPU also matches a mig-enabled: false entry, as GetMigConfig returns an empty map)."""
-    matched = 0
-    for gpu in gpus:
-        e = _match(entries, gpu)
-        if e is None:
-            continue
+    matched: dict[int, bool] = {}  # matched[i], overwritten by each entry that walks GPU i: the last one counts
+    for gpu, e in walk(entries, gpus):
         if not e.mig_enabled and not gpu.mig_current:
-            matched += 1
+            matched[gpu.index] = True
             continue
         if not gpu.mig_current:
             return False  # GetMigConfig: "error asserting MIG enabled"
-        if not _equals(gpu.geometry(), e.mig_devices):
-            return False
-        matched += 1
-    return matched == len(gpus)  # "not all GPUs match the specified config"
+        matched[gpu.index] = _equals(gpu.geometry(), e.mig_devices)
+    return sum(matched.values()) == len(gpus)  # CountTrue: "not all GPUs match the specified config"
 
 
 def apply(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> None:
@@ -433,11 +513,18 @@ def apply(entries: Sequence[ConfigEntry], gpus: Sequence[TwinGpu]) -> None:
        config (`current.Equals`), else `SetMigConfig` (pkg/mig/config/config.go), which clears every
        instance of the GPU and creates the whole set: a re-cut replaces all of the GPU's instances.
     Raises MigPartedError with the text mig-manager would log."""
-    matched = [(gpu, e) for gpu in gpus if (e := _match(entries, gpu)) is not None]
+    matched = walk(entries, gpus)  # overlapping entries: each applied in turn, the last one wins
     try:
         if any(gpu.mig_current != e.mig_enabled for gpu, e in matched):  # AssertMigMode failed
             _apply_mig_mode(matched, gpus)
         for gpu, e in matched:  # ApplyMigConfig
+            # An earlier overlapping entry whose mode the last one overrode: apply/config.go's own refusals.
+            if e.mig_enabled and not gpu.mig_current:
+                raise MigPartedError(_APPLY + "unable to apply MIG config with MIG mode disabled")
+            if not e.mig_enabled and gpu.mig_current:
+                raise MigPartedError(
+                    _APPLY + "MIG mode is currently enabled, but the configuration specifies it should be disabled"
+                )
             if not e.mig_enabled or _equals(gpu.geometry(), e.mig_devices):
                 continue  # "Skipping MIG config -- MIG disabled" / "Skipping -- already set to desired value"
             _set_mig_config(gpu, _wanted(e))
@@ -515,10 +602,10 @@ def _set_mig_config(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
     MigPartedError.details, the way they reach mig-manager's log before mig-parted's fatal line."""
     profiles = flatten(wanted)
     for p in profiles:
-        if gpu.profile_by_name(p) is None:
+        if _resolve(gpu, p) is None:
             raise MigPartedError(
                 _APPLY + "error setting MIGConfig: error attempting multiple config orderings: all orderings failed",
-                details=(capitalize(f'MIG profile "{p}" not found on this GPU'),),
+                details=(capitalize(f'MIG profile "{_canonical(p)}" not found on this GPU'),),
             )
     details: list[str] = []
     tried: set[tuple[str, ...]] = set()
@@ -530,12 +617,10 @@ def _set_mig_config(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
             details.append(capitalize(f"error clearing MigConfig: {exc}"))
             continue
         try:
-            for p in order:
-                gpu.add_partition(p)
+            _create(gpu, order)
             return
-        except pynvml.NVMLError as exc:
-            text = NVML_TEXT.get(exc.value, str(exc))
-            details.append(capitalize(f"error creating GPU instance for '{p}': {text}"))
+        except MigPartedError as exc:
+            details.append(capitalize(str(exc)))
             gpu.clear()
         if len(tried) > 5040:  # 7! orderings at most matter; keep the twin bounded
             break
@@ -543,6 +628,58 @@ def _set_mig_config(gpu: TwinGpu, wanted: Mapping[str, int]) -> None:
         _APPLY + "error setting MIGConfig: error attempting multiple config orderings: all orderings failed",
         details=tuple(details[-3:]),  # the twin keeps the last few per-ordering lines, not thousands
     )
+
+
+def _canonical(profile: str) -> str:
+    """types.MigProfile.String(): `<C>c.` only when C differs from G (`3c.3g.71gb` is `3g.71gb`)."""
+    g, c, _ = _gc_attrs(profile)
+    head, sep, attrs = profile.partition("+")
+    base = head.split(".", 1)[1] if head.split(".", 1)[0].endswith("c") else head
+    return (base if c == g else f"{c}c.{base}") + sep + attrs
+
+
+def _resolve(gpu: TwinGpu, profile: str) -> tuple[GiProfile, int] | None:
+    """config.go resolveMigProfileOnDevice: the GPU-instance profile and compute-instance slices of a profile the
+    GPU offers (go-nvlib GetMigProfiles: each GI profile with each CI profile of at most its slices), else None."""
+    g, c, _ = _gc_attrs(profile)
+    head, sep, attrs = profile.partition("+")
+    base = head.split(".", 1)[1] if head.split(".", 1)[0].endswith("c") else head
+    gi = gpu.profile_by_name(base + sep + attrs)
+    if gi is None or gi.compute_slices != g or c > g or c not in SLICES_TO_CI_PROFILE:
+        return None
+    return gi, c
+
+
+def _create(gpu: TwinGpu, order: Sequence[str]) -> None:
+    """One ordering of config.go SetMigConfig's loop, compute-instance packing included: a profile whose GPU-instance
+    profile is the previous one's (`reuseGI`: the GI exists and `lastGIProfileID` is the same) first tries a
+    compute instance inside that GI; when the CI cannot be made there it falls back to a new GI
+    (`reuseGI = false; continue`). So `1c.3g.71gb: 3` is three CIs in one 3g GI, not three GIs."""
+    last_gi_profile: int | None = None
+    gi: GpuInstance | None = None
+    for p in order:
+        resolved = _resolve(gpu, p)
+        assert resolved is not None  # checked for every profile before the orderings
+        prof, ci_slices = resolved
+        reuse = gi is not None and last_gi_profile == prof.id
+        last_gi_profile = prof.id
+        while True:
+            if not reuse:
+                try:
+                    gi = gpu.create_gpu_instance(prof.id)
+                except pynvml.NVMLError as exc:
+                    text = NVML_TEXT.get(exc.value, str(exc))
+                    raise MigPartedError(f"error creating GPU instance for '{_canonical(p)}': {text}") from exc
+            assert gi is not None
+            try:
+                gpu.create_compute_instance(gi, SLICES_TO_CI_PROFILE[ci_slices])
+            except pynvml.NVMLError as exc:
+                if reuse:
+                    reuse = False
+                    continue
+                text = NVML_TEXT.get(exc.value, str(exc))
+                raise MigPartedError(f"error creating Compute instance for '{_canonical(p)}': {text}") from exc
+            break
 
 
 def _gc_attrs(profile: str) -> tuple[int, int, str]:

@@ -271,3 +271,22 @@ def test_load_and_schema_rules_fail_and_pass(code: str) -> None:
     assert code in {d.code for d in failing.errors}, [str(d) for d in failing.diagnostics]
     passing = validate_inventory(inv(gpu(H100, [good])))
     assert passing.valid and not passing.diagnostics, [str(d) for d in passing.diagnostics]
+
+
+def test_gb200_plans_validate_in_either_documented_naming_but_not_a_mix_of_unknown_names() -> None:
+    """Issue 26 item 5: GB200 names its slices 1g.23gb..7g.186gb (production boards) or 1g.24gb..7g.189gb (early
+    boards/drivers); the catalog accepts either, with the same slice counts and limits."""
+
+    def parts(*names: str) -> list[str]:
+        return [f"{{profile: {n}}}" for n in names]
+
+    late = validate_inventory(inv(gpu("GB200-186GB", parts("1g.23gb", "1g.23gb", "2g.47gb", "3g.93gb"))))
+    early = validate_inventory(inv(gpu("GB200-186GB", parts("1g.24gb", "1g.24gb", "2g.47gb", "3g.95gb"))))
+    assert late.valid and not late.errors, [str(d) for d in late.diagnostics]
+    assert early.valid and not early.errors, [str(d) for d in early.diagnostics]
+    # the early names obey the same limits: 8 x 1g.24gb is one more than the 7 a GB200 holds
+    too_many = validate_inventory(inv(gpu("GB200-186GB", parts(*["1g.24gb"] * 8))))
+    assert not too_many.valid
+    # a name neither naming has is still refused, and B200 does not borrow GB200's other naming
+    assert not validate_inventory(inv(gpu("GB200-186GB", parts("1g.25gb")))).valid
+    assert not validate_inventory(inv(gpu("B200-180GB", parts("1g.24gb")))).valid

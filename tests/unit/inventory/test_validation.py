@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from reconciler import resources
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
-from reconciler.commands.validate import command
+from reconciler.cli import cli
 from reconciler.logic.inventory.validation import ParseCache, classify, solver_choices, validate_inventory
 from reconciler.logic.inventory.yamldocs import MAX_FILE_BYTES
 from reconciler.model.inventory import MigStrategy, Placement
@@ -180,8 +180,8 @@ def test_reader_rejects_missing_root(tmp_path: Path) -> None:
         read_inventory_dir(tmp_path / "file")
 
 
-def test_cli_default_is_the_embedded_inventory() -> None:
-    out = CliRunner().invoke(command, [])
+def test_cli_example_is_the_embedded_inventory_by_name() -> None:
+    out = CliRunner().invoke(cli, ["validate", "--example"])
     assert out.exit_code == 0, out.output
     assert "valid: 4 node(s), 8 GPU(s), 26 partition(s); 0 error(s), 0 warning(s)" in out.output
     assert "nodes/gpu-h200-01.yaml:26: 3g.71gb placed at 4 (gpu-h200-01/1)" in out.output
@@ -189,7 +189,7 @@ def test_cli_default_is_the_embedded_inventory() -> None:
 
 
 def test_cli_json_valid() -> None:
-    out = CliRunner().invoke(command, ["-o", "json", str(EXAMPLE)])
+    out = CliRunner().invoke(cli, ["validate", "-o", "json", str(EXAMPLE)])
     assert out.exit_code == 0
     doc = json.loads(out.output)
     assert doc["valid"] is True and doc["errors"] == [] and doc["warnings"] == []
@@ -204,11 +204,11 @@ def test_cli_invalid_text_and_json(example: Path) -> None:
     text = node.read_text()
     node.write_text(text.replace("profile: 3g.40gb, placement: 4", "profile: 3g.40gb, placement: 2"))
     line = next(i for i, ln in enumerate(node.read_text().splitlines(), 1) if "placement: 2" in ln)
-    out = CliRunner().invoke(command, [str(example)])
+    out = CliRunner().invoke(cli, ["validate", str(example)])
     assert out.exit_code == 1
     assert f"nodes/gpu-h100-01.yaml:{line}: error MP306: " in out.output
     assert "INVALID" in out.output.splitlines()[-1]
-    out = CliRunner().invoke(command, ["-o", "json", str(example)])
+    out = CliRunner().invoke(cli, ["validate", "-o", "json", str(example)])
     assert out.exit_code == 1
     doc = json.loads(out.output)
     assert doc["valid"] is False
@@ -219,15 +219,15 @@ def test_cli_invalid_text_and_json(example: Path) -> None:
 
 def test_cli_warnings_keep_exit_zero(example: Path) -> None:
     (example / "values.yaml").write_text("replicas: 3\n")
-    out = CliRunner().invoke(command, [str(example)])
+    out = CliRunner().invoke(cli, ["validate", str(example)])
     assert out.exit_code == 0
     assert "values.yaml: warning MP410:" in out.output
 
 
 def test_cli_missing_root_is_exit_2(tmp_path: Path) -> None:
-    out = CliRunner().invoke(command, [str(tmp_path / "missing")])
+    out = CliRunner().invoke(cli, ["validate", str(tmp_path / "missing")])
     assert out.exit_code == 2
-    out = CliRunner().invoke(command, ["-o", "yaml"])
+    out = CliRunner().invoke(cli, ["validate", "-o", "yaml"])
     assert out.exit_code == 2
 
 

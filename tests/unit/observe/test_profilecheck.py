@@ -52,3 +52,27 @@ def test_a_node_that_says_nothing_or_a_plan_without_mig_is_not_held() -> None:
 def test_hostile_labels_do_not_break_it() -> None:
     labels = {"nvidia.com/mig-.count": "x", "nvidia.com/gpu.product": "-MIG-", "nvidia.com/mig-" + "a" * 500: "1"}
     assert profilecheck.unoffered(_plan("H200-141GB", "1g.18gb"), labels, CATALOG) is None
+
+
+def test_gb200_plan_in_the_early_naming_is_accepted_on_a_node_that_uses_it() -> None:
+    """Issue 26 item 5: either documented GB200 naming is accepted, and the node's own names decide which."""
+    early = {"nvidia.com/gpu.product": "NVIDIA-GB200", "nvidia.com/mig-1g.24gb.count": "2"}
+    late = {"nvidia.com/gpu.product": "NVIDIA-GB200", "nvidia.com/mig-1g.23gb.count": "2"}
+    plan_early = _plan("GB200-186GB", "1g.24gb", "1g.24gb", "2g.47gb", "3g.95gb")
+    plan_late = _plan("GB200-186GB", "1g.23gb", "1g.23gb", "2g.47gb", "3g.93gb")
+    assert profilecheck.unoffered(plan_early, early, CATALOG) is None
+    assert profilecheck.unoffered(plan_late, late, CATALOG) is None
+    why = profilecheck.unoffered(plan_early, late, CATALOG)
+    assert why is not None and "catalog's naming" in why and "1g.24gb, 3g.95gb" in why
+    why = profilecheck.unoffered(plan_late, early, CATALOG)
+    assert why is not None and "early boards/drivers naming" in why and "1g.23gb, 3g.93gb" in why
+
+
+def test_gb200_names_both_namings_share_do_not_say_which_so_the_others_are_held() -> None:
+    shared = {"nvidia.com/gpu.product": "NVIDIA-GB200", "nvidia.com/mig-2g.47gb.count": "3"}
+    assert profilecheck.unoffered(_plan("GB200-186GB", "2g.47gb", "1g.47gb"), shared, CATALOG) is None
+    why = profilecheck.unoffered(_plan("GB200-186GB", "2g.47gb", "1g.23gb"), shared, CATALOG)
+    assert why is not None and "both of its documented namings share" in why and "1g.23gb" in why
+    # a node saying nothing about its MIG devices is still not held
+    quiet = {"nvidia.com/gpu.product": "NVIDIA-GB200"}
+    assert profilecheck.unoffered(_plan("GB200-186GB", "1g.24gb"), quiet, CATALOG) is None

@@ -1,0 +1,299 @@
+"""The twin of NVIDIA's DRA driver for GPUs (`gpu.nvidia.com`): its GPU kubelet plugin's ResourceSlices.
+
+Built from NVIDIA/k8s-dra-driver-gpu (kubernetes-sigs/dra-driver-nvidia-gpu), cmd/gpu-kubelet-plugin; see
+ASSUMPTIONS-dra.md for every rule and its source. In short:
+- the plugin publishes once, when it starts (`driver.go` `NewDriver` → `PublishResources`), from the devices it
+  enumerates then (`nvlib.go` `enumerateAllPossibleDevices`); it does not rescan, so a re-cut is invisible until
+  the plugin restarts (`start_plugin` again);
+- one pool per node, named after the node, `nodeName` set, the slices owned by the Node;
+- static MIG (the default): a MIG-enabled GPU is published as its MIG devices only, each named
+  `gpu-<minor>-mig-<profile without dots, RFC 1123>-<GI profile id>-<placement start>` (`mig.go`
+  `ToCanonicalName`) with attributes type=mig, profile, uuid, parentUUID, productName (`CommonAttributesMig`,
+  `MigDeviceInfo.GetDevice`) and a `memorySlice<i>` capacity per memory slice it covers; a GPU with MIG disabled
+  is `gpu-<minor>` with type=gpu, uuid (`GpuInfo.GetDevice`);
+- DynamicMIG (alpha, a feature gate): the plugin first destroys every MIG device it did not create
+  (`DestroyUnknownMIGDevices`), then publishes per GPU one counter set `gpu-<minor>-counter-set` with a
+  `memory-slice-<i>` counter per memory slice (`partitions.go` `PartSharedCounterSets`) and, in another slice,
+  the whole GPU and every profile x placement as a device consuming the counters of its slices, without uuid
+  (`PartGetDevice`, `generateSplitResourceSlices`).
+The twin imports nothing of migplan's engine, logic or adapters; only the twin's GPUs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from reconciler.twin.gpus import TwinGpu
+
+DRIVER = "gpu.nvidia.com"
+_NOT_RFC1123 = re.compile(r"[^a-z0-9.-]")
+_MIG_NAME = re.compile(r"gpu-([0-9]+)-mig-(.+)-([0-9]+)-([0-9]+)")  # mig.go canonicalMigNameRegex
+_GPU_NAME = re.compile(r"gpu-([0-9]+)")
+
+
+def _device_class(name: str, kind: str) -> dict[str, Any]:
+    expression = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{kind}'"
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+# The DeviceClasses the driver's Helm chart installs (dra-facts.md): whole GPUs and MIG devices.
+DEVICE_CLASSES = (_device_class("gpu.nvidia.com", "gpu"), _device_class("mig.nvidia.com", "mig"))
+
+CreateSlice = Callable[[dict[str, Any]], None]
+DeleteSlices = Callable[[str], None]  # node name: every slice of the driver's pool for that node
+
+
+def canonical_profile(profile: str) -> str:
+    """mig.go `toRFC1123Compliant(strings.ReplaceAll(profileName, ".", ""))`."""
+    name = _NOT_RFC1123.sub("-", profile.replace(".", "").lower()).strip("-")
+    return name.removesuffix(".")[:253]
+
+
+def _string(value: str) -> dict[str, str]:
+    return {"string": value}
+
+
+def _slice(
+    node: str,
+    devices: list[dict[str, Any]] | None,
+    counters: list[dict[str, Any]] | None,
+    *,
+    count: int,
+    generation: int,
+    node_uid: str,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "driver": DRIVER,
+        "nodeName": node,
+        "pool": {"name": node, "generation": generation, "resourceSliceCount": count},
+    }
+    if devices is not None:
+        spec["devices"] = devices
+    if counters is not None:
+        spec["sharedCounters"] = counters
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {
+            "generateName": f"{node}-{DRIVER}-",
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def static_devices(gpus: Sequence[TwinGpu]) -> list[dict[str, Any]]:
+    """The devices a static-MIG plugin publishes for the GPUs as they are now."""
+    out: list[dict[str, Any]] = []
+    for gpu in gpus:
+        if not gpu.mig_current:
+            out.append(
+                {
+                    "name": f"gpu-{gpu.minor}",
+                    "attributes": {"type": _string("gpu"), "uuid": _string(gpu.uuid), "productName": _string(gpu.name)},
+                }
+            )
+            continue
+        for gi in sorted(gpu.gpu_instances.values(), key=lambda g: g.start):
+            for ci in sorted(gi.compute_instances.values(), key=lambda c: c.id):
+                profile = gi.profile.name if ci.size == gi.profile.compute_slices else f"{ci.size}c.{gi.profile.name}"
+                capacity: dict[str, Any] = {"memory": {"value": f"{gi.profile.memory_mb}Mi"}}
+                for i in range(gi.start, gi.start + gi.size):
+                    capacity[f"memorySlice{i}"] = {"value": "1"}
+                out.append(
+                    {
+                        "name": f"gpu-{gpu.minor}-mig-{canonical_profile(profile)}-{gi.profile.id}-{gi.start}",
+                        "attributes": {
+                            "type": _string("mig"),
+                            "profile": _string(profile),
+                            "uuid": _string(ci.uuid),
+                            "parentUUID": _string(gpu.uuid),
+                            "productName": _string(gpu.name),
+                        },
+                        "capacity": capacity,
+                    }
+                )
+    return out
+
+
+def dynamic_slices(gpus: Sequence[TwinGpu]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(counter sets, devices) a DynamicMIG plugin publishes: every profile x placement of every GPU."""
+    counters: list[dict[str, Any]] = []
+    devices: list[dict[str, Any]] = []
+    for gpu in gpus:
+        slices = gpu.model.memory_slices
+        counter_set = f"gpu-{gpu.minor}-counter-set"
+        counters.append({"name": counter_set, "counters": {f"memory-slice-{i}": {"value": "1"} for i in range(slices)}})
+        devices.append(
+            {
+                "name": f"gpu-{gpu.minor}",
+                "attributes": {"type": _string("gpu"), "uuid": _string(gpu.uuid), "productName": _string(gpu.name)},
+                "consumesCounters": [
+                    {
+                        "counterSet": counter_set,
+                        "counters": {f"memory-slice-{i}": {"value": "1"} for i in range(slices)},
+                    }
+                ],
+            }
+        )
+        for prof in sorted(gpu.profiles.values(), key=lambda p: (p.memory_slices, p.id)):
+            for start in prof.starts:
+                devices.append(
+                    {
+                        "name": f"gpu-{gpu.minor}-mig-{canonical_profile(prof.name)}-{prof.id}-{start}",
+                        "attributes": {
+                            "type": _string("mig"),
+                            "profile": _string(prof.name),
+                            "parentUUID": _string(gpu.uuid),
+                            "productName": _string(gpu.name),
+                        },
+                        "consumesCounters": [
+                            {
+                                "counterSet": counter_set,
+                                "counters": {
+                                    f"memory-slice-{i}": {"value": "1"}
+                                    for i in range(start, start + prof.memory_slices)
+                                },
+                            }
+                        ],
+                    }
+                )
+    return counters, devices
+
+
+class DraDriverTwin:
+    """The GPU kubelet plugin of one node: `start_plugin()` is a (re)start of its pod."""
+
+    def __init__(
+        self,
+        node: str,
+        gpus: Sequence[TwinGpu],
+        *,
+        create: CreateSlice,
+        delete_pool: DeleteSlices,
+        node_uid: str = "",
+        dynamic_mig: bool = False,
+    ) -> None:
+        self.node = node
+        self.gpus = gpus
+        self.dynamic_mig = dynamic_mig
+        self._create = create
+        self._delete_pool = delete_pool
+        self._node_uid = node_uid
+        self._generation = 0
+        self.created: set[tuple[int, int]] = set()  # (GPU index, GI id) of MIG devices this driver created
+
+    def start_plugin(self) -> list[str]:
+        """Start (or restart) the plugin: DynamicMIG's clean-up, then one publication. Returns what it destroyed."""
+        destroyed = self._destroy_unknown() if self.dynamic_mig else []
+        self._delete_pool(self.node)
+        self._generation += 1
+        if self.dynamic_mig:
+            counters, devices = dynamic_slices(self.gpus)
+            # 64 devices a slice at most when consuming counters (ResourceSliceMaxDevicesWithTaintsOrConsumesCounters)
+            chunks = [devices[i : i + 64] for i in range(0, len(devices), 64)] or [[]]
+            count = 1 + len(chunks)
+            self._create(
+                _slice(self.node, None, counters, count=count, generation=self._generation, node_uid=self._node_uid)
+            )
+            for chunk in chunks:
+                self._create(
+                    _slice(self.node, chunk, None, count=count, generation=self._generation, node_uid=self._node_uid)
+                )
+        else:
+            devices = static_devices(self.gpus)
+            self._create(
+                _slice(self.node, devices, None, count=1, generation=self._generation, node_uid=self._node_uid)
+            )
+        return destroyed
+
+    def prepare(self, device: str) -> None:
+        """NodePrepareResources for an allocated device. Under DynamicMIG the MIG device is created now, at the
+        placement its name carries (`partitions.go` devices are profile x placement), and remembered as the
+        driver's own; a static device exists already. A name that is not one of this node's devices is refused."""
+        match = _MIG_NAME.fullmatch(device)
+        whole = _GPU_NAME.fullmatch(device)
+        if whole is not None and any(g.minor == int(whole.group(1)) for g in self.gpus):
+            return
+        if match is None:
+            raise ValueError(f"{device}: not a device of NVIDIA's DRA driver")
+        minor, profile_id, start = int(match.group(1)), int(match.group(3)), int(match.group(4))
+        gpu = next((g for g in self.gpus if g.minor == minor), None)
+        if gpu is None:
+            raise ValueError(f"{device}: no GPU with minor number {minor} on {self.node}")
+        with gpu.lock:
+            existing = [gi for gi in gpu.gpu_instances.values() if gi.start == start and gi.profile.id == profile_id]
+            if existing or not self.dynamic_mig:
+                if not existing:
+                    raise ValueError(f"{device}: no such MIG device on {self.node} (static MIG creates none)")
+                return
+            prof = gpu.profiles_by_id[profile_id]
+            gi, _ = gpu.add_partition(prof.name, start)
+            self.created.add((gpu.index, gi.id))
+
+    def _destroy_unknown(self) -> list[str]:
+        """`DestroyUnknownMIGDevices`: every MIG device this driver did not create goes, compute instances first."""
+        destroyed: list[str] = []
+        for gpu in self.gpus:
+            with gpu.lock:
+                for gi_id in sorted(gpu.gpu_instances):
+                    if (gpu.index, gi_id) in self.created:
+                        continue
+                    gi = gpu.gpu_instances[gi_id]
+                    if any(ci.holder is not None for ci in gi.compute_instances.values()):
+                        continue  # NVML refuses (IN_USE); what the driver then does is not settled (ASSUMPTIONS-dra.md)
+                    for ci_id in sorted(gi.compute_instances):
+                        gpu.destroy_compute_instance(gi, ci_id)
+                    gpu.destroy_gpu_instance(gi_id)
+                    destroyed.append(f"gpu {gpu.index} {gi.profile.name}@{gi.start}")
+        return destroyed
+
+
+def gpucluster_crd() -> dict[str, Any]:
+    """The GPU Operator's GPUCluster CRD, written from api/nvidia/v1alpha1/gpucluster_types.go (kubebuilder markers:
+    cluster-scoped, short name `gc`, status subresource; group nvidia.com, version v1alpha1). Its schema keeps the
+    spec open (the twin checks none of its fields): migplan only reads spec.draDriver.featureGates."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gpuclusters.nvidia.com"},
+        "spec": {
+            "group": "nvidia.com",
+            "names": {
+                "kind": "GPUCluster",
+                "listKind": "GPUClusterList",
+                "plural": "gpuclusters",
+                "singular": "gpucluster",
+                "shortNames": ["gc"],
+            },
+            "scope": "Cluster",
+            "versions": [
+                {
+                    "name": "v1alpha1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+
+
+def gpucluster(name: str, *, dynamic_mig: bool) -> dict[str, Any]:
+    """A GPUCluster running the DRA driver, with the DynamicMIG feature gate as asked."""
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "GPUCluster",
+        "metadata": {"name": name},
+        "spec": {"draDriver": {"featureGates": {"DynamicMIG": dynamic_mig}}},
+    }
