@@ -312,6 +312,13 @@ DECLARED: tuple[Code, ...] = (
     ),
     Code("MP565", FINDING, E, "ClusterPolicy spec.devicePlugin.env sets MIG_STRATEGY, overriding spec.mig.strategy"),
     Code("MP566", FINDING, E, "a container asks more than one shared device where the plugin fails such requests"),
+    Code(
+        "MP567",
+        FINDING,
+        INFO,
+        "the node's mig-manager pod still reads another ConfigMap than migplan's: its label waits for the rollout",
+        traits=GPU_OPERATOR,
+    ),
     # DRA (issue 27): who writes a GPU's layout, and what NVIDIA's DRA driver publishes
     Code(
         "MP570",

@@ -377,6 +377,11 @@ class ObservedState:
     # node -> the nvidia-mig-manager pod's error line, read only for nodes whose state is `failed`, or `pending`
     # with GPU clients paused (mig-manager may have given up waiting for them: MP522).
     mig_manager_errors: Mapping[str, str] = field(default_factory=dict)
+    # node -> the ConfigMap its nvidia-mig-manager pod reads its configs from (the `mig-parted-config` volume when
+    # the container has CONFIG_FILE; "" without it: configs generated from the hardware). A pod keeps what it was
+    # started with: after spec.migManager.config.name changes, a node reads the new ConfigMap only once the
+    # DaemonSet's rolling update has given it a new pod (one node at a time by default).
+    mig_manager_sources: Mapping[str, str] = field(default_factory=dict)
     # PodDisruptionBudgets in namespaces where a GPU pod runs (to name the ones that block a drain).
     pdbs: tuple[ObservedPdb, ...] = ()
     # node -> what NVIDIA's DRA driver publishes for it (resource.k8s.io/v1 ResourceSlices of gpu.nvidia.com);

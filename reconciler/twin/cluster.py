@@ -100,10 +100,15 @@ class ClusterTwin:
         mig_mode_change_needs_reboot: bool = False,
         config_propagation_seconds: float = 0.0,
         clock: Callable[[], float] | None = None,
+        operand_ready_seconds: float = 0.0,
         applied: AppliedSeed | None = None,
     ) -> None:
         self.fleet = fleet
         self._applied = applied
+        # How long a new operand pod (device plugin, mig-manager) takes to be Ready: the rolling update's pace.
+        if not operand_ready_seconds >= 0.0 or operand_ready_seconds == float("inf"):
+            raise ValueError(f"operand_ready_seconds must be a finite number >= 0, not {operand_ready_seconds!r}")
+        self.operand_ready_seconds = float(operand_ready_seconds)
         # How long the kubelet takes to project a ConfigMap change into mig-manager's volume (0: at once).
         self.config_propagation_seconds = config_propagation_seconds
         self._clock = clock
@@ -177,6 +182,7 @@ class ClusterTwin:
             api.store,
             self.fleet,
             config_propagation_seconds=self.config_propagation_seconds,
+            operand_ready_seconds=self.operand_ready_seconds,
             **({"clock": self._clock} if self._clock is not None else {}),
         )
         # Tens of thousands of long-lived dicts: the cyclic GC would rescan them over and over while we build.
@@ -475,7 +481,9 @@ class ClusterTwin:
         ds = dsupdate.apply_rendered(None, rendering.operator_daemonset(s.device_plugin_daemonset, s.namespace, cp))
         assert ds is not None
         store.create("daemonsets.apps", ds, s.namespace)
-        store.create("daemonsets.apps", rendering.mig_manager_daemonset(s.namespace, cp), s.namespace)
+        mm = dsupdate.apply_rendered(None, rendering.operator_mig_manager_daemonset(s.namespace, cp))
+        assert mm is not None
+        store.create("daemonsets.apps", mm, s.namespace)
         helper.load_caches()
         for name in sorted(self.fleet.nodes):
             if name not in self.fleet.absent:

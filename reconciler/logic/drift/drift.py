@@ -307,6 +307,25 @@ def _check_profiles_offered(ctx: DriftContext) -> Iterable[Finding]:
             )
 
 
+def _check_mig_manager_rollout(ctx: DriftContext) -> Iterable[Finding]:
+    """A node whose mig-manager pod still reads another ConfigMap than migplan's (the mig-manager DaemonSet's rolling
+    update has not reached it since spec.migManager.config.name changed): its label waits (MP567)."""
+    if ctx.desired.cluster.apply.mode is ApplyMode.AGENT:
+        return
+    want = ctx.desired.cluster.gpu_operator.mig_config_map
+    for name, _plan, _node in ctx.planned_nodes():
+        source = ctx.observed.mig_manager_sources.get(name)
+        if source is None or source == want:
+            continue
+        reads = f"ConfigMap {source}" if source else "configs generated from the hardware"
+        yield finding(
+            "MP567",
+            f"{name}: its mig-manager pod still reads {reads}, not {want}; migplan changes its label once the "
+            "mig-manager DaemonSet's rolling update has given it a new pod",
+            node=name,
+        )
+
+
 def _check_gpu_counts(ctx: DriftContext) -> Iterable[Finding]:
     for name, plan, node in ctx.planned_nodes():
         yield from _gpu_count_findings(name, plan, node.labels)
@@ -461,6 +480,7 @@ CHECKS: tuple[Check, ...] = (
     _check_observed_layouts,
     _check_sharing,
     _check_profiles_offered,
+    _check_mig_manager_rollout,
     _check_advertised,
     _check_dra,
     _check_gpu_counts,
