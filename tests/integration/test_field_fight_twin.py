@@ -1,0 +1,103 @@
+"""A field-manager fight on the ClusterPolicy, on the cluster twin (issue 28 item 7, MP590).
+
+The GPU Operator's chart keeps `mig.strategy: single`: after each migplan cycle a second client, field manager
+`helm` (a `helm upgrade`), puts spec.mig.strategy back. migplan patches the field once, then reports the fight
+naming `helm` and the field, and never patches it again while helm owns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.twinclock import TwinClock
+
+from reconciler.adapters.kube.cluster import KubeCluster
+from reconciler.commands.reconcile import load_desired
+from reconciler.engine import CycleResult, reconcile_once
+from reconciler.model.inventory import DesiredState
+from reconciler.model.plans import Action, Kind
+from reconciler.twin.cluster import ClusterTwin
+
+INVENTORY = Path(__file__).parents[2] / "inventory"
+CP = ("clusterpolicies.nvidia.com", "cluster-policy")
+CLOCK = TwinClock()
+
+
+def _desired() -> DesiredState:
+    desired, diagnostics = load_desired(INVENTORY)
+    assert desired is not None, [str(d) for d in diagnostics]
+    return desired
+
+
+def _run(twin: ClusterTwin, desired: DesiredState) -> CycleResult:
+    cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
+    try:
+        return reconcile_once(desired=desired, cluster=cluster, now=CLOCK.cycle_now())
+    finally:
+        cluster.close()
+
+
+def _strategy_patches(result: CycleResult) -> int:
+    return sum(
+        1
+        for c in result.applied
+        if c.kind is Kind.CLUSTER_POLICY and c.action is Action.CONFIGURE and "spec.mig.strategy" in (c.after or {})
+    )
+
+
+def _helm_sets(twin: ClusterTwin, strategy: str, manager: str = "helm") -> None:
+    twin.store.patch(*CP, {"spec": {"mig": {"strategy": strategy}}}, field_manager=manager)
+
+
+@pytest.fixture()
+def twin() -> Iterator[ClusterTwin]:
+    with ClusterTwin.from_inventory(INVENTORY, strategy="single", **CLOCK.twin_kwargs()) as t:
+        t.settle()
+        yield t
+
+
+def test_helm_reverting_the_strategy_gets_one_patch_then_a_finding_naming_helm(twin: ClusterTwin) -> None:
+    desired = _desired()
+    assert desired.cluster.mig_strategy.value == "mixed"
+    patches = 0
+    fights = []
+    for _ in range(5):
+        result = _run(twin, desired)
+        assert not result.errors, result.errors
+        patches += _strategy_patches(result)
+        assert result.report is not None
+        fights.append([f for f in result.report.findings if f.code == "MP590"])
+        _helm_sets(twin, "single")  # the chart's value, after every cycle
+        twin.settle()
+    assert patches == 1  # once, never a patch loop
+    assert fights[0] == []  # the first cycle patches: nobody had reverted migplan yet
+    for found in fights[1:]:
+        (f,) = found
+        assert "helm" in f.message and "spec.mig.strategy" in f.message
+        assert f.desired == "mixed" and f.observed == "single"
+    assert twin.store.get(*CP)["spec"]["mig"]["strategy"] == "single"
+
+
+def test_the_fight_ends_when_helm_no_longer_owns_the_field(twin: ClusterTwin) -> None:
+    desired = _desired()
+    assert _strategy_patches(_run(twin, desired)) == 1
+    _helm_sets(twin, "single")
+    twin.settle()
+    assert _strategy_patches(_run(twin, desired)) == 0
+    # The chart is fixed (its values now say mixed): helm writes mixed; the field agrees, no finding, no patch.
+    _helm_sets(twin, "mixed")
+    twin.settle()
+    result = _run(twin, desired)
+    assert result.report is not None
+    assert _strategy_patches(result) == 0
+    assert not [f for f in result.report.findings if f.code == "MP590"]
+    # Someone else puts single back by hand (kubectl edit): the same fight, now with kubectl-edit named.
+    _helm_sets(twin, "single", manager="kubectl-edit")
+    twin.settle()
+    result = _run(twin, desired)
+    assert result.report is not None
+    (f,) = [f for f in result.report.findings if f.code == "MP590"]
+    assert "kubectl-edit" in f.message and "helm" not in f.message
+    assert _strategy_patches(result) == 0
