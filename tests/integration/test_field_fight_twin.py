@@ -101,3 +101,38 @@ def test_the_fight_ends_when_helm_no_longer_owns_the_field(twin: ClusterTwin) ->
     (f,) = [f for f in result.report.findings if f.code == "MP590"]
     assert "kubectl-edit" in f.message and "helm" not in f.message
     assert _strategy_patches(result) == 0
+
+
+def test_argo_cd_server_side_apply_of_the_device_plugin_config_is_a_fight_too() -> None:
+    """Argo CD with server-side apply (field manager argocd-controller, force: its sync wins conflicts) puts back a
+    device-plugin config whose per-node strategy contradicts the inventory; migplan removed it once."""
+    with ClusterTwin.from_inventory(
+        INVENTORY, strategy="single", device_plugin_config="old-plugin-config", **CLOCK.twin_kwargs()
+    ) as twin:
+        twin.settle()
+        desired = _desired()
+        config_patches = 0
+        found = []
+        for _ in range(4):
+            result = _run(twin, desired)
+            assert not result.errors, result.errors
+            config_patches += sum(
+                1
+                for c in result.applied
+                if c.kind is Kind.CLUSTER_POLICY and "spec.devicePlugin.config.name" in (c.after or {})
+            )
+            assert result.report is not None
+            found += [f for f in result.report.findings if f.code == "MP590"]
+            config = {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": CP[1]},
+                "spec": {"devicePlugin": {"config": {"name": "old-plugin-config"}}},
+            }
+            twin.store.apply(*CP, config, field_manager="argocd-controller", force=True)
+            twin.settle()
+        assert config_patches == 1
+        assert found and all(
+            "argocd-controller" in f.message and "spec.devicePlugin.config" in f.message for f in found
+        )
+        assert twin.store.get(*CP)["spec"]["devicePlugin"]["config"]["name"] == "old-plugin-config"
