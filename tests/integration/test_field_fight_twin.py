@@ -1,8 +1,9 @@
 """A field-manager fight on the ClusterPolicy, on the cluster twin (issue 28 item 7, MP590).
 
-The GPU Operator's chart keeps `mig.strategy: single`: after each migplan cycle a second client, field manager
-`helm` (a `helm upgrade`), puts spec.mig.strategy back. migplan patches the field once, then reports the fight
-naming `helm` and the field, and never patches it again while helm owns it.
+The GPU Operator's chart keeps `mig.strategy: single`: Helm installed it, and after each migplan cycle a second
+client, field manager `helm` (a `helm upgrade`), puts spec.mig.strategy back. migplan overwrites helm's value once,
+then reports the fight naming `helm` and the field, and never patches it again while helm owns it. A manager migplan
+has not overwritten yet (a one-off `kubectl edit`) still gets its one repair.
 """
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ def _helm_sets(twin: ClusterTwin, strategy: str, manager: str = "helm") -> None:
     twin.store.patch(*CP, {"spec": {"mig": {"strategy": strategy}}}, field_manager=manager)
 
 
+def _helm_installs(twin: ClusterTwin) -> None:
+    """Make helm the field's owner, as `helm install` (the creator) is on a real cluster: the twin creates the
+    ClusterPolicy as field manager `twin`, and a write that changes nothing moves no ownership, so helm writes
+    another value and then the chart's."""
+    _helm_sets(twin, "none")
+    _helm_sets(twin, "single")
+    twin.settle()
+
+
 @pytest.fixture()
 def twin() -> Iterator[ClusterTwin]:
     with ClusterTwin.from_inventory(INVENTORY, strategy="single", **CLOCK.twin_kwargs()) as t:
@@ -61,6 +71,7 @@ def twin() -> Iterator[ClusterTwin]:
 def test_helm_reverting_the_strategy_gets_one_patch_then_a_finding_naming_helm(twin: ClusterTwin) -> None:
     desired = _desired()
     assert desired.cluster.mig_strategy.value == "mixed"
+    _helm_installs(twin)
     patches = 0
     fights = []
     for _ in range(5):
@@ -80,8 +91,11 @@ def test_helm_reverting_the_strategy_gets_one_patch_then_a_finding_naming_helm(t
     assert twin.store.get(*CP)["spec"]["mig"]["strategy"] == "single"
 
 
-def test_the_fight_ends_when_helm_no_longer_owns_the_field(twin: ClusterTwin) -> None:
+def test_the_fight_ends_when_helm_writes_the_inventorys_value_and_a_one_off_edit_is_repaired(
+    twin: ClusterTwin,
+) -> None:
     desired = _desired()
+    _helm_installs(twin)
     assert _strategy_patches(_run(twin, desired)) == 1
     _helm_sets(twin, "single")
     twin.settle()
@@ -93,7 +107,15 @@ def test_the_fight_ends_when_helm_no_longer_owns_the_field(twin: ClusterTwin) ->
     assert result.report is not None
     assert _strategy_patches(result) == 0
     assert not [f for f in result.report.findings if f.code == "MP590"]
-    # Someone else puts single back by hand (kubectl edit): the same fight, now with kubectl-edit named.
+    # Someone sets single by hand once (kubectl edit): drift like any other, repaired once, no fight yet.
+    _helm_sets(twin, "single", manager="kubectl-edit")
+    twin.settle()
+    result = _run(twin, desired)
+    assert result.report is not None
+    assert _strategy_patches(result) == 1
+    assert not [f for f in result.report.findings if f.code == "MP590"]
+    assert twin.store.get(*CP)["spec"]["mig"]["strategy"] == "mixed"
+    # ... and again: now that is a fight, with kubectl-edit named (and helm, which owns nothing of it now, not).
     _helm_sets(twin, "single", manager="kubectl-edit")
     twin.settle()
     result = _run(twin, desired)
@@ -109,6 +131,13 @@ def test_argo_cd_server_side_apply_of_the_device_plugin_config_is_a_fight_too() 
     with ClusterTwin.from_inventory(
         INVENTORY, strategy="single", device_plugin_config="old-plugin-config", **CLOCK.twin_kwargs()
     ) as twin:
+        config = {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": CP[1]},
+            "spec": {"devicePlugin": {"config": {"name": "old-plugin-config"}}},
+        }
+        twin.store.apply(*CP, config, field_manager="argocd-controller", force=True)  # the first sync
         twin.settle()
         desired = _desired()
         config_patches = 0
@@ -123,12 +152,6 @@ def test_argo_cd_server_side_apply_of_the_device_plugin_config_is_a_fight_too() 
             )
             assert result.report is not None
             found += [f for f in result.report.findings if f.code == "MP590"]
-            config = {
-                "apiVersion": "nvidia.com/v1",
-                "kind": "ClusterPolicy",
-                "metadata": {"name": CP[1]},
-                "spec": {"devicePlugin": {"config": {"name": "old-plugin-config"}}},
-            }
             twin.store.apply(*CP, config, field_manager="argocd-controller", force=True)
             twin.settle()
         assert config_patches == 1
