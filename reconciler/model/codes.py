@@ -364,6 +364,13 @@ DECLARED: tuple[Code, ...] = (
         E,
         "the node agent refused the published layout: another component writes this node's MIG layout",
     ),
+    # Issue 28 item 7: another field manager (Helm, Argo CD) keeps a ClusterPolicy field migplan owns
+    Code(
+        "MP590",
+        FINDING,
+        W,
+        "another field manager reverted a ClusterPolicy field migplan set: migplan stops patching it (a fight)",
+    ),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),
     Code("MP552", KUBERNETES, E, "a list's continue token expired (410): the list restarts"),

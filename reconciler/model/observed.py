@@ -39,6 +39,9 @@ OBSERVED_ANNOTATION = "migplan.io/mig-observed"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "migplan"
 FIELD_MANAGER = "migplan"
+# The ClusterPolicy fields migplan patches (the JSON merge patch of the planner), as dotted paths: the fields whose
+# other owners (metadata.managedFields) tell a fight with Helm or Argo CD (MP590).
+CLUSTER_POLICY_FIELDS = ("spec.mig.strategy", "spec.migManager.config.name", "spec.devicePlugin.config")
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 RESTARTED_AT_ANNOTATION = "kubectl.kubernetes.io/restartedAt"
@@ -310,6 +313,10 @@ class ClusterPolicyState:
     # WITH_SHUTDOWN_HOST_GPU_CLIENTS=true, the kubelet among the host services it stops for a mode change).
     mig_manager_env: Mapping[str, str] = field(default_factory=dict)
     driver_enabled: bool = True
+    # Field path ("spec.mig.strategy") -> the field managers that own it or a field under it, read from
+    # metadata.managedFields (main resource only, sorted), for the fields migplan patches. Empty when the server
+    # sent no managedFields: migplan then cannot name who else writes them.
+    field_owners: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

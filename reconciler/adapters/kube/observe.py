@@ -17,6 +17,7 @@ from reconciler.model.dra import ClaimedDevice, DraDevice, GpuClusterState, Node
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
+    CLUSTER_POLICY_FIELDS,
     CORDONED_ANNOTATION,
     FIELD_MANAGER,
     GPU_COUNT_LABEL,
@@ -382,7 +383,30 @@ def cluster_policy_from_json(obj: Mapping[str, Any]) -> ClusterPolicyState:
         device_plugin_env=_env_list((spec.get("devicePlugin") or {}).get("env")),
         mig_manager_env=_env_list((spec.get("migManager") or {}).get("env")),
         driver_enabled=(spec.get("driver") or {}).get("enabled") is not False,  # the CRD's default is true
+        field_owners=field_owners(meta, CLUSTER_POLICY_FIELDS),
     )
+
+
+def field_owners(meta: Mapping[str, Any], paths: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Per dotted field path, the field managers whose metadata.managedFields entry (main resource, FieldsV1) holds
+    that field or one under it: `spec.mig.strategy` is `f:spec` / `f:mig` / `f:strategy` in the structured-merge-diff
+    encoding the apiserver writes. Entries that are not what a server writes are skipped; a path nobody owns is
+    absent. Names are cut to 128 characters (the apiserver's own limit) so a hostile entry cannot flood a message."""
+    entries = meta.get("managedFields")
+    out: dict[str, set[str]] = {}
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, Mapping) or entry.get("subresource"):
+            continue
+        manager, fields = entry.get("manager"), entry.get("fieldsV1")
+        if not isinstance(manager, str) or not manager or not isinstance(fields, Mapping):
+            continue
+        for path in paths:
+            node: Any = fields
+            for part in path.split("."):
+                node = node.get(f"f:{part}") if isinstance(node, Mapping) else None
+            if isinstance(node, Mapping):
+                out.setdefault(path, set()).add(manager[:128])
+    return {path: tuple(sorted(names)) for path, names in out.items()}
 
 
 def _env_list(raw: Any) -> dict[str, str]:
