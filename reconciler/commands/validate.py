@@ -5,6 +5,8 @@
     migplan validate --example                       the embedded example inventory, asked for by name
     migplan validate --repo R --rev REV [--path P]   a Git revision (URL or local repository), read from
                                                      the object database without a work tree
+    migplan validate --repo R --rev REV --base BASE  also compare with BASE: a placement-only change under
+                                                     apply.mode gpu-operator is warning MP414 (as in `plan`)
 
 Exit codes: 0 valid (warnings allowed), 1 invalid, 2 usage or I/O error (missing root; no ROOT given and the
 working directory in no inventory: MP413, reconciler/adapters/standroot.py; never the example's green instead).
@@ -46,6 +48,7 @@ from reconciler.commands.common import fail, output_option
 from reconciler.logic.inventory.reporttarget import normalize_root
 from reconciler.logic.inventory.validation import ValidationResult, solver_choices, validate_inventory
 from reconciler.logic.review import ciannotations
+from reconciler.logic.review.unplaced import placement_only_between
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState
 from reconciler.model.revisions import WORKDIR, Revision
@@ -63,7 +66,7 @@ def load_revision_files(
 ) -> tuple[str, Mapping[str, bytes], Mapping[str, str], Revision, str | None]:
     """The inventory root `path` at `rev` of `repo`: (label, files, blob ids, revision, the branch
     `rev` names or None). Raises GitLoadError."""
-    from reconciler.adapters.git.source import GitFailure, InventoryRepo
+    from reconciler.adapters.git.source import ROOT_NOT_FOUND, GitFailure, InventoryRepo
     from reconciler.commands import gitopts
 
     remote = gitopts.remote(repo, cache_dir)
@@ -77,6 +80,8 @@ def load_revision_files(
         raise GitLoadError(str(revision))
     snap = opened.read(revision, path)
     if isinstance(snap, GitFailure):
+        if snap.code == ROOT_NOT_FOUND:
+            raise RootNotAtRevision(str(snap))
         raise GitLoadError(str(snap))
     label = f"{revision}" + (f":{path}" if path else "")
     return label, snap.files, snap.blob_ids, revision, opened.branch_named(rev)
@@ -84,6 +89,10 @@ def load_revision_files(
 
 class GitLoadError(Exception):
     """The revision could not be read (remote down, credentials refused, unknown revision, no such root)."""
+
+
+class RootNotAtRevision(GitLoadError):
+    """The inventory root is not a directory at that revision (MP705): for --base, a root the change adds."""
 
 
 def derived_notes(desired: DesiredState, catalog: Catalog) -> list[dict[str, Any]]:
@@ -194,11 +203,24 @@ def render_annotations(result: ValidationResult, *, output: str, prefix: str) ->
 @click.option(
     "--path", "path", default="", help="Inventory root inside the repository (with --repo; default: every root found)."
 )
+@click.option(
+    "--base",
+    default=None,
+    help="With --repo: compare with this revision too; a placement-only change under apply.mode gpu-operator "
+    "is warning MP414, as in `migplan plan`.",
+)
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, help="Cache for remote repositories.")
 @click.option("--example", is_flag=True, help="Validate the embedded example inventory (what `migplan demo` uses).")
 @output_option("text", "json", *ANNOTATIONS, help="Output format (github, codequality, sarif: CI annotations).")
 def command(
-    root: Path | None, repo: str | None, rev: str | None, path: str, cache_dir: Path | None, example: bool, output: str
+    root: Path | None,
+    repo: str | None,
+    rev: str | None,
+    path: str,
+    base: str | None,
+    cache_dir: Path | None,
+    example: bool,
+    output: str,
 ) -> None:
     """Validate an inventory root (default: the one the working directory is in) or a Git revision.
 
@@ -208,8 +230,8 @@ def command(
         raise click.UsageError("give either ROOT or --repo, not both")
     if example and (root is not None or repo is not None):
         raise click.UsageError("give either --example, ROOT or --repo")
-    if repo is None and (rev is not None or path):
-        raise click.UsageError("--rev and --path need --repo")
+    if repo is None and (rev is not None or path or base is not None):
+        raise click.UsageError("--rev, --path and --base need --repo")
     if repo is None and root is None:
         root = resources.inventory_dir() if example else standing("validate", "ROOT", "--example")
     catalog = load_catalog()
@@ -230,6 +252,8 @@ def command(
                     files, catalog=catalog, revision=revision, blob_ids=blob_ids, followed_branch=branch,
                     root=normalize_root(where if repo is not None else ""),
                 )  # fmt: skip
+            if repo is not None and base is not None and result.desired is not None:
+                result = _with_base(result, repo, base, where, cache_dir, catalog)
             checked.append((where, label, result))
     except (InventoryReadError, FileNotFoundError, GitLoadError) as exc:
         fail(f"migplan validate: {exc}")
@@ -272,6 +296,33 @@ def command(
             click.echo("".join(texts), nl=False)
     quickexit.request()  # nothing to clean up: no child process, temporary file or thread
     sys.exit(0 if all(r.valid for _w, _l, r in checked) else 1)
+
+
+def _with_base(
+    result: ValidationResult, repo: str, base: str, where: str, cache_dir: Path | None, catalog: Catalog
+) -> ValidationResult:
+    """`result` with the MP414 warnings of the change from `base` (reconciler/logic/review/unplaced.py). A root
+    that `base` does not have is new: nothing of it moves. A base that does not validate is not compared (its own
+    errors are its merge request's business). An unreadable base is an error (GitLoadError: exit 2)."""
+    assert result.desired is not None
+    try:
+        _label, files, blob_ids, revision, branch = load_revision_files(
+            repo, base, path=where, cache_dir=cache_dir, fetch=False
+        )
+    except RootNotAtRevision:
+        return result
+    with gcpause.paused():
+        before = validate_inventory(
+            files, catalog=catalog, revision=revision, blob_ids=blob_ids, followed_branch=branch,
+            root=normalize_root(where),
+        )  # fmt: skip
+    if before.desired is None:
+        return result
+    extra = placement_only_between(before.desired, result.desired)
+    if not extra:
+        return result
+    diagnostics = tuple(sorted(result.diagnostics + extra, key=lambda d: (d.file or "", d.line or 0)))
+    return ValidationResult(result.desired, diagnostics)
 
 
 def standing(command: str, named: str, example: str) -> Path:

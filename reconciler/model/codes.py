@@ -312,6 +312,13 @@ DECLARED: tuple[Code, ...] = (
     ),
     Code("MP565", FINDING, E, "ClusterPolicy spec.devicePlugin.env sets MIG_STRATEGY, overriding spec.mig.strategy"),
     Code("MP566", FINDING, E, "a container asks more than one shared device where the plugin fails such requests"),
+    Code(
+        "MP567",
+        FINDING,
+        INFO,
+        "the node's mig-manager pod still reads another ConfigMap than migplan's: its label waits for the rollout",
+        traits=GPU_OPERATOR,
+    ),
     # DRA (issue 27): who writes a GPU's layout, and what NVIDIA's DRA driver publishes
     Code(
         "MP570",
@@ -362,6 +369,13 @@ DECLARED: tuple[Code, ...] = (
         FINDING,
         W,
         "the feature gates of NVIDIA's DRA driver DaemonSet cannot be read: DynamicMIG taken as on, nothing written",
+    ),
+    # Issue 28 item 7: another field manager (Helm, Argo CD) keeps a ClusterPolicy field migplan owns
+    Code(
+        "MP590",
+        FINDING,
+        W,
+        "another field manager reverted a ClusterPolicy field migplan set: migplan stops patching it (a fight)",
     ),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),

@@ -39,6 +39,9 @@ OBSERVED_ANNOTATION = "migplan.io/mig-observed"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "migplan"
 FIELD_MANAGER = "migplan"
+# The ClusterPolicy fields migplan patches (the JSON merge patch of the planner), as dotted paths: the fields whose
+# other owners (metadata.managedFields) tell a fight with Helm or Argo CD (MP590).
+CLUSTER_POLICY_FIELDS = ("spec.mig.strategy", "spec.migManager.config.name", "spec.devicePlugin.config")
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 RESTARTED_AT_ANNOTATION = "kubectl.kubernetes.io/restartedAt"
@@ -310,6 +313,10 @@ class ClusterPolicyState:
     # WITH_SHUTDOWN_HOST_GPU_CLIENTS=true, the kubelet among the host services it stops for a mode change).
     mig_manager_env: Mapping[str, str] = field(default_factory=dict)
     driver_enabled: bool = True
+    # Field path ("spec.mig.strategy") -> the field managers that own it or a field under it, read from
+    # metadata.managedFields (main resource only, sorted), for the fields migplan patches. Empty when the server
+    # sent no managedFields: migplan then cannot name who else writes them.
+    field_owners: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +384,11 @@ class ObservedState:
     # node -> the nvidia-mig-manager pod's error line, read only for nodes whose state is `failed`, or `pending`
     # with GPU clients paused (mig-manager may have given up waiting for them: MP522).
     mig_manager_errors: Mapping[str, str] = field(default_factory=dict)
+    # node -> the ConfigMap its nvidia-mig-manager pod reads its configs from (the `mig-parted-config` volume when
+    # the container has CONFIG_FILE; "" without it: configs generated from the hardware). A pod keeps what it was
+    # started with: after spec.migManager.config.name changes, a node reads the new ConfigMap only once the
+    # DaemonSet's rolling update has given it a new pod (one node at a time by default).
+    mig_manager_sources: Mapping[str, str] = field(default_factory=dict)
     # PodDisruptionBudgets in namespaces where a GPU pod runs (to name the ones that block a drain).
     pdbs: tuple[ObservedPdb, ...] = ()
     # node -> what NVIDIA's DRA driver publishes for it (resource.k8s.io/v1 ResourceSlices of gpu.nvidia.com);

@@ -66,6 +66,9 @@ __all__ = ["ClusterTwin"]
 BASE_CAPACITY = {"cpu": "128", "memory": "2113592560Ki", "pods": "110", "ephemeral-storage": "1921298424Ki"}
 
 
+# The field manager of a drift injected at run time (a person's hand edit): kubectl's default for `kubectl patch`
+# (staging/src/k8s.io/kubectl/pkg/cmd/patch/patch.go, AddFieldManagerFlagVar(cmd, &o.fieldManager, "kubectl-patch")).
+HAND_MANAGER = "kubectl-patch"
 LARGE_FLEET = 1000  # nodes; above it the populated objects are moved to the GC's permanent generation
 
 
@@ -100,10 +103,15 @@ class ClusterTwin:
         mig_mode_change_needs_reboot: bool = False,
         config_propagation_seconds: float = 0.0,
         clock: Callable[[], float] | None = None,
+        operand_ready_seconds: float = 0.0,
         applied: AppliedSeed | None = None,
     ) -> None:
         self.fleet = fleet
         self._applied = applied
+        # How long a new operand pod (device plugin, mig-manager) takes to be Ready: the rolling update's pace.
+        if not operand_ready_seconds >= 0.0 or operand_ready_seconds == float("inf"):
+            raise ValueError(f"operand_ready_seconds must be a finite number >= 0, not {operand_ready_seconds!r}")
+        self.operand_ready_seconds = float(operand_ready_seconds)
         # How long the kubelet takes to project a ConfigMap change into mig-manager's volume (0: at once).
         self.config_propagation_seconds = config_propagation_seconds
         self._clock = clock
@@ -177,6 +185,7 @@ class ClusterTwin:
             api.store,
             self.fleet,
             config_propagation_seconds=self.config_propagation_seconds,
+            operand_ready_seconds=self.operand_ready_seconds,
             **({"clock": self._clock} if self._clock is not None else {}),
         )
         # Tens of thousands of long-lived dicts: the cyclic GC would rescan them over and over while we build.
@@ -488,7 +497,9 @@ class ClusterTwin:
         ds = dsupdate.apply_rendered(None, rendering.operator_daemonset(s.device_plugin_daemonset, s.namespace, cp))
         assert ds is not None
         store.create("daemonsets.apps", ds, s.namespace)
-        store.create("daemonsets.apps", rendering.mig_manager_daemonset(s.namespace, cp), s.namespace)
+        mm = dsupdate.apply_rendered(None, rendering.operator_mig_manager_daemonset(s.namespace, cp))
+        assert mm is not None
+        store.create("daemonsets.apps", mm, s.namespace)
         helper.load_caches()
         for name in sorted(self.fleet.nodes):
             if name not in self.fleet.absent:
@@ -781,12 +792,19 @@ class ClusterTwin:
         store = self.store
         if d.kind in BUILD_ONLY:
             raise ValueError(f"{d}: a build-time drift case (ClusterTwin(..., drift=[...]) or `migplan twin --drift`)")
+        # A drift injected at run time is a person's hand edit: written as `kubectl patch` records it (kubectl's
+        # default --field-manager), not as the `twin` that created the ClusterPolicy (ASSUMPTIONS-operator.md).
         if d.kind == "wrong-strategy":
-            self._patch_cp({"spec": {"mig": {"strategy": d.arg or _other(self.inventory_strategy)}}})
+            self._patch_cp(
+                {"spec": {"mig": {"strategy": d.arg or _other(self.inventory_strategy)}}}, field_manager=HAND_MANAGER
+            )
         elif d.kind == "stale-device-plugin-config":
             self.dp_config = (d.arg or STALE_DP_CONFIG, _other(self.inventory_strategy))
             self._create_dp_config()
-            self._patch_cp({"spec": {"devicePlugin": {"config": {"name": self.dp_config[0], "default": "default"}}}})
+            self._patch_cp(
+                {"spec": {"devicePlugin": {"config": {"name": self.dp_config[0], "default": "default"}}}},
+                field_manager=HAND_MANAGER,
+            )
         elif d.kind == "dra-dynamic-mig" and d.arg:
             # NVIDIA's DRA driver in DynamicMIG mode starts on the node: its plugin destroys the MIG devices it did
             # not create (those in use stay: NVML refuses) and publishes counters and every profile x placement.
@@ -870,8 +888,10 @@ class ClusterTwin:
                 text = yaml.safe_dump(doc, sort_keys=False)
                 self.store.patch("configmaps", s.mig_config_map, {"data": {"config.yaml": text}}, s.namespace)
 
-    def _patch_cp(self, patch: dict[str, Any]) -> None:
-        self.store.patch("clusterpolicies.nvidia.com", self.fleet.settings.cluster_policy, patch)
+    def _patch_cp(self, patch: dict[str, Any], *, field_manager: str | None = None) -> None:
+        self.store.patch(
+            "clusterpolicies.nvidia.com", self.fleet.settings.cluster_policy, patch, field_manager=field_manager
+        )
 
     def _restart_device_plugin(self, node: str) -> None:
         """What an admin does after a hand-made MIG change: delete the node's device-plugin pod."""

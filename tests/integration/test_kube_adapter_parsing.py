@@ -56,3 +56,36 @@ def test_node_observation_is_decoded_once_and_a_bad_one_is_kept_as_a_reason() ->
     assert bad.observation is None and bad.observation_error and not bad.malformed  # MP547, not MP530
     none = kubeobserve.node_from_json({"metadata": {"name": "n3"}})
     assert none.observation is None and none.observation_error is None
+
+
+def _mig_manager_pod(**spec: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "nodeName": "gpu-1",
+        "containers": [{"name": "nvidia-mig-manager", "env": [{"name": "CONFIG_FILE", "value": "/x"}]}],
+        "volumes": [{"name": "mig-parted-config", "configMap": {"name": "migplan-mig-parted"}}],
+    }
+    base.update(spec)
+    return {"metadata": {"namespace": "gpu-operator", "labels": {"app": "nvidia-mig-manager"}}, "spec": base}
+
+
+def test_the_configmap_a_mig_manager_pod_reads() -> None:
+    """TransformMIGManager: CONFIG_FILE with the mig-parted-config volume's ConfigMap; without CONFIG_FILE the
+    configs are generated (""); anything else (no such volume, a pod being deleted, hostile shapes) is unknown."""
+    source = kubeobserve.mig_manager_source
+    assert source(_mig_manager_pod()) == "migplan-mig-parted"
+    assert source(_mig_manager_pod(containers=[{"name": "c", "env": [{"name": "DEFAULT_CONFIG_FILE"}]}])) == ""
+    assert source(_mig_manager_pod(volumes=[])) is None
+    deleting = _mig_manager_pod()
+    deleting["metadata"] = {**deleting["metadata"], "deletionTimestamp": "2026-12-03T12:00:00Z"}  # type: ignore[dict-item]
+    assert source(deleting) is None
+    hostiles: tuple[dict[str, object], ...] = (
+        {"volumes": "x"},
+        {"volumes": [None, 3, {"name": "mig-parted-config", "configMap": {"name": 7}}]},
+        {"containers": []},
+        {"containers": [None]},
+        {"containers": [{"env": "CONFIG_FILE"}]},
+        {"containers": [{"env": [None, "x", {"name": ["CONFIG_FILE"]}]}]},
+    )
+    for hostile in hostiles:
+        assert source(_mig_manager_pod(**hostile)) in (None, ""), hostile
+    assert source({"metadata": None, "spec": []}) is None

@@ -83,14 +83,15 @@ def test_edits_survive_while_the_rendered_hash_is_unchanged(twin: ClusterTwin) -
 
 
 def test_a_strategy_change_replaces_the_daemonset_whole_and_rolls_each_pod_once(twin: ClusterTwin) -> None:
-    twin.store.patch("daemonsets.apps", DS, {"metadata": {"annotations": {MARKER: "single"}}}, NS)
+    # `none` is a strategy every node's plugin starts with (no crash loop to stall the rolling update)
+    twin.store.patch("daemonsets.apps", DS, {"metadata": {"annotations": {MARKER: "none"}}}, NS)
     twin.settle()
     before, hash_before = dp_pods(twin), ds(twin)["metadata"]["annotations"][HASH_ANNOTATION]
     created = count_pod_creations(twin)
-    twin.store.patch("clusterpolicies.nvidia.com", CP, {"spec": {"mig": {"strategy": "single"}}})
+    twin.store.patch("clusterpolicies.nvidia.com", CP, {"spec": {"mig": {"strategy": "none"}}})
     twin.settle()
     after = ds(twin)
-    assert env(after)["MIG_STRATEGY"] == "single"  # applyMIGConfiguration
+    assert env(after)["MIG_STRATEGY"] == "none"  # applyMIGConfiguration
     assert MARKER not in after["metadata"]["annotations"]  # the full Update dropped what the operator does not render
     assert after["metadata"]["annotations"][HASH_ANNOTATION] != hash_before
     assert sorted(created) == sorted(before)  # exactly one new pod per node
@@ -99,3 +100,25 @@ def test_a_strategy_change_replaces_the_daemonset_whole_and_rolls_each_pod_once(
         twin.operator.mark("global")
         twin.settle()
     assert sorted(created) == sorted(before)
+
+
+def test_the_rolling_update_stops_at_a_node_whose_new_plugin_crash_loops(twin: ClusterTwin) -> None:
+    """maxUnavailable 1 (kubernetes daemon/update.go rollingUpdate): a new pod that never becomes available holds
+    every other old pod in place; the nodes not reached keep their old plugin and strategy."""
+    before = dp_pods(twin)
+    created = count_pod_creations(twin)
+    twin.store.patch("clusterpolicies.nvidia.com", CP, {"spec": {"mig": {"strategy": "single"}}})
+    twin.settle()
+    status = ds(twin)["status"]
+    assert len(created) == 1  # the first node by name: its plugin refuses `single` on mixed MIG GPUs
+    (first,) = created
+    assert first == sorted(before)[0]
+    pods = dp_pods(twin)
+    assert pods[first] != before[first]
+    assert all(pods[n] == before[n] for n in before if n != first)  # not reached
+    assert status["updatedNumberScheduled"] == 1 and status["numberUnavailable"] == 1
+    # back to mixed: a third generation; the crash-looping pod is replaced at once, then one node at a time
+    twin.store.patch("clusterpolicies.nvidia.com", CP, {"spec": {"mig": {"strategy": "mixed"}}})
+    twin.settle()
+    assert ds(twin)["status"]["updatedNumberScheduled"] == len(before)
+    assert ds(twin)["status"]["numberUnavailable"] == 0

@@ -18,6 +18,7 @@ from reconciler.model.dra import ClaimedDevice, DraDevice, DraDriverConfig, GpuC
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
+    CLUSTER_POLICY_FIELDS,
     CORDONED_ANNOTATION,
     FIELD_MANAGER,
     GPU_COUNT_LABEL,
@@ -383,7 +384,30 @@ def cluster_policy_from_json(obj: Mapping[str, Any]) -> ClusterPolicyState:
         device_plugin_env=_env_list((spec.get("devicePlugin") or {}).get("env")),
         mig_manager_env=_env_list((spec.get("migManager") or {}).get("env")),
         driver_enabled=(spec.get("driver") or {}).get("enabled") is not False,  # the CRD's default is true
+        field_owners=field_owners(meta, CLUSTER_POLICY_FIELDS),
     )
+
+
+def field_owners(meta: Mapping[str, Any], paths: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Per dotted field path, the field managers whose metadata.managedFields entry (main resource, FieldsV1) holds
+    that field or one under it: `spec.mig.strategy` is `f:spec` / `f:mig` / `f:strategy` in the structured-merge-diff
+    encoding the apiserver writes. Entries that are not what a server writes are skipped; a path nobody owns is
+    absent. Names are cut to 128 characters (the apiserver's own limit) so a hostile entry cannot flood a message."""
+    entries = meta.get("managedFields")
+    out: dict[str, set[str]] = {}
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, Mapping) or entry.get("subresource"):
+            continue
+        manager, fields = entry.get("manager"), entry.get("fieldsV1")
+        if not isinstance(manager, str) or not manager or not isinstance(fields, Mapping):
+            continue
+        for path in paths:
+            node: Any = fields
+            for part in path.split("."):
+                node = node.get(f"f:{part}") if isinstance(node, Mapping) else None
+            if isinstance(node, Mapping):
+                out.setdefault(path, set()).add(manager[:128])
+    return {path: tuple(sorted(names)) for path, names in out.items()}
 
 
 def _env_list(raw: Any) -> dict[str, str]:
@@ -422,6 +446,31 @@ def is_mig_manager_pod(obj: Mapping[str, Any], *, namespace: str) -> bool:
     meta = obj.get("metadata") or {}
     key, value = MIG_MANAGER_APP_LABEL
     return meta.get("namespace") == namespace and (meta.get("labels") or {}).get(key) == value
+
+
+def mig_manager_source(obj: Mapping[str, Any]) -> str | None:
+    """The ConfigMap a mig-manager pod reads its configs from, as gpu-operator `TransformMIGManager` renders the pod:
+    the `mig-parted-config` volume's ConfigMap when its first container has `CONFIG_FILE` (mig-parted
+    cmd/nvidia-mig-manager/main.go `setupMigConfig`), "" without it (generated from the hardware). None for a pod
+    being deleted or one without that volume (another layout: nothing is known)."""
+    meta = obj.get("metadata")
+    spec = obj.get("spec")
+    if not isinstance(meta, Mapping) or not isinstance(spec, Mapping) or meta.get("deletionTimestamp"):
+        return None
+    volumes = spec.get("volumes")
+    containers = spec.get("containers")
+    if not isinstance(volumes, list) or not isinstance(containers, list) or not containers:
+        return None
+    source = None
+    for v in volumes:
+        if isinstance(v, Mapping) and v.get("name") == "mig-parted-config" and isinstance(v.get("configMap"), Mapping):
+            name = v["configMap"].get("name")
+            source = name if isinstance(name, str) else None
+    first = containers[0]
+    if source is None or not isinstance(first, Mapping) or not isinstance(first.get("env") or [], list):
+        return None
+    has_config_file = any(isinstance(e, Mapping) and e.get("name") == "CONFIG_FILE" for e in first.get("env") or [])
+    return source if has_config_file else ""
 
 
 def mig_manager_error(text: str) -> str | None:
@@ -525,12 +574,16 @@ class PodSorter:
         self.gpu_pods: list[ObservedPod] = []
         self.dp_pods: list[DevicePluginPod] = []
         self.mig_manager_errors: dict[str, str] = {}
+        self.mig_manager_sources: dict[str, str] = {}
 
     def add(self, obj: Json) -> None:
         ops = self.ops
-        if self.failed and is_mig_manager_pod(obj, namespace=ops.namespace):
+        if is_mig_manager_pod(obj, namespace=ops.namespace):
             node_name = (obj.get("spec") or {}).get("nodeName")
-            if node_name in self.failed:
+            source = mig_manager_source(obj)
+            if isinstance(node_name, str) and source is not None:
+                self.mig_manager_sources[node_name] = source
+            if self.failed and isinstance(node_name, str) and node_name in self.failed:
                 reason = self.mig_manager_log(obj)
                 if reason:
                     self.mig_manager_errors[node_name] = reason
@@ -641,6 +694,7 @@ def observed_from_parts(
         device_plugin_config_map=config_map_from_json(dp_cm) if dp_cm else None,
         mig_manager_config_map=config_map_from_json(mm_cm) if mm_cm else None,
         mig_manager_errors=pods.mig_manager_errors,
+        mig_manager_sources=pods.mig_manager_sources,
         # Only the PodDisruptionBudgets of namespaces where a GPU pod runs can block a drain.
         pdbs=tuple(p for p in (pdb_from_json(o) for o in pdbs) if p.namespace in bound_namespaces),
         dra=dra_from_slices(resource_slices),

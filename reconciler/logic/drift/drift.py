@@ -19,7 +19,7 @@ import yaml
 
 from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import dpsharing, migparted
-from reconciler.logic.drift import draregime, nodestate, thirdparty
+from reconciler.logic.drift import draregime, fieldfight, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
 from reconciler.logic.observe import claimoccupancy, draclaims, observation, occupancy, owners, podrules, profilecheck
 from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
@@ -50,6 +50,7 @@ from reconciler.model.observed import (
     MIG_CONFIG_STATE_LABEL,
     PAUSED_FOR_MIG_CHANGE,
     REQUESTED_AT_ANNOTATION,
+    ClusterPolicyState,
     MigConfigState,
     ObservedNode,
     ObservedPod,
@@ -310,6 +311,25 @@ def _check_profiles_offered(ctx: DriftContext) -> Iterable[Finding]:
             )
 
 
+def _check_mig_manager_rollout(ctx: DriftContext) -> Iterable[Finding]:
+    """A node whose mig-manager pod still reads another ConfigMap than migplan's (the mig-manager DaemonSet's rolling
+    update has not reached it since spec.migManager.config.name changed): its label waits (MP567)."""
+    if ctx.desired.cluster.apply.mode is ApplyMode.AGENT:
+        return
+    want = ctx.desired.cluster.gpu_operator.mig_config_map
+    for name, _plan, _node in ctx.planned_nodes():
+        source = ctx.observed.mig_manager_sources.get(name)
+        if source is None or source == want:
+            continue
+        reads = f"ConfigMap {source}" if source else "configs generated from the hardware"
+        yield finding(
+            "MP567",
+            f"{name}: its mig-manager pod still reads {reads}, not {want}; migplan changes its label once the "
+            "mig-manager DaemonSet's rolling update has given it a new pod",
+            node=name,
+        )
+
+
 def _check_gpu_counts(ctx: DriftContext) -> Iterable[Finding]:
     for name, plan, node in ctx.planned_nodes():
         yield from _gpu_count_findings(name, plan, node.labels)
@@ -474,6 +494,7 @@ CHECKS: tuple[Check, ...] = (
     _check_observed_layouts,
     _check_sharing,
     _check_profiles_offered,
+    _check_mig_manager_rollout,
     _check_advertised,
     _check_dra,
     _check_gpu_counts,
@@ -633,6 +654,7 @@ def _cluster_policy_findings(desired: DesiredState, observed: ObservedState) -> 
         yield finding("MP517", f"ClusterPolicy {ops.cluster_policy} not found: is the GPU Operator installed?")
         return
     want = desired.cluster.mig_strategy.value
+    yield from _fight_findings(desired, observed, cp)
     if cp.mig_strategy != want:
         yield finding(
             "MP502",
@@ -666,6 +688,23 @@ def _cluster_policy_findings(desired: DesiredState, observed: ObservedState) -> 
             desired=None,
             observed=cp.device_plugin_config_name,
         )
+
+
+def _fight_findings(desired: DesiredState, observed: ObservedState, cp: ClusterPolicyState) -> Iterable[Finding]:
+    """MP590: the fields another manager put back after migplan set them once (the planner leaves them alone)."""
+    ops = desired.cluster.gpu_operator
+    want = desired.cluster.mig_strategy.value
+    candidates: list[tuple[str, str | None, str | None]] = []
+    if cp.mig_strategy != want:
+        candidates.append((fieldfight.STRATEGY, want, cp.mig_strategy))
+    if cp.mig_manager_config_name != ops.mig_config_map and desired.cluster.apply.mode is not ApplyMode.AGENT:
+        candidates.append((fieldfight.MIG_MANAGER_CONFIG, ops.mig_config_map, cp.mig_manager_config_name))
+    if device_plugin_config_conflict(desired, observed) is not None:
+        candidates.append((fieldfight.DEVICE_PLUGIN_CONFIG, None, cp.device_plugin_config_name))
+    for field_path, want_value, live in candidates:
+        found = fieldfight.fight(cp, field_path, want_value, live)
+        if found is not None:
+            yield finding("MP590", found.message(cp.name), desired=found.desired, observed=found.observed)
 
 
 def device_plugin_config_conflict(desired: DesiredState, observed: ObservedState) -> str | None:

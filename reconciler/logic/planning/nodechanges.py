@@ -284,6 +284,10 @@ def wanted_changes(
     if unoffered is not None:
         # mig-parted would empty the GPUs it cannot cut and report success (MP564 says why): never label for it.
         return [held(f"held: {unoffered}", code="MP564")], ()
+    stale = _stale_mig_manager(inputs, node)
+    if stale is not None:
+        # Its mig-manager would look `config` up in the other file and turn the node `failed` (MP567 says why).
+        return [held(stale, code="MP567")], ()
     impact = _impact(inputs, node, config)
     propagating = _propagation_hold(inputs.desired, inputs.observed, config, inputs.previous, inputs.now)
     if impact.destroys_nothing and node.mig_config_state == MigConfigState.SUCCESS:
@@ -329,6 +333,26 @@ def wanted_changes(
         else f"apply the node's layout through mig-manager: {impact.effect}"
     )
     return [_relabel(node, config, reason, inputs.now)], alias
+
+
+def _stale_mig_manager(inputs: _Inputs, node: ObservedNode) -> str | None:
+    """Why the node's label must not change yet, or None: its mig-manager pod still reads another ConfigMap than
+    migplan's (or generates its configs), as it does until the rolling update of the mig-manager DaemonSet that
+    pointing spec.migManager.config.name at migplan's ConfigMap starts (gpu-operator `TransformMIGManager`; the
+    DaemonSet rolls `maxUnavailable` nodes at a time, 1 by default) has reached the node. A label naming a config
+    that file lacks fails (`assert --valid-config`) and, mig-manager acting once per value, stays failed. The new
+    pod runs the node's current label, which migplan's ConfigMap carries. Agent mode labels no node for mig-manager."""
+    if inputs.desired.cluster.apply.mode is ApplyMode.AGENT:
+        return None
+    source = inputs.observed.mig_manager_sources.get(node.name)
+    want = inputs.desired.cluster.gpu_operator.mig_config_map
+    if source is None or source == want:
+        return None
+    reads = f"ConfigMap {source}" if source else "configs generated from the hardware"
+    return (
+        f"waiting: this node's mig-manager pod still reads {reads}, not {want}; "
+        "the mig-manager DaemonSet's rollout has not reached it yet (MP567)"
+    )
 
 
 def _impact(inputs: _Inputs, node: ObservedNode, config: str) -> _Impact:

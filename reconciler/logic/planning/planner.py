@@ -51,7 +51,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.logic.codecs import migparted
-from reconciler.logic.drift import drift
+from reconciler.logic.drift import drift, fieldfight
 from reconciler.logic.drift.nodestate import RESTARTED_FOR_ANNOTATION, STRATEGY_SET_ANNOTATION
 from reconciler.logic.observe import observation
 from reconciler.logic.planning.agentchanges import agent_layout_changes
@@ -251,28 +251,62 @@ def _cluster_policy_changes(
     after: dict[str, Any] = {}
     out: list[Change] = []
     agent = desired.cluster.apply.mode is ApplyMode.AGENT
-    if cp.mig_manager_config_name != ops.mig_config_map and not agent:
-        spec["migManager"] = {"config": {"name": ops.mig_config_map}}
+    fights: list[fieldfight.Fight] = []
+    wrote: dict[str, str | None] = {}  # what this patch sets, for migplan's record (FIELDS_SET_ANNOTATION)
+
+    def fought(field: str, want_value: str | None, live: str | None) -> bool:
+        # Another manager put back a value migplan already set once: a finding (MP590), never a patch every cycle.
+        found = fieldfight.fight(cp, field, want_value, live)
+        if found is not None:
+            fights.append(found)
+        return found is not None
+
+    config_name = ops.mig_config_map
+    if (
+        cp.mig_manager_config_name != config_name
+        and not agent
+        and not fought(fieldfight.MIG_MANAGER_CONFIG, config_name, cp.mig_manager_config_name)
+    ):
+        spec["migManager"] = {"config": {"name": config_name}}
         before["spec.migManager.config.name"] = cp.mig_manager_config_name
-        after["spec.migManager.config.name"] = ops.mig_config_map
-    if drift.device_plugin_config_conflict(desired, observed) is not None:
+        after["spec.migManager.config.name"] = config_name
+        wrote[fieldfight.MIG_MANAGER_CONFIG] = config_name
+    if drift.device_plugin_config_conflict(desired, observed) is not None and not fought(
+        fieldfight.DEVICE_PLUGIN_CONFIG, None, cp.device_plugin_config_name
+    ):
         spec["devicePlugin"] = {"config": None}  # JSON merge patch: null removes the key
         before["spec.devicePlugin.config.name"] = cp.device_plugin_config_name
         after["spec.devicePlugin.config.name"] = None
-    strategy_changes = cp.mig_strategy != want.value
+        wrote[fieldfight.DEVICE_PLUGIN_CONFIG] = None
+    strategy_changes = cp.mig_strategy != want.value and not fought(fieldfight.STRATEGY, want.value, cp.mig_strategy)
     deferred = strategy_changes and want is MigStrategy.SINGLE and not nodes_settled
     metadata: dict[str, Any] = {"resourceVersion": cp.resource_version}
+    annotations: dict[str, str] = {}
     if strategy_changes and not deferred:
         spec["mig"] = {"strategy": want.value}
         before["spec.mig.strategy"] = cp.mig_strategy
         after["spec.mig.strategy"] = want.value
-        metadata["annotations"] = {STRATEGY_SET_ANNOTATION: want.value}
+        annotations[STRATEGY_SET_ANNOTATION] = want.value
+        wrote[fieldfight.STRATEGY] = want.value
     if spec:
+        annotations[fieldfight.FIELDS_SET_ANNOTATION] = fieldfight.record_text(cp, wrote)
+        metadata["annotations"] = annotations
         reason = ", ".join(f"{k}={'null' if v is None else v}" for k, v in after.items())
         patch = {"metadata": metadata, "spec": spec}
         out.append(Change(subject, Action.CONFIGURE, Kind.CLUSTER_POLICY, before, after, reason, patch=patch))
     else:
         out.append(Change(subject, Action.UNCHANGED, Kind.CLUSTER_POLICY))
+    for f in fights:
+        out.append(
+            Change(
+                f"{subject}/{f.field}",
+                Action.SKIP,
+                Kind.CLUSTER_POLICY,
+                {f.field: f.observed},
+                {f.field: f.desired},
+                f"field manager {', '.join(f.managers[:3])} keeps its own value: not patched again (MP590)",
+            )
+        )
     if deferred:
         out.append(
             Change(

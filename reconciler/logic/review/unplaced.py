@@ -9,7 +9,7 @@ agent (`apply.mode: agent`) places partitions through NVML.
 
 from __future__ import annotations
 
-from reconciler.logic.review.revdiff import ChangeKind, Disruptions, RevisionDiff
+from reconciler.logic.review.revdiff import ChangeKind, Disruptions, RevisionDiff, diff_states, disruptions
 from reconciler.model.diagnostics import Diagnostic, Severity
 from reconciler.model.inventory import DesiredState
 
@@ -47,3 +47,9 @@ def placement_only_warnings(diff: RevisionDiff, disrupts: Disruptions, target: D
             )
         )
     return tuple(out)
+
+
+def placement_only_between(base: DesiredState, target: DesiredState) -> tuple[Diagnostic, ...]:
+    """The same warnings from two revisions alone (`validate --base`): no cluster read, so no pods to name."""
+    diff = diff_states(base, target)
+    return placement_only_warnings(diff, disruptions(diff, base, target, None), target)

@@ -51,10 +51,19 @@ class NodeInfo(NamedTuple):
 
 
 class DaemonPod(NamedTuple):
-    """The device-plugin pod a node runs: its name and the DaemonSet template generation it was made from."""
+    """A daemon pod a node runs (device plugin, mig-manager): its name, the DaemonSet template generation it was
+    made from, when its container is started and Ready on the twin's clock (operand_ready_seconds after it was
+    created), and, for mig-manager, what its container was started with: the ConfigMap behind its
+    `mig-parted-config` volume and its literal env (an old pod keeps both until the rollout replaces it)."""
 
     name: str
     generation: str
+    ready_at: float = float("-inf")
+    config_map: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+
+    def started(self, now: float) -> bool:
+        return now >= self.ready_at
 
 
 class NodeUnit(NamedTuple):
@@ -128,12 +137,14 @@ class OperatorCache:
     configmaps: dict[str, dict[str, Any]] = field(default_factory=dict)
     config_versions: dict[str, list[ConfigVersion]] = field(default_factory=dict)
     nodes: dict[str, NodeInfo] = field(default_factory=dict)
+    # moves whenever a node comes, goes or changes labels: what selects which node is memoised against it
+    node_labels_version: int = 0
     pods: dict[PodKey, PodInfo] = field(default_factory=dict)
     by_node: dict[str | None, dict[PodKey, PodInfo]] = field(default_factory=dict)  # None: not bound
     # what the components did
     dp_pods: dict[str, DaemonPod] = field(default_factory=dict)  # node → its device-plugin pod
     dp_state: dict[str, Advertised] = field(default_factory=dict)  # node → what its plugin advertises
-    mm_pods: dict[str, str] = field(default_factory=dict)  # node → mig-manager pod name
+    mm_pods: dict[str, DaemonPod] = field(default_factory=dict)  # node → its mig-manager pod
     mig_manager_log: dict[str, list[str]] = field(default_factory=dict)  # node → the lines of its runs
     allocations: dict[PodKey, list[NodeUnit]] = field(default_factory=dict)
     # the kubelet's device manager checkpoint: IDs fixed at allocation (a device destroyed later keeps its ID here,
@@ -153,8 +164,15 @@ class OperatorCache:
     def remember_node(self, obj: Mapping[str, Any]) -> NodeInfo:
         meta = obj["metadata"]
         info = NodeInfo(dict(meta.get("labels") or {}), bool((obj.get("spec") or {}).get("unschedulable")))
+        old = self.nodes.get(meta["name"])
+        if old is None or old.labels != info.labels:
+            self.node_labels_version += 1
         self.nodes[meta["name"]] = info
         return info
+
+    def forget_node(self, name: str) -> None:
+        if self.nodes.pop(name, None) is not None:
+            self.node_labels_version += 1
 
     def remember_pod(self, obj: Mapping[str, Any]) -> PodInfo:
         meta = obj["metadata"]

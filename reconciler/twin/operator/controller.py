@@ -5,14 +5,16 @@ cache (cache.py) and dirty work keys, one worker thread (workqueue.py) takes the
 components, each a class with one job in reconciler/twin/operator/components/; `settle()` waits until the queue
 is empty and no write is in flight. Components and their sources (tests/reference/stack-facts.md):
 
-* operator (§1.6, components/clusterpolicy.py): renders ClusterPolicy `spec.mig.strategy` into the device-plugin
+* operator (§1.6, components/clusterpolicy.py): renders `spec.migManager` (config name, env) into the mig-manager
+  DaemonSet (TransformMIGManager) and ClusterPolicy `spec.mig.strategy` into the device-plugin
   DaemonSet's env (`MIG_STRATEGY`, `NVIDIA_MIG_MONITOR_DEVICES`) and `spec.devicePlugin.config` into `CONFIG_FILE`,
   the `available-configs` volume and the config-manager sidecar (`DEFAULT_CONFIG`, `NODE_LABEL`) (rendering.py);
   sets the default `nvidia.com/mig.config=all-disabled` label (§3.1); writes the ClusterPolicy status.
 * DaemonSet controller (components/daemonsets.py): one device-plugin pod per node matching the template's
-  nodeSelector (`nvidia.com/gpu.deploy.device-plugin=true`); a pod whose `pod-template-generation` is older than
-  the DaemonSet's generation is replaced (a ClusterPolicy change, or `kubectl rollout restart`). Likewise one
-  mig-manager pod per node.
+  nodeSelector (`nvidia.com/gpu.deploy.device-plugin=true`); pods whose `pod-template-generation` is older than
+  the DaemonSet's generation (a ClusterPolicy change, or `kubectl rollout restart`) are replaced by the rolling
+  update, `maxUnavailable` (1 by default) nodes at a time (rollingupdate.py), a new pod Ready
+  `operand_ready_seconds` after it is created. Likewise one mig-manager pod per node.
 * device plugin (§1.3/1.4, components/deviceplugin.py): evaluates the node's GPUs once, when its pod starts (like
   the real plugin), with the strategy of its env or, without `MIG_STRATEGY`, of its config file
   (`flags.migStrategy`, entry chosen by node label `nvidia.com/device-plugin.config` or `DEFAULT_CONFIG`) — env
@@ -95,6 +97,7 @@ class GpuOperator:
         *,
         config_propagation_seconds: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        operand_ready_seconds: float = 0.0,
     ) -> None:
         self.store = store
         self.fleet = fleet
@@ -110,7 +113,10 @@ class GpuOperator:
         self.informer = Informer(self.cache, fleet, self.mounts, self.queue)
         self.policy = ClusterPolicyController(api, self.cache)
         self.plugin = DevicePlugin(api, self.cache, self.queue)
-        self.daemonsets = DaemonSetController(api, self.cache, self.plugin, self.queue)
+        # a new operand pod is Ready this long after it is created (the rolling update's pace; 0: at once)
+        self.daemonsets = DaemonSetController(
+            api, self.cache, self.plugin, self.queue, clock=clock, ready_seconds=operand_ready_seconds
+        )
         self.gfd = FeatureDiscovery(api, self.cache, self.plugin)
         self.kubelet = Kubelet(api, self.cache, fleet, self.queue)
         self.scheduler = Scheduler(api, self.cache, fleet, self.kubelet)
@@ -177,6 +183,8 @@ class GpuOperator:
     def tick(self) -> None:
         """Look at the clock again: nodes whose mig-manager is waiting re-check their timeout."""
         self.mark(*(NodeWork(n) for n in self.mig_manager.waiting_nodes()))
+        # daemon pods whose container start time has come, then the rolling update's next step
+        self.mark(*(NodeWork(n) for n in self.daemonsets.starting_nodes()), Job.DAEMONSET_STATUS)
 
     # ================================================================ hooks for ClusterTwin
     @property
@@ -239,7 +247,7 @@ class GpuOperator:
         self.daemonsets.create_dp_pod(node, pod, adv)
 
     def create_mm_pod(self, node: str, ds: dict[str, Any]) -> None:
-        self.daemonsets.create_mm_pod(node, ds)
+        self.daemonsets.create_mm_pod(node, ds, at_start=True)
 
     # ================================================================ worker
     def _work(self, key: Work) -> None:
@@ -247,6 +255,7 @@ class GpuOperator:
             self.policy.reconcile()
             self.mark(Job.DAEMONSET_STATUS)
         elif key is Job.DAEMONSET_STATUS:
+            self.daemonsets.roll()
             self.daemonsets.write_status()
             self.policy.write_status()
         elif key is Job.SCHEDULE:

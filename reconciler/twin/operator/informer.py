@@ -9,7 +9,8 @@ the cache lock in the same breath as the cache update. What makes what dirty:
 * a Pod: its node, or a scheduling pass when unbound; when it is deleted, the release of its devices and, for a
   daemon pod, the bookkeeping of its DaemonSet's component;
 * the ClusterPolicy's spec, or the device-plugin DaemonSet's generation or annotations (the operator watches the
-  DaemonSets it owns): the operator's rendering and every node; the mig-manager DaemonSet: every node;
+  DaemonSets it owns): the operator's rendering, every node and the rolling update; likewise the mig-manager
+  DaemonSet's (any other change of it: every node);
 * a ConfigMap of the operator's namespace: a new version for the kubelet's mounts (configmounts.py) and, for the
   device plugin's config (read continuously by GFD), every node.
 """
@@ -83,7 +84,7 @@ class Informer:
     def _node(self, event_type: str, obj: dict[str, Any], meta: Mapping[str, Any]) -> list[Work]:
         name = meta.get("name", "")
         if event_type == "DELETED":
-            self.cache.nodes.pop(name, None)
+            self.cache.forget_node(name)
             return [NodeWork(name), Job.SCHEDULE, Job.DAEMONSET_STATUS]
         before = self.cache.nodes.get(name)
         after = self.cache.remember_node(obj)
@@ -133,10 +134,17 @@ class Informer:
                 or meta.get("generation") != old_meta.get("generation")
                 or meta.get("annotations") != old_meta.get("annotations")
             ):
-                return [Job.OPERATOR, *self._every_node()]
+                return [Job.OPERATOR, *self._every_node(), Job.DAEMONSET_STATUS]
             return []
         if name == MM_DS:
+            old_meta = (self.cache.mig_manager_ds or {}).get("metadata", {})
             self.cache.mig_manager_ds = obj if event_type != "DELETED" else None
+            if meta.get("generation") != old_meta.get("generation") or meta.get("annotations") != old_meta.get(
+                "annotations"
+            ):
+                # a new template: the rolling update (DAEMONSET_STATUS) replaces the old pods; an edit the operator
+                # did not render is overwritten (OPERATOR)
+                return [Job.OPERATOR, *self._every_node(), Job.DAEMONSET_STATUS]
             return self._every_node()
         return []
 

@@ -30,8 +30,53 @@ __all__ = [
     "device_plugin_daemonset",
     "mig_manager_daemonset",
     "operator_daemonset",
+    "operator_mig_manager_daemonset",
     "render_device_plugin_template",
+    "set_container_env",
+    "update_strategy",
 ]
+
+
+def set_container_env(env: list[dict[str, str]], name: str, value: str) -> None:
+    """object_controls.go setContainerEnv: replace the value of the first same-named entry, else append."""
+    for e in env:
+        if e.get("name") == name:
+            e["value"] = value
+            return
+    env.append({"name": name, "value": value})
+
+
+def update_strategy(cp: Mapping[str, Any]) -> dict[str, Any] | None:
+    """object_controls.go applyUpdateStrategyConfig (applyCommonDaemonsetConfig, every operand but the driver):
+    `spec.daemonsets.updateStrategy: OnDelete` → OnDelete; otherwise, with `spec.daemonsets.rollingUpdate.
+    maxUnavailable` set, RollingUpdate with it ("N%" as a string, else strconv.ParseInt: an error fails the
+    DaemonSet step, ValueError here); without it None: the asset's own strategy (none in the device-plugin and
+    mig-manager assets, so the API server's default, RollingUpdate with maxUnavailable 1)."""
+    ds = (cp.get("spec") or {}).get("daemonsets") or {}
+    if not isinstance(ds, Mapping):
+        return None
+    if ds.get("updateStrategy") == "OnDelete":
+        return {"type": "OnDelete"}
+    rolling = ds.get("rollingUpdate")
+    raw = rolling.get("maxUnavailable") if isinstance(rolling, Mapping) else None
+    if raw is None or raw == "":
+        return None
+    text = str(raw)
+    if text.endswith("%"):
+        value: int | str = text
+    else:
+        digits = text[1:] if text[:1] in "+-" else text
+        if not digits.isascii() or not digits.isdigit() or not -(2**31) <= int(text) < 2**31:
+            raise ValueError(f"failed to apply rolling update config: invalid maxUnavailable {text!r}")
+        value = int(text)
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": value}}
+
+
+def _with_strategy(ds: dict[str, Any], cp: Mapping[str, Any]) -> dict[str, Any]:
+    strategy = update_strategy(cp)
+    if strategy is not None:
+        ds["spec"]["updateStrategy"] = strategy
+    return ds
 
 
 def _strategy_env(cp: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -122,7 +167,6 @@ def device_plugin_daemonset(name: str, namespace: str, cp: Mapping[str, Any]) ->
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
         "spec": {
             "selector": {"matchLabels": dict(labels)},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
             "template": render_device_plugin_template(template, cp),
         },
     }
@@ -131,18 +175,36 @@ def device_plugin_daemonset(name: str, namespace: str, cp: Mapping[str, Any]) ->
 def operator_daemonset(name: str, namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
     """The device-plugin DaemonSet exactly as the operator renders it for `cp` (controller reference included),
     before its hash annotation (dsupdate.apply_rendered adds it)."""
-    return dsupdate.with_controller(device_plugin_daemonset(name, namespace, cp), cp)
+    return dsupdate.with_controller(_with_strategy(device_plugin_daemonset(name, namespace, cp), cp), cp)
+
+
+def operator_mig_manager_daemonset(namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
+    """The mig-manager DaemonSet exactly as the operator renders it for `cp` (TransformMIGManager, then
+    applyCommonDaemonsetConfig's update strategy, the controller reference), before its hash annotation."""
+    return dsupdate.with_controller(_with_strategy(mig_manager_daemonset(namespace, cp), cp), cp)
 
 
 def mig_manager_daemonset(namespace: str, cp: Mapping[str, Any]) -> dict[str, Any]:
-    """The mig-manager DaemonSet (§3.1: nodeSelector nvidia.com/gpu.deploy.mig-manager=true), fields the twin needs."""
+    """The mig-manager DaemonSet (§3.1: nodeSelector nvidia.com/gpu.deploy.mig-manager=true), fields the twin needs,
+    as gpu-operator `TransformMIGManager` renders them: the `mig-parted-config` volume names
+    `spec.migManager.config.name` (CONFIG_FILE) or `default-mig-parted-config` with `config.yaml` remapped to
+    `config-default.yaml` (DEFAULT_CONFIG_FILE); the `gpu-clients` volume names `spec.migManager.gpuClientsConfig.name`
+    or `default-gpu-clients`; then each `spec.migManager.env` entry through setContainerEnv. Any change of these is a
+    new pod template: the DaemonSet controller rolls the pods (rollingupdate.py)."""
     mm = (cp.get("spec") or {}).get("migManager") or {}
-    cfg = (mm.get("config") or {}).get("name") or ""
+    cfg = str(((mm.get("config") or {}) if isinstance(mm.get("config"), Mapping) else {}).get("name") or "")
+    clients_cfg = mm.get("gpuClientsConfig") if isinstance(mm.get("gpuClientsConfig"), Mapping) else {}
+    clients = str((clients_cfg or {}).get("name") or "") or "default-gpu-clients"
     env = [{"name": "GPU_CLIENTS_FILE", "value": "/gpu-clients/clients.yaml"}]
+    volume: dict[str, Any] = {"name": cfg or "default-mig-parted-config"}
     if cfg:
-        env.append({"name": "CONFIG_FILE", "value": "/mig-parted-config/config.yaml"})
+        set_container_env(env, "CONFIG_FILE", "/mig-parted-config/config.yaml")
     else:
-        env.append({"name": "DEFAULT_CONFIG_FILE", "value": "/mig-parted-config/config-default.yaml"})
+        set_container_env(env, "DEFAULT_CONFIG_FILE", "/mig-parted-config/config-default.yaml")
+        volume["items"] = [{"key": "config.yaml", "path": "config-default.yaml"}]
+    for e in mm.get("env") or []:
+        if isinstance(e, Mapping) and isinstance(e.get("name"), str):
+            set_container_env(env, e["name"], str(e.get("value", "")))
     labels = {"app": MM_DS}
     return {
         "apiVersion": "apps/v1",
@@ -166,8 +228,8 @@ def mig_manager_daemonset(namespace: str, cp: Mapping[str, Any]) -> dict[str, An
                         }
                     ],
                     "volumes": [
-                        {"name": "mig-parted-config", "configMap": {"name": cfg or "default-mig-parted-config"}},
-                        {"name": "gpu-clients", "configMap": {"name": "default-gpu-clients"}},
+                        {"name": "mig-parted-config", "configMap": volume},
+                        {"name": "gpu-clients", "configMap": {"name": clients}},
                     ],
                 },
             },

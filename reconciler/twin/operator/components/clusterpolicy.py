@@ -14,7 +14,7 @@ from reconciler.twin.fleet import TwinNode
 from reconciler.twin.operator import dsupdate
 from reconciler.twin.operator.cache import OperatorCache
 from reconciler.twin.operator.names import MIG_CAPABLE, MIG_CONFIG
-from reconciler.twin.operator.rendering import operator_daemonset
+from reconciler.twin.operator.rendering import operator_daemonset, operator_mig_manager_daemonset
 from reconciler.twin.operator.storeapi import StoreApi
 
 __all__ = ["ClusterPolicyController"]
@@ -28,17 +28,28 @@ class ClusterPolicyController:
         self.cache = cache
 
     def reconcile(self) -> None:
-        """object_controls.go DaemonSet(): render the device-plugin DaemonSet whole from the ClusterPolicy and, when
-        its hash differs from the live object's nvidia.com/last-applied-hash, replace the live object with it
-        (dsupdate.py): annotations the operator does not render are dropped, a changed template rolls the pods."""
-        cp, ds = self.cache.cluster_policy, self.cache.device_plugin_ds
-        if cp is None or ds is None:
+        """object_controls.go DaemonSet(): render each operand DaemonSet whole from the ClusterPolicy (the device
+        plugin: TransformDevicePlugin; mig-manager: TransformMIGManager) and, when its hash differs from the live
+        object's nvidia.com/last-applied-hash, replace the live object with it (dsupdate.py): annotations the
+        operator does not render are dropped, a changed template rolls the pods (components/daemonsets.py). A
+        rendering that fails (applyUpdateStrategyConfig's ParseInt) writes nothing: the step returns its error."""
+        cp = self.cache.cluster_policy
+        if cp is None:
             return
         ns = self.cache.namespace
-        write = dsupdate.apply_rendered(ds, operator_daemonset(self.cache.device_plugin_ds_name, ns, cp))
-        if write is None:
-            return
-        self.api.store.update("daemonsets.apps", write, ns)
+        for live in (self.cache.device_plugin_ds, self.cache.mig_manager_ds):
+            if live is None:
+                continue  # [assumption] the twin does not re-create a deleted operand DaemonSet
+            try:
+                if live is self.cache.device_plugin_ds:
+                    rendered = operator_daemonset(self.cache.device_plugin_ds_name, ns, cp)
+                else:
+                    rendered = operator_mig_manager_daemonset(ns, cp)
+            except ValueError:
+                continue
+            write = dsupdate.apply_rendered(live, rendered)
+            if write is not None:
+                self.api.store.update("daemonsets.apps", write, ns)
 
     def write_status(self) -> None:
         """ClusterPolicy status.state (CRD enum ignored|ready|notReady): `notReady` while an operand DaemonSet has

@@ -44,14 +44,15 @@ class ConfigMapMounts:
             if versions:
                 versions[:] = [ConfigVersion(float("-inf"), versions[-1].text)]
 
-    def mounted_text(self, name: str) -> str | None:
+    def mounted_text(self, name: str, *, since: float = float("-inf")) -> str | None:
         """config.yaml as the kubelet has projected ConfigMap `name`: the newest version written at least
         delay_seconds ago (the oldest one known if none is that old yet; None when the ConfigMap or its key is
-        missing in that version)."""
+        missing in that version). A pod whose container started at `since` mounted the version current then:
+        the kubelet fills a new pod's volume from the API object before it starts the container."""
         with self.cache.lock:
             versions = list(self.cache.config_versions.get(name, ()))
         if not versions:
             return None
-        cutoff = self.clock() - self.delay_seconds
+        cutoff = max(self.clock() - self.delay_seconds, since)
         seen = [v.text for v in versions if v.at <= cutoff]
         return seen[-1] if seen else versions[0].text

@@ -8,7 +8,14 @@ leave (`waitForPodsToBeDeleted`, 5 minutes on the twin's clock: clientwait.py; o
 `setState`), apply (reconciler/twin/operator/migparted.py; with `WITH_REBOOT=true` a mode change that needs a
 reboot reboots the node's GPUs), then `setState`: re-enable the labels and write `success` or `failed`. A value is
 processed once (`SyncableMigConfig`): `failed` stays until the label changes; a new mig-manager pod runs the
-current value once more.
+current value once more (main.go `ContinuouslySyncMigConfigChanges`: the informer's AddFunc `Set`s it, the loop's
+`Get` returns it).
+
+mig-manager is a process in its node's pod: it runs only while that pod's container is started (a rolling update
+leaves a node without one for a while), and it reads what its pod was started with, not the ClusterPolicy of now:
+the ConfigMap behind its `mig-parted-config` volume (`CONFIG_FILE`, else the generated configs) and `WITH_REBOOT`
+from its env (gpu-operator `TransformMIGManager` renders both into the pod template; a ClusterPolicy change reaches
+a node when the rollout gives it a new pod).
 """
 
 from __future__ import annotations
@@ -106,7 +113,8 @@ class MigManager:
     def pod_gone(self, node: str, pod: str) -> None:
         """The node's mig-manager pod left: the process died with it (a run in progress included); the next one's
         informer AddFunc sets the current label value, which it runs once (main.go SyncableMigConfig)."""
-        if self.cache.mm_pods.get(node) == pod:
+        have = self.cache.mm_pods.get(node)
+        if have is not None and have.name == pod:
             del self.cache.mm_pods[node]
             self._runs.pop(node, None)
             self._done.pop(node, None)
@@ -118,12 +126,24 @@ class MigManager:
         value = labels.get(MIG_CONFIG, "")
         run = self._runs.get(name)
         if run is None:
+            if value and not self._running(name):
+                return False  # no mig-manager process on the node now: the value waits for the next pod
             return self._new_value(name, tw, labels, value)
         if self._blocked_by_plugin(name, run):
             return False
         lines = self._apply(name, tw, value or run.value)
         del self._runs[name]
         return self._finish(name, value or run.value, run.captured, labels, lines)
+
+    def _running(self, node: str) -> bool:
+        """The node's mig-manager pod exists and its container has started."""
+        pod = self.cache.mm_pods.get(node)
+        return pod is not None and pod.started(self.clock())
+
+    def _pod_env(self, node: str) -> dict[str, str] | None:
+        """The literal env of the node's mig-manager container (None without a pod)."""
+        pod = self.cache.mm_pods.get(node)
+        return dict(pod.env) if pod is not None else None
 
     def _new_value(self, name: str, tw: TwinNode, labels: dict[str, str], value: str) -> bool:
         if not value:
@@ -134,6 +154,8 @@ class MigManager:
             return self.default_label(name, tw, labels)
         if self._done.get(name) == value:
             return False
+        # main.go start: every value Get returns is logged before migReconfigure runs it (assert, validation and all)
+        self._log(name, f"Updating to MIG config: {value}")
         # getCurrentNodeLabels: the deploy labels as they are now are what setState restores from.
         captured = {k: labels.get(k, "") for k in DEPLOY_LABELS}
         entries, lines = self._config(tw, value)
@@ -152,7 +174,6 @@ class MigManager:
                 continue  # gpu.deploy.client is only touched when it has a value
             patch[key] = "false" if captured[key] == "false" else PAUSED
         self._runs[name] = MigRun(value, captured)
-        self._log(name, f"Updating to MIG config: {value}")
         self._log(name, _state_line("pending"))
         self.api.patch_labels(name, patch)
         self.queue.add(NodeWork(name))  # a restarted run finds the labels already paused: the patch may change nothing
@@ -190,7 +211,7 @@ class MigManager:
             migparted.apply(entries, tw.gpus)
         except migparted.ModeStepFailed as exc:
             # reconfigure.go Run: applyMigModeChange failing for ANY reason reboots under WITH_REBOOT
-            if not self._with_reboot():
+            if not self._with_reboot(name):
                 return _failed(exc, "apply")  # 9. → 10.: without WITH_REBOOT the apply fails
             return self._reboot_and_apply(name, tw, entries)
         except migparted.MigPartedError as exc:
@@ -242,8 +263,12 @@ class MigManager:
         self.api.patch_labels(name, patch)
         return True
 
-    def _with_reboot(self) -> bool:
-        """WITH_REBOOT=true in ClusterPolicy spec.migManager.env (§3.3: default false)."""
+    def _with_reboot(self, node: str) -> bool:
+        """WITH_REBOOT=true in the env of the node's mig-manager container (§3.3: default false), rendered from the
+        ClusterPolicy's spec.migManager.env (no pod: the ClusterPolicy's, as the next pod will have it)."""
+        pod_env = self._pod_env(node)
+        if pod_env is not None:
+            return pod_env.get("WITH_REBOOT", "").lower() == "true"
         env = self.cache.cluster_policy_spec("migManager").get("env") or []
         return any(e.get("name") == "WITH_REBOOT" and str(e.get("value", "")).lower() == "true" for e in env)
 
@@ -251,13 +276,19 @@ class MigManager:
         """validateMigConfig (`nvidia-mig-parted assert --valid-config -f <mounted file> -c <value>`): the entries
         of the selected config, or the log lines of the failure. The file is the ConfigMap as the kubelet has
         projected it into the mig-manager pod (ConfigMapMounts.mounted_text), not the API object."""
-        cm_name = self.cache.cluster_policy_spec("migManager", "config").get("name") or ""
+        pod = self.cache.mm_pods.get(tw.name)
+        if pod is not None:  # what this pod was started with (CONFIG_FILE: its volume's ConfigMap)
+            cm_name = pod.config_map if "CONFIG_FILE" in dict(pod.env) else ""
+            since = pod.ready_at
+        else:
+            cm_name = self.cache.cluster_policy_spec("migManager", "config").get("name") or ""
+            since = float("-inf")
         configs: Mapping[str, tuple[migparted.ConfigEntry, ...]]
         try:
             if not cm_name:
                 configs = migparted.generated_configs(tw.gpus)
             else:
-                text = self.mounts.mounted_text(cm_name)
+                text = self.mounts.mounted_text(cm_name, since=since)
                 if text is None:
                     if cm_name not in self.cache.configmaps:
                         return None, [f'Error: configmaps "{cm_name}" not found']
@@ -282,4 +313,4 @@ class MigManager:
         lines.append(line)
         pod = self.cache.mm_pods.get(node)
         if pod is not None:
-            self.api.set_pod_log(pod, "\n".join(lines) + "\n", container=MM_CONTAINER)
+            self.api.set_pod_log(pod.name, "\n".join(lines) + "\n", container=MM_CONTAINER)
