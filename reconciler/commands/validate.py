@@ -48,7 +48,6 @@ from reconciler.commands.common import fail, output_option
 from reconciler.logic.inventory.reporttarget import normalize_root
 from reconciler.logic.inventory.validation import ValidationResult, solver_choices, validate_inventory
 from reconciler.logic.review import ciannotations
-from reconciler.logic.review.unplaced import placement_only_between
 from reconciler.model.diagnostics import Diagnostic
 from reconciler.model.inventory import DesiredState
 from reconciler.model.revisions import WORKDIR, Revision
@@ -304,6 +303,9 @@ def _with_base(
     """`result` with the MP414 warnings of the change from `base` (reconciler/logic/review/unplaced.py). A root
     that `base` does not have is new: nothing of it moves. A base that does not validate is not compared (its own
     errors are its merge request's business). An unreadable base is an error (GitLoadError: exit 2)."""
+    # On first use: the revision diff reads mig-parted configs (PyYAML), which `validate DIR` never loads.
+    from reconciler.logic.review.unplaced import placement_only_between
+
     assert result.desired is not None
     try:
         _label, files, blob_ids, revision, branch = load_revision_files(
