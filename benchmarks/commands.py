@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from twinchild import answer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -94,24 +95,7 @@ def _serve_twin(conn: Connection, inventory: str, kubeconfig: str) -> None:
     twin.start()
     twin.settle(timeout=600)
     conn.send(len(twin.store.list("pods")))
-    while True:
-        cmd, arg = conn.recv()
-        if cmd == "stop":
-            twin.stop()
-            conn.send(None)
-            return
-        if cmd == "counts":
-            conn.send(twin.request_counts())
-        elif cmd == "reset":
-            twin.reset_counts()
-            conn.send(None)
-        elif cmd == "settle":
-            twin.settle(timeout=600)
-            conn.send(None)
-        elif cmd == "inject":
-            for case in arg:
-                twin.inject(case)
-            conn.send(None)
+    answer(conn, twin)
 
 
 class Twin:

@@ -36,6 +36,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from twinchild import answer
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -54,26 +56,7 @@ def _serve_twin(conn: Connection, nodes: int, owned_fraction: float) -> None:
         for name, tw in twin.fleet.nodes.items()
     }
     conn.send({"kubeconfig": str(twin.kubeconfig), "layouts": layouts, "strategy": twin.fleet.settings.mig_strategy})
-    while True:
-        cmd, arg = conn.recv()
-        if cmd == "stop":
-            twin.stop()
-            conn.send(None)
-            return
-        if cmd == "counts":
-            conn.send(twin.request_counts())
-        elif cmd == "reset":
-            twin.reset_counts()
-            conn.send(None)
-        elif cmd == "settle":
-            twin.settle(timeout=600)
-            conn.send(None)
-        elif cmd == "inject":
-            for case in arg:
-                twin.inject(case)
-            conn.send(None)
-        elif cmd == "pods":
-            conn.send(len(twin.store.list("pods")))
+    answer(conn, twin)
 
 
 class Twin:
