@@ -75,6 +75,7 @@ _GPU_OPERATOR_ONLY = with_trait(Trait.GPU_OPERATOR)
 _MISSING, _UNDOCUMENTED = with_trait(Trait.MISSING_NODE), with_trait(Trait.UNDOCUMENTED_NODE)
 _HELD, _DRAINING, _DRAIN_GOES_ON = with_trait(Trait.HELD), with_trait(Trait.DRAINING), with_trait(Trait.DRAIN_GOES_ON)
 _PENDING_SAID_BY_NODE = with_trait(Trait.PENDING_SAID_BY_NODE)
+_REBOOT = with_trait(Trait.REBOOT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1105,7 +1106,9 @@ def blocked_findings(plan: Plan) -> tuple[Finding, ...]:
             continue
         node = c.subject.split("/", 1)[1] if c.subject.startswith("node/") else None
         code = c.code or "MP519"
-        if code in _HELD:
+        if code in _REBOOT:  # a possible reboot: the reason names how many pods end, not only GPU holders
+            message = f"{c.subject} not reconfigured: {c.reason}; move them or set apply.allowDisruption"
+        elif code in _HELD:
             message = (
                 f"{c.subject} not reconfigured: running pods hold partitions it would destroy "
                 f"({', '.join(c.blocked_by)}); move them or set apply.allowDisruption"
