@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from reconciler.logic.codecs.migparted import GpuLayout
+from reconciler.logic.observe.hosteffects import go_bool as go_bool  # how mig-manager reads WITH_REBOOT
 from reconciler.model.inventory import ApplyMode
 
 # The GPU clients mig-manager stops on the node while it applies a change (reconfigure.go
@@ -151,16 +152,6 @@ def advertised(layouts: Mapping[int, GpuLayout], strategy: str) -> dict[str, int
                 r = "nvidia.com/mig-" + profile.replace("+", ".")
                 out[r] = out.get(r, 0) + n
     return out
-
-
-# strconv.ParseBool, which urfave/cli's BoolFlag uses for WITH_REBOOT (mig-parted cmd/nvidia-mig-manager/main.go).
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-
-
-def go_bool(value: str | None) -> bool:
-    """An env flag as mig-manager reads it; a value Go cannot parse is taken as true (the worse case)."""
-    return value is not None and value not in _GO_FALSE
 
 
 # What Kubernetes does while the kubelet is stopped (kubernetes/kubernetes pkg/controller/nodelifecycle

@@ -25,7 +25,7 @@ from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import migparted
 from reconciler.logic.drift import drift, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
-from reconciler.logic.observe import draclaims, observation, profilecheck
+from reconciler.logic.observe import draclaims, hosteffects, observation, profilecheck
 from reconciler.logic.observe.occupancy import expected_resources
 from reconciler.logic.planning import disruption, drain
 from reconciler.logic.planning.disruptionguard import (
@@ -407,15 +407,12 @@ def _with_host_effects(inputs: _Inputs, impact: _Impact, what: disruption.NodeDi
     """The impact with what mig-manager does to the host around a MIG mode change (disruption.host_effects): a
     possible reboot counts every GPU of the node as lost (the guard then names every pod holding one) and every
     pod a reboot ends. `what` None: the previous layout is unknown, so a mode flip cannot be ruled out."""
-    cp = inputs.observed.cluster_policy
-    if cp is None:
-        return impact
-    with_reboot = disruption.go_bool(cp.mig_manager_env.get("WITH_REBOOT"))
-    effects = disruption.host_effects(what, with_reboot=with_reboot, host_driver=not cp.driver_enabled)
-    if not effects:
+    host = hosteffects.mig_manager_host(inputs.observed, inputs.desired.cluster.apply.mode)
+    effects = disruption.host_effects(what, **host.flags()) if host is not None else ()
+    if not effects or host is None:
         return impact
     effect = "; ".join((impact.effect, *effects))
-    if with_reboot:
+    if host.with_reboot:
         return _Impact(impact.reapply, None, None, effect, reboot=True)
     return _Impact(impact.reapply, impact.destroyed, impact.gpus, effect)
 
