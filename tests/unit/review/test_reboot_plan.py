@@ -66,9 +66,8 @@ def test_the_report_carries_the_host_facts_and_the_count_round_trip() -> None:
 def test_a_mode_flip_under_with_reboot_says_may_reboot_with_the_count_and_names() -> None:
     section = _section(_report(MigManagerHost(with_reboot=True)))
     ((_, what, _),) = node_rows(section)
-    assert (
-        "may reboot (WITH\\_REBOOT, if the MIG mode change fails): 3 pods end (batch/etl-0, web/api-0, web/api-1)" in what
-    )
+    said = "may reboot (WITH\\_REBOOT, if the MIG mode change fails): 3 pods end"
+    assert f"{said} (batch/etl-0, web/api-0, web/api-1)" in what
     comment = render_comment([section])
     assert "**reboots the node**, and **3** pod(s) end there" in comment and "NotReady" not in comment
 
