@@ -9,7 +9,7 @@ ConfigMap), so a 5,000-node snapshot stays small.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -253,24 +253,35 @@ REBOOT_NAMES_CAP = 20
 class NodePods:
     """The pods a reboot of one node ends: every pod bound to it that is not finished (Succeeded/Failed), not
     DaemonSet-managed (its controller recreates it on the node) and not a mirror pod (the kubelet restarts the
-    static pod from its manifest). Counted whole; named only up to REBOOT_NAMES_CAP, the first by key, as light
-    ObservedPods (namespace, name, labels, owner, terminating: what drain needs to evict them or refuse to; no
-    requests). `unreplicated` names, capped too, those drain cannot remove (no controller: kubectl drain needs
-    --force), wherever they sort, so a drain is refused on the first cycle, not after 20 others are gone."""
+    static pod from its manifest). Counted whole; named only up to REBOOT_NAMES_CAP, the first by key.
+    `unreplicated_names` names, capped too, those drain cannot remove (no controller: kubectl drain needs --force),
+    wherever they sort, so a drain is refused on the first cycle, not after 20 others are gone.
+
+    `details` gives the named pods as drain needs them (light ObservedPods: name, labels, owner, terminating; no
+    requests), built only when asked: the planner asks for a node it may reboot, a handful per cycle, while
+    building them for every node of a 5,000-node cluster each cycle would cost more than the whole tally."""
 
     count: int = 0
-    pods: tuple[ObservedPod, ...] = ()  # sorted by key, at most REBOOT_NAMES_CAP
-    unreplicated: tuple[ObservedPod, ...] = ()  # sorted by key, at most REBOOT_NAMES_CAP
+    names: tuple[str, ...] = ()  # sorted, at most REBOOT_NAMES_CAP
+    unreplicated_names: tuple[str, ...] = ()  # sorted, at most REBOOT_NAMES_CAP
     unreplicated_count: int = 0
+    details: Callable[[], tuple[tuple[ObservedPod, ...], tuple[ObservedPod, ...]]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(p.key for p in self.pods)
+    def pods(self) -> tuple[ObservedPod, ...]:
+        """The named pods (by `names`), for the drain; () when only the names are known (read from a report)."""
+        return self.details()[0] if self.details is not None else ()
+
+    @property
+    def unreplicated(self) -> tuple[ObservedPod, ...]:
+        return self.details()[1] if self.details is not None else ()
 
     def describe(self) -> str:
         """'3 pods end (ml/a, ml/b, web/c)', the names capped, with how many more there are."""
         shown = ", ".join(self.names)
-        more = self.count - len(self.pods)
+        more = self.count - len(self.names)
         if more > 0:
             shown += f" and {more} more"
         return f"{self.count} pod{'s' if self.count != 1 else ''} end" + (f" ({shown})" if shown else "")

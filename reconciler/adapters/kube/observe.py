@@ -577,7 +577,7 @@ class PodSorter:
         self.mig_manager_errors: dict[str, str] = {}
         self.mig_manager_sources: dict[str, str] = {}
         # Per node, the pods a reboot ends (counted for every pod, named up to a cap: rebootpods.py).
-        self.reboot = RebootTally(controller_of)
+        self.reboot = RebootTally()
 
     def add(self, obj: Json) -> None:
         ops = self.ops
@@ -683,7 +683,7 @@ def observed_from_parts(
     node_pods = pods.reboot.by_node()
     bound_namespaces = {q.namespace for q in pods.gpu_pods if q.node is not None}
     # A drain before a possible reboot evicts these too: their namespaces' budgets are the drain's as well.
-    bound_namespaces |= {q.namespace for n in node_pods.values() for q in (*n.pods, *n.unreplicated)}
+    bound_namespaces |= {k.split("/", 1)[0] for n in node_pods.values() for k in (*n.names, *n.unreplicated_names)}
     mig_cm = config_map(ops.mig_config_map)
     dp_cm = None
     if cp is not None and cp.device_plugin_config_name:

@@ -321,7 +321,7 @@ def wanted_changes(
     if ends is not None and ends.count:
         # A reboot ends every such pod, not only GPU holders: they are in the way too, and a drain evicts them.
         pods = _with_reboot_pods(pods, ends)
-        blockers = tuple(sorted({*blockers, *ends.names, *(p.key for p in ends.unreplicated)}))
+        blockers = tuple(sorted({*blockers, *ends.names, *ends.unreplicated_names}))
     if blockers and not settings.allow_disruption:
         if ends is not None and ends.count:
             reason = f"disruption guard: mig-manager may reboot the node: {ends.describe()} ({impact.effect})"

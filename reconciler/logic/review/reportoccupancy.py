@@ -119,11 +119,10 @@ def _reboot_ends(report: Mapping[str, Any], nodes: Any) -> dict[str, NodePods]:
         if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_PODS_ON_NODE:
             continue
         names = raw.get("names") if isinstance(raw, dict) else None
-        pods: list[ObservedPod] = []
+        kept: set[str] = set()
         for text in (names if isinstance(names, list) else ())[:REBOOT_NAMES_CAP]:
             namespace, _, name = text.partition("/") if isinstance(text, str) else ("", "", "")
             if _NAME.fullmatch(namespace) and _NAME.fullmatch(name):
-                pods.append(ObservedPod(namespace=namespace, name=name, node=node["name"], phase="Running"))
-        pods = sorted({p.key: p for p in pods}.values(), key=lambda p: p.key)[:count]
-        out[node["name"]] = NodePods(count=count, pods=tuple(pods))
+                kept.add(text)
+        out[node["name"]] = NodePods(count=count, names=tuple(sorted(kept))[:count])
     return out

@@ -30,7 +30,7 @@ def _pod(
 
 
 def _tally(*pods: dict[str, Any]) -> RebootTally:
-    t = RebootTally(kubeobserve.controller_of)
+    t = RebootTally()
     for p in pods:
         t.add(p)
     return t

@@ -54,11 +54,13 @@ def _states(
     if case == MODE_FLIP:
         observed = replace(observed, pods=())
     bare = tuple(p for p in pods if p.owner is None)
+    named = tuple(sorted(pods, key=lambda p: p.key))[:REBOOT_NAMES_CAP]
     ends = NodePods(
         count=len(pods) if count is None else count,
-        pods=tuple(sorted(pods, key=lambda p: p.key))[:REBOOT_NAMES_CAP],
-        unreplicated=bare,
+        names=tuple(p.key for p in named),
+        unreplicated_names=tuple(p.key for p in bare),
         unreplicated_count=len(bare),
+        details=lambda: (named, bare),
     )
     observed = replace(
         observed,
