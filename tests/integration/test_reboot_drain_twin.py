@@ -23,6 +23,7 @@ from helpers.draintwin import GPU0, GPU1_CUT, NODE, pod_disruption_budget, repli
 from reconciler.adapters.git.reportbranch import parse_report
 from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
+from reconciler.controller import signals
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.logic.inventory.validation import validate_inventory
 from reconciler.logic.reports.reports import render_drift_yaml
@@ -31,6 +32,7 @@ from reconciler.logic.review.reportoccupancy import observed_from_report
 from reconciler.logic.review.revdiff import diff_states, disruptions
 from reconciler.model.inventory import DesiredState
 from reconciler.model.plans import Action, Kind
+from reconciler.model.signals import Reason
 from reconciler.twin.cluster import ClusterTwin
 
 T0 = datetime(2026, 12, 3, 10, tzinfo=UTC)
@@ -95,6 +97,11 @@ def test_without_allow_disruption_the_guard_holds_naming_every_pod_a_reboot_ends
     assert result.report is not None
     (finding,) = [f for f in result.report.findings if f.code == "MP568"]
     assert finding.pods == APP and finding.node == NODE
+    intents, _ = signals.build(
+        report=result.report, plan=result.plan, applied=result.applied, errors=[], cluster_policy="cluster-policy"
+    )
+    (event,) = [i for i in intents if i.reason is Reason.CHANGE_HELD]
+    assert "may reboot the node: 2 pods end" in event.message and event.warning
     assert _label(twin) == label and not twin.store.get("nodes", NODE)["spec"].get("unschedulable")
     assert all(not twin.store.get("pods", p.split("/")[1], "default")["metadata"].get("deletionTimestamp") for p in APP)
 
