@@ -270,7 +270,9 @@ def dra_lines(review: DraReview | None) -> list[str]:
     out += _table(["Node", "GPU", "Change", "Device", "Claims", "Pods"], rows)
     if len(review.devices) > MAX_SUMMARY_ROWS:
         out.append(f"\n… and {len(review.devices) - MAX_SUMMARY_ROWS} more device change(s) (`-o json` has them all)")
-    out.extend(f"- {md.code(n.node)}: {n.code} {md.text(n.message)}" for n in review.notes)
+    if review.notes:
+        out.append("")
+        out.extend(f"- {md.code(n.node)}: {n.code} {md.text(n.message)}" for n in review.notes)
     return out
 
 
