@@ -80,3 +80,18 @@ def test_hostile_devices_are_refused_with_their_code() -> None:
 def test_a_flood_of_bad_devices_is_bounded() -> None:
     read = _read(*(_mig(f"gpu-0-mig-bad{i}", "1g.18gb") for i in range(5000)))
     assert read.refused and len(read.problems) == draimport.MAX_PROBLEMS
+
+
+def _slice_json(product: object) -> dict[str, object]:
+    attrs = {"type": {"string": "mig"}, "profile": {"string": "1g.18gb"}, "parentUUID": {"string": "GPU-a"}}
+    device = {"name": "gpu-0-mig-1g18gb-19-3", "attributes": {**attrs, "productName": product}}
+    return {"metadata": {"name": "s"}, "spec": {"driver": "gpu.nvidia.com", "nodeName": "n", "devices": [device]}}
+
+
+def test_the_adapter_reads_product_name_and_an_unreadable_one_refuses_the_node() -> None:
+    from reconciler.adapters.kube.observe import dra_from_slices
+
+    good = draimport.read_node(dra_from_slices([_slice_json({"string": H200})])["n"], CATALOG, minors=None, gpu_count=1)
+    assert [(g.model, g.partitions) for g in good.gpus] == [("H200-141GB", (("1g.18gb", 3),))]
+    bad = draimport.read_node(dra_from_slices([_slice_json({"int": 7})])["n"], CATALOG, minors=None, gpu_count=1)
+    assert _codes(bad) == ["MP958"] and "productName" in bad.problems[0][1]
