@@ -63,6 +63,7 @@ class Trait(enum.Flag):
     UNPARSED = enum.auto()  # the text could not be parsed at all (so another reader may be tried)
     UNKNOWN_MODEL = enum.auto()  # a GPU model the catalog does not have
     NO_ROOT = enum.auto()  # the inventory root is not there at that revision (a cluster a change adds)
+    REBOOT = enum.auto()  # held for a possible reboot: the change's reason says how many pods end, GPU or not
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +319,13 @@ DECLARED: tuple[Code, ...] = (
         INFO,
         "the node's mig-manager pod still reads another ConfigMap than migplan's: its label waits for the rollout",
         traits=GPU_OPERATOR,
+    ),
+    Code(
+        "MP568",
+        FINDING,
+        W,
+        "a change is held back: mig-manager may reboot the node for it (WITH_REBOOT) and end the pods running there",
+        traits=HELD | Trait.REBOOT | GPU_OPERATOR,
     ),
     # DRA (issue 27): who writes a GPU's layout, and what NVIDIA's DRA driver publishes
     Code(
