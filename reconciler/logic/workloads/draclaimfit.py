@@ -93,6 +93,7 @@ class DraFleet:
     taken: dict[str, set[str]] = field(default_factory=dict)  # node -> device names allocated by earlier manifests
     shared_at: dict[tuple[str, str], str | None] = field(default_factory=dict)  # claim -> node it was allocated on
     reserved: dict[tuple[str, str], int] = field(default_factory=dict)  # claim -> pods reserving it so far
+    refused: set[tuple[str, str, str]] = field(default_factory=set)  # (kind, namespace, name) said MP626/MP629
     said: set[tuple[str, int, str]] = field(default_factory=set)  # (file, line, code) of selector findings said
     unknown: dict[tuple[str, int, str], set[str]] = field(default_factory=dict)  # selector -> unknown values it read
     
@@ -116,6 +117,7 @@ def collect(
     claims: dict[tuple[str, str], ClaimSpec] = {}
     templates: dict[tuple[str, str], ClaimSpec] = {}
     diags: list[Diagnostic] = []
+    refused: set[tuple[str, str, str]] = set()
     for m in manifests:
         if is_dra(m, "DeviceClass"):
             cls, found = read_device_class(m, compiled)
@@ -125,6 +127,8 @@ def collect(
         elif any(is_dra(m, k) for k in ("ResourceClaim", "ResourceClaimTemplate")):
             claim, found = read_claim(m, compiled)
             diags.extend(found)
+            if claim is None:
+                refused.add((m.kind, m.namespace, m.name))
             if claim is not None:
                 (claims if m.kind == "ResourceClaim" else templates)[(m.namespace, m.name)] = claim
     devices: dict[str, tuple[PlanDevice, ...]] = {}
@@ -136,7 +140,9 @@ def collect(
         # Under DynamicMIG the driver publishes the whole GPUs and every profile at every placement (counters keep
         # overlapping ones from being allocated together).
         devices[name] = planned + possible[name] if desired.layout_writer(name) == DYNAMIC_MIG_WRITER else planned
-    return DraFleet(classes, claims, templates, devices, possible), diags
+    fleet = DraFleet(classes, claims, templates, devices, possible)
+    fleet.refused = refused
+    return fleet, diags
 
 
 # --- allocation on one node ----------------------------------------------------------------------
@@ -147,6 +153,15 @@ class _Allocator:
         self.fleet = fleet
         self.devices = devices
         self.steps = 0
+        self._matching: dict[int, tuple[Alternative, list[PlanDevice]]] = {}
+        self._blocks: dict[str, frozenset[str]] | None = None
+
+    def matching(self, alt: Alternative) -> list[PlanDevice]:
+        """The node's devices `alt` selects (evaluated once per alternative and node)."""
+        hit = self._matching.get(id(alt))
+        if hit is None or hit[0] is not alt:
+            hit = self._matching[id(alt)] = (alt, [d for d in self.devices if self.matches(alt, d)])
+        return hit[1]
 
     def matches(self, alt: Alternative, device: PlanDevice) -> bool:
         cls = self.fleet.classes[alt.device_class]
@@ -160,14 +175,17 @@ class _Allocator:
                 return False
         return True
 
+    def blocks(self, device: PlanDevice) -> frozenset[str]:
+        """The node's devices that allocating `device` makes unavailable (itself, and those sharing a memory slice)."""
+        if self._blocks is None:
+            self._blocks = {d.name: frozenset(o.name for o in self.devices if o.overlaps(d)) | {d.name} for d in self.devices}
+        return self._blocks.get(device.name, frozenset({device.name}))
+
     def allocate(self, claim: ClaimSpec, taken: set[str]) -> list[PlanDevice] | None:
         """The devices of one allocation of `claim` among the free ones, or None when it cannot be allocated."""
         requests = claim.requests
 
-        def free(d: PlanDevice, chosen: Sequence[PlanDevice]) -> bool:
-            return d.name not in taken and not any(c.name == d.name or c.overlaps(d) for c in chosen)
-
-        def search(i: int, chosen: list[PlanDevice], fixed: dict[str, Any]) -> list[PlanDevice] | None:
+        def search(i: int, chosen: list[PlanDevice], blocked: frozenset[str], fixed: dict[str, Any]) -> list[PlanDevice] | None:
             self.steps += 1
             if self.steps > MAX_STEPS:
                 raise _OutOfSteps
@@ -176,27 +194,29 @@ class _Allocator:
             req = requests[i]
             for alt in req.alternatives:
                 attrs = [c.attribute for c in claim.constraints if c.applies(req.name, alt.name)]
-                matching = [d for d in self.devices if self.matches(alt, d)]
-                for group, fixes in _groups(matching, attrs, fixed):
+                for group, fixes in _groups(self.matching(alt), attrs, fixed):
+                    now = blocked
+                    picked: list[PlanDevice] = []
                     if alt.all_devices:
-                        if not group or any(not free(d, chosen) for d in group):
+                        if not group or any(d.name in blocked for d in group):
                             continue
                         picked = list(group)
+                        now = now.union(*(self.blocks(d) for d in group))
                     else:
-                        picked = []
                         for d in group:
-                            if free(d, [*chosen, *picked]):
+                            if d.name not in now:
                                 picked.append(d)
+                                now = now | self.blocks(d)
                                 if len(picked) == alt.count:
                                     break
                         if len(picked) < alt.count:
                             continue
-                    found = search(i + 1, [*chosen, *picked], {**fixed, **fixes})
+                    found = search(i + 1, [*chosen, *picked], now, {**fixed, **fixes})
                     if found is not None:
                         return found
             return None
 
-        return search(0, [], {})
+        return search(0, [], frozenset(taken), {})
 
 
 def _groups(
@@ -268,8 +288,7 @@ def _place(
             if got is None:
                 shared_ok = False
                 break
-            trial |= {d.name for d in got}
-            trial |= {o.name for d in got for o in fleet.devices.get(node, ()) if o.overlaps(d)}
+            trial = trial.union(*(alloc.blocks(d) for d in got))
         if not shared_ok:
             continue
         cap = left if per_node_cap is None else min(left, per_node_cap)
@@ -280,8 +299,7 @@ def _place(
                 got = alloc.allocate(c, trial | pod)
                 if got is None:
                     break
-                pod |= {d.name for d in got}
-                pod |= {o.name for d in got for o in fleet.devices.get(node, ()) if o.overlaps(d)}
+                pod = pod.union(*(alloc.blocks(d) for d in got))
             else:
                 trial |= pod
                 count += 1
@@ -313,12 +331,23 @@ def _why_none(fleet: DraFleet, claims: Sequence[ClaimSpec], nodes: Sequence[str]
     for c in claims:
         for req in c.requests:
             alone = ClaimSpec(c.kind, c.namespace, c.name, (req,), (), c.manifest, c.line)
-            if not any(_Allocator(fleet, fleet.devices.get(n, ())).allocate(alone, set()) for n in nodes):
-                alts = "; ".join(_describe(a) for a in req.alternatives)
-                return f"request {req.name} of {c.title} ({alts}) matches no device the plan publishes on these nodes"
+            if any(_Allocator(fleet, fleet.devices.get(n, ())).allocate(alone, set()) for n in nodes):
+                continue
+            most = max(
+                (
+                    sum(1 for d in fleet.devices.get(n, ()) if _Allocator(fleet, ()).matches(a, d))
+                    for n in nodes
+                    for a in req.alternatives
+                ),
+                default=0,
+            )
+            alts = "; ".join(_describe(a) for a in req.alternatives)
+            if most == 0:
+                return f"request {req.name} of {c.title} ({alts}) matches no device the plan publishes there"
+            return f"request {req.name} of {c.title} ({alts}): at most {most} matching device(s) on one node"
         if c.constraints:
             attrs = ", ".join(sorted({k.attribute for k in c.constraints}))
-            return f"{c.title}: no node has devices for all its requests sharing {attrs}"
+            return f"{c.title}: no node has devices for all its requests with one value of {attrs}"
     return "the claims together need more devices than any one node of the plan publishes"
 
 
@@ -345,7 +374,7 @@ def _dynamic_only(fleet: DraFleet, claims: Sequence[ClaimSpec], nodes: Sequence[
                 ok = False
                 break
             got_all.extend(got)
-            taken |= {d.name for d in got} | {o.name for d in got for o in possible if o.overlaps(d)}
+            taken = taken.union(*(alloc.blocks(d) for d in got))
         if ok and got_all:
             return sorted({d.profile for d in got_all if d.profile})
     return []
@@ -371,6 +400,8 @@ def check_pod_claims(
         key = (ns, ref.template or ref.claim or "")
         found = (fleet.templates if ref.template else fleet.claims).get(key)
         kind = "ResourceClaimTemplate" if ref.template else "ResourceClaim"
+        if found is None and (kind, *key) in fleet.refused:
+            continue  # refused where it is written (MP626, MP629)
         if found is None:
             diags.append(
                 diag(
@@ -393,14 +424,16 @@ def check_pod_claims(
     unknown_classes = sorted({a.device_class for c in claims for q in c.requests for a in q.alternatives} - set(fleet.classes))
     if unknown_classes:
         for cls in unknown_classes:
-            owner = next(c for c in claims if any(a.device_class == cls for q in c.requests for a in q.alternatives))
+            owner, alt = next(
+                (c, a) for c in claims for q in c.requests for a in q.alternatives if a.device_class == cls
+            )
             diags.append(
                 diag(
                     "MP628",
                     f"{title}: {owner.title} asks for DeviceClass {cls}, which neither the manifests nor migplan's "
                     "classes define: not judged (give the class's manifest; without it the pods stay Pending)",
-                    m,
-                    owner.line,
+                    owner.manifest,
+                    alt.line,
                     deviceClass=cls,
                 )
             )
