@@ -30,7 +30,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -140,7 +140,7 @@ class Problem:
 class Selector:
     """One compiled selector expression; build with `compile_selector`."""
 
-    __slots__ = ("cost", "expression", "_program", "_cache")
+    __slots__ = ("_cache", "_program", "cost", "expression")
 
     def __init__(self, expression: str, program: Any, cost: int) -> None:
         self.expression = expression
@@ -187,13 +187,13 @@ def compile_selector(expression: Any) -> Selector | Problem:
         return Problem(f"the CEL expression is {len(expression)} characters long, more than {MAX_EXPRESSION_LENGTH}")
     if _depth_of_brackets(expression) > MAX_NESTING:
         return Problem(f"the CEL expression nests brackets more than {MAX_NESTING} deep")
-    import celpy  # lazily: `migplan validate` and the manifests without claims never load the CEL library
-    import lark
+    import lark  # lazily: `migplan validate` and the manifests without claims never load the CEL library
+    from celpy.celparser import CELParseError
 
     env = _environment()
     try:
         tree = env.compile(expression)
-    except (celpy.CELParseError, lark.exceptions.LarkError, RecursionError, ValueError) as exc:
+    except (CELParseError, lark.exceptions.LarkError, RecursionError, ValueError) as exc:
         first = " ".join(str(exc).split())[:160]
         return Problem(f"the CEL expression does not compile: {first}")
     depth = _tree_depth(tree)
@@ -204,7 +204,7 @@ def compile_selector(expression: Any) -> Selector | Problem:
         return Problem(f"the CEL expression is too costly (estimated cost {cost}; the API server allows {MAX_COST})")
     try:
         program = env.program(tree, functions=_FUNCTIONS)
-    except Exception as exc:  # noqa: BLE001 - cel-python's program building has no common error base
+    except Exception as exc:
         return Problem(f"the CEL expression does not compile: {' '.join(str(exc).split())[:160]}")
     return Selector(expression, program, cost)
 
@@ -275,7 +275,7 @@ def _cost(tree: Any) -> int:
 def _celpy_input(device: Device, touched: list[str]) -> Any:
     import celpy.celtypes as ct
 
-    class DomainMap(ct.MapType):  # type: ignore[misc]
+    class DomainMap(ct.MapType):
         """A domain the device does not have is an empty map (compile.go `mapper.Find`)."""
 
         def __getitem__(self, key: Any) -> Any:
@@ -320,7 +320,7 @@ def _evaluate(program: Any, device: Device) -> Outcome:
         result = program.evaluate({"device": _celpy_input(device, touched)})
     except RecursionError:
         return Outcome(Verdict.ERROR, message="the expression is nested too deeply to evaluate")
-    except Exception as exc:  # noqa: BLE001 - CELEvalError and whatever a function raised: a failed evaluation
+    except Exception as exc:
         if touched:
             return Outcome(Verdict.UNKNOWN, tuple(dict.fromkeys(touched)))
         text = " ".join(str(exc.args[0] if exc.args else exc).split())[:160]
@@ -457,7 +457,7 @@ def _string_fn(fn: Callable[..., Any]) -> Callable[..., Any]:
 
         out = fn(*(_text(a) if isinstance(a, str) else a for a in args))
         if isinstance(out, list):
-            return ct.ListType([ct.StringType(s) for s in out[:MAX_ELEMENTS * 32]])
+            return ct.ListType([ct.StringType(s) for s in out[: MAX_ELEMENTS * 32]])
         return ct.StringType(out) if isinstance(out, str) else out
 
     return wrapped
@@ -512,4 +512,3 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "join": _join,
 }
 _FUNCTIONS = {name: _known(fn) for name, fn in _FUNCTIONS.items()}
-

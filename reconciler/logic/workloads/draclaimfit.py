@@ -96,7 +96,7 @@ class DraFleet:
     refused: set[tuple[str, str, str]] = field(default_factory=set)  # (kind, namespace, name) said MP626/MP629
     said: set[tuple[str, int, str]] = field(default_factory=set)  # (file, line, code) of selector findings said
     unknown: dict[tuple[str, int, str], set[str]] = field(default_factory=dict)  # selector -> unknown values it read
-    
+
 
 def collect(
     manifests: Sequence[Manifest],
@@ -109,7 +109,10 @@ def collect(
     classes win over them, and both over NVIDIA's chart's."""
     compiled: dict[str, dracel.Selector | dracel.Problem] = {}
     classes: dict[str, DeviceClassSpec] = {}
-    for origin, bodies in (("NVIDIA's DRA driver chart", CHART_CLASSES), ("migplan's rendered classes", device_classes)):
+    for origin, bodies in (
+        ("NVIDIA's DRA driver chart", CHART_CLASSES),
+        ("migplan's rendered classes", device_classes),
+    ):
         for body in bodies:
             spec = device_class_of(body, origin, compiled)
             if spec is not None:
@@ -178,14 +181,18 @@ class _Allocator:
     def blocks(self, device: PlanDevice) -> frozenset[str]:
         """The node's devices that allocating `device` makes unavailable (itself, and those sharing a memory slice)."""
         if self._blocks is None:
-            self._blocks = {d.name: frozenset(o.name for o in self.devices if o.overlaps(d)) | {d.name} for d in self.devices}
+            self._blocks = {
+                d.name: frozenset(o.name for o in self.devices if o.overlaps(d)) | {d.name} for d in self.devices
+            }
         return self._blocks.get(device.name, frozenset({device.name}))
 
     def allocate(self, claim: ClaimSpec, taken: set[str]) -> list[PlanDevice] | None:
         """The devices of one allocation of `claim` among the free ones, or None when it cannot be allocated."""
         requests = claim.requests
 
-        def search(i: int, chosen: list[PlanDevice], blocked: frozenset[str], fixed: dict[str, Any]) -> list[PlanDevice] | None:
+        def search(
+            i: int, chosen: list[PlanDevice], blocked: frozenset[str], fixed: dict[str, Any]
+        ) -> list[PlanDevice] | None:
             self.steps += 1
             if self.steps > MAX_STEPS:
                 raise _OutOfSteps
@@ -421,7 +428,9 @@ def check_pod_claims(
     claims = [*templates, *shared]
     if not claims:
         return diags, summary
-    unknown_classes = sorted({a.device_class for c in claims for q in c.requests for a in q.alternatives} - set(fleet.classes))
+    unknown_classes = sorted(
+        {a.device_class for c in claims for q in c.requests for a in q.alternatives} - set(fleet.classes)
+    )
     if unknown_classes:
         for cls in unknown_classes:
             owner, alt = next(
@@ -484,7 +493,13 @@ def check_pod_claims(
             )
         if fits:
             together = _place(
-                fleet, templates, shared, eligible, wanted, fleet.taken, fleet.shared_at,
+                fleet,
+                templates,
+                shared,
+                eligible,
+                wanted,
+                fleet.taken,
+                fleet.shared_at,
                 per_node_cap=1 if replicas is None else None,
             )
             placed = sum(together.per_node.values())
@@ -589,4 +604,3 @@ def _unknown_findings(fleet: DraFleet, m: Manifest, claims: Sequence[ClaimSpec])
             )
         )
     return out
-

@@ -9,9 +9,9 @@ Read in the resource.k8s.io/v1 shape (Kubernetes v1.36, staging/src/k8s.io/api/r
 - a pod spec's `resourceClaims[]` {name, resourceClaimName | resourceClaimTemplateName} (exactly one of the two).
 What the API server refuses (pkg/apis/resource/validation `validateDeviceRequest`, `validateDeviceConstraint`) is
 MP626 at the line it is written on, and the object is not judged further; a selector it refuses (too long, does not
-compile, too costly) is MP629. Bounds: resource/v1 `DeviceRequestsMaxSize` 32 requests, `FirstAvailableDeviceRequestMaxSize`
-8 subrequests, `DeviceSelectorsMaxSize` 32 selectors, `DeviceConstraintsMaxSize` 32 constraints,
-`AllocationResultsMaxSize` 32 devices per claim (so a `count` above it can never be allocated).
+compile, too costly) is MP629. Bounds: resource/v1 `DeviceRequestsMaxSize` 32 requests,
+`FirstAvailableDeviceRequestMaxSize` 8 subrequests, `DeviceSelectorsMaxSize` 32 selectors,
+`DeviceConstraintsMaxSize` 32 constraints.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ MAX_REQUESTS = 32
 MAX_SUBREQUESTS = 8
 MAX_SELECTORS = 32
 MAX_CONSTRAINTS = 32
-MAX_RESULTS = 32  # resource/v1 AllocationResultsMaxSize: devices in one claim's allocation
 MAX_POD_CLAIMS = 128  # a pod's resourceClaims (core/v1 validation: names unique; migplan's bound)
 CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 
@@ -232,7 +231,9 @@ class _Reader:
         return Request(name, tuple(alts), self.m.line_of(*path))
 
 
-def read_claim(m: Manifest, compiled: dict[str, dracel.Selector | dracel.Problem]) -> tuple[ClaimSpec | None, list[Diagnostic]]:
+def read_claim(
+    m: Manifest, compiled: dict[str, dracel.Selector | dracel.Problem]
+) -> tuple[ClaimSpec | None, list[Diagnostic]]:
     """A ResourceClaim or ResourceClaimTemplate, or None (with MP626/MP629) when the API server would refuse it."""
     r = _Reader(m, compiled)
     base: tuple[str, ...] = ("spec", "spec") if m.kind == "ResourceClaimTemplate" else ("spec",)
@@ -261,7 +262,7 @@ def read_claim(m: Manifest, compiled: dict[str, dracel.Selector | dracel.Problem
         raw_constraints = []
     known = set(names) | {a.name for q in requests for a in q.alternatives}
     for i, raw in enumerate(raw_constraints):
-        path = (*base, "devices", "constraints", i)
+        path: tuple[str | int, ...] = (*base, "devices", "constraints", i)
         attribute = _get(raw, "matchAttribute")
         listed = _get(raw, "requests") or []
         if _get(raw, "distinctAttribute") is not None and attribute is None:
@@ -324,7 +325,9 @@ def pod_claims(m: Manifest, spec_path: tuple[str | int, ...]) -> tuple[tuple[Pod
     title = f"{m.kind} {m.namespace}/{m.name}"
     where = (*spec_path, "resourceClaims")
     if not isinstance(raw, list) or len(raw) > MAX_POD_CLAIMS:
-        return (), [diag("MP626", f"{title}: resourceClaims must be a list of at most {MAX_POD_CLAIMS}", m, m.line_of(*where))]
+        return (), [
+            diag("MP626", f"{title}: resourceClaims must be a list of at most {MAX_POD_CLAIMS}", m, m.line_of(*where))
+        ]
     out: list[PodClaim] = []
     diags: list[Diagnostic] = []
     for i, c in enumerate(raw):
@@ -356,7 +359,11 @@ def pod_claims(m: Manifest, spec_path: tuple[str | int, ...]) -> tuple[tuple[Pod
                 )
             )
             continue
-        out.append(PodClaim(name, claim if isinstance(claim, str) else None, template if isinstance(template, str) else None, line))
+        out.append(
+            PodClaim(
+                name, claim if isinstance(claim, str) else None, template if isinstance(template, str) else None, line
+            )
+        )
     if len({c.name for c in out}) != len(out):
         diags.append(diag("MP626", f"{title}: two resourceClaims entries share a name", m, m.line_of(*where)))
         return (), diags

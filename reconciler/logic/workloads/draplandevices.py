@@ -2,9 +2,9 @@
 
 Per GPU of a node (k8s-dra-driver-gpu cmd/gpu-kubelet-plugin):
 - MIG enabled: one device per planned partition, named `gpu-<minor>-mig-<profile>-<GI profile id>-<start>`
-  (reconciler.logic.codecs.dradevices), attributes `CommonAttributesMig` + `uuid` (`MigDeviceInfo.GetDevice`), capacities
-  `CommonCapacitiesMig` + `memorySlice<i>` = 1 for each memory slice the placement covers; a GPU with MIG enabled is
-  not published whole;
+  (reconciler.logic.codecs.dradevices), attributes `CommonAttributesMig` + `uuid` (`MigDeviceInfo.GetDevice`),
+  capacities `CommonCapacitiesMig` + `memorySlice<i>` = 1 for each memory slice the placement covers; a GPU with
+  MIG enabled is not published whole;
 - MIG disabled: the whole GPU, `gpu-<minor>`, `type: gpu` (`GpuInfo.GetDevice`, `Attributes`, `fullGpuCapacity`).
 The minor number is taken to be the GPU's index (the plan knows no other; dra.md says the same of drift).
 
@@ -95,9 +95,7 @@ def _stand_ins(node: str, gpu: int, model: GpuModel, name: str) -> dict[str, Any
     }
 
 
-def _mig_device(
-    node: str, gpu: int, model: GpuModel, profile: Profile, start: int, owner: str | None
-) -> PlanDevice:
+def _mig_device(node: str, gpu: int, model: GpuModel, profile: Profile, start: int, owner: str | None) -> PlanDevice:
     name = dradevices.mig_name(gpu, profile.name, profile.profile_id if profile.profile_id is not None else 0, start)
     attributes = {**_common(model), "type": "mig", "profile": profile.name, "uuid": _U, "parentUUID": _U}
     capacity: dict[str, Any] = dict.fromkeys(_MIG_CAPACITIES, _U)
@@ -174,4 +172,3 @@ def possible_devices(node: NodeSpec, catalog: Catalog) -> tuple[PlanDevice, ...]
             for start in profile.placements.starts:
                 out.append(_mig_device(node.name, g.index, model, profile, start, None))
     return tuple(out)
-

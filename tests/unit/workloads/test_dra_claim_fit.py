@@ -5,7 +5,6 @@ cut 3g.71gb + 2g.35gb + 2 x 1g.18gb per GPU, an H100 node with 4g.40gb + 3g.40gb
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 import pytest
@@ -36,7 +35,7 @@ def template(name: str, requests: str, constraints: str = "") -> str:
 
 
 def exactly(name: str, expression: str | None = None, *, cls: str = "mig.nvidia.com", extra: str = "") -> str:
-    sel = f"\n            selectors: [{{cel: {{expression: \"{expression}\"}}}}]" if expression else ""
+    sel = f'\n            selectors: [{{cel: {{expression: "{expression}"}}}}]' if expression else ""
     return f"        - name: {name}\n          exactly:\n            deviceClassName: {cls}{extra}{sel}\n"
 
 
@@ -54,9 +53,7 @@ def deployment(name: str, replicas: int, claim: str, *, shared: bool = False, ki
     )
 
 
-def run(
-    desired: DesiredState, *docs: str, **kwargs: Any
-) -> tuple[list[Diagnostic], list[dict[str, Any]]]:
+def run(desired: DesiredState, *docs: str, **kwargs: Any) -> tuple[list[Diagnostic], list[dict[str, Any]]]:
     manifests, read = read_manifests("---\n".join(docs).encode(), file="m.yaml")
     assert not read, read
     found, summaries = workloads.check_workloads(
@@ -90,25 +87,37 @@ def test_a_shared_claim_is_one_allocation_for_every_replica(desired: DesiredStat
     claim = (
         "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: s, namespace: ml}\nspec:\n"
         "  devices:\n    requests:\n"
-        f"      - {{name: g, exactly: {{deviceClassName: mig.nvidia.com, selectors: [{{cel: {{expression: \"{profile('3g.71gb')}\"}}}}]}}}}\n"
+        "      - name: g\n        exactly:\n          deviceClassName: mig.nvidia.com\n"
+        f'          selectors: [{{cel: {{expression: "{profile("3g.71gb")}"}}}}]\n'
     )
     found, summaries = run(desired, claim, deployment("d", 10, "s", shared=True))
     assert found == [], found
     assert claims_summary(summaries, "d")["planFits"] == 10
     # A second workload with a template for the same profile: the shared claim took one of the four.
-    found, _ = run(desired, claim, deployment("d", 10, "s", shared=True), template("t", exactly("g", profile("3g.71gb"))),
-                   deployment("e", 4, "t"))
+    found, _ = run(
+        desired,
+        claim,
+        deployment("d", 10, "s", shared=True),
+        template("t", exactly("g", profile("3g.71gb"))),
+        deployment("e", 4, "t"),
+    )
     assert codes(found) == ["MP613"] and "3 of its 4 pods" in found[0].message, found
 
 
 def test_count_above_what_one_node_publishes_never_fits(desired: DesiredState) -> None:
     # Two 1g.18gb per GPU, four per H200 node: fifteen in one claim is nowhere (DynamicMIG could cut 14 at most).
-    found, _ = run(desired, template("t", exactly("g", profile("1g.18gb"), extra="\n            count: 15")),
-                   deployment("d", 1, "t"))
+    found, _ = run(
+        desired,
+        template("t", exactly("g", profile("1g.18gb"), extra="\n            count: 15")),
+        deployment("d", 1, "t"),
+    )
     assert codes(found) == ["MP632"]
     assert "at most 4 matching device(s) on one node" in found[0].message
-    found, _ = run(desired, template("t", exactly("g", profile("1g.18gb"), extra="\n            count: 4")),
-                   deployment("d", 2, "t"))
+    found, _ = run(
+        desired,
+        template("t", exactly("g", profile("1g.18gb"), extra="\n            count: 4")),
+        deployment("d", 2, "t"),
+    )
     assert codes(found) == [], found
 
 
@@ -119,16 +128,23 @@ def test_allocation_mode_all_takes_every_matching_device_of_the_node(desired: De
     found, _ = run(desired, template("t", all_1g), deployment("d", 3, "t"))
     assert codes(found) == ["MP613"]
     # Another workload took five 1g.18gb (four on the first H200 node, one on the second): All fits nowhere now.
-    found, _ = run(desired, template("one", exactly("g", profile("1g.18gb"))), deployment("e", 5, "one"),
-                   template("t", all_1g), deployment("d", 1, "t"))
+    found, _ = run(
+        desired,
+        template("one", exactly("g", profile("1g.18gb"))),
+        deployment("e", 5, "one"),
+        template("t", all_1g),
+        deployment("d", 1, "t"),
+    )
     assert codes(found) == ["MP613"] and "0 of its 1 pods" in found[0].message, found
 
 
 def test_first_available_falls_back_to_the_next_subrequest(desired: DesiredState) -> None:
     request = (
         "        - name: g\n          firstAvailable:\n"
-        f"            - {{name: big, deviceClassName: mig.nvidia.com, selectors: [{{cel: {{expression: \"{profile('7g.141gb')}\"}}}}]}}\n"
-        f"            - {{name: small, deviceClassName: mig.nvidia.com, selectors: [{{cel: {{expression: \"{profile('2g.35gb')}\"}}}}]}}\n"
+        "            - name: big\n              deviceClassName: mig.nvidia.com\n"
+        f'              selectors: [{{cel: {{expression: "{profile("7g.141gb")}"}}}}]\n'
+        "            - name: small\n              deviceClassName: mig.nvidia.com\n"
+        f'              selectors: [{{cel: {{expression: "{profile("2g.35gb")}"}}}}]\n'
     )
     found, summaries = run(desired, template("t", request), deployment("d", 4, "t"))
     assert found == [] and claims_summary(summaries, "d")["planFits"] == 4
@@ -146,12 +162,16 @@ def test_match_attribute_keeps_a_claims_devices_on_one_gpu(desired: DesiredState
     found, _ = run(desired, template("t", other), deployment("d", 1, "t"))
     assert codes(found) == ["MP632"]
     # An attribute no device carries: the constraint can never be met (NVIDIA's driver publishes no `index`).
-    found, _ = run(desired, template("t", two, "        - {matchAttribute: gpu.nvidia.com/index}\n"),
-                   deployment("d", 1, "t"))
+    found, _ = run(
+        desired, template("t", two, "        - {matchAttribute: gpu.nvidia.com/index}\n"), deployment("d", 1, "t")
+    )
     assert codes(found) == ["MP632"] and "gpu.nvidia.com/index" in found[0].message
     # Without the constraint the two could come from two GPUs; with it on a single request, it changes nothing.
-    found, _ = run(desired, template("t", two, "        - {matchAttribute: gpu.nvidia.com/parentUUID, requests: [a]}\n"),
-                   deployment("d", 4, "t"))
+    found, _ = run(
+        desired,
+        template("t", two, "        - {matchAttribute: gpu.nvidia.com/parentUUID, requests: [a]}\n"),
+        deployment("d", 4, "t"),
+    )
     assert found == []
 
 
@@ -167,7 +187,11 @@ def test_a_daemonset_needs_devices_on_every_node_it_selects(desired: DesiredStat
 def test_rendered_device_classes_can_be_injected(desired: DesiredState) -> None:
     rendered = {
         "metadata": {"name": "mig-1g.18gb"},
-        "spec": {"selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].type == 'mig' && " + profile("1g.18gb")}}]},
+        "spec": {
+            "selectors": [
+                {"cel": {"expression": "device.attributes['gpu.nvidia.com'].type == 'mig' && " + profile("1g.18gb")}}
+            ]
+        },
     }
     docs = (template("t", exactly("g", cls="mig-1g.18gb")), deployment("d", 9, "t"))
     found, _ = run(desired, *docs)
@@ -187,8 +211,11 @@ def test_a_profile_the_plan_never_cuts_is_named_dynamic_mig_only(desired: Desire
 
 def test_dynamic_mig_nodes_publish_every_profile_at_every_placement(desired: DesiredState) -> None:
     node = desired.nodes["gpu-h200-01"]
-    whole = dataclasses.replace(node, gpus=tuple(dataclasses.replace(g, mig_enabled=False, partitions=(), placements=())
-                                                  for g in node.gpus), layout_writer="dra-dynamic-mig")
+    whole = dataclasses.replace(
+        node,
+        gpus=tuple(dataclasses.replace(g, mig_enabled=False, partitions=(), placements=()) for g in node.gpus),
+        layout_writer="dra-dynamic-mig",
+    )
     dyn = dataclasses.replace(desired, nodes={**desired.nodes, "gpu-h200-01": whole})
     found, summaries = run(dyn, template("t", exactly("g", profile("1g.35gb"))), deployment("d", 8, "t"))
     # 1g.35gb takes two memory slices: four per H200 GPU at most, eight on the node.
@@ -208,14 +235,15 @@ def test_memory_is_compared_as_a_quantity(desired: DesiredState) -> None:
 
 def test_a_value_only_the_node_knows_is_assumed_and_said_once(desired: DesiredState) -> None:
     expr = "device.attributes['gpu.nvidia.com'].uuid.startsWith('MIG-') && " + profile("2g.35gb")
-    found, summaries = run(desired, template("t", exactly("g", expr)), deployment("d", 4, "t"), deployment("e", 1, "t"))
+    found, _ = run(desired, template("t", exactly("g", expr)), deployment("d", 4, "t"), deployment("e", 1, "t"))
     assert [d.code for d in found] == ["MP631", "MP613"], found
     assert found[0].extra["unknown"] == ["uuid"] and found[0].line == 11
 
 
 def test_a_selector_that_fails_at_run_time_is_said_at_its_line(desired: DesiredState) -> None:
-    found, _ = run(desired, template("t", exactly("g", "device.attributes['gpu.nvidia.com'].profile")),
-                   deployment("d", 1, "t"))
+    found, _ = run(
+        desired, template("t", exactly("g", "device.attributes['gpu.nvidia.com'].profile")), deployment("d", 1, "t")
+    )
     assert codes(found) == ["MP630"] and "not a boolean" in found[0].message and found[0].line == 11
 
 
@@ -255,12 +283,13 @@ def test_a_request_the_api_server_refuses_is_mp626(desired: DesiredState, reques
     assert codes(found) and set(codes(found)) == {"MP626"}, found
 
 
-def test_a_huge_count_costs_nothing(desired: DesiredState) -> None:
-    started = time.process_time()
-    found, _ = run(desired, template("t", exactly("g", extra="\n            count: 1000000000000")),
-                   deployment("d", 10**9, "t"))
+def test_a_huge_count_or_replica_number_is_judged_not_enumerated(desired: DesiredState) -> None:
+    found, _ = run(
+        desired, template("t", exactly("g", extra="\n            count: 1000000000000")), deployment("d", 10**9, "t")
+    )
     assert codes(found) == ["MP632"]
-    assert time.process_time() - started < 30  # a bound on work, not a timing assertion: a hang fails here
+    found, _ = run(desired, template("t", exactly("g", profile("1g.18gb"))), deployment("d", 10**12, "t"))
+    assert codes(found) == ["MP613"] and "hold 16 such pods" in found[0].message
 
 
 @pytest.mark.parametrize(
@@ -298,6 +327,8 @@ def test_pod_claims_entries_malformed(desired: DesiredState) -> None:
     assert codes(found) == ["MP626", "MP626", "MP626"]
     assert "pre-1.31" in found[0].message and found[0].line == 7
     many = "".join(f"    - {{name: c{i}, resourceClaimName: x}}\n" for i in range(129))
-    found, _ = run(desired, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n"
-                   "  resourceClaims:\n" + many)
+    found, _ = run(
+        desired,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n  resourceClaims:\n" + many,
+    )
     assert codes(found) == ["MP626"]
