@@ -464,7 +464,9 @@ def check_pod_claims(
                 )
             )
     try:
-        alone = _place(fleet, templates, shared, eligible, wanted, {}, {}, per_node_cap=1 if replicas is None else None)
+        # `replicas: 0` still says whether a pod could ever run (as a missing resource is said for it).
+        probe = max(wanted, 1)
+        alone = _place(fleet, templates, shared, eligible, probe, {}, {}, per_node_cap=1 if replicas is None else None)
         fits = sum(alone.per_node.values())
         summary["planFits"] = fits
         if fits == 0:
@@ -491,7 +493,7 @@ def check_pod_claims(
                     line,
                 )
             )
-        if fits:
+        if fits and wanted:
             together = _place(
                 fleet,
                 templates,

@@ -104,6 +104,15 @@ def test_a_shared_claim_is_one_allocation_for_every_replica(desired: DesiredStat
     assert codes(found) == ["MP613"] and "3 of its 4 pods" in found[0].message, found
 
 
+def test_zero_replicas_take_nothing_but_are_still_judged(desired: DesiredState) -> None:
+    found, summaries = run(
+        desired, template("t", exactly("g", profile("3g.71gb"))), deployment("z", 0, "t"), deployment("d", 4, "t")
+    )
+    assert found == [] and claims_summary(summaries, "z")["planFits"] == 1
+    found, _ = run(desired, template("t", exactly("g", profile("1g.35gb"))), deployment("z", 0, "t"))
+    assert codes(found) == ["MP633"]  # an H200 profile the plan never cuts: judged even with no replica
+
+
 def test_count_above_what_one_node_publishes_never_fits(desired: DesiredState) -> None:
     # Two 1g.18gb per GPU, four per H200 node: fifteen in one claim is nowhere (DynamicMIG could cut 14 at most).
     found, _ = run(
