@@ -459,7 +459,7 @@ DECLARED: tuple[Code, ...] = (
     Code("MP632", WORKLOAD, E, "no node the pod may run on can allocate its claims: the pods stay Pending forever"),
     Code("MP633", WORKLOAD, E, "a claim only DynamicMIG could satisfy: it selects devices the plan never cuts"),
     Code("MP634", WORKLOAD, E, "a ResourceClaim shared by more pods than it can be reserved for (256)"),
-    Code("MP635", WORKLOAD, W, "a claim whose allocation search exceeds migplan's bound: not judged"),
+    Code("MP635", WORKLOAD, W, "claims whose allocation search or selector cost exceeds migplan's bounds: not judged"),
     Code("MP701", GIT, E, "the remote cannot be reached (down, refused connection, DNS, timeout)", traits=REMOTE),
     Code("MP702", GIT, E, "the remote refused the credentials, or none were configured", traits=REMOTE),
     Code("MP703", GIT, E, "SSH host key not in known_hosts, or TLS certificate invalid", traits=REMOTE),

@@ -38,6 +38,10 @@ from reconciler.model.quantities import QuantityError, parse_quantity
 
 MAX_EXPRESSION_LENGTH = 10 * 1024  # resource/v1 CELSelectorExpressionMaxLength
 MAX_COST = 1_000_000  # resource/v1 CELSelectorExpressionMaxCost
+# cel-python interprets: about 0.1 ms per cost unit. A selector costing more than this is valid but not evaluated by
+# migplan (real selectors cost tens), and a run evaluates at most EVAL_BUDGET cost units in all (callers count).
+MAX_EVAL_COST = 2_000
+EVAL_BUDGET = 500_000
 MAX_NESTING = 24  # brackets inside brackets: a selector is a few levels deep
 MAX_TREE_DEPTH = 300  # parse-tree levels (each CEL nesting level is about a dozen grammar levels)
 MAX_ELEMENTS = 32  # resource/v1 ResourceSliceMaxAttributesAndCapacitiesPerDevice: the size of an attribute map
@@ -148,6 +152,10 @@ class Selector:
         self._program = program
         self._cache: dict[Device, Outcome] = {}
 
+    def knows(self, device: Device) -> bool:
+        """Whether `device` was evaluated already (evaluating it again costs nothing)."""
+        return device in self._cache
+
     def evaluate(self, device: Device) -> Outcome:
         """The verdict on one device; the same device description is evaluated once."""
         cached = self._cache.get(device)
@@ -253,7 +261,8 @@ def _size(node: Any) -> int:
 
 
 def _cost(tree: Any) -> int:
-    """The worst-case cost, in evaluation steps: one per parse-tree node, a comprehension's body once per element."""
+    """The worst-case cost, in evaluation steps: one per operation (a grammar level that only wraps another costs
+    nothing), a comprehension's body once per element of what it ranges over."""
     import lark
 
     if not isinstance(tree, lark.Tree):
@@ -261,7 +270,7 @@ def _cost(tree: Any) -> int:
     if tree.data == "member_dot_arg" and len(tree.children) == 3 and str(tree.children[1]) in _MACROS:
         member, _name, args = tree.children
         return 1 + _cost(member) + _size(member) * _cost(args)
-    total = 1
+    total = 0 if len(tree.children) == 1 else 1
     for c in tree.children:
         total += _cost(c)
         if total > MAX_COST:
@@ -323,7 +332,11 @@ def _evaluate(program: Any, device: Device) -> Outcome:
     except Exception as exc:
         if touched:
             return Outcome(Verdict.UNKNOWN, tuple(dict.fromkeys(touched)))
-        text = " ".join(str(exc.args[0] if exc.args else exc).split())[:160]
+        detail = str(exc.args[0] if exc.args else exc)
+        cause = exc.args[2] if len(exc.args) >= 3 else None  # cel-python keeps the raising function's own words
+        if isinstance(cause, tuple) and cause and isinstance(cause[0], str):
+            detail = f"{detail}: {cause[0]}"
+        text = " ".join(detail.split())[:160]
         return Outcome(Verdict.ERROR, message=f"CEL runtime error: {text}")
     if isinstance(result, UnknownValue):
         return Outcome(Verdict.UNKNOWN, (result.name,))

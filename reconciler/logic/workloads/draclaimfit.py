@@ -77,8 +77,8 @@ class _Fails(Exception):
         self.message = message
 
 
-class _OutOfSteps(Exception):
-    pass
+class _NotJudged(Exception):
+    """Judging the claim would cost more than migplan's bounds allow (MP635); the message says which."""
 
 
 @dataclass
@@ -94,6 +94,7 @@ class DraFleet:
     shared_at: dict[tuple[str, str], str | None] = field(default_factory=dict)  # claim -> node it was allocated on
     reserved: dict[tuple[str, str], int] = field(default_factory=dict)  # claim -> pods reserving it so far
     refused: set[tuple[str, str, str]] = field(default_factory=set)  # (kind, namespace, name) said MP626/MP629
+    budget: int = dracel.EVAL_BUDGET  # cost units of CEL evaluation left for this run
     said: set[tuple[str, int, str]] = field(default_factory=set)  # (file, line, code) of selector findings said
     unknown: dict[tuple[str, int, str], set[str]] = field(default_factory=dict)  # selector -> unknown values it read
 
@@ -169,6 +170,15 @@ class _Allocator:
     def matches(self, alt: Alternative, device: PlanDevice) -> bool:
         cls = self.fleet.classes[alt.device_class]
         for sel in (*cls.selectors, *alt.selectors):
+            if not sel.selector.knows(device.cel):
+                if sel.selector.cost > dracel.MAX_EVAL_COST:
+                    raise _NotJudged(
+                        f"selector {sel.expression[:80]!r} has an estimated cost of {sel.selector.cost}, above the "
+                        f"{dracel.MAX_EVAL_COST} migplan evaluates"
+                    )
+                self.fleet.budget -= sel.selector.cost
+                if self.fleet.budget < 0:
+                    raise _NotJudged(f"the selectors of the manifests cost more than {dracel.EVAL_BUDGET} to evaluate")
             out = sel.selector.evaluate(device.cel)
             if out.verdict is dracel.Verdict.ERROR:
                 raise _Fails(sel, out.message)
@@ -195,7 +205,10 @@ class _Allocator:
         ) -> list[PlanDevice] | None:
             self.steps += 1
             if self.steps > MAX_STEPS:
-                raise _OutOfSteps
+                raise _NotJudged(
+                    f"its claims need a search of more than {MAX_STEPS} steps (requests x subrequests x attribute "
+                    "values)"
+                )
             if i == len(requests):
                 return chosen
             req = requests[i]
@@ -537,16 +550,8 @@ def check_pod_claims(
                     at,
                 )
             )
-    except _OutOfSteps:
-        diags.append(
-            diag(
-                "MP635",
-                f"{title}: its claims need a search of more than {MAX_STEPS} steps (requests x subrequests x "
-                "attribute values): not judged",
-                m,
-                line,
-            )
-        )
+    except _NotJudged as exc:
+        diags.append(diag("MP635", f"{title}: {exc}: not judged", m, line))
     diags.extend(_unknown_findings(fleet, m, claims))
     return diags, summary
 
