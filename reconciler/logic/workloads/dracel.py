@@ -30,7 +30,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -128,6 +128,13 @@ class Device:
     driver: str
     attributes: tuple[tuple[str, Any], ...]
     capacity: tuple[tuple[str, Any], ...] = ()
+    digest: int = field(default=0, compare=False, repr=False)  # the hash, computed once (devices are looked up often)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", hash((self.driver, self.attributes, self.capacity)))
+
+    def __hash__(self) -> int:
+        return self.digest
 
     @classmethod
     def of(cls, driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Any] | None = None) -> Device:

@@ -19,7 +19,7 @@ pod that names it: those pods all run on that node, and at most 256 may reserve 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,12 +89,14 @@ class DraFleet:
     claims: dict[tuple[str, str], ClaimSpec]
     templates: dict[tuple[str, str], ClaimSpec]
     devices: dict[str, tuple[PlanDevice, ...]]  # node -> what the driver publishes once the plan is applied
-    possible: dict[str, tuple[PlanDevice, ...]]  # node -> what DynamicMIG could create there
+    possible_of: Callable[[str], tuple[PlanDevice, ...]]  # node -> what DynamicMIG could create there
+    models: dict[str, tuple[str, ...]]  # node -> its GPUs' models (nodes alike give DynamicMIG the same devices)
     taken: dict[str, set[str]] = field(default_factory=dict)  # node -> device names allocated by earlier manifests
     shared_at: dict[tuple[str, str], str | None] = field(default_factory=dict)  # claim -> node it was allocated on
     reserved: dict[tuple[str, str], int] = field(default_factory=dict)  # claim -> pods reserving it so far
     refused: set[tuple[str, str, str]] = field(default_factory=set)  # (kind, namespace, name) said MP626/MP629
     budget: int = dracel.EVAL_BUDGET  # cost units of CEL evaluation left for this run
+    allocators: dict[tuple[str, str], _Allocator] = field(default_factory=dict)  # (which devices, node) -> allocator
     said: set[tuple[str, int, str]] = field(default_factory=set)  # (file, line, code) of selector findings said
     unknown: dict[tuple[str, int, str], set[str]] = field(default_factory=dict)  # selector -> unknown values it read
 
@@ -135,21 +137,38 @@ def collect(
                 refused.add((m.kind, m.namespace, m.name))
             if claim is not None:
                 (claims if m.kind == "ResourceClaim" else templates)[(m.namespace, m.name)] = claim
-    devices: dict[str, tuple[PlanDevice, ...]] = {}
     possible: dict[str, tuple[PlanDevice, ...]] = {}
+
+    def possible_of(name: str) -> tuple[PlanDevice, ...]:
+        if name not in possible:
+            spec = desired.nodes.get(name)
+            possible[name] = draplandevices.possible_devices(spec, catalog) if spec is not None else ()
+        return possible[name]
+
+    devices: dict[str, tuple[PlanDevice, ...]] = {}
     for name in sorted(desired.nodes):
-        node = desired.nodes[name]
-        possible[name] = draplandevices.possible_devices(node, catalog)
-        planned = draplandevices.planned_devices(node, catalog)
+        planned = draplandevices.planned_devices(desired.nodes[name], catalog)
         # Under DynamicMIG the driver publishes the whole GPUs and every profile at every placement (counters keep
         # overlapping ones from being allocated together).
-        devices[name] = planned + possible[name] if desired.layout_writer(name) == DYNAMIC_MIG_WRITER else planned
-    fleet = DraFleet(classes, claims, templates, devices, possible)
+        devices[name] = planned + possible_of(name) if desired.layout_writer(name) == DYNAMIC_MIG_WRITER else planned
+    models = {name: tuple(g.model for g in spec.gpus) for name, spec in desired.nodes.items()}
+    fleet = DraFleet(classes, claims, templates, devices, possible_of, models)
     fleet.refused = refused
     return fleet, diags
 
 
 # --- allocation on one node ----------------------------------------------------------------------
+
+
+def _allocator(fleet: DraFleet, node: str, *, possible: bool = False) -> _Allocator:
+    """The allocator of a node's devices (or of what DynamicMIG could cut there), kept for the run: what a selector
+    matches and which devices overlap are worked out once per node."""
+    key = ("possible" if possible else "plan", node)
+    alloc = fleet.allocators.get(key)
+    if alloc is None:
+        devices = fleet.possible_of(node) if possible else fleet.devices.get(node, ())
+        alloc = fleet.allocators[key] = _Allocator(fleet, devices)
+    return alloc
 
 
 class _Allocator:
@@ -199,6 +218,7 @@ class _Allocator:
     def allocate(self, claim: ClaimSpec, taken: set[str]) -> list[PlanDevice] | None:
         """The devices of one allocation of `claim` among the free ones, or None when it cannot be allocated."""
         requests = claim.requests
+        self.steps = 0
 
         def search(
             i: int, chosen: list[PlanDevice], blocked: frozenset[str], fixed: dict[str, Any]
@@ -299,7 +319,7 @@ def _place(
             continue
         if new_shared and node not in new_shared.values():
             continue
-        alloc = _Allocator(fleet, fleet.devices.get(node, ()))
+        alloc = _allocator(fleet, node)
         trial = set(used[node])
         pending = [c for c in shared if (c.namespace, c.name) not in fixed and (c.namespace, c.name) not in new_shared]
         shared_ok = True
@@ -351,14 +371,10 @@ def _why_none(fleet: DraFleet, claims: Sequence[ClaimSpec], nodes: Sequence[str]
     for c in claims:
         for req in c.requests:
             alone = ClaimSpec(c.kind, c.namespace, c.name, (req,), (), c.manifest, c.line)
-            if any(_Allocator(fleet, fleet.devices.get(n, ())).allocate(alone, set()) for n in nodes):
+            if any(_allocator(fleet, n).allocate(alone, set()) for n in nodes):
                 continue
             most = max(
-                (
-                    sum(1 for d in fleet.devices.get(n, ()) if _Allocator(fleet, ()).matches(a, d))
-                    for n in nodes
-                    for a in req.alternatives
-                ),
+                (len(_allocator(fleet, n).matching(a)) for n in nodes for a in req.alternatives),
                 default=0,
             )
             alts = "; ".join(_describe(a) for a in req.alternatives)
@@ -380,11 +396,14 @@ def _describe(alt: Alternative) -> str:
 def _dynamic_only(fleet: DraFleet, claims: Sequence[ClaimSpec], nodes: Sequence[str]) -> list[str]:
     """The profiles DynamicMIG could cut for the claims on the eligible nodes, when the plan's devices cannot serve
     them; empty when even DynamicMIG could not."""
+    tried: set[tuple[str, ...]] = set()
     for node in nodes:
-        possible = fleet.possible.get(node, ())
-        if not possible:
+        if fleet.models.get(node, ()) in tried:
             continue
-        alloc = _Allocator(fleet, possible)
+        tried.add(fleet.models.get(node, ()))
+        alloc = _allocator(fleet, node, possible=True)
+        if not alloc.devices:
+            continue
         taken: set[str] = set()
         got_all: list[PlanDevice] = []
         ok = True

@@ -46,8 +46,8 @@ class PlanDevice:
     size: int  # memory slices covered (all of them for a whole GPU)
     profile: str | None  # None: a whole GPU
     owner: str | None
-    cel: dracel.Device
-    match_values: tuple[tuple[str, Any], ...]  # qualified attribute -> value compared by matchAttribute
+    model: str | None  # catalog key
+    cel: dracel.Device  # shared by every device of the same model, profile and placement
 
     def overlaps(self, other: PlanDevice) -> bool:
         """Two devices of one GPU that share a memory slice cannot both be allocated (DynamicMIG's counters)."""
@@ -59,10 +59,38 @@ class PlanDevice:
         )
 
     def match_value(self, attribute: str) -> Any:
-        for name, value in self.match_values:
-            if name == attribute:
-                return value
+        """The value `matchAttribute` compares (a stand-in where only the node knows it); None: no such attribute."""
+        if attribute == f"{DRIVER}/type":
+            return "mig" if self.profile is not None else "gpu"
+        if attribute == f"{DRIVER}/profile":
+            return self.profile
+        if attribute == f"{DRIVER}/uuid":
+            return ("uuid", self.node, self.name)
+        if self.model is None:
+            return None
+        scope = _SCOPES.get(attribute)
+        if scope == "gpu":
+            return (attribute, self.node, self.gpu)
+        if scope == "model":
+            return (attribute, self.model)
+        if scope == "node":
+            return (attribute, self.node)
         return None
+
+
+# matchAttribute stand-ins: a MIG device's parent and PCI attributes are its GPU's; brand, architecture, compute
+# capability and product follow the model; the driver and CUDA versions are one per node.
+_SCOPES = {
+    f"{DRIVER}/parentUUID": "gpu",
+    f"{PCI_DOMAIN}/pciBusID": "gpu",
+    f"{PCI_DOMAIN}/pcieRoot": "gpu",
+    f"{DRIVER}/brand": "model",
+    f"{DRIVER}/architecture": "model",
+    f"{DRIVER}/cudaComputeCapability": "model",
+    f"{DRIVER}/productName": "model",
+    f"{DRIVER}/driverVersion": "node",
+    f"{DRIVER}/cudaDriverVersion": "node",
+}
 
 
 def _common(model: GpuModel) -> dict[str, Any]:
@@ -79,64 +107,60 @@ def _common(model: GpuModel) -> dict[str, Any]:
     }
 
 
-def _stand_ins(node: str, gpu: int, model: GpuModel, name: str) -> dict[str, Any]:
-    q = f"{DRIVER}/"
-    return {
-        f"{q}uuid": ("uuid", node, name),
-        f"{q}parentUUID": ("uuid", node, gpu),
-        f"{q}brand": ("model", model.key),
-        f"{q}architecture": ("model", model.key),
-        f"{q}cudaComputeCapability": ("model", model.key),
-        f"{q}productName": ("product", model.key),
-        f"{q}driverVersion": ("node", node),
-        f"{q}cudaDriverVersion": ("node", node),
-        f"{PCI_DOMAIN}/pciBusID": ("pci", node, gpu),
-        f"{PCI_DOMAIN}/pcieRoot": ("pcie", node, gpu),
-    }
+_CEL_VIEWS: dict[tuple[str | None, str | None, int], dracel.Device] = {}
+
+
+def _mig_view(model: GpuModel, profile: Profile, start: int) -> dracel.Device:
+    """A MIG device as selectors see it: the same for every device of a model, profile and placement."""
+    key = (model.key, profile.name, start)
+    view = _CEL_VIEWS.get(key)
+    if view is None:
+        attributes = {**_common(model), "type": "mig", "profile": profile.name, "uuid": _U, "parentUUID": _U}
+        capacity: dict[str, Any] = dict.fromkeys(_MIG_CAPACITIES, _U)
+        capacity["memory"] = Fraction(round(profile.memory_gib * 2**30)) if profile.memory_gib is not None else _U
+        for i in range(start, start + profile.memory_slices):
+            capacity[f"memorySlice{i}"] = Fraction(1)
+        view = _CEL_VIEWS[key] = dracel.Device.of(DRIVER, attributes, capacity)
+    return view
+
+
+def _whole_view(model: GpuModel | None) -> dracel.Device:
+    key = (model.key if model is not None else None, None, 0)
+    view = _CEL_VIEWS.get(key)
+    if view is None:
+        attributes: dict[str, Any] = {"type": "gpu", "uuid": _U, "productName": _U}
+        if model is not None:
+            attributes.update(_common(model))
+        view = _CEL_VIEWS[key] = dracel.Device.of(DRIVER, attributes, {"memory": _U})
+    return view
 
 
 def _mig_device(node: str, gpu: int, model: GpuModel, profile: Profile, start: int, owner: str | None) -> PlanDevice:
-    name = dradevices.mig_name(gpu, profile.name, profile.profile_id if profile.profile_id is not None else 0, start)
-    attributes = {**_common(model), "type": "mig", "profile": profile.name, "uuid": _U, "parentUUID": _U}
-    capacity: dict[str, Any] = dict.fromkeys(_MIG_CAPACITIES, _U)
-    capacity["memory"] = Fraction(round(profile.memory_gib * 2**30)) if profile.memory_gib is not None else _U
-    for i in range(start, start + profile.memory_slices):
-        capacity[f"memorySlice{i}"] = Fraction(1)
-    stand_ins = _stand_ins(node, gpu, model, name)
-    stand_ins[f"{DRIVER}/type"] = "mig"
-    stand_ins[f"{DRIVER}/profile"] = profile.name
+    pid = profile.profile_id if profile.profile_id is not None else 0
     return PlanDevice(
         node=node,
-        name=name,
+        name=dradevices.mig_name(gpu, profile.name, pid, start),
         gpu=gpu,
         start=start,
         size=profile.memory_slices,
         profile=profile.name,
         owner=owner,
-        cel=dracel.Device.of(DRIVER, attributes, capacity),
-        match_values=tuple(sorted(stand_ins.items())),
+        model=model.key,
+        cel=_mig_view(model, profile, start),
     )
 
 
 def _whole_gpu(node: str, gpu: int, model: GpuModel | None) -> PlanDevice:
-    name = f"gpu-{gpu}"
-    attributes: dict[str, Any] = {"type": "gpu", "uuid": _U}
-    stand_ins: dict[str, Any] = {f"{DRIVER}/type": "gpu", f"{DRIVER}/uuid": ("uuid", node, name)}
-    if model is not None:
-        attributes.update(_common(model))
-        stand_ins.update(_stand_ins(node, gpu, model, name))
-    else:
-        attributes["productName"] = _U
     return PlanDevice(
         node=node,
-        name=name,
+        name=f"gpu-{gpu}",
         gpu=gpu,
         start=0,
         size=model.memory_slices if model is not None else 8,
         profile=None,
         owner=None,
-        cel=dracel.Device.of(DRIVER, attributes, {"memory": _U}),
-        match_values=tuple(sorted(stand_ins.items())),
+        model=model.key if model is not None else None,
+        cel=_whole_view(model),
     )
 
 
