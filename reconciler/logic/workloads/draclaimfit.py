@@ -29,6 +29,7 @@ from reconciler.logic.workloads.draclaims import (
     Alternative,
     CelSelector,
     ClaimSpec,
+    Compiled,
     DeviceClassSpec,
     PodClaim,
     device_class_of,
@@ -110,7 +111,7 @@ def collect(
     """The DRA objects in the manifests (with MP626/MP629 for those the API server refuses) and the plan's devices.
     `device_classes`: classes migplan renders from the plan (objects, as they are applied); the manifests' own
     classes win over them, and both over NVIDIA's chart's."""
-    compiled: dict[str, dracel.Selector | dracel.Problem] = {}
+    compiled = Compiled()
     classes: dict[str, DeviceClassSpec] = {}
     for origin, bodies in (
         ("NVIDIA's DRA driver chart", CHART_CLASSES),

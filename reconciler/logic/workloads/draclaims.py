@@ -113,6 +113,29 @@ class PodClaim:
     line: int
 
 
+class Compiled:
+    """The selectors compiled in one run, by expression, within a budget: a stream of manifests can hold millions of
+    distinct expressions, and compiling one costs up to a few milliseconds."""
+
+    MAX_SELECTORS = 20_000
+    MAX_CHARACTERS = 4 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self.by_expression: dict[str, dracel.Selector | dracel.Problem] = {}
+        self.characters = 0
+
+    def get(self, expression: str) -> dracel.Selector | dracel.Problem | None:
+        """The compiled selector (or why it is refused); None when the run's budget is spent."""
+        hit = self.by_expression.get(expression)
+        if hit is not None:
+            return hit
+        if len(self.by_expression) >= self.MAX_SELECTORS or self.characters + len(expression) > self.MAX_CHARACTERS:
+            return None
+        self.characters += len(expression)
+        hit = self.by_expression[expression] = dracel.compile_selector(expression)
+        return hit
+
+
 def _get(doc: Any, *path: str) -> Any:
     for p in path:
         if not isinstance(doc, Mapping):
@@ -124,7 +147,7 @@ def _get(doc: Any, *path: str) -> Any:
 class _Reader:
     """Reads one manifest's selectors and requests, collecting what is refused."""
 
-    def __init__(self, m: Manifest, compiled: dict[str, dracel.Selector | dracel.Problem]) -> None:
+    def __init__(self, m: Manifest, compiled: Compiled) -> None:
         self.m = m
         self.compiled = compiled
         self.diags: list[Diagnostic] = []
@@ -156,7 +179,17 @@ class _Reader:
                 continue
             compiled = self.compiled.get(expression)
             if compiled is None:
-                compiled = self.compiled[expression] = dracel.compile_selector(expression)
+                self.diags.append(
+                    diag(
+                        "MP635",
+                        f"{self.title}: the manifests hold more than {Compiled.MAX_SELECTORS} distinct selectors or "
+                        f"{Compiled.MAX_CHARACTERS} characters of them: not judged",
+                        self.m,
+                        line,
+                    )
+                )
+                self.valid = False
+                return ()
             if isinstance(compiled, dracel.Problem):
                 self.diags.append(
                     diag(
@@ -231,9 +264,7 @@ class _Reader:
         return Request(name, tuple(alts), self.m.line_of(*path))
 
 
-def read_claim(
-    m: Manifest, compiled: dict[str, dracel.Selector | dracel.Problem]
-) -> tuple[ClaimSpec | None, list[Diagnostic]]:
+def read_claim(m: Manifest, compiled: Compiled) -> tuple[ClaimSpec | None, list[Diagnostic]]:
     """A ResourceClaim or ResourceClaimTemplate, or None (with MP626/MP629) when the API server would refuse it."""
     r = _Reader(m, compiled)
     base: tuple[str, ...] = ("spec", "spec") if m.kind == "ResourceClaimTemplate" else ("spec",)
@@ -287,9 +318,7 @@ def read_claim(
     return ClaimSpec(m.kind, m.namespace, m.name, tuple(requests), tuple(constraints), m, m.line), r.diags
 
 
-def read_device_class(
-    m: Manifest, compiled: dict[str, dracel.Selector | dracel.Problem]
-) -> tuple[DeviceClassSpec | None, list[Diagnostic]]:
+def read_device_class(m: Manifest, compiled: Compiled) -> tuple[DeviceClassSpec | None, list[Diagnostic]]:
     r = _Reader(m, compiled)
     selectors = r.selectors(_get(m.body, "spec", "selectors"), ("spec", "selectors"))
     if not r.valid:
@@ -297,9 +326,7 @@ def read_device_class(
     return DeviceClassSpec(m.name, selectors, f"{m.file}:{m.line}"), r.diags
 
 
-def device_class_of(
-    body: Mapping[str, Any], origin: str, compiled: dict[str, dracel.Selector | dracel.Problem]
-) -> DeviceClassSpec | None:
+def device_class_of(body: Mapping[str, Any], origin: str, compiled: Compiled) -> DeviceClassSpec | None:
     """A DeviceClass given as an object (migplan's rendered classes, NVIDIA's chart's); None when it is unusable."""
     name = _get(body, "metadata", "name")
     raw = _get(body, "spec", "selectors") or []
@@ -309,8 +336,6 @@ def device_class_of(
     for sel in raw:
         expression = _get(sel, "cel", "expression")
         compiled_sel = compiled.get(expression) if isinstance(expression, str) else None
-        if isinstance(expression, str) and compiled_sel is None:
-            compiled_sel = compiled[expression] = dracel.compile_selector(expression)
         if not isinstance(compiled_sel, dracel.Selector):
             return None
         out.append(CelSelector(str(expression), origin, 0, compiled_sel))

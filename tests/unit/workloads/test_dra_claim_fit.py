@@ -347,3 +347,12 @@ def test_pod_claims_entries_malformed(desired: DesiredState) -> None:
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n  resourceClaims:\n" + many,
     )
     assert codes(found) == ["MP626"]
+
+
+def test_the_selectors_compiled_in_a_run_are_bounded(desired: DesiredState, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reconciler.logic.workloads import draclaims
+
+    monkeypatch.setattr(draclaims.Compiled, "MAX_SELECTORS", 4)  # NVIDIA's chart's three classes, and one more
+    docs = [template(f"t{i}", exactly("g", profile(f"{i}g.18gb"))) for i in (1, 2)]
+    found, _ = run(desired, *docs, deployment("a", 1, "t1"), deployment("b", 1, "t2"))
+    assert codes(found) == ["MP635"] and found[0].line == 23, found  # the second template's selector; t1 is judged
