@@ -222,7 +222,7 @@ class _Allocator:
         self.steps = 0
 
         def search(
-            i: int, chosen: list[PlanDevice], blocked: frozenset[str], fixed: dict[str, Any]
+            i: int, chosen: list[PlanDevice], blocked: frozenset[str], fixed: dict[int, Any]
         ) -> list[PlanDevice] | None:
             self.steps += 1
             if self.steps > MAX_STEPS:
@@ -234,7 +234,9 @@ class _Allocator:
                 return chosen
             req = requests[i]
             for alt in req.alternatives:
-                attrs = [c.attribute for c in claim.constraints if c.applies(req.name, alt.name)]
+                # Each constraint holds its own value: two constraints on one attribute over different requests may
+                # each pick a different value (keyed by the constraint, not by the attribute).
+                attrs = [(k, c.attribute) for k, c in enumerate(claim.constraints) if c.applies(req.name, alt.name)]
                 for group, fixes in _groups(self.matching(alt), attrs, fixed):
                     now = blocked
                     picked: list[PlanDevice] = []
@@ -261,22 +263,22 @@ class _Allocator:
 
 
 def _groups(
-    devices: Sequence[PlanDevice], attrs: Sequence[str], fixed: Mapping[str, Any]
-) -> Iterable[tuple[list[PlanDevice], dict[str, Any]]]:
+    devices: Sequence[PlanDevice], attrs: Sequence[tuple[int, str]], fixed: Mapping[int, Any]
+) -> Iterable[tuple[list[PlanDevice], dict[int, Any]]]:
     """Devices grouped by the values of the constrained attributes (consistent with values fixed earlier)."""
     if not attrs:
         yield list(devices), {}
         return
     groups: dict[tuple[Any, ...], list[PlanDevice]] = {}
     for d in devices:
-        values = tuple(d.match_value(a) for a in attrs)
+        values = tuple(d.match_value(a) for _, a in attrs)
         if any(v is None for v in values):
             continue
-        if any(a in fixed and fixed[a] != v for a, v in zip(attrs, values, strict=True)):
+        if any(k in fixed and fixed[k] != v for (k, _), v in zip(attrs, values, strict=True)):
             continue
         groups.setdefault(values, []).append(d)
     for values, group in groups.items():
-        yield group, dict(zip(attrs, values, strict=True))
+        yield group, {k: v for (k, _), v in zip(attrs, values, strict=True)}
 
 
 # --- a workload's pods ---------------------------------------------------------------------------

@@ -184,6 +184,25 @@ def test_match_attribute_keeps_a_claims_devices_on_one_gpu(desired: DesiredState
     assert found == []
 
 
+def test_two_constraints_on_one_attribute_each_hold_their_own_value(desired: DesiredState) -> None:
+    # a+b on one GPU, c+d on one GPU: one 3g.71gb per GPU, so the two pairs sit on two different GPUs of a node.
+    four = (
+        exactly("a", profile("3g.71gb"))
+        + exactly("b", profile("2g.35gb"))
+        + exactly("c", profile("3g.71gb"))
+        + exactly("d", profile("2g.35gb"))
+    )
+    pairs = (
+        "        - {matchAttribute: gpu.nvidia.com/parentUUID, requests: [a, b]}\n"
+        "        - {matchAttribute: gpu.nvidia.com/parentUUID, requests: [c, d]}\n"
+    )
+    found, summaries = run(desired, template("t", four, pairs), deployment("d", 2, "t"))
+    assert found == [] and claims_summary(summaries, "d")["planFits"] == 2
+    one_gpu = "        - {matchAttribute: gpu.nvidia.com/parentUUID}\n"
+    found, _ = run(desired, template("t", four, one_gpu), deployment("d", 1, "t"))
+    assert codes(found) == ["MP632"], found  # 2 x 3g.71gb + 2 x 2g.35gb is more than one H200 GPU, even re-cut
+
+
 def test_a_daemonset_needs_devices_on_every_node_it_selects(desired: DesiredState) -> None:
     found, _ = run(desired, template("t", exactly("g", profile("1g.18gb"))), deployment("d", 0, "t", kind="DaemonSet"))
     assert codes(found) == ["MP613"]
