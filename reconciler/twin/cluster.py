@@ -301,17 +301,32 @@ class ClusterTwin:
             def create(obj: dict[str, Any]) -> None:
                 store.create("resourceslices.resource.k8s.io", obj)
 
-            def delete_pool(name: str) -> None:
-                for old in store.list("resourceslices.resource.k8s.io", field_selector=f"spec.nodeName={name}"):
-                    if old["spec"].get("driver") == DRA_DRIVER:
-                        store.delete("resourceslices.resource.k8s.io", old["metadata"]["name"])
+            def list_pool(name: str) -> list[dict[str, Any]]:
+                return [
+                    s
+                    for s in store.list("resourceslices.resource.k8s.io", field_selector=f"spec.nodeName={name}")
+                    if s["spec"].get("driver") == DRA_DRIVER
+                ]
+
+            def update(obj: dict[str, Any]) -> None:
+                store.update("resourceslices.resource.k8s.io", obj)
+
+            def delete(name: str) -> None:
+                store.delete("resourceslices.resource.k8s.io", name)
 
             uid = store.get("nodes", node)["metadata"].get("uid", "")
             for cls in DEVICE_CLASSES:  # the driver's Helm chart installs them with the driver
                 with contextlib.suppress(ApiError):
                     store.create("deviceclasses.resource.k8s.io", cls)
             self._dra_drivers[node] = DraDriverTwin(
-                node, tw.gpus, create=create, delete_pool=delete_pool, node_uid=uid, dynamic_mig=dynamic_mig
+                node,
+                tw.gpus,
+                create=create,
+                list_pool=list_pool,
+                update=update,
+                delete=delete,
+                node_uid=uid,
+                dynamic_mig=dynamic_mig,
             )
         return self._dra_drivers[node]
 
