@@ -400,7 +400,16 @@ def kubelet_plugin_pod(ds: dict[str, Any], node: str) -> dict[str, Any]:
             "name": f"{ds['metadata']['name']}-{node}",
             "namespace": ds["metadata"]["namespace"],
             "labels": dict(template["metadata"]["labels"]),
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds["metadata"]["name"]}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "name": ds["metadata"]["name"],
+                    "uid": ds["metadata"].get("uid", ""),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": {"nodeName": node, "containers": [dict(c) for c in template["spec"]["containers"]]},
     }
