@@ -124,7 +124,7 @@ def plan(
         # Operator v26.7 docs): a ClusterPolicy there is not migplan's to write, ever.
         subject = f"clusterpolicy/{desired.cluster.gpu_operator.cluster_policy}"
         why = f"GPUCluster {gpu_cluster} runs the GPU stack: no ClusterPolicy is written"
-        changes.append(Change(subject, Action.SKIP, Kind.CLUSTER_POLICY, reason=why))
+        changes.append(Change(subject, Action.UNCHANGED, Kind.CLUSTER_POLICY, reason=why))  # nothing owed: not held
     else:
         changes.extend(_cluster_policy_changes(desired, observed, nodes_settled=nodes.settled, stamp=stamp))
     changes.extend(nodes.changes)
