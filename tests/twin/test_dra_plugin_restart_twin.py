@@ -44,7 +44,7 @@ def _plugin_pods(twin: ClusterTwin) -> list[dict[str, Any]]:
 
 def _slices(twin: ClusterTwin) -> list[dict[str, Any]]:
     api = client.ResourceV1Api(client.ApiClient(kube_configuration(str(twin.kubeconfig))))
-    resp = api.list_resource_slice(field_selector=f"spec.nodeName={NODE}", _preload_content=False)
+    resp: Any = api.list_resource_slice(field_selector=f"spec.nodeName={NODE}", _preload_content=False)
     items: list[dict[str, Any]] = json.loads(resp.data)["items"]
     return items
 
