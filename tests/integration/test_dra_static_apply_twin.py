@@ -229,3 +229,19 @@ def test_the_restart_needs_exactly_delete_pods_in_the_drivers_namespace(
         assert after["metadata"]["uid"] == plugin["metadata"]["uid"]
         real = [str(a) for a, dry in proxy.calls if a.verb in ("create", "patch", "delete") and not dry]
         assert real == [], real  # the dry run stopped the record too
+
+
+def test_without_a_node_observer_the_claim_alone_holds_the_layout(dra: DraStaticTwin) -> None:
+    """No observer on the node: the pod asks for no extended resource, so only its ResourceClaim (allocated the
+    2g.35gb the re-cut destroys, reserved for it) names it; the publication is held all the same (MP519)."""
+    dra.claim_pod("emb-0", "2g.35gb")
+    held = dra.cycle(dra.desired("after", [GPU0, GPU1_RECUT]), 0)
+    assert held.plan is not None
+    (publication,) = [c for c in held.plan.changes if c.kind is Kind.AGENT_LAYOUT]
+    assert publication.action is Action.SKIP and publication.blocked_by == ("default/emb-0",), publication
+    assert _node_writes(held) == []
+    # a claim on a device the layout keeps (GPU 0's 7g.141gb) holds nothing
+    dra.end_claim_pod("emb-0")
+    dra.claim_pod("emb-1", "7g.141gb")
+    goes = dra.cycle(dra.desired("again", [GPU0, GPU1_RECUT]), 1)
+    assert _node_writes(goes) == [Kind.AGENT_LAYOUT]
