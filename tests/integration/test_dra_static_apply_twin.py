@@ -245,3 +245,18 @@ def test_without_a_node_observer_the_claim_alone_holds_the_layout(dra: DraStatic
     dra.claim_pod("emb-1", "7g.141gb")
     goes = dra.cycle(dra.desired("again", [GPU0, GPU1_RECUT]), 1)
     assert _node_writes(goes) == [Kind.AGENT_LAYOUT]
+
+
+def test_with_allow_disruption_the_claims_pod_is_drained_before_the_layout_is_published(dra: DraStaticTwin) -> None:
+    dra.claim_pod("emb-0", "2g.35gb")
+    dra.observe()
+    first = dra.cycle(dra.desired("after", [GPU0, GPU1_RECUT], allow_disruption=True), 0)
+    assert not first.errors, first.errors
+    assert first.plan is not None
+    assert [(c.kind, c.subject) for c in first.applied] == [
+        (Kind.CORDON, f"node/{NODE}"),
+        (Kind.EVICT, "pod/default/emb-0"),
+    ], [str(c) for c in first.plan.changes if c.subject.endswith(NODE)]
+    (publication,) = [c for c in first.plan.changes if c.kind is Kind.AGENT_LAYOUT]
+    assert publication.action is Action.SKIP and publication.blocked_by == ("default/emb-0",)
+    assert dra.cluster_policy_writes == []
