@@ -385,6 +385,25 @@ DECLARED: tuple[Code, ...] = (
         W,
         "another field manager reverted a ClusterPolicy field migplan set: migplan stops patching it (a fight)",
     ),
+    # Issue 30 item 1: DRA-static nodes laid out by migplan's agent, then NVIDIA's DRA kubelet plugin restarted
+    Code(
+        "MP591",
+        FINDING,
+        E,
+        "the node's ResourceSlices still differ from the plan after its DRA kubelet plugin was restarted: check it",
+    ),
+    Code(
+        "MP592",
+        FINDING,
+        W,
+        "no pod of NVIDIA's DRA kubelet-plugin DaemonSet runs on the DRA node: its slices cannot be refreshed",
+    ),
+    Code(
+        "MP593",
+        FINDING,
+        W,
+        "the node's migplan.io/dra-plugin-restart record is malformed: the DRA kubelet plugin is not restarted",
+    ),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),
     Code("MP552", KUBERNETES, E, "a list's continue token expired (410): the list restarts"),
