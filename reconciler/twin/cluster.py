@@ -698,6 +698,7 @@ class ClusterTwin:
         created and then given its status by its kubelet."""
         store = self.api.store
         by_namespace: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {}
+        running: dict[str, dict[str, Any]] = {}  # node -> the status its kubelet reports, all at one instant
         for p in seeds:
             if p.node in self.fleet.absent or p.node not in self.fleet.nodes:
                 continue
@@ -716,7 +717,9 @@ class ClusterTwin:
                     ],
                 },
             }
-            by_namespace.setdefault(p.namespace, []).append((pod, kubeobjects.pod_status(p.node, ["main"], ready=True)))
+            if p.node not in running:
+                running[p.node] = kubeobjects.pod_status(p.node, ["main"], ready=True)
+            by_namespace.setdefault(p.namespace, []).append((pod, running[p.node]))
         for namespace, items in by_namespace.items():
             store.load("pods", items, namespace)
         self.fleet.attach_holders()

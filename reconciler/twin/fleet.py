@@ -377,12 +377,18 @@ class Fleet:
             layouts[str((doc.get("metadata") or {}).get("name", f.stem))] = doc.get("spec") or {}
         fleet = cls(settings)
         memo: BlockMemo = {}  # node files repeat their spec blocks (fleetyaml.py)
-        for f in sorted((root / "nodes").glob("*.y*ml")):
-            doc = _load(f, memo) or {}
-            meta = doc.get("metadata") or {}
-            name = str(meta.get("name", f.stem))
-            seeds = [_gpu_seed(g, layouts, catalog) for g in ((doc.get("spec") or {}).get("gpus") or [])]
-            fleet.add_node(name, seeds, {str(k): str(v) for k, v in (meta.get("labels") or {}).items()})
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # hundreds of thousands of small objects that all stay alive
+        try:
+            for f in sorted((root / "nodes").glob("*.y*ml")):
+                doc = _load(f, memo) or {}
+                meta = doc.get("metadata") or {}
+                name = str(meta.get("name", f.stem))
+                seeds = [_gpu_seed(g, layouts, catalog) for g in ((doc.get("spec") or {}).get("gpus") or [])]
+                fleet.add_node(name, seeds, {str(k): str(v) for k, v in (meta.get("labels") or {}).items()})
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         return fleet
 
     # ------------------------------------------------------------------ synthetic

@@ -22,7 +22,7 @@ import sys
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -602,6 +602,17 @@ class Store:
             prefix = f"{namespace}/" if (rt.namespaced and namespace) else ""
             objs = [table.items[k].obj for k in table.keys if k.startswith(prefix)]
             return objs, self._rv
+
+    def each(self, resource: str) -> Iterator[dict[str, Any]]:
+        """Every object of a resource as it is now (in key order), decoded one at a time as the caller goes: an
+        informer's first LIST of 100,000 pods without holding them all at once. Committed entries are never
+        changed, so the snapshot taken under the lock stays what it was."""
+        rt = self.resource_type(resource)
+        with self._lock:
+            table = self._table(rt)
+            entries = [table.items[k] for k in table.keys]
+        for entry in entries:
+            yield self._fresh_view(rt, entry)
 
     def view(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         return self._to_view(rt, obj)
