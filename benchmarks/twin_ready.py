@@ -1,6 +1,8 @@
 """Benchmark `migplan twin --inventory DIR` as users start it: seconds until ready, peak RSS, threads.
 
-    .venv/bin/python benchmarks/twin_ready.py [--sizes 1000,5000] [--dra static] [--timeout 900]
+    .venv/bin/python benchmarks/twin_ready.py [--sizes 1000,5000] [--dra static] [--timeout 900] [--source DIR]
+
+`--source DIR` runs `python -m reconciler.cli` from another checkout (DIR on PYTHONPATH): the "before" figures.
 
 For each size, the block-style inventory of benchmarks/validate.py (8 GPUs per node, every placement left to the
 solver) is written to a temporary folder and `migplan twin --inventory DIR --kubeconfig-out FILE` started as a
@@ -48,7 +50,7 @@ def _list_nodes(kubeconfig: Path) -> int:
         api_client.close()
 
 
-def measure(nodes: int, dra: str | None, timeout: float) -> dict[str, float]:
+def measure(nodes: int, dra: str | None, timeout: float, source: Path | None = None) -> dict[str, float]:
     from validate import generate
 
     with tempfile.TemporaryDirectory(prefix="migplan-twin-ready-") as tmp:
@@ -56,13 +58,19 @@ def measure(nodes: int, dra: str | None, timeout: float) -> dict[str, float]:
         generate(inventory, nodes, "block")
         kubeconfig = Path(tmp) / "kubeconfig"
         exe = Path(sys.executable).parent / "migplan"
-        argv = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "reconciler.cli"])]
+        env = dict(os.environ)
+        if source is not None or not exe.exists():
+            argv = [sys.executable, "-m", "reconciler"]
+            if source is not None:
+                env["PYTHONPATH"] = str(source)
+        else:
+            argv = [str(exe)]
         argv += ["twin", "--inventory", str(inventory), "--kubeconfig-out", str(kubeconfig)]
         if dra:
             argv += ["--dra", dra]
         log = (Path(tmp) / "twin.log").open("wb")
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=source)
         peak_threads = 0
         try:
             while not kubeconfig.exists():
@@ -101,10 +109,11 @@ def main() -> int:
     ap.add_argument("--sizes", default="1000,5000")
     ap.add_argument("--dra", choices=["static", "dynamic-mig"], default=None)
     ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--source", type=Path, default=None, help="a checkout to run instead of the installed package")
     args = ap.parse_args()
     print(f"migplan twin readiness ({os.cpu_count()} CPUs){' --dra ' + args.dra if args.dra else ''}")
     for size in (int(s) for s in args.sizes.split(",")):
-        r = measure(size, args.dra, args.timeout)
+        r = measure(size, args.dra, args.timeout, args.source)
         print(
             f"{size:>6} nodes: ready {r['ready_s']:.1f} s ({int(r['nodes'])} nodes listed), peak RSS "
             f"{r['peak_rss_mb']:.0f} MB, threads {int(r['threads'])} once ready (peak {int(r['peak_threads'])})",
