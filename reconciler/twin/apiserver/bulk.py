@@ -6,17 +6,18 @@ admission, validation and managedFields costs minutes; the result differs from o
 the input differs or the server generates a value. So `Store.load` takes one object of each *shape* through the
 whole path (the exemplar) and builds the others from its stored form (the template), here:
 
-* the shape of an object is all of it but its *identity*: `metadata.name`, the `name`/`uid` of its
-  ownerReferences and the kind's per-object spec fields (`IDENTITY_SPEC`: a pod's `spec.nodeName`, a Lease's
-  `spec.holderIdentity`). Labels, annotations and everything else are part of the shape. Only the kinds of
-  `IDENTITY_SPEC` are templated; any other kind takes the whole path object by object;
+* the shape of an object is all of it but its *identity*: `metadata.name` and the kind's per-object fields
+  (`IDENTITY_PATHS`: a pod's `spec.nodeName`), whose presence still counts. Labels, annotations, owners, status
+  and everything else are part of the shape. Only the kinds of `IDENTITY_PATHS` are templated; any other kind
+  takes the whole path object by object;
 * what the server generates per object: `uid`, `creationTimestamp`, `resourceVersion`, every managedFields
   `time`, and a pod's service account token volume `kube-api-access-<5 random characters>` (admission.py
   `service_account`), drawn again per object from the store's generator, as admission would draw it;
 * a template is only made when the exemplar's stored form carries each identity value at its own path, and
-  nowhere else (no defaulter or admission plugin copied it): otherwise every object of that shape takes the
-  whole path. What validation reads of the identity is checked per object by the kind's own metadata rules
-  (`Strategy.validate_metadata`: the name's format); the twin validates nothing else of it (ASSUMPTIONS.md).
+  nowhere else, whole or inside another string (no defaulter or admission plugin copied it, no managedFields key
+  names it): otherwise every object of that shape takes the whole path. What validation reads of the identity
+  is checked per object by the kind's own metadata rules (`Strategy.validate_metadata`: the name's format); the
+  twin validates nothing else of it (ASSUMPTIONS.md).
 
 Pure functions over JSON values; the store (store.py `Store.load`) holds the lock and commits.
 """
@@ -164,9 +165,9 @@ def make_template(resource: str, stored_item: bytes, ident: Identity, sent_volum
         return None
     obj: dict[str, Any] = orjson.loads(stored_item)
     checks: list[tuple[Sequence[str | int], str, str]] = [(("metadata", "name"), ident.name, "name")]
-    for i, (path, value) in enumerate(zip(IDENTITY_PATHS[resource], ident.values, strict=True)):
+    for i, (id_path, value) in enumerate(zip(IDENTITY_PATHS[resource], ident.values, strict=True)):
         if value is not None:
-            checks.append((path, value, f"id{i}"))
+            checks.append((id_path, value, f"id{i}"))
     for path, value, slot in checks:
         if not _put(obj, path, value, slot):
             return None

@@ -178,7 +178,9 @@ def _json_type(value: Any) -> str:
         return "bool"
     if isinstance(value, (int, float)):
         return "number"
-    return {dict: "object", list: "array"}.get(type(value), "string")
+    if isinstance(value, dict):
+        return "object"
+    return "array" if isinstance(value, list) else "string"
 
 
 def _dumps(obj: Any, sort: bool = False) -> bytes:
