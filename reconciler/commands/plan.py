@@ -49,7 +49,7 @@ from reconciler.logic.inventory.validation import ParseCache, ValidationResult
 from reconciler.logic.planning import disruption
 from reconciler.logic.reports import markdown as md
 from reconciler.logic.review.capacity import CapacityDelta, capacity_delta, usage_from_observed, usage_from_report
-from reconciler.logic.review.dradevices import DraReview, dra_review
+from reconciler.logic.review.dradevices import DraNote, DraReview, dra_review, with_notes
 from reconciler.logic.review.mrcomment import (
     DEFAULT_MAX_CHARS,
     VERBS,
@@ -64,7 +64,7 @@ from reconciler.logic.review.mrcomment import (
     render_comment,
     summary_line,
 )
-from reconciler.logic.review.reportoccupancy import observed_from_report
+from reconciler.logic.review.reportoccupancy import observed_from_report, read_dra
 from reconciler.logic.review.revdiff import ChangeKind, Disruptions, RevisionDiff, diff_states, disruptions
 from reconciler.logic.review.unplaced import placement_only_warnings
 from reconciler.model.codes import Trait, with_trait
@@ -500,10 +500,18 @@ def _plan_root(
         diagnostics = tuple(sorted(new.validation.diagnostics + unplaced, key=lambda d: (d.file or "", d.line or 0)))
         planned.new = LoadedRevision(new.snapshot, ValidationResult(new.validation.desired, diagnostics))
     planned.capacity = capacity_delta(base, target, usage)
-    if kubeconfig is not None:  # the regime and the claims are the cluster's word: a report does not carry them
+    if observed is not None:  # the regime and the claims: the cluster's word, else the committed report's
         from reconciler.catalog import load_catalog
 
         planned.dra = dra_review(planned.diff, base, target, observed, load_catalog())
+        if kubeconfig is None and planned.report is not None:
+            touched = {c.node for c in planned.diff.changes}
+            notes = tuple(
+                DraNote(code, node, message)
+                for code, node, message in read_dra(planned.report.document).problems
+                if node in touched
+            )
+            planned.dra = with_notes(planned.dra, notes)
     return planned
 
 
