@@ -281,3 +281,100 @@ def test_an_unwritable_object_database_is_a_failure_value(remote, tmp_path: Path
     )
     assert isinstance(out, GitFailure) and "object database" in out.message and "No space" in out.message
     assert memo.stored == {}  # nothing remembered from a report that was not stored
+
+
+# --- the whole cycle: `reconcile --once` twice, one node changed in between ---------------------------------
+
+
+def _inventory(nodes: int) -> dict[str, str]:
+    files = {
+        "cluster.yaml": "apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: store}\n"
+        "spec:\n  migStrategy: mixed\n  apply: {configPropagationSeconds: 0}\n  reports: {minInterval: 0s}\n",
+    }
+    for i in range(nodes):
+        files[f"nodes/n{i}.yaml"] = (
+            f"apiVersion: migplan/v1\nkind: Node\nmetadata: {{name: n{i}}}\nspec:\n  gpus:\n"
+            "    - index: 0\n      model: H200-141GB\n      mig:\n        enabled: true\n        partitions:\n"
+            + "          - {profile: 1g.18gb}\n"
+            * 7
+        )
+    return files
+
+
+def test_a_second_reconcile_once_rewrites_only_the_changed_nodes_pages(tmp_path: Path, monkeypatch: Any) -> None:
+    from reconciler.adapters.kube.cluster import KubeCluster
+    from reconciler.gitops import run_gitops_cycle
+    from reconciler.logic.reports import slicesvg
+    from reconciler.sourcing import InventorySource
+    from reconciler.twin.cluster import ClusterTwin
+
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    bare = make_bare(srv, "inv")
+    files = _inventory(4)
+    seed(bare, tmp_path / "work", files, message="inventory")
+    inv = tmp_path / "inv"
+    for rel, text in files.items():
+        (inv / rel).parent.mkdir(parents=True, exist_ok=True)
+        (inv / rel).write_text(text)
+    rendered: list[str] = []
+    page, svg = reports.render_node_page, slicesvg.gpu_svg
+
+    def counted_page(n: NodeReport, *args: Any, **kwargs: Any) -> bytes:
+        rendered.append(f"nodes/{n.name}.md")
+        return page(n, *args, **kwargs)
+
+    def counted_svg(g: GpuSliceMap, *, node: str, **kwargs: Any) -> bytes:
+        rendered.append(slicesvg.gpu_map_name(node, g.index))
+        return svg(g, node=node, **kwargs)
+
+    monkeypatch.setattr(reports, "render_node_page", counted_page)
+    monkeypatch.setattr(slicesvg, "gpu_svg", counted_svg)
+    daemon = GitDaemon(srv).start()
+    twin = ClusterTwin.from_inventory(inv).start()
+    cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
+    try:
+
+        def once() -> Any:
+            # a new process each time: a new source on the same cache directory, no memo
+            source = InventorySource(
+                GitRemote(daemon.url("inv"), tmp_path / "cache", GitAuth(), timeout_ms=5000), ref="main"
+            )
+            rendered.clear()
+            out = run_gitops_cycle(source=source, cluster=cluster, deadline=60)
+            twin.settle()
+            return out
+
+        for _ in range(6):  # adoption, then in sync
+            first = once()
+            if first.result is not None and first.result.converged:
+                break
+        assert first.result is not None and first.result.converged, first.to_json()
+        assert once().report.status == "unchanged" and rendered == []  # nothing changed: nothing rendered
+        request = {"nvidia.com/mig-1g.18gb": "1"}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"app": "x"}},
+            "spec": {
+                "nodeName": "n2",
+                "containers": [{"name": "m", "image": "i", "resources": {"requests": request, "limits": request}}],
+            },
+        }
+        twin.store.create("pods", pod, "default")
+        twin.store.patch("pods", "p", {"status": {"phase": "Running"}}, "default", subresource="status")
+        changed = once()
+        assert changed.report is not None and changed.report.status == "committed", changed.to_json()
+        pages = [p for p in _changed_at(bare, "reports") if p.startswith(("nodes/", "maps/"))]
+        assert pages and all("n2" in p for p in pages), pages  # n2's page (and map), nothing else
+        assert sorted(rendered) == pages  # rendered exactly what the commit rewrote
+        assert "index/pages.tsv" in _changed_at(bare, "reports")
+    finally:
+        cluster.close()
+        twin.stop()
+        daemon.stop()
+
+
+def _changed_at(bare: Path, root: str) -> list[str]:
+    out = git("diff", "--name-only", f"{SETTINGS.branch}~1", SETTINGS.branch, cwd=bare).splitlines()
+    return [p.removeprefix(root + "/") for p in out]
