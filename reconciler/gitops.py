@@ -13,7 +13,9 @@ Order and why:
    (the `migplan.io/mig-desired` annotation), applied through the cluster port like every other
    write: nothing here is specific to one entry point.
 4. The report (drift + occupancy + what the source refused and why) is rendered without anything
-   time-varying, so an unchanged cluster produces byte-identical files and no new commit.
+   time-varying, so an unchanged cluster produces byte-identical files and no new commit. When it is
+   written, a node's page is rendered only if its inputs changed since the last report (the memo of a
+   long-lived process, else the page index on the reports branch: adapters/git/reportstore.py).
 5. A report whose only change is occupancy (pods starting and stopping) is held back until
    `reports.minInterval` has passed since the last report commit; a status, finding, revision or
    source change commits at once (logic/reports/reportcadence.py). A held report is still this cycle's

@@ -184,7 +184,8 @@ def _hostile_indexes(tree: dict[str, bytes]) -> list[bytes]:
     assert parsed is not None
     readme_oid = str(pygit2.hash(tree["README.md"]))
     swapped = {**parsed, "nodes/gpu-001.md": dataclasses.replace(parsed["nodes/gpu-001.md"], oid=readme_oid)}
-    outside = index + b"../../../inv/cluster.yaml\t" + b"0" * 32 + b"\t" + b"1" * 40 + b"\n"
+    climbing = "/".join([".."] * 3 + ["inv", "cluster.yaml"]).encode()  # out of the report tree, to the inventory
+    outside = index + climbing + b"\t" + b"0" * 32 + b"\t" + b"1" * 40 + b"\n"
     return [
         pageindex.render_index(swapped, FP),
         outside,

@@ -455,7 +455,9 @@ def flush_outbox(
                     {str(name): base64.b64decode(data) for name, data in entry["files"].items()},
                     everything=entry.get("scrubbed") != SCRUBBED,
                 )
-                files = _entry_blobs(repo.repo, entry, decoded, guard=True)
+                # (blob ids are checked and the top files among them guarded again only for an entry read back
+                # from the outbox: an unqueued report was stored, guarded, by this process just now)
+                files = _entry_blobs(repo.repo, entry, decoded, guard=path is not None)
             branch, root, message = str(entry["branch"]), str(entry["path"]), redact(str(entry["message"]))
             bot = BotIdentity(*(str(x) for x in entry["author"]))
             inventory = _entry_inventory(entry)
