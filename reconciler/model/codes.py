@@ -63,6 +63,7 @@ class Trait(enum.Flag):
     UNPARSED = enum.auto()  # the text could not be parsed at all (so another reader may be tried)
     UNKNOWN_MODEL = enum.auto()  # a GPU model the catalog does not have
     NO_ROOT = enum.auto()  # the inventory root is not there at that revision (a cluster a change adds)
+    REBOOT = enum.auto()  # held for a possible reboot: the change's reason says how many pods end, GPU or not
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +320,13 @@ DECLARED: tuple[Code, ...] = (
         "the node's mig-manager pod still reads another ConfigMap than migplan's: its label waits for the rollout",
         traits=GPU_OPERATOR,
     ),
+    Code(
+        "MP568",
+        FINDING,
+        W,
+        "a change is held back: mig-manager may reboot the node for it (WITH_REBOOT) and end the pods running there",
+        traits=HELD | Trait.REBOOT | GPU_OPERATOR,
+    ),
     # DRA (issue 27): who writes a GPU's layout, and what NVIDIA's DRA driver publishes
     Code(
         "MP570",
@@ -377,6 +385,25 @@ DECLARED: tuple[Code, ...] = (
         W,
         "another field manager reverted a ClusterPolicy field migplan set: migplan stops patching it (a fight)",
     ),
+    # Issue 30 item 1: DRA-static nodes laid out by migplan's agent, then NVIDIA's DRA kubelet plugin restarted
+    Code(
+        "MP591",
+        FINDING,
+        E,
+        "the node's ResourceSlices still differ from the plan after its DRA kubelet plugin was restarted: check it",
+    ),
+    Code(
+        "MP592",
+        FINDING,
+        W,
+        "no pod of NVIDIA's DRA kubelet-plugin DaemonSet runs on the DRA node: its slices cannot be refreshed",
+    ),
+    Code(
+        "MP593",
+        FINDING,
+        W,
+        "the node's migplan.io/dra-plugin-restart record is malformed: the DRA kubelet plugin is not restarted",
+    ),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),
     Code("MP552", KUBERNETES, E, "a list's continue token expired (410): the list restarts"),
@@ -427,6 +454,29 @@ DECLARED: tuple[Code, ...] = (
     ),
     Code("MP588", IMPORT, W, "the observed-layout annotation is malformed: the next source is used"),
     Code("MP589", IMPORT, E, "the output cannot be written (not a directory, permission, a file in the way)"),
+    Code(
+        "MP958",
+        IMPORT,
+        E,
+        "a ResourceSlice device of NVIDIA's DRA driver cannot be read (a name that does not parse, an unreadable "
+        "attribute): the node is not imported",
+    ),
+    Code(
+        "MP959",
+        IMPORT,
+        E,
+        "a DRA MIG device's attributes contradict its name or the catalog (profile, GI profile id, parent GPU, "
+        "model): the node is not imported",
+    ),
+    Code(
+        "MP960",
+        IMPORT,
+        E,
+        "a DRA device published twice (the same name, or two devices at one placement of one GPU): the node is "
+        "not imported",
+    ),
+    Code("MP961", IMPORT, E, "a DRA device on a GPU the node does not list: the node is not imported"),
+    Code("MP962", IMPORT, W, "a GPU the node lists has no device in its ResourceSlices: the next source is used"),
     Code("MP600", WORKLOAD, E, "manifest file cannot be read (not UTF-8, binary, too large, not a regular file)"),
     Code("MP601", WORKLOAD, E, "YAML or JSON syntax error in a manifest", traits=Trait.UNPARSED),
     Code("MP602", WORKLOAD, E, "template placeholder in a manifest: render it first"),
@@ -450,6 +500,16 @@ DECLARED: tuple[Code, ...] = (
     Code("MP621", WORKLOAD, E, "the plan cannot be read or is invalid: exit 2"),
     Code("MP622", WORKLOAD, E, "the last report cannot be read from the reports branch: exit 2"),
     Code("MP623", WORKLOAD, E, "the cluster cannot be read (--kubeconfig): exit 2"),
+    Code("MP626", WORKLOAD, E, "a DRA claim, claim template, DeviceClass or pod claim entry the API server refuses"),
+    Code("MP627", WORKLOAD, W, "a pod names a ResourceClaim or claim template not among the manifests: not judged"),
+    Code("MP628", WORKLOAD, W, "a claim names a DeviceClass neither the manifests nor migplan define: not judged"),
+    Code("MP629", WORKLOAD, E, "a CEL selector the API server refuses (does not compile, too long, too costly)"),
+    Code("MP630", WORKLOAD, E, "a CEL selector fails to evaluate on a device the plan publishes: the allocation fails"),
+    Code("MP631", WORKLOAD, W, "a CEL selector reads a value only the node knows: assumed to match"),
+    Code("MP632", WORKLOAD, E, "no node the pod may run on can allocate its claims: the pods stay Pending forever"),
+    Code("MP633", WORKLOAD, E, "a claim only DynamicMIG could satisfy: it selects devices the plan never cuts"),
+    Code("MP634", WORKLOAD, E, "a ResourceClaim shared by more pods than it can be reserved for (256)"),
+    Code("MP635", WORKLOAD, W, "claims whose allocation search or selector cost exceeds migplan's bounds: not judged"),
     Code("MP701", GIT, E, "the remote cannot be reached (down, refused connection, DNS, timeout)", traits=REMOTE),
     Code("MP702", GIT, E, "the remote refused the credentials, or none were configured", traits=REMOTE),
     Code("MP703", GIT, E, "SSH host key not in known_hosts, or TLS certificate invalid", traits=REMOTE),
@@ -474,6 +534,19 @@ DECLARED: tuple[Code, ...] = (
     Code("MP745", REVIEW, E, "the comment body cannot be read"),
     Code("MP746", REVIEW, W, "the committed drift report is unusable: the plan names no pods"),
     Code("MP747", REVIEW, E, "migplan-roots.yaml is not a list of inventory roots, or the roots cannot be listed"),
+    Code(
+        "MP748",
+        REVIEW,
+        W,
+        "a DRA device name cannot be told (GI profile id not in the catalog, no placement): shown by profile and "
+        "placement",
+    ),
+    Code(
+        "MP749",
+        REVIEW,
+        W,
+        "a DRA node's GPU minor numbers are not observed: the GPU index is taken for the minor in device names",
+    ),
     Code("MP800", SETTINGS, E, "settings invalid (environment, file or flags)"),
     Code("MP810", CONTROLLER, E, "the cycle failed"),
     Code("MP811", CONTROLLER, E, "the cycle ran past its deadline"),

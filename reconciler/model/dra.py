@@ -29,6 +29,7 @@ class DraDevice:
     profile: str | None = None  # attribute `profile` ("3g.71gb")
     uuid: str | None = None  # attribute `uuid` (static devices only)
     parent_uuid: str | None = None  # attribute `parentUUID`
+    product: str | None = None  # attribute `productName` ("NVIDIA H200"): the GPU's model, for `migplan import`
     consumes_counters: bool = False  # DynamicMIG: it consumes its GPU's counter set
 
 
@@ -66,6 +67,17 @@ class ObservedClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class DraPluginPod:
+    """A pod of NVIDIA's DRA kubelet-plugin DaemonSet: the one migplan deletes to restart the plugin on its node."""
+
+    node: str
+    namespace: str
+    name: str
+    uid: str
+    deleting: bool = False  # metadata.deletionTimestamp set: a restart is under way
+
+
+@dataclass(frozen=True, slots=True)
 class DraDriverConfig:
     """The kubelet-plugin DaemonSet of NVIDIA's DRA driver installed by its own Helm chart, as migplan reads it.
 
@@ -77,6 +89,7 @@ class DraDriverConfig:
     dynamic_mig: bool | None
     nodes: frozenset[str] = frozenset()
     problem: str | None = None
+    pods: tuple[DraPluginPod, ...] = ()  # its pods, by node (what a plugin restart deletes)
 
     @property
     def key(self) -> str:

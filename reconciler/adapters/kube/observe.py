@@ -12,9 +12,18 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from reconciler.adapters.kube.rebootpods import RebootTally
 from reconciler.logic.codecs import featuregates
 from reconciler.logic.observe.observation import read_observation
-from reconciler.model.dra import ClaimedDevice, DraDevice, DraDriverConfig, GpuClusterState, NodeDra, ObservedClaim
+from reconciler.model.dra import (
+    ClaimedDevice,
+    DraDevice,
+    DraDriverConfig,
+    DraPluginPod,
+    GpuClusterState,
+    NodeDra,
+    ObservedClaim,
+)
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
@@ -575,9 +584,12 @@ class PodSorter:
         self.dp_pods: list[DevicePluginPod] = []
         self.mig_manager_errors: dict[str, str] = {}
         self.mig_manager_sources: dict[str, str] = {}
+        # Per node, the pods a reboot ends (counted for every pod, named up to a cap: rebootpods.py).
+        self.reboot = RebootTally()
 
     def add(self, obj: Json) -> None:
         ops = self.ops
+        self.reboot.add(obj)
         if is_mig_manager_pod(obj, namespace=ops.namespace):
             node_name = (obj.get("spec") or {}).get("nodeName")
             source = mig_manager_source(obj)
@@ -676,7 +688,10 @@ def observed_from_parts(
     cp = cluster_policy_from_json(cluster_policy) if cluster_policy else None
     ds = device_plugin_from_json(daemonset, tuple(pods.dp_pods)) if daemonset else None
     claims, claim_problems = claims_from_json(resource_claims)
+    node_pods = pods.reboot.by_node()
     bound_namespaces = {q.namespace for q in pods.gpu_pods if q.node is not None}
+    # A drain before a possible reboot evicts these too: their namespaces' budgets are the drain's as well.
+    bound_namespaces |= {k.split("/", 1)[0] for n in node_pods.values() for k in (*n.names, *n.unreplicated_names)}
     mig_cm = config_map(ops.mig_config_map)
     dp_cm = None
     if cp is not None and cp.device_plugin_config_name:
@@ -697,6 +712,7 @@ def observed_from_parts(
         mig_manager_sources=pods.mig_manager_sources,
         # Only the PodDisruptionBudgets of namespaces where a GPU pod runs can block a drain.
         pdbs=tuple(p for p in (pdb_from_json(o) for o in pdbs) if p.namespace in bound_namespaces),
+        node_pods=node_pods,
         dra=dra_from_slices(resource_slices),
         claims=claims,
         claim_problems=claim_problems,
@@ -708,7 +724,13 @@ def observed_from_parts(
 # --- NVIDIA's DRA driver: its ResourceSlices (resource.k8s.io/v1) ----------------------------------------------
 
 DRA_DRIVER = "gpu.nvidia.com"
-_DRA_ATTRIBUTES = {"type": "kind", "profile": "profile", "uuid": "uuid", "parentUUID": "parent_uuid"}
+_DRA_ATTRIBUTES = {
+    "type": "kind",
+    "profile": "profile",
+    "uuid": "uuid",
+    "parentUUID": "parent_uuid",
+    "productName": "product",
+}
 _MAX_DRA_PROBLEMS = 16  # per node: enough to act on, bounded so a hostile slice cannot flood the report
 
 
@@ -746,6 +768,7 @@ def _dra_device(raw: Any, where: str, problems: list[str]) -> DraDevice | None:
         profile=values["profile"],
         uuid=values["uuid"],
         parent_uuid=values["parent_uuid"],
+        product=values["product"],
         consumes_counters=bool(raw.get("consumesCounters")),
     )
 
@@ -946,7 +969,25 @@ def _container_dynamic_mig(container: Mapping[str, Any]) -> tuple[bool | None, s
     return value, None
 
 
-def dra_driver_from_json(obj: Json, nodes: Iterable[str]) -> DraDriverConfig:
+def dra_plugin_pod(obj: Json) -> DraPluginPod | None:
+    """A kubelet-plugin pod bound to a node, with what deleting it needs (name, uid); None when any is missing or
+    not a string (such a pod is never deleted: migplan names the node's plugin as not found instead)."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+        return None
+    node, namespace, name, uid = (
+        _name(spec.get("nodeName")),
+        _name(meta.get("namespace")),
+        _name(meta.get("name")),
+        _name(meta.get("uid")),
+    )
+    if node is None or namespace is None or name is None or uid is None:
+        return None
+    return DraPluginPod(node, namespace, name, uid, deleting=bool(meta.get("deletionTimestamp")))
+
+
+def dra_driver_from_json(obj: Json, nodes: Iterable[str], pods: Iterable[DraPluginPod] = ()) -> DraDriverConfig:
     """What the driver's kubelet-plugin DaemonSet says about DynamicMIG on the nodes its pods run on; never raises.
     A gate absent is off (pkg/featuregates/featuregates.go: DynamicMIG defaults to false); one that cannot be read
     leaves it unknown (None) with the reason: taken as on, so nothing is written there (MP579)."""
@@ -954,16 +995,21 @@ def dra_driver_from_json(obj: Json, nodes: Iterable[str]) -> DraDriverConfig:
     namespace = _name(meta.get("namespace") if isinstance(meta, Mapping) else None) or "?"
     name = _name(meta.get("name") if isinstance(meta, Mapping) else None) or "?"
     where = frozenset(nodes)
+    plugin_pods = tuple(sorted(pods, key=lambda p: (p.node, p.name)))
     spec = obj.get("spec") if isinstance(obj, Mapping) else None
     template = spec.get("template") if isinstance(spec, Mapping) else None
     pod_spec = template.get("spec") if isinstance(template, Mapping) else None
     containers = pod_spec.get("containers") if isinstance(pod_spec, Mapping) else None
     if not isinstance(containers, list):
-        return DraDriverConfig(namespace, name, None, where, "spec.template.spec.containers is not a list")
+        return DraDriverConfig(namespace, name, None, where, "spec.template.spec.containers is not a list", plugin_pods)
     gpus = [c for c in containers if isinstance(c, Mapping) and c.get("name") == DRA_DRIVER_CONTAINER]
     if len(gpus) != 1:
-        return DraDriverConfig(namespace, name, None, where, f"no single container named {DRA_DRIVER_CONTAINER!r}")
+        return DraDriverConfig(
+            namespace, name, None, where, f"no single container named {DRA_DRIVER_CONTAINER!r}", plugin_pods
+        )
     value, problem = _container_dynamic_mig(gpus[0])
     if problem is not None:
-        return DraDriverConfig(namespace, name, None, where, f"container {DRA_DRIVER_CONTAINER}: {problem}")
-    return DraDriverConfig(namespace, name, bool(value), where)
+        return DraDriverConfig(
+            namespace, name, None, where, f"container {DRA_DRIVER_CONTAINER}: {problem}", plugin_pods
+        )
+    return DraDriverConfig(namespace, name, bool(value), where, pods=plugin_pods)

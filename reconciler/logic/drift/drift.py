@@ -19,9 +19,18 @@ import yaml
 
 from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import dpsharing, migparted
-from reconciler.logic.drift import draregime, fieldfight, nodestate, thirdparty
+from reconciler.logic.drift import draregime, drastatic, fieldfight, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
-from reconciler.logic.observe import claimoccupancy, draclaims, observation, occupancy, owners, podrules, profilecheck
+from reconciler.logic.observe import (
+    claimoccupancy,
+    draclaims,
+    hosteffects,
+    observation,
+    occupancy,
+    owners,
+    podrules,
+    profilecheck,
+)
 from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model import yamlbudget
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
@@ -31,6 +40,7 @@ from reconciler.model.drift import (
     Finding,
     FindingSeverity,
     GpuSliceMap,
+    MigManagerHost,
     NodeReport,
     NodeStatus,
     SlicePartition,
@@ -52,6 +62,7 @@ from reconciler.model.observed import (
     REQUESTED_AT_ANNOTATION,
     ClusterPolicyState,
     MigConfigState,
+    NodePods,
     ObservedNode,
     ObservedPod,
     ObservedState,
@@ -75,6 +86,7 @@ _GPU_OPERATOR_ONLY = with_trait(Trait.GPU_OPERATOR)
 _MISSING, _UNDOCUMENTED = with_trait(Trait.MISSING_NODE), with_trait(Trait.UNDOCUMENTED_NODE)
 _HELD, _DRAINING, _DRAIN_GOES_ON = with_trait(Trait.HELD), with_trait(Trait.DRAINING), with_trait(Trait.DRAIN_GOES_ON)
 _PENDING_SAID_BY_NODE = with_trait(Trait.PENDING_SAID_BY_NODE)
+_REBOOT = with_trait(Trait.REBOOT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +134,13 @@ def analyze(
         occupancy=_occupancy(desired, observed, joins, pods_by_node, pods_by_key, ready),
     )
     out = [f for check in CHECKS for f in check(ctx)]
-    if desired.cluster.apply.mode is ApplyMode.AGENT:
-        # mig-manager, its ConfigMap and its node labels are not used in agent mode.
+    if desired.cluster.apply.mode is ApplyMode.AGENT or drastatic.gpu_cluster(observed) is not None:
+        # mig-manager, its ConfigMap and its node labels are not used in agent mode, nor under a GPUCluster.
         out = [f for f in out if f.code not in _GPU_OPERATOR_ONLY]
+    else:
+        # Nor on a DRA-static node, laid out by migplan's node agent whatever apply.mode says.
+        static = drastatic.static_nodes(desired, observed)
+        out = [f for f in out if not (f.code in _GPU_OPERATOR_ONLY and f.node in static)]
     return Analysis(
         findings=tuple(sorted(out, key=Finding.sort_key)),
         occupancy=ctx.occupancy,
@@ -238,10 +254,14 @@ def _observers(ctx: DriftContext) -> dict[str, str]:
 
 
 def _check_cluster_policy(ctx: DriftContext) -> Iterable[Finding]:
+    if drastatic.gpu_cluster(ctx.observed) is not None:
+        return ()  # a GPUCluster runs the GPU stack: no ClusterPolicy is expected there, none is written
     return _cluster_policy_findings(ctx.desired, ctx.observed)
 
 
 def _check_config_map(ctx: DriftContext) -> Iterable[Finding]:
+    if drastatic.gpu_cluster(ctx.observed) is not None:
+        return ()  # no mig-manager under a GPUCluster: no mig-parted ConfigMap either
     return _config_map_findings(ctx.desired, ctx.observed, ctx.rendered)
 
 
@@ -439,7 +459,7 @@ def _check_undocumented(ctx: DriftContext) -> Iterable[Finding]:
 
 
 def _check_device_plugin_missing(ctx: DriftContext) -> Iterable[Finding]:
-    if ctx.observed.device_plugin is None:
+    if ctx.observed.device_plugin is None and drastatic.gpu_cluster(ctx.observed) is None:
         ops = ctx.desired.cluster.gpu_operator
         yield finding(
             "MP518",
@@ -1101,11 +1121,17 @@ def blocked_findings(plan: Plan) -> tuple[Finding, ...]:
         if c.kind is Kind.EVICT and c.writes:
             evicted.setdefault(str((c.before or {}).get("spec.nodeName", "")), []).append(c.subject.split("/", 1)[1])
     for c in plan.changes:
+        if c.kind is Kind.RESTART_DRA_PLUGIN and c.action is Action.SKIP and c.code:
+            # the DRA kubelet plugin of a DRA-static node: stale slices, no plugin pod, an unreadable record
+            out.append(finding(c.code, f"{c.subject}: {c.reason}", node=c.subject.split("/", 1)[1]))
+            continue
         if not (c.action is Action.SKIP and c.blocked_by):
             continue
         node = c.subject.split("/", 1)[1] if c.subject.startswith("node/") else None
         code = c.code or "MP519"
-        if code in _HELD:
+        if code in _REBOOT:  # a possible reboot: the reason names how many pods end, not only GPU holders
+            message = f"{c.subject} not reconfigured: {c.reason}; move them or set apply.allowDisruption"
+        elif code in _HELD:
             message = (
                 f"{c.subject} not reconfigured: running pods hold partitions it would destroy "
                 f"({', '.join(c.blocked_by)}); move them or set apply.allowDisruption"
@@ -1156,10 +1182,12 @@ def build_report(
         else:
             cluster.append(f)
     names = sorted(set(desired.nodes) | set(analysis.occupancy) | {n for n in per_node if n in observed.nodes})
+    host = hosteffects.mig_manager_host(observed, desired.cluster.apply.mode)
     nodes = []
     for name in names:
         fs = tuple(sorted(per_node.get(name, ()), key=Finding.sort_key))
         occ = analysis.occupancy.get(name)
+        ends = _reboot_ends(name, desired, observed, host)
         nodes.append(
             NodeReport(
                 name=name,
@@ -1168,6 +1196,8 @@ def build_report(
                 occupancy=occ.entries if occ else (),
                 mig_config=analysis.rendered.node_configs.get(name),
                 observer=analysis.observers.get(name),
+                reboot_ends=ends.count if ends is not None else None,
+                reboot_names=ends.names if ends is not None else (),
             )
         )
     maps = {
@@ -1198,7 +1228,17 @@ def build_report(
         cluster_findings=tuple(sorted(cluster, key=Finding.sort_key)),
         slice_maps=maps,
         owners=owners.accounts(maps, holder_owners, foreign),
+        mig_manager=host,
     )
+
+
+def _reboot_ends(
+    name: str, desired: DesiredState, observed: ObservedState, host: MigManagerHost | None
+) -> NodePods | None:
+    """Under WITH_REBOOT, the pods a reboot of an inventory node ends (None otherwise: not reported)."""
+    if host is None or not host.with_reboot or name not in desired.nodes:
+        return None
+    return observed.node_pods.get(name, NodePods())
 
 
 def slice_maps(

@@ -202,6 +202,8 @@ def report_to_json(report: DriftReport) -> dict[str, Any]:
         "summary": report.counts(),
         "clusterFindings": [f.to_json() for f in report.cluster_findings],
         "owners": [a.to_json() for a in report.owners],
+        # Only when mig-manager reboots or stops the kubelet: what a plan read from this report must say.
+        **({"migManager": report.mig_manager.to_json()} if report.mig_manager is not None else {}),
         "nodes": [_node_json(n, report.slice_maps.get(n.name, ()) if n.name in detailed else ()) for n in report.nodes],
     }
 
@@ -214,6 +216,8 @@ def _node_json(n: NodeReport, gpus: tuple[GpuSliceMap, ...] = ()) -> dict[str, A
         out["observer"] = n.observer
     out["findings"] = [f.to_json() for f in n.findings]
     out["occupancy"] = [o.to_json() for o in n.occupancy]
+    if n.reboot_ends is not None:
+        out["rebootEnds"] = {"pods": n.reboot_ends, "names": list(n.reboot_names)}
     observed = [g for g in gpus if g.layout_source == "observed"]
     if observed:
         # The GPUs' real cut, only where an observer reports it (the planned cut is the inventory itself).

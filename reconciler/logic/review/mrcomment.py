@@ -25,7 +25,8 @@ from reconciler.logic.inventory.validation import ValidationResult
 from reconciler.logic.planning import disruption
 from reconciler.logic.reports import markdown as md
 from reconciler.logic.review.capacity import CapacityDelta
-from reconciler.logic.review.revdiff import ChangeKind, Disruptions, PartitionChange, RevisionDiff
+from reconciler.logic.review.dradevices import DESTROY, DraReview
+from reconciler.logic.review.revdiff import ChangeKind, Disruptions, HostEffect, PartitionChange, RevisionDiff
 
 # Fits GitHub's 65,536-character comment body (GitLab takes 1,000,000) with room for the marker line.
 DEFAULT_MAX_CHARS = 60_000
@@ -72,6 +73,7 @@ class PlanSection:
     pods_from: str | None = None
     pods_problem: str | None = None  # why the pods are unknown (a report that cannot be used), if said
     new_root: bool = False  # the root does not exist at the base revision: a cluster the merge adds
+    dra: DraReview | None = None  # device changes on DRA-static nodes, by the driver's names (with a cluster)
 
 
 def _pods(pods: Sequence[str]) -> str:
@@ -119,12 +121,15 @@ def node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
         for g in d.gpus:
             recut.setdefault(g.node, []).append(g.reason)
             gpu_pods.setdefault(g.node, set()).update(g.pods)
+    host_words: dict[str, list[str]] = {}
+    for h in d.host if d is not None else ():
+        host_words[h.node] = host_effect_words(h)
     notes: dict[str, list[str]] = {}
     for n in diff.notes:
         notes.setdefault(n.node, []).append(f"GPU {n.gpu}: {n.message}")
     rows: list[tuple[str, str, str]] = []
     added = set(diff.nodes_added)
-    for node in sorted(set(by_node) | set(recut) | set(notes)):
+    for node in sorted(set(by_node) | set(recut) | set(notes) | set(host_words)):
         idx = by_node.get(node, [])
         kinds = {k: sum(1 for i in idx if diff.changes[i].kind is k) for k in ChangeKind}
         words: list[str] = []
@@ -146,7 +151,13 @@ def node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
         if d is not None and node in {n for n, _ in d.not_applied}:
             words.append("placement-only moves: mig-parted leaves the GPU as it is")
         words.extend(notes.get(node, []))
+        words.extend(host_words.get(node, []))
         pods = set(gpu_pods.get(node, set()))
+        on_dra = s.dra.on(node) if s.dra is not None else ()
+        if on_dra:  # said by the driver's device names in the DRA devices table
+            gone = [d for d in on_dra if d.action == DESTROY]
+            words.append(f"DRA static: {len(gone)} device(s) destroyed, {len(on_dra) - len(gone)} created")
+            pods.update(p for d in gone for p in d.pods)
         if d is not None:
             for i in idx:
                 pods.update(d.by_change.get(i, ()))
@@ -162,6 +173,17 @@ def node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
             (f"{md.code(old)} → {md.code(new)}", "renamed (same GPUs, partitions and owners): nothing re-cut", "—")
         )
     return sorted(rows, key=lambda r: r[0])
+
+
+def host_effect_words(h: HostEffect) -> list[str]:
+    """What mig-manager does to the node's host for the change, in the node's row: 'may reboot: N pods end (...)'
+    and the kubelet's NotReady window."""
+    out = []
+    if h.reboot is not None:
+        out.append(f"may reboot (WITH_REBOOT, if the MIG mode change fails): {h.reboot.describe()}")
+    if h.not_ready:
+        out.append("NotReady window: mig-manager stops the kubelet for the MIG mode change (host driver)")
+    return out
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -239,6 +261,45 @@ def _disruption(s: PlanSection) -> list[str]:
             f"- On {len(d.clients_paused)} node(s) mig-manager stops the GPU clients (device plugin, GPU feature "
             "discovery, DCGM exporter, ...) while it applies."
         )
+    reboots = [h for h in d.host if h.reboot is not None]
+    if reboots:
+        ended = sum(h.reboot.count for h in reboots if h.reboot is not None)
+        out.append(
+            f"- On {len(reboots)} node(s) the MIG mode changes and mig-manager runs with WITH_REBOOT: if the mode "
+            f"change fails it **reboots the node**, and **{ended}** pod(s) end there, GPU or not (DaemonSet and "
+            "static pods come back by themselves). migplan holds such a change unless allowDisruption, and then "
+            "drains every one of them first."
+        )
+    stopped = [h.node for h in d.host if h.not_ready]
+    if stopped:
+        out.append(f"- On {len(stopped)} node(s): {md.text(disruption.NOT_READY_WINDOW)}.")
+    return out
+
+
+def dra_lines(review: DraReview | None) -> list[str]:
+    """The devices the merge destroys and creates on DRA-static nodes, by the names NVIDIA's DRA driver publishes,
+    with the claims allocated a destroyed device and the pods reserving them (also `migplan plan`'s text)."""
+    if review is None or not review.devices:
+        return []
+    gone = sum(1 for d in review.devices if d.action == DESTROY)
+    out = [
+        "",
+        f"**DRA devices** on {len(review.nodes)} node(s) where NVIDIA's DRA driver publishes static MIG devices: "
+        f"{gone} destroyed, {len(review.devices) - gone} created; {len(review.claims)} claim(s) allocated a "
+        f"destroyed device, {len(review.pods)} pod(s) reserving them. migplan's agent applies there (only what is "
+        "destroyed goes) and the driver's kubelet plugin republishes the devices.",
+        "",
+    ]
+    rows = [
+        [md.code(d.node), str(d.gpu), d.action, md.code(d.shown), md.text(_pods(d.claims)), md.text(_pods(d.pods))]
+        for d in review.devices[:MAX_SUMMARY_ROWS]
+    ]
+    out += _table(["Node", "GPU", "Change", "Device", "Claims", "Pods"], rows)
+    if len(review.devices) > MAX_SUMMARY_ROWS:
+        out.append(f"\n… and {len(review.devices) - MAX_SUMMARY_ROWS} more device change(s) (`-o json` has them all)")
+    if review.notes:
+        out.append("")
+        out.extend(f"- {md.code(n.node)}: {n.code} {md.text(n.message)}" for n in review.notes)
     return out
 
 
@@ -278,6 +339,7 @@ def _head(s: PlanSection, multi: bool) -> list[str]:
     if s.capacity is not None:
         out += capacity_lines(s.capacity)
     out += _disruption(s)
+    out += dra_lines(s.dra)
     return out
 
 
