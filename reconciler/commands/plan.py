@@ -64,7 +64,7 @@ from reconciler.logic.review.mrcomment import (
     render_comment,
     summary_line,
 )
-from reconciler.logic.review.reportoccupancy import observed_from_report, read_dra
+from reconciler.logic.review.reportoccupancy import ReportDra, observed_from_report, read_dra
 from reconciler.logic.review.revdiff import ChangeKind, Disruptions, RevisionDiff, diff_states, disruptions
 from reconciler.logic.review.unplaced import placement_only_warnings
 from reconciler.model.codes import Trait, with_trait
@@ -474,6 +474,7 @@ def _plan_root(
         return planned
     planned.diff = diff_states(base, target)
     observed: ObservedState | None = None
+    report_dra: ReportDra | None = None
     usage = None
     if kubeconfig is not None:
         try:
@@ -491,7 +492,8 @@ def _plan_root(
                 planned.pods_problem = f"no reports branch {base.cluster.reports.branch!r} in the repository"
         else:
             planned.report = found
-            observed = observed_from_report(found.document)
+            report_dra = read_dra(found.document)  # read once: the observed values and the MP754/MP755 notes
+            observed = observed_from_report(found.document, report_dra)
             usage = usage_from_report(found.document)
             planned.pods_from = _report_words(found, old, time.time())
     planned.disrupts = disruptions(planned.diff, base, target, observed, datetime.now(UTC))
@@ -504,12 +506,10 @@ def _plan_root(
         from reconciler.catalog import load_catalog
 
         planned.dra = dra_review(planned.diff, base, target, observed, load_catalog())
-        if kubeconfig is None and planned.report is not None:
+        if report_dra is not None:
             touched = {c.node for c in planned.diff.changes}
             notes = tuple(
-                DraNote(code, node, message)
-                for code, node, message in read_dra(planned.report.document).problems
-                if node in touched
+                DraNote(code, node, message) for code, node, message in report_dra.problems if node in touched
             )
             planned.dra = with_notes(planned.dra, notes)
     return planned

@@ -51,7 +51,7 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,62}")
 
 
-def observed_from_report(report: Mapping[str, Any]) -> ObservedState:
+def observed_from_report(report: Mapping[str, Any], dra: ReportDra | None = None) -> ObservedState:
     """Bound running pods per node from the report's occupancy holders (one pod may hold several
     profiles on a node: its requests are merged)."""
     requests: dict[tuple[str, str, str], dict[str, int]] = {}
@@ -92,7 +92,7 @@ def observed_from_report(report: Mapping[str, Any]) -> ObservedState:
         )
         for (node_name, ns, name), res in sorted(requests.items())
     )
-    dra = read_dra(report)
+    dra = read_dra(report) if dra is None else dra  # `dra`: read_dra(report) already taken by the caller
     return ObservedState(
         nodes={},
         pods=pods,
