@@ -195,8 +195,10 @@ def dra_review(
                 found.append(_change(node, index, switched, "gpu", None, whole, f"gpu-{minor}", claimed))
         if namer.unnamed:
             notes.append(DraNote("MP748", node, "device name not told for " + "; ".join(namer.unnamed[:5])))
-        if _minors(observed, node) is None and found:
-            notes.append(DraNote("MP749", node, "no observer measured the GPUs' minor numbers: index taken"))
+        unmeasured = sorted({d.gpu for d in found} - set(_minors(observed, node) or {}))
+        if unmeasured:  # none measured, or not those of the GPUs changed
+            gpus = ", ".join(str(i) for i in unmeasured)
+            notes.append(DraNote("MP749", node, f"no minor number measured for GPU(s) {gpus}: index taken"))
         devices += sorted(found, key=lambda d: (d.gpu, d.action != DESTROY, d.start if d.start is not None else -1))
     return DraReview(tuple(nodes), tuple(devices), tuple(notes))
 

@@ -192,7 +192,8 @@ def _node_dra(
 ) -> tuple[NodeDra, dict[int, int], list[ObservedClaim]] | None:
     """One node's record; None (MP754) when its regime, writer or devices cannot be read."""
     unreadable = ("MP754", node, "the report's DRA record cannot be read: its devices and claims are not shown")
-    if not isinstance(raw, dict) or raw.get("regime") not in {r.value for r in Regime}:
+    regime = raw.get("regime") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not isinstance(regime, str) or regime not in {r.value for r in Regime}:
         problems.append(unreadable)
         return None
     writer, devices = raw.get("writer"), raw.get("devices")
@@ -211,7 +212,10 @@ def _node_dra(
             continue
         kept[d] = DraDevice(name=d, kind="gpu" if isinstance(parsed, dradevices.DraGpu) else "mig")
     skipped += max(len(devices) - DRA_DEVICES_CAP, 0)
-    other = raw["regime"] != Regime.DRA_STATIC.value or writer is not None  # static only when the record says so
+    if not devices:  # the controller records only nodes the driver publishes devices for: none is not its record
+        problems.append(unreadable)
+        return None
+    other = regime != Regime.DRA_STATIC.value or writer is not None  # static only when the record says so
     published = NodeDra(node, tuple(kept.values()), (_NOT_STATIC,) if other else ())
     minors = _minors(raw.get("minors"))
     if minors is None:
@@ -237,9 +241,8 @@ def _node_dra(
 
 
 def _minors(raw: Any) -> dict[int, int] | None:
-    """index -> minor; None when any entry cannot be read (a wrong minor would name the wrong device)."""
-    if raw is None:
-        return {}
+    """index -> minor; None when any entry cannot be read (a wrong minor would name the wrong device) or the list is
+    missing (the controller always writes one, empty where no observer measured a minor)."""
     if not isinstance(raw, list) or len(raw) > 64:
         return None
     out: dict[int, int] = {}
@@ -258,9 +261,10 @@ def _small_int(value: Any, top: int) -> bool:
 
 
 def _claims(node: str, raw: Any) -> tuple[list[ObservedClaim], int]:
-    """The node's claims, and how many could not be read (a missing list counts as one)."""
+    """The node's claims, and how many could not be read (a missing list counts as one: the controller always writes
+    one, and a missing one must not read as "no claim")."""
     if not isinstance(raw, list):
-        return [], 0 if raw is None else 1
+        return [], 1
     out: list[ObservedClaim] = []
     bad = max(len(raw) - DRA_CLAIMS_CAP, 0)
     for c in raw[:DRA_CLAIMS_CAP]:

@@ -242,3 +242,29 @@ def test_only_notes_still_show_in_the_comment() -> None:
     notes = tuple(DraNote(c, n, m) for c, n, m in read_dra(doc).problems)
     text = _comment(observed_from_report(doc), notes)
     assert "**DRA devices**: none named." in text and "MP754" in text
+
+
+_WILD: list[Any] = [None, True, -1, 0, 2**70, 1.5, "", "x" * 300, "ml/emb", DEVICES[1], [], {}, [None], {"a": 1}]
+
+
+def test_any_value_anywhere_in_a_record_never_crashes() -> None:
+    """Every key of the record (and of a claim, and of a minor) set to each wild value: read, reviewed, rendered."""
+    record = _report_doc(_live())["nodes"][0]["dra"]
+    paths: list[tuple[str, ...]] = [(k,) for k in (*record, "devicesMore", "claimsMore")]
+    paths += [("claims", k) for k in ("claim", "devices", "pods")] + [("minors", k) for k in ("index", "minor")]
+    for path in paths:
+        for wild in _WILD:
+            if (path == ("claims",) and wild == []) or (path[0] == "minors" and wild == 0 and wild is not False):
+                continue  # plausible values (no claim, GPU 0 / minor 0): whoever can push the branch can say them
+            doc = _report_doc(_live())
+            target = doc["nodes"][0]["dra"]
+            if len(path) == 2:
+                target = target[path[0]][0]
+            target[path[-1]] = wild
+            got = read_dra(doc)
+            notes = tuple(DraNote(c, n, m) for c, n, m in got.problems)
+            review = _review(observed_from_report(doc, got))
+            assert review is not None
+            if review.claims != ("ml/emb",):  # the disrupted claim got lost: the plan must say why
+                assert notes or review.notes, (path, wild)  # damaged (MP754/755), or the index taken (MP749)
+            _comment(observed_from_report(doc, got), notes)
