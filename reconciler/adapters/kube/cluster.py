@@ -45,6 +45,7 @@ from tenacity import RetryCallState, retry, retry_if_exception, wait_exponential
 
 from reconciler.adapters import deadline
 from reconciler.adapters.kube import observe as kubeobserve
+from reconciler.adapters.kube import rawapi
 from reconciler.model.dra import DraDriverConfig
 from reconciler.model.errors import EvictionRefused, MigplanError, Transient
 from reconciler.model.inventory import MAX_WRITE_CONCURRENCY, GpuOperatorSettings
@@ -310,6 +311,11 @@ def _append(items: list[Mapping[str, Any]], obj: Mapping[str, Any]) -> None:
     items.append(obj)
 
 
+def _text(resp: Any) -> str:
+    """A raw answer read as text (a pod log): UTF-8, an undecodable byte replaced rather than failing the read."""
+    return _drain(resp).decode("utf-8", errors="replace")
+
+
 def _drain(resp: Any) -> bytes:
     """Read a raw (`_preload_content=False`) response to the end and hand its connection back to the
     pool; without this every request opens a new connection (and a new TLS handshake)."""
@@ -332,11 +338,12 @@ class KubeCluster:
         self.api_client = api_client
         self.request_timeout = request_timeout
         self.max_log_reads = MAX_LOG_READS
-        self.core = client.CoreV1Api(api_client)
-        self.apps = client.AppsV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
-        self.policy = client.PolicyV1Api(api_client)
-        self.resource = client.ResourceV1Api(api_client)
+        # Raw requests through this ApiClient, not the generated API classes (rawapi.py says why).
+        self.core = rawapi.CoreV1(api_client)
+        self.apps = rawapi.AppsV1(api_client)
+        self.custom = rawapi.CustomObjects(api_client)
+        self.policy = rawapi.PolicyV1(api_client)
+        self.resource = rawapi.ResourceV1(api_client)
         self.page_size = page_size
         # In-sync cycles: a node or pod whose (uid, resourceVersion) the last observation saw is not parsed
         # again (kubeobserve.ParseMemo says why that key is exact). Only the parse of one object is
@@ -552,15 +559,17 @@ class KubeCluster:
         meta = pod.get("metadata") or {}
         try:
             with translate_api_errors(f"read log of pod {meta.get('namespace')}/{meta.get('name')}"):
-                text = self.core.read_namespaced_pod_log(
-                    meta.get("name", ""),
-                    meta.get("namespace", ""),
-                    tail_lines=LOG_TAIL_LINES,
-                    _request_timeout=self.request_timeout,
+                text = _text(
+                    self.core.read_namespaced_pod_log(
+                        meta.get("name", ""),
+                        meta.get("namespace", ""),
+                        tail_lines=LOG_TAIL_LINES,
+                        _request_timeout=self.request_timeout,
+                    )
                 )
         except MigplanError:
             return None
-        return kubeobserve.mig_manager_error(str(text or ""))
+        return kubeobserve.mig_manager_error(text)
 
     def _quote_log(self, pod: Mapping[str, Any]) -> str | None:
         """The device plugin's own error line from a pod that is not Ready (current, else previous run)."""
@@ -571,17 +580,19 @@ class KubeCluster:
         for previous in (False, True):
             try:
                 with translate_api_errors(f"read log of pod {meta.get('namespace')}/{meta.get('name')}"):
-                    text = self.core.read_namespaced_pod_log(
-                        meta.get("name", ""),
-                        meta.get("namespace", ""),
-                        container=container,
-                        previous=previous or None,
-                        tail_lines=LOG_TAIL_LINES,
-                        _request_timeout=self.request_timeout,
+                    text = _text(
+                        self.core.read_namespaced_pod_log(
+                            meta.get("name", ""),
+                            meta.get("namespace", ""),
+                            container=container,
+                            previous=previous or None,
+                            tail_lines=LOG_TAIL_LINES,
+                            _request_timeout=self.request_timeout,
+                        )
                     )
             except MigplanError:
                 continue  # a log we cannot read is not worth failing the observation for
-            line = kubeobserve.quote_log(str(text or ""), LAYOUT_REFUSALS)
+            line = kubeobserve.quote_log(text, LAYOUT_REFUSALS)
             if line and any(r in line for r in LAYOUT_REFUSALS):
                 return line
             best = best or line
@@ -614,9 +625,7 @@ class KubeCluster:
             resp: Any
             with translate_api_errors(what):
                 if kind is Kind.MIG_CONFIG_MAP and change.action is Action.CREATE:
-                    cm = client.V1ConfigMap.from_dict(body)
-                    assert cm is not None
-                    resp = self.core.create_namespaced_config_map(parts[1], cm, **common)
+                    resp = self.core.create_namespaced_config_map(parts[1], body, **common)
                 elif kind is Kind.MIG_CONFIG_MAP:
                     resp = self.core.patch_namespaced_config_map(
                         parts[2], parts[1], body, _content_type=MERGE_PATCH, **common
@@ -644,9 +653,7 @@ class KubeCluster:
         meta = change.patch.get("metadata") or {}
         name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
         what = f"{'dry-run ' if dry_run else ''}evict pod {namespace}/{name}"
-        body = client.V1Eviction(
-            api_version="policy/v1", kind="Eviction", metadata=client.V1ObjectMeta(name=name, namespace=namespace)
-        )
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
 
         def send() -> None:
             try:
