@@ -41,12 +41,11 @@ class RawApi:
         *,
         body: Any = None,
         content_type: str | None = None,
-        accept: str = JSON,
         request_timeout: Any = None,
     ) -> Any:
-        headers: dict[str, Any] = {"Accept": accept}
-        if body is not None:
-            headers["Content-Type"] = content_type or JSON
+        headers: dict[str, Any] = {"Accept": JSON}
+        if content_type is not None:  # a patch's; a POST leaves it to the REST layer (JSON), as generated ones do
+            headers["Content-Type"] = content_type
         request = self.api_client.param_serialize(
             method=method,
             resource_path=path,
@@ -181,8 +180,8 @@ class CoreV1(RawApi):
             "/api/v1/namespaces/{namespace}/pods/{name}/log",
             {"name": name, "namespace": namespace},
             query,
-            accept="text/plain",
-            request_timeout=_request_timeout,
+            request_timeout=_request_timeout,  # Accept: application/json, as the generated method picks
+
         )
 
     def create_namespaced_config_map(
