@@ -33,7 +33,9 @@ parses the raw JSON). Contract:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -311,6 +313,108 @@ def _append(items: list[Mapping[str, Any]], obj: Mapping[str, Any]) -> None:
     items.append(obj)
 
 
+MAX_CONTINUE_TOKEN = 64 * 1024  # bytes: the API server's tokens are a few hundred (base64 of rv + start key)
+_HINT_WINDOW = MAX_CONTINUE_TOKEN + 4096  # where a list's metadata ends, if the server writes it first
+
+
+class ListUnreadable(ApiUnavailable):
+    """A LIST answer that is not a Kubernetes list (not JSON, items not objects, a token that is not a string):
+    a cut or garbled answer, treated as the server failing (retried, then the cycle's error)."""
+
+
+def read_list_page(data: bytes, what: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The items and continue token of one raw LIST page, checked: never a crash on what a proxy or a hostile
+    server sends. An item that is not an object, a non-list `items`, a token that is not a string or is
+    longer than MAX_CONTINUE_TOKEN is ListUnreadable (MP554) naming the list; what is inside each item is
+    kube/observe.py's to read (it reads every field defensively)."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ListUnreadable(f"{what}: the answer is not JSON ({exc}; {len(data)} bytes)") from None
+    if not isinstance(doc, dict):
+        raise ListUnreadable(f"{what}: the answer is not a list object but {type(doc).__name__}")
+    items = doc.get("items")
+    if items is None:
+        items = []
+    elif not isinstance(items, list):
+        raise ListUnreadable(f"{what}: items is {type(items).__name__}, not a list")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ListUnreadable(f"{what}: item {i} is {type(item).__name__}, not an object")
+    meta = doc.get("metadata")
+    cont = meta.get("continue") if isinstance(meta, dict) else None
+    if cont is not None and not isinstance(cont, str):
+        raise ListUnreadable(f"{what}: metadata.continue is {type(cont).__name__}, not a string")
+    if cont is not None and len(cont) > MAX_CONTINUE_TOKEN:
+        raise ListUnreadable(f"{what}: metadata.continue is {len(cont)} characters (at most {MAX_CONTINUE_TOKEN})")
+    return items, cont or None
+
+
+def continue_hint(data: bytes) -> str | None:
+    """The continue token of a raw LIST page read from its head alone, or None.
+
+    The API server writes a list's `metadata` before its `items` (the ListMeta field comes before Items in
+    every Go list type, and encoding/json keeps struct order), so the token is in the first bytes and the next
+    page can be asked for before this one is decoded. Only a hint: the caller uses the page fetched with it
+    only if it equals the token of the fully decoded page (read_list_page), so a server writing another order,
+    or a string that happens to hold `"items":`, costs one wasted request, never a wrong page."""
+    end = data.find(b'"items":', 0, _HINT_WINDOW)
+    if end < 0:
+        return None
+    head = data[:end].rstrip()
+    if not head.endswith(b","):
+        return None
+    try:
+        doc = orjson.loads(head[:-1] + b"}")
+    except orjson.JSONDecodeError:
+        return None
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    cont = meta.get("continue") if isinstance(meta, dict) else None
+    return cont if isinstance(cont, str) and 0 < len(cont) <= MAX_CONTINUE_TOKEN else None
+
+
+class _Prefetcher:
+    """At most one page fetched ahead, in one worker thread that runs in the caller's context (so the cycle's
+    deadline, a ContextVar, cuts its request too). `take(token)` returns the page fetched for exactly that
+    token, else fetches it now; leaving the block waits for a page still in flight (its connection goes back to
+    the pool) and drops it."""
+
+    def __init__(self, fetch: Callable[[str | None], bytes]) -> None:
+        self._fetch = fetch
+        self._pool: ThreadPoolExecutor | None = None
+        self._ahead: tuple[str, Future[bytes]] | None = None
+
+    def __enter__(self) -> _Prefetcher:
+        return self
+
+    def ask(self, token: str) -> None:
+        self._drop()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="migplan-list")
+        ctx = contextvars.copy_context()
+        self._ahead = (token, self._pool.submit(ctx.run, self._fetch, token))
+
+    def take(self, token: str) -> bytes:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == token:
+            return ahead[1].result()
+        if ahead is not None:
+            self._ahead = ahead
+            self._drop()
+        return self._fetch(token)
+
+    def _drop(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            with contextlib.suppress(Exception):
+                ahead[1].result()
+
+    def __exit__(self, *exc: object) -> None:
+        self._drop()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
 def _text(resp: Any) -> str:
     """A raw answer read as text (a pod log): UTF-8, an undecodable byte replaced rather than failing the read."""
     return _drain(resp).decode("utf-8", errors="replace")
@@ -390,25 +494,36 @@ class KubeCluster:
         page's raw JSON is dropped once its items are added, so a caller that keeps compact values
         never holds the whole list's raw objects."""
 
-        def collect() -> S:
-            acc = start()
-            cont: str | None = None
-            while True:
-                with translate_api_errors(what):
-                    resp = fn(
+        def fetch(cont: str | None) -> bytes:
+            with translate_api_errors(what):
+                return _drain(
+                    fn(
                         limit=self.page_size,
                         _continue=cont,
                         _preload_content=False,
                         _request_timeout=self.request_timeout,
                         **kwargs,
                     )
-                    doc = orjson.loads(_drain(resp))
-                for item in doc.get("items") or ():
-                    add(acc, item)
-                cont = (doc.get("metadata") or {}).get("continue") or None
-                del doc
-                if not cont:
-                    return acc
+                )
+
+        def collect() -> S:
+            acc = start()
+            with _Prefetcher(fetch) as pages:
+                data = fetch(None)
+                while True:
+                    # The next page is asked for before this one is decoded (its token is read from the
+                    # page's head), so the API server's time for it overlaps with ours for this one.
+                    ahead = continue_hint(data)
+                    if ahead is not None:
+                        pages.ask(ahead)
+                    items, cont = read_list_page(data, what)
+                    del data
+                    for item in items:
+                        add(acc, item)
+                    del items
+                    if not cont:
+                        return acc
+                    data = pages.take(cont)
 
         return with_retries(collect)
 
