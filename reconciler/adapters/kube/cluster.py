@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -357,7 +358,7 @@ def continue_hint(data: bytes) -> str | None:
     every Go list type, and encoding/json keeps struct order), so the token is in the first bytes and the next
     page can be asked for before this one is decoded. Only a hint: the caller uses the page fetched with it
     only if it equals the token of the fully decoded page (read_list_page), so a server writing another order,
-    or a string that happens to hold `"items":`, costs one wasted request, never a wrong page."""
+    or an `items` key nested in the metadata, costs one wasted request, never a wrong page."""
     end = data.find(b'"items":', 0, _HINT_WINDOW)
     if end < 0:
         return None
@@ -453,7 +454,9 @@ class KubeCluster:
         # again (kubeobserve.ParseMemo says why that key is exact). Only the parse of one object is
         # remembered; everything that reads several objects or the clock is computed every cycle.
         self.node_memo = kubeobserve.ParseMemo(kubeobserve.node_from_json)
-        self.pod_memo = kubeobserve.ParseMemo(kubeobserve.gpu_pod_from_json)
+        # One observation's equal pod parts kept once (kubeobserve.Shared): a fresh table every observation.
+        self.pod_parts = kubeobserve.Shared()
+        self.pod_memo = kubeobserve.ParseMemo(functools.partial(kubeobserve.gpu_pod_from_json, shared=self.pod_parts))
 
     @classmethod
     def from_kubeconfig(
@@ -544,6 +547,7 @@ class KubeCluster:
     def observe(self, ops: GpuOperatorSettings) -> ObservedState:
         self.node_memo.begin()
         self.pod_memo.begin()
+        self.pod_parts.begin()
         node_memo = self.node_memo
 
         def add_node(nodes: dict[str, ObservedNode], obj: Mapping[str, Any]) -> None:

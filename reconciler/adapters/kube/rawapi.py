@@ -181,7 +181,6 @@ class CoreV1(RawApi):
             {"name": name, "namespace": namespace},
             query,
             request_timeout=_request_timeout,  # Accept: application/json, as the generated method picks
-
         )
 
     def create_namespaced_config_map(

@@ -45,7 +45,9 @@ class _Recorder(client.ApiClient):
         self.sent: list[tuple[Any, ...]] = []
         self.status = status
 
-    def call_api(self, method: str, url: str, header_params: Any = None, body: Any = None, *rest: Any, **kw: Any) -> Any:
+    def call_api(
+        self, method: str, url: str, header_params: Any = None, body: Any = None, *rest: Any, **kw: Any
+    ) -> Any:
         self.sent.append((method, url, dict(header_params or {}), body))
         return _Answer(self.status, b'{"kind":"Status","message":"no"}')
 
@@ -59,6 +61,7 @@ BODY = {"metadata": {"labels": {"nvidia.com/mig.config": "all-1g.18gb"}}}
 LIST = {"limit": 500, "_continue": "tok/en=", "field_selector": "metadata.name=x", "label_selector": "a in (b,c)"}
 MERGE = "application/merge-patch+json"
 WRITE = {"field_manager": "migplan", "dry_run": "All"}
+PATCH = {**WRITE, "_content_type": MERGE}
 
 CASES: list[tuple[type, type, str, tuple[Any, ...], dict[str, Any]]] = [
     (client.CoreV1Api, rawapi.CoreV1, "list_node", (), LIST),
@@ -75,7 +78,13 @@ CASES: list[tuple[type, type, str, tuple[Any, ...], dict[str, Any]]] = [
     ),
     (client.CoreV1Api, rawapi.CoreV1, "read_namespaced_pod_log", ("p", "ns"), {"tail_lines": 200}),
     (client.CoreV1Api, rawapi.CoreV1, "create_namespaced_config_map", ("gpu-operator", {"data": {"a": "b"}}), WRITE),
-    (client.CoreV1Api, rawapi.CoreV1, "patch_namespaced_config_map", ("cm", "ns", BODY), {**WRITE, "_content_type": MERGE}),
+    (
+        client.CoreV1Api,
+        rawapi.CoreV1,
+        "patch_namespaced_config_map",
+        ("cm", "ns", BODY),
+        {**WRITE, "_content_type": MERGE},
+    ),
     (client.CoreV1Api, rawapi.CoreV1, "patch_node", ("gpu-00001", BODY), {**WRITE, "_content_type": MERGE}),
     (client.CoreV1Api, rawapi.CoreV1, "patch_node", ("gpu-00001", BODY), {"_content_type": MERGE}),
     (
