@@ -4,8 +4,11 @@ The one module of the reconcile path that imports `kubernetes` (kubeobserve.py, 
 parses the raw JSON). Contract:
 - observe() makes LIST calls only, paginated with limit/continue (the client's `_continue`): nodes,
   pods in all namespaces, and the ClusterPolicy / DaemonSet / ConfigMaps by `metadata.name` field
-  selector. No GET per node. A device-plugin pod's log is read only when that pod is not Ready (at
-  most `max_log_reads` per cycle), a mig-manager pod's log only when its node's state is `failed`.
+  selector. No GET per node. Requests go out raw through the one ApiClient (rawapi.py: the generated API
+  classes cost a second of imports per process); each page is read by read_list_page (checked: a garbled
+  answer is MP554, never a crash), and the next page is asked for while this one is decoded
+  (continue_hint). A device-plugin pod's log is read only when that pod is not Ready (at most
+  `max_log_reads` per cycle), a mig-manager pod's log only when its node's state is `failed`.
 - apply() turns one Change into one write with field manager "migplan": ConfigMap create or JSON
   merge patch, ClusterPolicy JSON merge patch, DaemonSet strategic merge patch (what `kubectl
   rollout restart` sends), Node JSON merge patch of the label/annotation/unschedulable keys the
