@@ -821,7 +821,7 @@ class KubeCluster:
         meta = change.patch.get("metadata") or {}
         name, namespace, uid = str(meta.get("name", "")), str(meta.get("namespace", "")), str(meta.get("uid", ""))
         what = f"{'dry-run ' if dry_run else ''}delete pod {namespace}/{name} (restart the DRA kubelet plugin)"
-        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+        body = {"preconditions": {"uid": uid}}  # DeleteOptions: delete only this pod, never its successor
 
         def send() -> None:
             try:

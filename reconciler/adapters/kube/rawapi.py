@@ -264,6 +264,25 @@ class CoreV1(RawApi):
             request_timeout=_request_timeout,
         )
 
+    def delete_namespaced_pod(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        body: Any = None,
+        dry_run: str | None = None,
+        _preload_content: bool = False,
+        _request_timeout: Any = None,
+    ) -> Any:
+        return self._send(
+            "DELETE",
+            "/api/v1/namespaces/{namespace}/pods/{name}",
+            {"name": name, "namespace": namespace},
+            (("dryRun", dry_run),),
+            body=body,
+            request_timeout=_request_timeout,
+        )
+
 
 class AppsV1(RawApi):
     def list_namespaced_daemon_set(

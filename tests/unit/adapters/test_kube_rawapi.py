@@ -94,6 +94,14 @@ CASES: list[tuple[type, type, str, tuple[Any, ...], dict[str, Any]]] = [
         ("pod", "ns", {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "pod", "namespace": "ns"}}),
         {"dry_run": "All"},
     ),
+    (
+        client.CoreV1Api,
+        rawapi.CoreV1,
+        "delete_namespaced_pod",
+        ("nvidia-dra-driver-gpu-kubelet-plugin-x", "nvidia-dra-driver-gpu"),
+        {"body": {"preconditions": {"uid": "0e1f"}}, "dry_run": "All"},
+    ),
+    (client.CoreV1Api, rawapi.CoreV1, "delete_namespaced_pod", ("p", "ns"), {"body": {"preconditions": {"uid": "u"}}}),
     (client.AppsV1Api, rawapi.AppsV1, "list_namespaced_daemon_set", ("gpu-operator",), LIST),
     (client.AppsV1Api, rawapi.AppsV1, "list_daemon_set_for_all_namespaces", (), LIST),
     (
