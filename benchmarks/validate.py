@@ -99,7 +99,10 @@ def node_file(n: int) -> str:
     )
 
 
-# block style: (model, [(profile, owner, purpose)]) or (model, None) for MIG disabled; every placement left out
+# block style: (model, [(profile, owner, purpose)]) or (model, None) for MIG disabled; every placement left out.
+# One GPU model per node, as in a real server (a node whose GPUs mixed H200 and H100 cuts is held by MP564: GFD
+# labels one product per node, and mig-parted would leave the other model's GPUs empty): one node in six is an
+# H100 node, the others H200.
 BLOCK_CUTS: list[tuple[str, list[tuple[str, str | None, str | None]] | None]] = [
     (
         "H200-141GB",
@@ -116,10 +119,13 @@ BLOCK_CUTS: list[tuple[str, list[tuple[str, str | None, str | None]] | None]] = 
     ("H100-80GB", [("4g.40gb", "finetune", "LoRA fine-tuning"), ("3g.40gb", "eval", None)]),
     ("H100-80GB", None),
 ]
+H200_CUTS = BLOCK_CUTS[:4]
+H100_CUTS = BLOCK_CUTS[4:]
 
 
 def block_gpu(i: int, n: int) -> str:
-    model, parts = BLOCK_CUTS[(i + n) % len(BLOCK_CUTS)] if (n + i) % 7 else BLOCK_CUTS[(n // 7) % 3]
+    cuts = H100_CUTS if n % 6 == 5 else H200_CUTS
+    model, parts = cuts[(i + n) % len(cuts)] if (n + i) % 7 else cuts[(n // 7) % len(cuts)]
     out = f"    - index: {i}\n      model: {model}\n      mig:\n"
     if parts is None:
         return out + "        enabled: false\n"

@@ -4,8 +4,11 @@ The one module of the reconcile path that imports `kubernetes` (kubeobserve.py, 
 parses the raw JSON). Contract:
 - observe() makes LIST calls only, paginated with limit/continue (the client's `_continue`): nodes,
   pods in all namespaces, and the ClusterPolicy / DaemonSet / ConfigMaps by `metadata.name` field
-  selector. No GET per node. A device-plugin pod's log is read only when that pod is not Ready (at
-  most `max_log_reads` per cycle), a mig-manager pod's log only when its node's state is `failed`.
+  selector. No GET per node. Requests go out raw through the one ApiClient (rawapi.py: the generated API
+  classes cost a second of imports per process); each page is read by read_list_page (checked: a garbled
+  answer is MP554, never a crash), and the next page is asked for while this one is decoded
+  (continue_hint). A device-plugin pod's log is read only when that pod is not Ready (at most
+  `max_log_reads` per cycle), a mig-manager pod's log only when its node's state is `failed`.
 - apply() turns one Change into one write with field manager "migplan": ConfigMap create or JSON
   merge patch, ClusterPolicy JSON merge patch, DaemonSet strategic merge patch (what `kubectl
   rollout restart` sends), Node JSON merge patch of the label/annotation/unschedulable keys the
@@ -33,7 +36,10 @@ parses the raw JSON). Contract:
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -45,6 +51,7 @@ from tenacity import RetryCallState, retry, retry_if_exception, wait_exponential
 
 from reconciler.adapters import deadline
 from reconciler.adapters.kube import observe as kubeobserve
+from reconciler.adapters.kube import rawapi
 from reconciler.model.dra import DraDriverConfig, DraPluginPod
 from reconciler.model.errors import EvictionRefused, MigplanError, Transient
 from reconciler.model.inventory import MAX_WRITE_CONCURRENCY, GpuOperatorSettings
@@ -310,6 +317,113 @@ def _append(items: list[Mapping[str, Any]], obj: Mapping[str, Any]) -> None:
     items.append(obj)
 
 
+MAX_CONTINUE_TOKEN = 64 * 1024  # bytes: the API server's tokens are a few hundred (base64 of rv + start key)
+_HINT_WINDOW = MAX_CONTINUE_TOKEN + 4096  # where a list's metadata ends, if the server writes it first
+
+
+class ListUnreadable(ApiUnavailable):
+    """A LIST answer that is not a Kubernetes list (not JSON, items not objects, a token that is not a string):
+    a cut or garbled answer, treated as the server failing (retried, then the cycle's error)."""
+
+
+def read_list_page(data: bytes, what: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The items and continue token of one raw LIST page, checked: never a crash on what a proxy or a hostile
+    server sends. An item that is not an object, a non-list `items`, a token that is not a string or is
+    longer than MAX_CONTINUE_TOKEN is ListUnreadable (MP554) naming the list; what is inside each item is
+    kube/observe.py's to read (it reads every field defensively)."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ListUnreadable(f"{what}: the answer is not JSON ({exc}; {len(data)} bytes)") from None
+    if not isinstance(doc, dict):
+        raise ListUnreadable(f"{what}: the answer is not a list object but {type(doc).__name__}")
+    items = doc.get("items")
+    if items is None:
+        items = []
+    elif not isinstance(items, list):
+        raise ListUnreadable(f"{what}: items is {type(items).__name__}, not a list")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ListUnreadable(f"{what}: item {i} is {type(item).__name__}, not an object")
+    meta = doc.get("metadata")
+    cont = meta.get("continue") if isinstance(meta, dict) else None
+    if cont is not None and not isinstance(cont, str):
+        raise ListUnreadable(f"{what}: metadata.continue is {type(cont).__name__}, not a string")
+    if cont is not None and len(cont) > MAX_CONTINUE_TOKEN:
+        raise ListUnreadable(f"{what}: metadata.continue is {len(cont)} characters (at most {MAX_CONTINUE_TOKEN})")
+    return items, cont or None
+
+
+def continue_hint(data: bytes) -> str | None:
+    """The continue token of a raw LIST page read from its head alone, or None.
+
+    The API server writes a list's `metadata` before its `items` (the ListMeta field comes before Items in
+    every Go list type, and encoding/json keeps struct order), so the token is in the first bytes and the next
+    page can be asked for before this one is decoded. Only a hint: the caller uses the page fetched with it
+    only if it equals the token of the fully decoded page (read_list_page), so a server writing another order,
+    or an `items` key nested in the metadata, costs one wasted request, never a wrong page."""
+    end = data.find(b'"items":', 0, _HINT_WINDOW)
+    if end < 0:
+        return None
+    head = data[:end].rstrip()
+    if not head.endswith(b","):
+        return None
+    try:
+        doc = orjson.loads(head[:-1] + b"}")
+    except orjson.JSONDecodeError:
+        return None
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    cont = meta.get("continue") if isinstance(meta, dict) else None
+    return cont if isinstance(cont, str) and 0 < len(cont) <= MAX_CONTINUE_TOKEN else None
+
+
+class _Prefetcher:
+    """At most one page fetched ahead, in one worker thread that runs in the caller's context (so the cycle's
+    deadline, a ContextVar, cuts its request too). `take(token)` returns the page fetched for exactly that
+    token, else fetches it now; leaving the block waits for a page still in flight (its connection goes back to
+    the pool) and drops it."""
+
+    def __init__(self, fetch: Callable[[str | None], bytes]) -> None:
+        self._fetch = fetch
+        self._pool: ThreadPoolExecutor | None = None
+        self._ahead: tuple[str, Future[bytes]] | None = None
+
+    def __enter__(self) -> _Prefetcher:
+        return self
+
+    def ask(self, token: str) -> None:
+        self._drop()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="migplan-list")
+        ctx = contextvars.copy_context()
+        self._ahead = (token, self._pool.submit(ctx.run, self._fetch, token))
+
+    def take(self, token: str) -> bytes:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == token:
+            return ahead[1].result()
+        if ahead is not None:
+            self._ahead = ahead
+            self._drop()
+        return self._fetch(token)
+
+    def _drop(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            with contextlib.suppress(Exception):
+                ahead[1].result()
+
+    def __exit__(self, *exc: object) -> None:
+        self._drop()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
+def _text(resp: Any) -> str:
+    """A raw answer read as text (a pod log): UTF-8, an undecodable byte replaced rather than failing the read."""
+    return _drain(resp).decode("utf-8", errors="replace")
+
+
 def _drain(resp: Any) -> bytes:
     """Read a raw (`_preload_content=False`) response to the end and hand its connection back to the
     pool; without this every request opens a new connection (and a new TLS handshake)."""
@@ -332,17 +446,20 @@ class KubeCluster:
         self.api_client = api_client
         self.request_timeout = request_timeout
         self.max_log_reads = MAX_LOG_READS
-        self.core = client.CoreV1Api(api_client)
-        self.apps = client.AppsV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
-        self.policy = client.PolicyV1Api(api_client)
-        self.resource = client.ResourceV1Api(api_client)
+        # Raw requests through this ApiClient, not the generated API classes (rawapi.py says why).
+        self.core = rawapi.CoreV1(api_client)
+        self.apps = rawapi.AppsV1(api_client)
+        self.custom = rawapi.CustomObjects(api_client)
+        self.policy = rawapi.PolicyV1(api_client)
+        self.resource = rawapi.ResourceV1(api_client)
         self.page_size = page_size
         # In-sync cycles: a node or pod whose (uid, resourceVersion) the last observation saw is not parsed
         # again (kubeobserve.ParseMemo says why that key is exact). Only the parse of one object is
         # remembered; everything that reads several objects or the clock is computed every cycle.
         self.node_memo = kubeobserve.ParseMemo(kubeobserve.node_from_json)
-        self.pod_memo = kubeobserve.ParseMemo(kubeobserve.gpu_pod_from_json)
+        # One observation's equal pod parts kept once (kubeobserve.Shared): a fresh table every observation.
+        self.pod_parts = kubeobserve.Shared()
+        self.pod_memo = kubeobserve.ParseMemo(functools.partial(kubeobserve.gpu_pod_from_json, shared=self.pod_parts))
 
     @classmethod
     def from_kubeconfig(
@@ -383,25 +500,36 @@ class KubeCluster:
         page's raw JSON is dropped once its items are added, so a caller that keeps compact values
         never holds the whole list's raw objects."""
 
-        def collect() -> S:
-            acc = start()
-            cont: str | None = None
-            while True:
-                with translate_api_errors(what):
-                    resp = fn(
+        def fetch(cont: str | None) -> bytes:
+            with translate_api_errors(what):
+                return _drain(
+                    fn(
                         limit=self.page_size,
                         _continue=cont,
                         _preload_content=False,
                         _request_timeout=self.request_timeout,
                         **kwargs,
                     )
-                    doc = orjson.loads(_drain(resp))
-                for item in doc.get("items") or ():
-                    add(acc, item)
-                cont = (doc.get("metadata") or {}).get("continue") or None
-                del doc
-                if not cont:
-                    return acc
+                )
+
+        def collect() -> S:
+            acc = start()
+            with _Prefetcher(fetch) as pages:
+                data = fetch(None)
+                while True:
+                    # The next page is asked for before this one is decoded (its token is read from the
+                    # page's head), so the API server's time for it overlaps with ours for this one.
+                    ahead = continue_hint(data)
+                    if ahead is not None:
+                        pages.ask(ahead)
+                    items, cont = read_list_page(data, what)
+                    del data
+                    for item in items:
+                        add(acc, item)
+                    del items
+                    if not cont:
+                        return acc
+                    data = pages.take(cont)
 
         return with_retries(collect)
 
@@ -422,6 +550,7 @@ class KubeCluster:
     def observe(self, ops: GpuOperatorSettings) -> ObservedState:
         self.node_memo.begin()
         self.pod_memo.begin()
+        self.pod_parts.begin()
         node_memo = self.node_memo
 
         def add_node(nodes: dict[str, ObservedNode], obj: Mapping[str, Any]) -> None:
@@ -556,15 +685,17 @@ class KubeCluster:
         meta = pod.get("metadata") or {}
         try:
             with translate_api_errors(f"read log of pod {meta.get('namespace')}/{meta.get('name')}"):
-                text = self.core.read_namespaced_pod_log(
-                    meta.get("name", ""),
-                    meta.get("namespace", ""),
-                    tail_lines=LOG_TAIL_LINES,
-                    _request_timeout=self.request_timeout,
+                text = _text(
+                    self.core.read_namespaced_pod_log(
+                        meta.get("name", ""),
+                        meta.get("namespace", ""),
+                        tail_lines=LOG_TAIL_LINES,
+                        _request_timeout=self.request_timeout,
+                    )
                 )
         except MigplanError:
             return None
-        return kubeobserve.mig_manager_error(str(text or ""))
+        return kubeobserve.mig_manager_error(text)
 
     def _quote_log(self, pod: Mapping[str, Any]) -> str | None:
         """The device plugin's own error line from a pod that is not Ready (current, else previous run)."""
@@ -575,17 +706,19 @@ class KubeCluster:
         for previous in (False, True):
             try:
                 with translate_api_errors(f"read log of pod {meta.get('namespace')}/{meta.get('name')}"):
-                    text = self.core.read_namespaced_pod_log(
-                        meta.get("name", ""),
-                        meta.get("namespace", ""),
-                        container=container,
-                        previous=previous or None,
-                        tail_lines=LOG_TAIL_LINES,
-                        _request_timeout=self.request_timeout,
+                    text = _text(
+                        self.core.read_namespaced_pod_log(
+                            meta.get("name", ""),
+                            meta.get("namespace", ""),
+                            container=container,
+                            previous=previous or None,
+                            tail_lines=LOG_TAIL_LINES,
+                            _request_timeout=self.request_timeout,
+                        )
                     )
             except MigplanError:
                 continue  # a log we cannot read is not worth failing the observation for
-            line = kubeobserve.quote_log(str(text or ""), LAYOUT_REFUSALS)
+            line = kubeobserve.quote_log(text, LAYOUT_REFUSALS)
             if line and any(r in line for r in LAYOUT_REFUSALS):
                 return line
             best = best or line
@@ -621,9 +754,7 @@ class KubeCluster:
             resp: Any
             with translate_api_errors(what):
                 if kind is Kind.MIG_CONFIG_MAP and change.action is Action.CREATE:
-                    cm = client.V1ConfigMap.from_dict(body)
-                    assert cm is not None
-                    resp = self.core.create_namespaced_config_map(parts[1], cm, **common)
+                    resp = self.core.create_namespaced_config_map(parts[1], body, **common)
                 elif kind is Kind.MIG_CONFIG_MAP:
                     resp = self.core.patch_namespaced_config_map(
                         parts[2], parts[1], body, _content_type=MERGE_PATCH, **common
@@ -657,9 +788,7 @@ class KubeCluster:
         meta = change.patch.get("metadata") or {}
         name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
         what = f"{'dry-run ' if dry_run else ''}evict pod {namespace}/{name}"
-        body = client.V1Eviction(
-            api_version="policy/v1", kind="Eviction", metadata=client.V1ObjectMeta(name=name, namespace=namespace)
-        )
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
 
         def send() -> None:
             try:
@@ -692,7 +821,7 @@ class KubeCluster:
         meta = change.patch.get("metadata") or {}
         name, namespace, uid = str(meta.get("name", "")), str(meta.get("namespace", "")), str(meta.get("uid", ""))
         what = f"{'dry-run ' if dry_run else ''}delete pod {namespace}/{name} (restart the DRA kubelet plugin)"
-        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+        body = {"preconditions": {"uid": uid}}  # DeleteOptions: delete only this pod, never its successor
 
         def send() -> None:
             try:

@@ -220,11 +220,52 @@ def pod_claims(obj: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
+class Shared:
+    """Equal parts of one observation's pods kept once: a fleet's pods repeat the same few namespaces, phases,
+    node names, label sets (one per ReplicaSet), GPU requests and owners, and each parsed pod otherwise holds its
+    own copy of every one of them (at 5,000 nodes, some 130,000 pods: most of an observation's memory).
+
+    Values are only ever read (frozen dataclasses of read-only mappings), so one object can stand for all its
+    equals. A value that cannot be a key (a hostile label value that is a list) is kept as it is, unshared.
+    Bounded by the cluster: the kube adapter begins a fresh table every observation (`begin`)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+        self._maps: dict[tuple[tuple[Any, Any], ...], Mapping[str, Any]] = {}
+        self._containers: dict[tuple[Any, ...], tuple[ContainerResources, ...]] = {}
+        self._owners: dict[tuple[str, str, bool], OwnerRef] = {}
+
+    def begin(self) -> None:
+        self._texts.clear()
+        self._maps.clear()
+        self._containers.clear()
+        self._owners.clear()
+
+    def text(self, value: T) -> T:
+        return self._texts.setdefault(value, value) if isinstance(value, str) else value  # type: ignore[return-value]
+
+    def mapping(self, value: Mapping[str, Any]) -> Mapping[str, Any]:
+        try:
+            return self._maps.setdefault(tuple(value.items()), value)
+        except TypeError:  # an unhashable value: kept as it is
+            return value
+
+    def containers(self, value: tuple[ContainerResources, ...]) -> tuple[ContainerResources, ...]:
+        key = tuple((c.name, tuple(c.requests.items()), tuple(c.limits.items())) for c in value)
+        return self._containers.setdefault(key, value)
+
+    def owner(self, value: OwnerRef | None) -> OwnerRef | None:
+        if value is None:
+            return None
+        return self._owners.setdefault((value.kind, value.name, value.controller), value)
+
+
+def gpu_pod_from_json(obj: Mapping[str, Any], shared: Shared | None = None) -> ObservedPod | None:
     """The pod if any container asks for a GPU or MIG resource or it uses ResourceClaims, else None (not kept).
 
     Pods with claims are kept whatever the driver: which claim holds a GPU is known from the node observer (and
-    the claims' allocations), and drain must be able to evict a DRA holder the guard names."""
+    the claims' allocations), and drain must be able to evict a DRA holder the guard names. With `shared`, the
+    parts it has seen equal in this observation's other pods are taken from it (the same values, kept once)."""
     spec = obj.get("spec") or {}
     bad: list[Malformed] = []
     containers = _containers(spec, bad)
@@ -232,15 +273,25 @@ def gpu_pod_from_json(obj: Mapping[str, Any]) -> ObservedPod | None:
     if not containers and not claims:
         return None
     meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace", "")
+    node = spec.get("nodeName") or None
+    phase = (obj.get("status") or {}).get("phase") or "Pending"
+    labels = meta.get("labels") or {}
+    node_selector = spec.get("nodeSelector") or {}
+    owner = controller_of(meta)
+    if shared is not None:
+        namespace, node, phase = shared.text(namespace), shared.text(node), shared.text(phase)
+        labels, node_selector = shared.mapping(labels), shared.mapping(node_selector)
+        containers, owner = shared.containers(containers), shared.owner(owner)
     return ObservedPod(
-        namespace=meta.get("namespace", ""),
+        namespace=namespace,
         name=meta.get("name", ""),
-        node=spec.get("nodeName") or None,
-        phase=(obj.get("status") or {}).get("phase") or "Pending",
+        node=node,
+        phase=phase,
         containers=containers,
-        labels=meta.get("labels") or {},
-        owner=controller_of(meta),
-        node_selector=spec.get("nodeSelector") or {},
+        labels=labels,
+        owner=owner,
+        node_selector=node_selector,
         malformed=tuple(bad),
         terminating=bool(meta.get("deletionTimestamp")),
         mirror=MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}),

@@ -99,10 +99,15 @@ def pod_identities(pod: ObservedPod) -> frozenset[str]:
         if key in pod.labels:
             ids.add(pod.labels[key])
     if pod.owner is not None:
-        ids.add(pod.owner.name)
-        if pod.owner.kind == "ReplicaSet":
-            ids.add(_RS_HASH.sub("", pod.owner.name))
+        ids.update(_owner_identities(pod.owner.kind, pod.owner.name))
     return frozenset(ids)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _owner_identities(kind: str, name: str) -> tuple[str, ...]:
+    """The owner's name, and a ReplicaSet's Deployment name (its pod-template-hash suffix cut): the same few
+    owners come back for every pod of a fleet, so the cut is made once per owner (bounded cache)."""
+    return (name, _RS_HASH.sub("", name)) if kind == "ReplicaSet" else (name,)
 
 
 @dataclass(frozen=True, slots=True)
