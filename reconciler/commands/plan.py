@@ -49,7 +49,7 @@ from reconciler.logic.inventory.validation import ParseCache, ValidationResult
 from reconciler.logic.planning import disruption
 from reconciler.logic.reports import markdown as md
 from reconciler.logic.review.capacity import CapacityDelta, capacity_delta, usage_from_observed, usage_from_report
-from reconciler.logic.review.dradevices import DraReview, dra_review
+from reconciler.logic.review.dradevices import DraNote, DraReview, dra_review, with_notes
 from reconciler.logic.review.mrcomment import (
     DEFAULT_MAX_CHARS,
     VERBS,
@@ -64,7 +64,7 @@ from reconciler.logic.review.mrcomment import (
     render_comment,
     summary_line,
 )
-from reconciler.logic.review.reportoccupancy import observed_from_report
+from reconciler.logic.review.reportoccupancy import ReportDra, observed_from_report, read_dra
 from reconciler.logic.review.revdiff import ChangeKind, Disruptions, RevisionDiff, diff_states, disruptions
 from reconciler.logic.review.unplaced import placement_only_warnings
 from reconciler.model.codes import Trait, with_trait
@@ -474,6 +474,7 @@ def _plan_root(
         return planned
     planned.diff = diff_states(base, target)
     observed: ObservedState | None = None
+    report_dra: ReportDra | None = None
     usage = None
     if kubeconfig is not None:
         try:
@@ -491,7 +492,8 @@ def _plan_root(
                 planned.pods_problem = f"no reports branch {base.cluster.reports.branch!r} in the repository"
         else:
             planned.report = found
-            observed = observed_from_report(found.document)
+            report_dra = read_dra(found.document)  # read once: the observed values and the MP754/MP755 notes
+            observed = observed_from_report(found.document, report_dra)
             usage = usage_from_report(found.document)
             planned.pods_from = _report_words(found, old, time.time())
     planned.disrupts = disruptions(planned.diff, base, target, observed, datetime.now(UTC))
@@ -500,10 +502,16 @@ def _plan_root(
         diagnostics = tuple(sorted(new.validation.diagnostics + unplaced, key=lambda d: (d.file or "", d.line or 0)))
         planned.new = LoadedRevision(new.snapshot, ValidationResult(new.validation.desired, diagnostics))
     planned.capacity = capacity_delta(base, target, usage)
-    if kubeconfig is not None:  # the regime and the claims are the cluster's word: a report does not carry them
+    if observed is not None:  # the regime and the claims: the cluster's word, else the committed report's
         from reconciler.catalog import load_catalog
 
         planned.dra = dra_review(planned.diff, base, target, observed, load_catalog())
+        if report_dra is not None:
+            touched = {c.node for c in planned.diff.changes}
+            notes = tuple(
+                DraNote(code, node, message) for code, node, message in report_dra.problems if node in touched
+            )
+            planned.dra = with_notes(planned.dra, notes)
     return planned
 
 

@@ -547,6 +547,20 @@ DECLARED: tuple[Code, ...] = (
         W,
         "a DRA node's GPU minor numbers are not observed: the GPU index is taken for the minor in device names",
     ),
+    Code(
+        "MP754",
+        REVIEW,
+        W,
+        "a DRA record of the committed drift report cannot be read (whole, or a device, claim or minor of it): "
+        "what it said is not shown",
+    ),
+    Code(
+        "MP755",
+        REVIEW,
+        W,
+        "the committed drift report lists only part of a DRA node's devices or claims (capped): the claims shown may "
+        "be partial",
+    ),
     Code("MP800", SETTINGS, E, "settings invalid (environment, file or flags)"),
     Code("MP810", CONTROLLER, E, "the cycle failed"),
     Code("MP811", CONTROLLER, E, "the cycle ran past its deadline"),

@@ -146,6 +146,56 @@ class NodeReport:
     # merge request's plan can say what a change that may reboot the node takes (reconciler/logic/review).
     reboot_ends: int | None = None
     reboot_names: tuple[str, ...] = ()
+    # Only on a node NVIDIA's DRA driver publishes devices for: what a merge request's plan needs to name the devices
+    # a re-cut destroys and the claims it takes without a cluster to ask (reconciler/logic/review/reportoccupancy).
+    dra: NodeDraRecord | None = None
+
+
+# Caps of a node's DRA record: a hostile or huge cluster must not make drift.yaml unbounded; what is left out is
+# counted (`devicesMore`, `claimsMore`) so a plan read from the report says its list is partial.
+DRA_DEVICES_CAP = 512
+DRA_CLAIMS_CAP = 256
+DRA_CLAIM_ITEMS_CAP = 16  # devices of one claim on the node, pods reserving it
+
+
+@dataclass(frozen=True, slots=True)
+class DraClaimRecord:
+    """A ResourceClaim allocated devices of the node: which, and the pods reserving it (each capped)."""
+
+    claim: str  # "<namespace>/<name>"
+    devices: tuple[str, ...]
+    pods: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"claim": self.claim, "devices": list(self.devices), "pods": list(self.pods)}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDraRecord:
+    """A DRA node as the committed report records it: its regime (reconciler.model.dra.Regime value) and the other
+    writer of its layout if any, the GPUs' minor numbers its observer measured (index, minor), the device names the
+    driver publishes and the claims allocated them; lists capped, `*_more` counting what was left out."""
+
+    regime: str
+    writer: str | None = None
+    minors: tuple[tuple[int, int], ...] = ()
+    devices: tuple[str, ...] = ()
+    devices_more: int = 0
+    claims: tuple[DraClaimRecord, ...] = ()
+    claims_more: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"regime": self.regime}
+        if self.writer is not None:
+            out["writer"] = self.writer
+        out["minors"] = [{"index": i, "minor": m} for i, m in self.minors]
+        out["devices"] = list(self.devices)
+        if self.devices_more:
+            out["devicesMore"] = self.devices_more
+        out["claims"] = [c.to_json() for c in self.claims]
+        if self.claims_more:
+            out["claimsMore"] = self.claims_more
+        return out
 
 
 @dataclass(frozen=True, slots=True)

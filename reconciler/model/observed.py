@@ -450,6 +450,9 @@ class ObservedState:
     gpu_clusters: tuple[GpuClusterState, ...] = ()
     # The kubelet-plugin DaemonSets of NVIDIA's DRA driver installed by its own chart (DynamicMIG lays out their nodes).
     dra_drivers: tuple[DraDriverConfig, ...] = ()
+    # node -> {GPU index: minor} a committed drift report recorded where no node observer can be read (a merge
+    # request's plan in CI); the observer's own measure, when there is one, comes first.
+    reported_minors: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
     @property
     def foreign_mig_config_text(self) -> str | None:

@@ -19,7 +19,7 @@ import yaml
 
 from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import dpsharing, migparted
-from reconciler.logic.drift import draregime, drastatic, fieldfight, nodestate, thirdparty
+from reconciler.logic.drift import drarecord, draregime, drastatic, fieldfight, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
 from reconciler.logic.observe import (
     claimoccupancy,
@@ -1183,6 +1183,8 @@ def build_report(
             cluster.append(f)
     names = sorted(set(desired.nodes) | set(analysis.occupancy) | {n for n in per_node if n in observed.nodes})
     host = hosteffects.mig_manager_host(observed, desired.cluster.apply.mode)
+    dra_cluster = draregime.cluster_dynamic_mig(observed.gpu_clusters) if observed.dra else None
+    dra_claims = drarecord.claims_by_pool(observed.claims) if observed.dra else {}
     nodes = []
     for name in names:
         fs = tuple(sorted(per_node.get(name, ()), key=Finding.sort_key))
@@ -1198,6 +1200,7 @@ def build_report(
                 observer=analysis.observers.get(name),
                 reboot_ends=ends.count if ends is not None else None,
                 reboot_names=ends.names if ends is not None else (),
+                dra=drarecord.node_record(name, observed, dra_cluster, dra_claims) if observed.dra else None,
             )
         )
     maps = {

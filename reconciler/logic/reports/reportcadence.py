@@ -62,7 +62,11 @@ _OWNER_STATUS_KEYS = frozenset({"owner", "profile", "source", "reserved"})
 
 
 def _without_holders(node: dict[str, Any]) -> dict[str, Any]:
-    """A node's report entry without who holds its partitions now (its observed cut stays: a re-cut is status)."""
+    """A node's report entry without who holds its partitions now (its observed cut stays: a re-cut is status).
+    A DRA node's claims are its holders: a pod taking a device is occupancy; its published devices are status."""
+    dra = node.get("dra")
+    if isinstance(dra, Mapping):
+        node = {**node, "dra": {k: v for k, v in dra.items() if k not in ("claims", "claimsMore")}}
     gpus = node.get("gpus")
     if not isinstance(gpus, list):
         return node

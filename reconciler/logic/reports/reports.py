@@ -218,6 +218,8 @@ def _node_json(n: NodeReport, gpus: tuple[GpuSliceMap, ...] = ()) -> dict[str, A
     out["occupancy"] = [o.to_json() for o in n.occupancy]
     if n.reboot_ends is not None:
         out["rebootEnds"] = {"pods": n.reboot_ends, "names": list(n.reboot_names)}
+    if n.dra is not None:  # only on a DRA node: what a plan read from this report names devices and claims by
+        out["dra"] = n.dra.to_json()
     observed = [g for g in gpus if g.layout_source == "observed"]
     if observed:
         # The GPUs' real cut, only where an observer reports it (the planned cut is the inventory itself).

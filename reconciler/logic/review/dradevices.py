@@ -11,7 +11,9 @@ when MIG is switched on (it goes) or off (it comes).
 A device name needs the GPU's minor number and the GI profile id. The minor comes from the node's observer; where
 it did not measure it, the index is taken for it (MP749, per node). The GI profile id comes from the catalog, else
 from the device the driver publishes at that placement; where neither says, the device is shown by profile and
-placement (MP748). The regime and the claims come from the cluster (`--kubeconfig`); without it nothing is said.
+placement (MP748). The regime and the claims come from the cluster (`--kubeconfig`), else from the drift report the
+controller committed (reconciler.logic.review.reportoccupancy, whose unreadable or partial records are MP754/MP755
+notes here); without either nothing is said.
 """
 
 from __future__ import annotations
@@ -93,11 +95,12 @@ def static_nodes(observed: ObservedState) -> frozenset[str]:
 
 
 def _minors(observed: ObservedState, node: str) -> dict[int, int] | None:
-    """index -> minor as the node's observer measured them; None when it measured none."""
+    """index -> minor as the node's observer measured them, else as a committed drift report recorded them (a plan
+    without a cluster); None when neither says."""
     seen = observed.nodes.get(node)
     obs = seen.observation if seen is not None else None
     found = {g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {}
-    return found or None
+    return found or dict(observed.reported_minors.get(node, {})) or None
 
 
 def _claimed(claims: Iterable[ObservedClaim], node: str) -> dict[_Key, list[ObservedClaim]]:
@@ -145,6 +148,15 @@ class _Namer:
         return key, None
 
 
+def with_notes(review: DraReview | None, notes: tuple[DraNote, ...]) -> DraReview | None:
+    """The review with `notes` (the report's MP754/MP755 on the nodes the merge touches) added."""
+    if not notes:
+        return review
+    if review is None:
+        return DraReview((), (), notes)
+    return DraReview(review.nodes, review.devices, review.notes + notes)
+
+
 def _start(p: Placement | None) -> int | None:
     return None if p is None else p.start
 
@@ -183,8 +195,10 @@ def dra_review(
                 found.append(_change(node, index, switched, "gpu", None, whole, f"gpu-{minor}", claimed))
         if namer.unnamed:
             notes.append(DraNote("MP748", node, "device name not told for " + "; ".join(namer.unnamed[:5])))
-        if _minors(observed, node) is None and found:
-            notes.append(DraNote("MP749", node, "no observer measured the GPUs' minor numbers: index taken"))
+        unmeasured = sorted({d.gpu for d in found} - set(_minors(observed, node) or {}))
+        if unmeasured:  # none measured, or not those of the GPUs changed
+            gpus = ", ".join(str(i) for i in unmeasured)
+            notes.append(DraNote("MP749", node, f"no minor number measured for GPU(s) {gpus}: index taken"))
         devices += sorted(found, key=lambda d: (d.gpu, d.action != DESTROY, d.start if d.start is not None else -1))
     return DraReview(tuple(nodes), tuple(devices), tuple(notes))
 

@@ -279,8 +279,15 @@ def _disruption(s: PlanSection) -> list[str]:
 def dra_lines(review: DraReview | None) -> list[str]:
     """The devices the merge destroys and creates on DRA-static nodes, by the names NVIDIA's DRA driver publishes,
     with the claims allocated a destroyed device and the pods reserving them (also `migplan plan`'s text)."""
-    if review is None or not review.devices:
+    if review is None or not (review.devices or review.notes):
         return []
+    if not review.devices:  # only what the committed report's DRA records could not say
+        return [
+            "",
+            "**DRA devices**: none named.",
+            "",
+            *(f"- {md.code(n.node)}: {n.code} {md.text(n.message)}" for n in review.notes),
+        ]
     gone = sum(1 for d in review.devices if d.action == DESTROY)
     out = [
         "",

@@ -501,7 +501,8 @@ def _claimed(plan: NodeSpec, observed: ObservedState | None) -> tuple[list[tuple
     claimed = draclaims.by_node(observed.claims).get(plan.name, [])
     node = observed.nodes.get(plan.name)
     obs = node.observation if node is not None else None
-    return claimed, ({g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {})
+    measured = {g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {}
+    return claimed, measured or dict(observed.reported_minors.get(plan.name, {}))
 
 
 def _claim_assignment(

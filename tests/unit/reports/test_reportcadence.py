@@ -206,3 +206,17 @@ def test_the_content_digest_over_blob_ids_follows_the_files_not_the_bytes_passed
     assert one.content != rc.digests(doc, {}, {}, blob_ids={"README.md": "a" * 40, "nodes/n2.md": "b" * 40}).content
     assert one.content != rc.digests(doc, {}, {}).content
     assert one.status == rc.digests(doc, {}, {}, blob_ids={**ids, "nodes/n1.md": "c" * 40}).status
+
+
+def test_dra_claims_are_occupancy_and_dra_devices_status() -> None:
+    """A pod taking a DRA device through a claim is churn (coalesced); a device published or gone is status."""
+    dra = {"regime": "dra-static", "minors": [], "devices": ["gpu-0-mig-1g18gb-19-0"], "claims": []}
+    base = {"kind": "DriftReport", "nodes": [{"name": "n", "status": "InSync", "findings": [], "dra": dra}]}
+    busy = json.loads(json.dumps(base))
+    busy["nodes"][0]["dra"]["claims"] = [{"claim": "ml/c", "devices": ["gpu-0-mig-1g18gb-19-0"], "pods": ["ml/p"]}]
+    busy["nodes"][0]["dra"]["claimsMore"] = 4
+    a, b = rc.digests(base, {"x": b"1"}, {}), rc.digests(busy, {"x": b"2"}, {})
+    assert a.status == b.status and a.content != b.content
+    recut = json.loads(json.dumps(base))
+    recut["nodes"][0]["dra"]["devices"] = ["gpu-0-mig-1g18gb-19-1"]
+    assert rc.digests(recut, {}, {}).status != a.status
