@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler.model.dra import DraDriverConfig, GpuClusterState, NodeDra, ObservedClaim
+from reconciler.model.dra import DraDriverConfig, GpuClusterState, NodeDra, ObservedClaim, ObservedDeviceClass
 from reconciler.model.nodeobservation import NodeObservation
 
 # Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
@@ -402,6 +402,9 @@ class ObservedState:
     gpu_clusters: tuple[GpuClusterState, ...] = ()
     # The kubelet-plugin DaemonSets of NVIDIA's DRA driver installed by its own chart (DynamicMIG lays out their nodes).
     dra_drivers: tuple[DraDriverConfig, ...] = ()
+    # Every DeviceClass (resource.k8s.io/v1), to keep the ones migplan renders from the plan; None when they were not
+    # listed (a server without resource.k8s.io/v1, or an observer that does not read them): then none is written.
+    device_classes: tuple[ObservedDeviceClass, ...] | None = None
 
     @property
     def foreign_mig_config_text(self) -> str | None:
