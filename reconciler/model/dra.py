@@ -10,7 +10,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-
 # On every DeviceClass migplan keeps: what it is for ("profile 1g.18gb", "owner embeddings", "declared"), beside the
 # managed-by label, so a person reading the cluster knows where it comes from.
 DEVICE_CLASS_PURPOSE_ANNOTATION = "migplan.io/device-class-for"

@@ -36,6 +36,7 @@ class Kind(enum.StrEnum):
     NODE_MIG_CONFIG = "node-mig-config"  # nvidia.com/mig.config label (+ requested-at)
     AGENT_LAYOUT = "agent-layout"  # apply.mode agent: migplan.io/mig-desired annotation for the node agent
     UNCORDON = "uncordon"  # spec.unschedulable=false, drop migplan.io/cordoned
+    DEVICE_CLASS = "device-class"  # create / merge-patch / delete a DeviceClass migplan keeps (resource.k8s.io/v1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,7 +62,9 @@ def send(api: client.ResourceV1Api, change: Change, common: Mapping[str, Any]) -
     name = change.subject.split("/", 1)[1]
     body = dict(change.patch)
     if change.action is Action.CREATE:
-        return api.create_device_class(body, **common)
+        obj = client.V1DeviceClass.from_dict(body)
+        assert obj is not None
+        return api.create_device_class(obj, **common)
     rv = str((change.before or {}).get("resourceVersion", ""))
     if change.action is Action.DELETE:
         options = client.V1DeleteOptions(

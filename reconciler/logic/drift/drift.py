@@ -19,7 +19,7 @@ import yaml
 
 from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import dpsharing, migparted
-from reconciler.logic.drift import draregime, fieldfight, nodestate, thirdparty
+from reconciler.logic.drift import draclasses, draregime, fieldfight, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
 from reconciler.logic.observe import claimoccupancy, draclaims, observation, occupancy, owners, podrules, profilecheck
 from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
@@ -484,8 +484,15 @@ def _check_workloads(ctx: DriftContext) -> Iterable[Finding]:
 
 
 Check = Callable[[DriftContext], Iterable[Finding]]
+
+
 # Every drift check, in the order analyze runs them (the report sorts the findings; the order is the reading order
 # of this module). A new check is one function above and one entry here.
+def _check_device_classes(ctx: DriftContext) -> Iterable[Finding]:
+    """The DeviceClasses migplan keeps on DRA nodes, against classes it did not create (MP596, MP597)."""
+    return draclasses.findings(ctx.desired, ctx.observed)
+
+
 CHECKS: tuple[Check, ...] = (
     _check_cluster_policy,
     _check_config_map,
@@ -509,6 +516,7 @@ CHECKS: tuple[Check, ...] = (
     _check_saturation,
     _check_observers,
     _check_workloads,
+    _check_device_classes,
 )
 
 

@@ -56,9 +56,7 @@ _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 # in a CEL string literal.
 _UUID = re.compile(r"[A-Za-z0-9-]{1,64}")
 _MIG_TYPE = f"device.attributes['{DRIVER}'].type == 'mig'"
-_GPU_PINS = frozenset(
-    {f"device.attributes['{DRIVER}'].type=='gpu'", f'device.attributes["{DRIVER}"].type=="gpu"'}
-)
+_GPU_PINS = frozenset({f"device.attributes['{DRIVER}'].type=='gpu'", f'device.attributes["{DRIVER}"].type=="gpu"'})
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +146,7 @@ def wanted(
     out: list[WantedClass] = []
     if settings.enabled:
         for p in planned_profiles(desired, sorted(dra_nodes)):
-            out.append(
-                WantedClass(profile_class_name(p), extended_resource(p), (profile_selector(p),), f"profile {p}")
-            )
+            out.append(WantedClass(profile_class_name(p), extended_resource(p), (profile_selector(p),), f"profile {p}"))
     for o in settings.owners:
         selector = uuid_selector(owner_uuids.get(o.owner, ()))
         out.append(WantedClass(o.name, o.extended_resource_name, (selector,), f"owner {o.owner}", o.source))
