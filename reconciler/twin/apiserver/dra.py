@@ -14,8 +14,8 @@ import re
 from typing import Any
 
 from .errors import FieldError
-from .quota import is_extended_resource_name
 from .kinds import DNS1123_LABEL, DNS1123_SUBDOMAIN, MSG_LABEL, MSG_SUBDOMAIN
+from .quota import is_extended_resource_name
 
 # staging/src/k8s.io/api/resource/v1/types.go
 RESOURCE_SLICE_MAX_DEVICES = 128  # ResourceSliceMaxDevices
