@@ -101,6 +101,11 @@ def test_rendered_classes_let_a_device_plugin_pod_spec_run_on_a_dra_node(twin: C
 
     # In step: the next cycle writes no class.
     assert _class_writes(_cycle(twin, desired)) == []
+    # Someone widens migplan's class: the next cycle patches it back, at the resourceVersion it read.
+    twin.store.patch(CLASSES, "migplan-mig-1g.18gb", {"spec": {"selectors": [{"cel": {"expression": "true"}}]}})
+    (patched,) = _class_writes(_cycle(twin, desired))
+    assert (patched.subject, patched.action) == ("deviceclass/migplan-mig-1g.18gb", Action.CONFIGURE)
+    assert twin.store.get(CLASSES, "migplan-mig-1g.18gb")["spec"] == cls["spec"]
 
     _mig_pod(twin, "emb-0", "nvidia.com/mig-1g.18gb")
     twin.settle()

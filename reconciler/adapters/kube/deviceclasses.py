@@ -6,8 +6,7 @@ ObservedDeviceClass values and a DEVICE_CLASS Change into one request of `Resour
 - configure: a JSON merge patch of the fields migplan owns (spec, its label and annotation), sent with the
   resourceVersion migplan read, so a class someone changed since is a conflict (409) the next cycle re-reads, never
   an overwrite;
-- delete: only a class migplan created (the planner checks the label), with a resourceVersion precondition for the
-  same reason.
+nothing is ever deleted (a class migplan no longer wants is patched to select nothing: the planner's "retired").
 """
 
 from __future__ import annotations
@@ -65,12 +64,4 @@ def send(api: client.ResourceV1Api, change: Change, common: Mapping[str, Any]) -
         obj = client.V1DeviceClass.from_dict(body)
         assert obj is not None
         return api.create_device_class(obj, **common)
-    rv = str((change.before or {}).get("resourceVersion", ""))
-    if change.action is Action.DELETE:
-        options = client.V1DeleteOptions(
-            preconditions=client.V1Preconditions(resource_version=rv or None),
-            dry_run=[common["dry_run"]] if common.get("dry_run") else None,
-        )
-        rest = {k: v for k, v in common.items() if k not in ("field_manager", "dry_run")}
-        return api.delete_device_class(name, body=options, **rest)
     return api.patch_device_class(name, body, _content_type="application/merge-patch+json", **common)

@@ -10,10 +10,11 @@ How, never touching what migplan did not create:
 - a class migplan created whose extendedResourceName, selectors or purpose differ is merge-patched, the patch
   carrying the resourceVersion migplan read (a class changed since is a 409 the next cycle re-reads);
 - a class of that name that migplan did not create is left as it is (the drift report says so: MP596);
-- a class migplan created that nothing asks for any more is deleted, with a resourceVersion precondition. A profile
-  class is kept while the profile is planned on any node migplan writes, DRA or not yet: a node's slices vanish for a
-  moment while the driver's kubelet plugin restarts after a re-cut, and the class must not flap with them. An owner
-  class whose owner has nothing published right now keeps the uuids it selects (the same moment).
+- a class migplan created that nothing asks for any more is retired, never deleted (migplan's RBAC has no `delete`,
+  deploy/): patched to select nothing (`false`), without extendedResourceName, annotated `retired`; a person may
+  delete it. A profile class is kept while the profile is planned on any node migplan writes, DRA or not yet: a
+  node's slices vanish for a moment while the driver's kubelet plugin restarts after a re-cut, and the class must not
+  flap with them. An owner class whose owner has nothing published right now keeps the uuids it selects.
 Nothing is planned when the classes were not listed (ObservedState.device_classes is None).
 """
 
@@ -31,6 +32,8 @@ from reconciler.model.observed import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Observ
 from reconciler.model.plans import Action, Change, Kind
 
 SUBJECT_PREFIX = "deviceclass/"
+# What a class migplan created and no longer wants becomes: it selects nothing and maps no resource.
+RETIRED = WantedClass("", None, ("false",), "retired")
 API_VERSION = "resource.k8s.io/v1"
 
 
@@ -90,8 +93,8 @@ def changes(desired: DesiredState, observed: ObservedState) -> list[Change]:
                 continue  # nothing of the owner published right now: keep what it selects
             if _differs(want, have):
                 out.append(_configure(want, have))
-        elif want is None and have is not None and have.managed and name not in keep:
-            out.append(_delete(have))
+        elif want is None and have is not None and have.managed and name not in keep and _differs(RETIRED, have):
+            out.append(_configure(WantedClass(name, None, RETIRED.selectors, RETIRED.purpose), have))
     return out
 
 
@@ -152,17 +155,6 @@ def _configure(want: WantedClass, have: ObservedDeviceClass) -> Change:
         after=_view(want.extended_resource_name, want.selectors, want.purpose),
         reason=_reason(want),
         patch=patch,
-    )
-
-
-def _delete(have: ObservedDeviceClass) -> Change:
-    return Change(
-        subject=SUBJECT_PREFIX + have.name,
-        action=Action.DELETE,
-        kind=Kind.DEVICE_CLASS,
-        before=_before(have),
-        reason="migplan created it and the plan no longer asks for it",
-        patch={"metadata": {"name": have.name}},
     )
 
 

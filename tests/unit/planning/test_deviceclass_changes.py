@@ -110,14 +110,18 @@ def test_a_class_migplan_did_not_create_is_never_written_and_is_reported(tmp_pat
     assert "team-mig" in found["MP597"].message and "migplan-mig-3g.71gb" in found["MP597"].message
 
 
-def test_only_migplans_classes_the_plan_dropped_are_deleted(tmp_path: Path) -> None:
+def test_only_migplans_classes_the_plan_dropped_are_retired_never_deleted(tmp_path: Path) -> None:
     desired = _desired(tmp_path, parts=[{"profile": "3g.71gb", "placement": 4}])
     stale = _ours("migplan-mig-1g.18gb", "nvidia.com/mig-1g.18gb", (PROFILE_1G,), "profile 1g.18gb", rv="9")
     foreign = ObservedDeviceClass("mig.nvidia.com", None, ("true",), managed=False)
     changes = _by_subject(desired, _observed((stale, foreign)))
     gone = changes["deviceclass/migplan-mig-1g.18gb"]
-    assert gone.action is Action.DELETE and gone.before["resourceVersion"] == "9"
+    assert gone.action is Action.CONFIGURE and gone.patch["metadata"]["resourceVersion"] == "9"
+    assert gone.patch["spec"] == {"selectors": [{"cel": {"expression": "false"}}], "extendedResourceName": None}
     assert "deviceclass/mig.nvidia.com" not in changes
+    assert all(c.action is not Action.DELETE for c in changes.values())
+    retired = _ours("migplan-mig-1g.18gb", None, ("false",), "retired")
+    assert "deviceclass/migplan-mig-1g.18gb" not in _by_subject(desired, _observed((retired,)))
 
 
 def test_a_profile_class_is_kept_while_the_nodes_slices_are_republished(tmp_path: Path) -> None:
