@@ -146,7 +146,7 @@ DECLARED: tuple[Code, ...] = (
     # Issue 30 item 2: DeviceClasses rendered from the plan (reconciler.logic.inventory.deviceclasses)
     Code("MP415", VALIDATION, E, "two DeviceClasses for one extended resource name"),
     Code("MP416", VALIDATION, E, "a DeviceClass would map nvidia.com/gpu to MIG devices"),
-    Code("MP417", VALIDATION, E, "a DeviceClass extendedResourceName Kubernetes would refuse"),
+    Code("MP417", VALIDATION, E, "a DeviceClass Kubernetes would refuse (extendedResourceName, CEL selector)"),
     Code("MP418", VALIDATION, W, "a per-owner DeviceClass for an owner no partition has"),
     Code("MP419", VALIDATION, E, "two DeviceClasses with one name"),
     Code("MP420", VALIDATION, E, "part of the inventory cannot be read"),

@@ -23,7 +23,8 @@ validate refuses (file:line):
   the name from only one of them: the newer, per resource/v1 `DeviceClassSpec.ExtendedResourceName`);
 - MP416 a class that would map `nvidia.com/gpu` (whole GPUs for every pod spec written for the device plugin) to
   MIG devices: an owner class with that name, or a declared one whose selectors do not provably pin `type == 'gpu'`;
-- MP417 an extended resource name Kubernetes would refuse (`IsExtendedResourceName`);
+- MP417 an extended resource name Kubernetes would refuse (`IsExtendedResourceName`), or a declared selector that
+  does not parse as CEL (the API server would refuse the class, and its dry run would stop every write of the cycle);
 - MP418 an owner class for an owner no partition has (warning: the class selects nothing);
 - MP419 two classes with one name.
 At validate time the regime of a node is unknown, so the rules take every profile planned on a node migplan writes.
@@ -200,6 +201,10 @@ def check(desired: DesiredState) -> list[Diagnostic]:
             )
     for d in settings.declared:
         classes.append(WantedClass(d.name, d.extended_resource_name, d.selectors, "declared", d.source))
+        out.extend(
+            diag("MP417", f"device class {d.name}: selector {i + 1} is not CEL: {why}", d.source)
+            for i, why in _unparsable(d.selectors)
+        )
         if d.extended_resource_name == GPU_RESOURCE and not pins_whole_gpus(d.selectors):
             out.append(
                 diag(
@@ -212,6 +217,24 @@ def check(desired: DesiredState) -> list[Diagnostic]:
             )
     out.extend(_names(classes))
     out.extend(_extended_names(classes))
+    return out
+
+
+def _unparsable(selectors: Sequence[str]) -> list[tuple[int, str]]:
+    """(index, why) of each selector that does not parse as CEL. cel-python (the CEL library the twin's allocator and
+    check-workloads use) is imported only when a class is declared by hand: validate of a plain inventory stays
+    light. Parsing is what is checked; the API server also type-checks against the device's fields."""
+    if not selectors:
+        return []
+    import celpy
+
+    env = celpy.Environment()
+    out: list[tuple[int, str]] = []
+    for i, s in enumerate(selectors):
+        try:
+            env.compile(s)
+        except Exception as exc:  # celpy's parse errors share no base class beyond Exception
+            out.append((i, str(exc).splitlines()[0][:200] or type(exc).__name__))
     return out
 
 

@@ -143,6 +143,14 @@ def test_extended_names_kubernetes_refuses_are_refused(tmp_path: Path, name: str
     assert bad.line == _line_of(tmp_path, "- name: c")
 
 
+def test_a_declared_selector_that_is_not_cel_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    declared = [{"name": "c", "selectors": ["device.driver == 'gpu.nvidia.com'", "device.driver =="]}]
+    desired, diagnostics = load_desired(_root(tmp_path, {"declared": declared}))
+    (bad,) = _codes(diagnostics, "MP417")
+    assert bad.line == _line_of(tmp_path, "- name: c") and "selector 2" in bad.message
+    assert desired is None or any(d.severity.value == "error" for d in diagnostics)
+
+
 def test_malformed_names_are_schema_errors_with_a_line(tmp_path: Path) -> None:
     root = _root(tmp_path, {"declared": [{"name": "Not A Name", "extendedResourceName": "no-slash"}]})
     desired, diagnostics = load_desired(root)
