@@ -17,7 +17,7 @@ from setuptools.command.build_py import build_py as _build_py
 ROOT = Path(__file__).resolve().parent
 
 
-class build_py(_build_py):  # noqa: N801 - setuptools command naming
+class build_py(_build_py):
     def run(self) -> None:
         super().run()
         target = Path(self.build_lib) / "reconciler" / "_embedded"

@@ -383,6 +383,25 @@ DECLARED: tuple[Code, ...] = (
         W,
         "another field manager reverted a ClusterPolicy field migplan set: migplan stops patching it (a fight)",
     ),
+    # Issue 30 item 1: DRA-static nodes laid out by migplan's agent, then NVIDIA's DRA kubelet plugin restarted
+    Code(
+        "MP591",
+        FINDING,
+        E,
+        "the node's ResourceSlices still differ from the plan after its DRA kubelet plugin was restarted: check it",
+    ),
+    Code(
+        "MP592",
+        FINDING,
+        W,
+        "no pod of NVIDIA's DRA kubelet-plugin DaemonSet runs on the DRA node: its slices cannot be refreshed",
+    ),
+    Code(
+        "MP593",
+        FINDING,
+        W,
+        "the node's migplan.io/dra-plugin-restart record is malformed: the DRA kubelet plugin is not restarted",
+    ),
     # Issue 30 item 2: the DeviceClasses migplan keeps (reconciler.logic.planning.deviceclasses)
     Code(
         "MP596",

@@ -70,6 +70,17 @@ class ObservedClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class DraPluginPod:
+    """A pod of NVIDIA's DRA kubelet-plugin DaemonSet: the one migplan deletes to restart the plugin on its node."""
+
+    node: str
+    namespace: str
+    name: str
+    uid: str
+    deleting: bool = False  # metadata.deletionTimestamp set: a restart is under way
+
+
+@dataclass(frozen=True, slots=True)
 class DraDriverConfig:
     """The kubelet-plugin DaemonSet of NVIDIA's DRA driver installed by its own Helm chart, as migplan reads it.
 
@@ -81,6 +92,7 @@ class DraDriverConfig:
     dynamic_mig: bool | None
     nodes: frozenset[str] = frozenset()
     problem: str | None = None
+    pods: tuple[DraPluginPod, ...] = ()  # its pods, by node (what a plugin restart deletes)
 
     @property
     def key(self) -> str:

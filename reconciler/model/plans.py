@@ -36,7 +36,11 @@ class Kind(enum.StrEnum):
     NODE_MIG_CONFIG = "node-mig-config"  # nvidia.com/mig.config label (+ requested-at)
     AGENT_LAYOUT = "agent-layout"  # apply.mode agent: migplan.io/mig-desired annotation for the node agent
     UNCORDON = "uncordon"  # spec.unschedulable=false, drop migplan.io/cordoned
-    DEVICE_CLASS = "device-class"  # create / merge-patch / delete a DeviceClass migplan keeps (resource.k8s.io/v1)
+    # DRA-static nodes (reconciler/logic/planning/draplugin.py): the record of a restart of NVIDIA's DRA kubelet
+    # plugin on the node (a Node annotation), then the delete of that plugin pod (uid precondition)
+    DRA_PLUGIN_RECORD = "dra-plugin-record"
+    RESTART_DRA_PLUGIN = "restart-dra-plugin"
+    DEVICE_CLASS = "device-class"  # create / merge-patch a DeviceClass migplan keeps (resource.k8s.io/v1)
 
 
 @dataclass(frozen=True, slots=True)

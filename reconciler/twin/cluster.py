@@ -302,17 +302,32 @@ class ClusterTwin:
             def create(obj: dict[str, Any]) -> None:
                 store.create("resourceslices.resource.k8s.io", obj)
 
-            def delete_pool(name: str) -> None:
-                for old in store.list("resourceslices.resource.k8s.io", field_selector=f"spec.nodeName={name}"):
-                    if old["spec"].get("driver") == DRA_DRIVER:
-                        store.delete("resourceslices.resource.k8s.io", old["metadata"]["name"])
+            def list_pool(name: str) -> list[dict[str, Any]]:
+                return [
+                    s
+                    for s in store.list("resourceslices.resource.k8s.io", field_selector=f"spec.nodeName={name}")
+                    if s["spec"].get("driver") == DRA_DRIVER
+                ]
+
+            def update(obj: dict[str, Any]) -> None:
+                store.update("resourceslices.resource.k8s.io", obj)
+
+            def delete(name: str) -> None:
+                store.delete("resourceslices.resource.k8s.io", name)
 
             uid = store.get("nodes", node)["metadata"].get("uid", "")
             for cls in DEVICE_CLASSES:  # the driver's Helm chart installs them with the driver
                 with contextlib.suppress(ApiError):
                     store.create("deviceclasses.resource.k8s.io", cls)
             self._dra_drivers[node] = DraDriverTwin(
-                node, tw.gpus, create=create, delete_pool=delete_pool, node_uid=uid, dynamic_mig=dynamic_mig
+                node,
+                tw.gpus,
+                create=create,
+                list_pool=list_pool,
+                update=update,
+                delete=delete,
+                node_uid=uid,
+                dynamic_mig=dynamic_mig,
             )
         return self._dra_drivers[node]
 
@@ -425,9 +440,36 @@ class ClusterTwin:
         ds = kubelet_plugin_daemonset(feature_gates)
         namespace = ds["metadata"]["namespace"]
         self.store.ensure_namespaces([namespace])
-        self.store.create("daemonsets.apps", ds, namespace)
+        ds = self.store.create("daemonsets.apps", ds, namespace)  # with its uid, for its pods' ownerReferences
         for node in nodes:
             self.store.create("pods", kubelet_plugin_pod(ds, node), namespace)
+        self.store.subscribe(lambda event, obj: self._plugin_pod_event(ds, event, obj), kinds=("Pod",))
+
+    def _plugin_pod_event(self, ds: dict[str, Any], event: str, pod: dict[str, Any]) -> None:
+        """The kubelet and the DaemonSet controller for the driver's kubelet-plugin pods (ASSUMPTIONS-dra.md): a pod
+        marked for deletion is stopped and removed (the kubelet), the DaemonSet creates a new pod on that node
+        (pkg/controller/daemon `manage`: a node without its daemon pod gets one), and the new pod's plugin starts:
+        it enumerates the node's GPUs through NVML and publishes them (`DraDriverTwin.start_plugin`)."""
+        from reconciler.twin.dra import kubelet_plugin_pod
+
+        meta = pod.get("metadata") or {}
+        selector = ds["spec"]["selector"]["matchLabels"]
+        if meta.get("namespace") != ds["metadata"]["namespace"] or any(
+            (meta.get("labels") or {}).get(k) != v for k, v in selector.items()
+        ):
+            return
+        node = (pod.get("spec") or {}).get("nodeName")
+        if event == "MODIFIED" and meta.get("deletionTimestamp"):
+            with contextlib.suppress(ApiError):  # the kubelet stops the containers, then the pod goes
+                self.store.delete("pods", meta["name"], meta["namespace"], grace_period_seconds=0)
+            return
+        if event != "DELETED" or not node or node not in self.fleet.nodes:
+            return
+        fresh = kubelet_plugin_pod(ds, node)
+        fresh["metadata"].pop("name")
+        fresh["metadata"]["generateName"] = f"{ds['metadata']['name']}-"  # as the DaemonSet controller names pods
+        self.store.create("pods", fresh, ds["metadata"]["namespace"])
+        self.dra_driver(node).start_plugin()
 
     def hold_through_claim(
         self, node: str, namespace: str, pod: str, claim: str, device: str, *, container: str = "main"

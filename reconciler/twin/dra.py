@@ -47,7 +47,9 @@ def _device_class(name: str, kind: str) -> dict[str, Any]:
 DEVICE_CLASSES = (_device_class("gpu.nvidia.com", "gpu"), _device_class("mig.nvidia.com", "mig"))
 
 CreateSlice = Callable[[dict[str, Any]], None]
-DeleteSlices = Callable[[str], None]  # node name: every slice of the driver's pool for that node
+UpdateSlice = Callable[[dict[str, Any]], None]  # a whole slice (PUT, resourceVersion included)
+DeleteSlice = Callable[[str], None]  # one slice, by name
+ListPool = Callable[[str], list[dict[str, Any]]]  # node name: every slice of the driver's pool for that node
 
 
 def canonical_profile(profile: str) -> str:
@@ -179,7 +181,9 @@ class DraDriverTwin:
         gpus: Sequence[TwinGpu],
         *,
         create: CreateSlice,
-        delete_pool: DeleteSlices,
+        list_pool: ListPool,
+        update: UpdateSlice,
+        delete: DeleteSlice,
         node_uid: str = "",
         dynamic_mig: bool = False,
     ) -> None:
@@ -187,34 +191,76 @@ class DraDriverTwin:
         self.gpus = gpus
         self.dynamic_mig = dynamic_mig
         self._create = create
-        self._delete_pool = delete_pool
+        self._list_pool = list_pool
+        self._update = update
+        self._delete = delete
         self._node_uid = node_uid
-        self._generation = 0
+        self.starts = 0  # how many times the plugin started (each a publication)
         self.created: set[tuple[int, int]] = set()  # (GPU index, GI id) of MIG devices this driver created
 
     def start_plugin(self) -> list[str]:
-        """Start (or restart) the plugin: DynamicMIG's clean-up, then one publication. Returns what it destroyed."""
+        """Start (or restart) the plugin: DynamicMIG's clean-up, then one publication of the devices it enumerates
+        now (`device_state.go` `NewDeviceState` -> `nvlib.go` `enumerateAllPossibleDevices`, once per start).
+        Returns what it destroyed."""
         destroyed = self._destroy_unknown() if self.dynamic_mig else []
-        self._delete_pool(self.node)
-        self._generation += 1
+        self.starts += 1
+        wanted: list[tuple[list[dict[str, Any]] | None, list[dict[str, Any]] | None]]
         if self.dynamic_mig:
             counters, devices = dynamic_slices(self.gpus)
             # 64 devices a slice at most when consuming counters (ResourceSliceMaxDevicesWithTaintsOrConsumesCounters)
             chunks = [devices[i : i + 64] for i in range(0, len(devices), 64)] or [[]]
-            count = 1 + len(chunks)
-            self._create(
-                _slice(self.node, None, counters, count=count, generation=self._generation, node_uid=self._node_uid)
-            )
-            for chunk in chunks:
-                self._create(
-                    _slice(self.node, chunk, None, count=count, generation=self._generation, node_uid=self._node_uid)
-                )
+            wanted = [(None, counters), *((chunk, None) for chunk in chunks)]
         else:
-            devices = static_devices(self.gpus)
-            self._create(
-                _slice(self.node, devices, None, count=1, generation=self._generation, node_uid=self._node_uid)
-            )
+            wanted = [(static_devices(self.gpus), None)]
+        self._sync_pool(wanted)
         return destroyed
+
+    def _sync_pool(self, wanted: list[tuple[list[dict[str, Any]] | None, list[dict[str, Any]] | None]]) -> None:
+        """The pool brought to `wanted` (devices, shared counters per slice) as the kubelet plugin helper's
+        ResourceSlice controller does it (k8s.io/dynamic-resource-allocation/resourceslice `Controller.syncPool`):
+        the highest generation among the pool's slices is current, older slices are obsolete; current slices are
+        matched to the wanted ones (the real controller by the index its slice names carry; the twin by creation
+        order); the generation is kept when no slice is new and at most one matched slice changes (one update),
+        bumped by one otherwise (the driver asks for none: its `resourceslice.Pool` sets no Generation); obsolete
+        slices are deleted first, then changed ones updated, then new ones created. So a static node's restart
+        after a re-cut updates its one slice in place at the same generation, and a first start creates
+        generation 1."""
+        existing = self._list_pool(self.node)
+        generation = max((int(s["spec"]["pool"].get("generation", 0)) for s in existing), default=0)
+        current = sorted(
+            (s for s in existing if int(s["spec"]["pool"].get("generation", 0)) == generation),
+            key=lambda s: int(s["metadata"].get("resourceVersion", 0)),
+        )
+        obsolete = [s for s in existing if int(s["spec"]["pool"].get("generation", 0)) < generation]
+        matched = dict(enumerate(current[: len(wanted)]))
+        obsolete.extend(current[len(wanted) :])
+        pool = {"name": self.node, "generation": generation, "resourceSliceCount": len(wanted)}
+        changed = {
+            i
+            for i, old in matched.items()
+            if old["spec"].get("pool") != pool
+            or old["spec"].get("devices") != wanted[i][0]
+            or old["spec"].get("sharedCounters") != wanted[i][1]
+        }
+        new = len(wanted) - len(matched)
+        bumped = not (new == 0 and len(changed) <= 1)
+        if bumped:
+            generation += 1
+        for old in obsolete:
+            self._delete(old["metadata"]["name"])
+        for i, old in matched.items():
+            if i not in changed and not bumped:
+                continue
+            fresh = _slice(
+                self.node, wanted[i][0], wanted[i][1], count=len(wanted), generation=generation, node_uid=self._node_uid
+            )
+            fresh["metadata"] = {**old["metadata"]}
+            self._update(fresh)
+        for i in range(len(matched), len(wanted)):
+            devices, counters = wanted[i]
+            self._create(
+                _slice(self.node, devices, counters, count=len(wanted), generation=generation, node_uid=self._node_uid)
+            )
 
     def prepare(self, device: str) -> None:
         """NodePrepareResources for an allocated device. Under DynamicMIG the MIG device is created now, at the
@@ -354,7 +400,16 @@ def kubelet_plugin_pod(ds: dict[str, Any], node: str) -> dict[str, Any]:
             "name": f"{ds['metadata']['name']}-{node}",
             "namespace": ds["metadata"]["namespace"],
             "labels": dict(template["metadata"]["labels"]),
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds["metadata"]["name"]}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "name": ds["metadata"]["name"],
+                    "uid": ds["metadata"].get("uid", ""),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": {"nodeName": node, "containers": [dict(c) for c in template["spec"]["containers"]]},
     }

@@ -120,9 +120,12 @@ def test_a_gpucluster_with_dynamic_mig_leaves_every_gpu_node_alone_before_any_sl
 
 
 def test_a_gpucluster_without_dynamic_mig_is_no_other_writer(twin: ClusterTwin, tmp_path: Path) -> None:
+    """No other writer: migplan lays the node out, through its node agent (issue 30: under a GPUCluster there is no
+    mig-manager to relabel for), and writes no ClusterPolicy."""
     twin.install_gpu_cluster(dynamic_mig=False)
     result = _cycle(twin, _desired(write_inventory(tmp_path / "after", [GPU0, GPU1_RECUT])))
-    assert [c.kind for c in result.applied if c.subject == f"node/{NODE}"] == [Kind.NODE_MIG_CONFIG]
+    assert [c.kind for c in result.applied if c.subject == f"node/{NODE}"] == [Kind.AGENT_LAYOUT]
+    assert not [c for c in result.applied if c.kind in (Kind.CLUSTER_POLICY, Kind.MIG_CONFIG_MAP)]
 
 
 def test_a_gpucluster_migplan_cannot_read_is_named_and_nothing_is_written(twin: ClusterTwin, tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ from tenacity import RetryCallState, retry, retry_if_exception, wait_exponential
 from reconciler.adapters import deadline
 from reconciler.adapters.kube import deviceclasses as kubedeviceclasses
 from reconciler.adapters.kube import observe as kubeobserve
-from reconciler.model.dra import DraDriverConfig, ObservedDeviceClass
+from reconciler.model.dra import DraDriverConfig, DraPluginPod, ObservedDeviceClass
 from reconciler.model.errors import EvictionRefused, MigplanError, Transient
 from reconciler.model.inventory import MAX_WRITE_CONCURRENCY, GpuOperatorSettings
 from reconciler.model.observed import (
@@ -529,6 +529,7 @@ class KubeCluster:
             namespace = meta.get("namespace")
             selector = kubeobserve.dra_driver_pod_selector(ds)
             nodes: set[str] = set()
+            pods: list[DraPluginPod] = []
             if selector is not None and isinstance(namespace, str):
                 for pod in self._pages(
                     f"list pods {namespace} ({selector})",
@@ -539,7 +540,10 @@ class KubeCluster:
                     node = (pod.get("spec") or {}).get("nodeName")
                     if isinstance(node, str) and node:
                         nodes.add(node)
-            out.append(kubeobserve.dra_driver_from_json(ds, nodes))
+                    plugin = kubeobserve.dra_plugin_pod(pod)
+                    if plugin is not None:
+                        pods.append(plugin)
+            out.append(kubeobserve.dra_driver_from_json(ds, nodes, pods))
         return out
 
     def _resource_slices(self) -> list[Mapping[str, Any]]:
@@ -608,6 +612,9 @@ class KubeCluster:
         if change.kind is Kind.EVICT:
             self._evict(change, dry_run=dry_run)
             return
+        if change.kind is Kind.RESTART_DRA_PLUGIN:
+            self._delete_plugin_pod(change, dry_run=dry_run)
+            return
         body = dict(change.patch)
         kind = change.kind
         dry = "All" if dry_run else None
@@ -643,7 +650,13 @@ class KubeCluster:
                     )
                 elif kind is Kind.DEVICE_CLASS:
                     resp = kubedeviceclasses.send(self.resource, change, common)
-                elif kind in (Kind.NODE_MIG_CONFIG, Kind.CORDON, Kind.UNCORDON, Kind.AGENT_LAYOUT):
+                elif kind in (
+                    Kind.NODE_MIG_CONFIG,
+                    Kind.CORDON,
+                    Kind.UNCORDON,
+                    Kind.AGENT_LAYOUT,
+                    Kind.DRA_PLUGIN_RECORD,
+                ):
                     resp = self.core.patch_node(parts[1], body, _content_type=MERGE_PATCH, **common)
                 else:  # pragma: no cover - every Kind is handled above
                     raise MigplanError(f"no applier for {kind}")
@@ -682,6 +695,33 @@ class KubeCluster:
                     _drain(resp)
             except NotFound:
                 return  # the pod is gone already: what the eviction was for
+
+        with_retries(send)
+
+    def _delete_plugin_pod(self, change: Change, *, dry_run: bool) -> None:
+        """DELETE the DRA kubelet-plugin pod the Change names, only if it is still the same pod (DeleteOptions
+        preconditions.uid): its DaemonSet creates a new one, whose plugin publishes the node's devices again. A pod
+        already gone (404) or already replaced (409, another uid) is the restart done: never a second pod deleted."""
+        assert change.patch is not None
+        meta = change.patch.get("metadata") or {}
+        name, namespace, uid = str(meta.get("name", "")), str(meta.get("namespace", "")), str(meta.get("uid", ""))
+        what = f"{'dry-run ' if dry_run else ''}delete pod {namespace}/{name} (restart the DRA kubelet plugin)"
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+
+        def send() -> None:
+            try:
+                with translate_api_errors(what):
+                    resp = self.core.delete_namespaced_pod(
+                        name,
+                        namespace,
+                        body=body,
+                        dry_run="All" if dry_run else None,
+                        _preload_content=False,
+                        _request_timeout=self.request_timeout,
+                    )
+                    _drain(resp)
+            except (NotFound, ApiConflict):
+                return  # gone, or another pod of that name now: the DaemonSet has restarted the plugin already
 
         with_retries(send)
 

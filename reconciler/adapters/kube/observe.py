@@ -14,7 +14,15 @@ from typing import Any, Generic, TypeVar
 
 from reconciler.logic.codecs import featuregates
 from reconciler.logic.observe.observation import read_observation
-from reconciler.model.dra import ClaimedDevice, DraDevice, DraDriverConfig, GpuClusterState, NodeDra, ObservedClaim
+from reconciler.model.dra import (
+    ClaimedDevice,
+    DraDevice,
+    DraDriverConfig,
+    DraPluginPod,
+    GpuClusterState,
+    NodeDra,
+    ObservedClaim,
+)
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import (
     CLIENT_WAIT_FAILED,
@@ -946,7 +954,25 @@ def _container_dynamic_mig(container: Mapping[str, Any]) -> tuple[bool | None, s
     return value, None
 
 
-def dra_driver_from_json(obj: Json, nodes: Iterable[str]) -> DraDriverConfig:
+def dra_plugin_pod(obj: Json) -> DraPluginPod | None:
+    """A kubelet-plugin pod bound to a node, with what deleting it needs (name, uid); None when any is missing or
+    not a string (such a pod is never deleted: migplan names the node's plugin as not found instead)."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+        return None
+    node, namespace, name, uid = (
+        _name(spec.get("nodeName")),
+        _name(meta.get("namespace")),
+        _name(meta.get("name")),
+        _name(meta.get("uid")),
+    )
+    if node is None or namespace is None or name is None or uid is None:
+        return None
+    return DraPluginPod(node, namespace, name, uid, deleting=bool(meta.get("deletionTimestamp")))
+
+
+def dra_driver_from_json(obj: Json, nodes: Iterable[str], pods: Iterable[DraPluginPod] = ()) -> DraDriverConfig:
     """What the driver's kubelet-plugin DaemonSet says about DynamicMIG on the nodes its pods run on; never raises.
     A gate absent is off (pkg/featuregates/featuregates.go: DynamicMIG defaults to false); one that cannot be read
     leaves it unknown (None) with the reason: taken as on, so nothing is written there (MP579)."""
@@ -954,16 +980,21 @@ def dra_driver_from_json(obj: Json, nodes: Iterable[str]) -> DraDriverConfig:
     namespace = _name(meta.get("namespace") if isinstance(meta, Mapping) else None) or "?"
     name = _name(meta.get("name") if isinstance(meta, Mapping) else None) or "?"
     where = frozenset(nodes)
+    plugin_pods = tuple(sorted(pods, key=lambda p: (p.node, p.name)))
     spec = obj.get("spec") if isinstance(obj, Mapping) else None
     template = spec.get("template") if isinstance(spec, Mapping) else None
     pod_spec = template.get("spec") if isinstance(template, Mapping) else None
     containers = pod_spec.get("containers") if isinstance(pod_spec, Mapping) else None
     if not isinstance(containers, list):
-        return DraDriverConfig(namespace, name, None, where, "spec.template.spec.containers is not a list")
+        return DraDriverConfig(namespace, name, None, where, "spec.template.spec.containers is not a list", plugin_pods)
     gpus = [c for c in containers if isinstance(c, Mapping) and c.get("name") == DRA_DRIVER_CONTAINER]
     if len(gpus) != 1:
-        return DraDriverConfig(namespace, name, None, where, f"no single container named {DRA_DRIVER_CONTAINER!r}")
+        return DraDriverConfig(
+            namespace, name, None, where, f"no single container named {DRA_DRIVER_CONTAINER!r}", plugin_pods
+        )
     value, problem = _container_dynamic_mig(gpus[0])
     if problem is not None:
-        return DraDriverConfig(namespace, name, None, where, f"container {DRA_DRIVER_CONTAINER}: {problem}")
-    return DraDriverConfig(namespace, name, bool(value), where)
+        return DraDriverConfig(
+            namespace, name, None, where, f"container {DRA_DRIVER_CONTAINER}: {problem}", plugin_pods
+        )
+    return DraDriverConfig(namespace, name, bool(value), where, pods=plugin_pods)

@@ -19,7 +19,7 @@ import yaml
 
 from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import dpsharing, migparted
-from reconciler.logic.drift import draclasses, draregime, fieldfight, nodestate, thirdparty
+from reconciler.logic.drift import draclasses, draregime, drastatic, fieldfight, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
 from reconciler.logic.observe import claimoccupancy, draclaims, observation, occupancy, owners, podrules, profilecheck
 from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
@@ -122,9 +122,13 @@ def analyze(
         occupancy=_occupancy(desired, observed, joins, pods_by_node, pods_by_key, ready),
     )
     out = [f for check in CHECKS for f in check(ctx)]
-    if desired.cluster.apply.mode is ApplyMode.AGENT:
-        # mig-manager, its ConfigMap and its node labels are not used in agent mode.
+    if desired.cluster.apply.mode is ApplyMode.AGENT or drastatic.gpu_cluster(observed) is not None:
+        # mig-manager, its ConfigMap and its node labels are not used in agent mode, nor under a GPUCluster.
         out = [f for f in out if f.code not in _GPU_OPERATOR_ONLY]
+    else:
+        # Nor on a DRA-static node, laid out by migplan's node agent whatever apply.mode says.
+        static = drastatic.static_nodes(desired, observed)
+        out = [f for f in out if not (f.code in _GPU_OPERATOR_ONLY and f.node in static)]
     return Analysis(
         findings=tuple(sorted(out, key=Finding.sort_key)),
         occupancy=ctx.occupancy,
@@ -238,10 +242,14 @@ def _observers(ctx: DriftContext) -> dict[str, str]:
 
 
 def _check_cluster_policy(ctx: DriftContext) -> Iterable[Finding]:
+    if drastatic.gpu_cluster(ctx.observed) is not None:
+        return ()  # a GPUCluster runs the GPU stack: no ClusterPolicy is expected there, none is written
     return _cluster_policy_findings(ctx.desired, ctx.observed)
 
 
 def _check_config_map(ctx: DriftContext) -> Iterable[Finding]:
+    if drastatic.gpu_cluster(ctx.observed) is not None:
+        return ()  # no mig-manager under a GPUCluster: no mig-parted ConfigMap either
     return _config_map_findings(ctx.desired, ctx.observed, ctx.rendered)
 
 
@@ -439,7 +447,7 @@ def _check_undocumented(ctx: DriftContext) -> Iterable[Finding]:
 
 
 def _check_device_plugin_missing(ctx: DriftContext) -> Iterable[Finding]:
-    if ctx.observed.device_plugin is None:
+    if ctx.observed.device_plugin is None and drastatic.gpu_cluster(ctx.observed) is None:
         ops = ctx.desired.cluster.gpu_operator
         yield finding(
             "MP518",
@@ -1109,6 +1117,10 @@ def blocked_findings(plan: Plan) -> tuple[Finding, ...]:
         if c.kind is Kind.EVICT and c.writes:
             evicted.setdefault(str((c.before or {}).get("spec.nodeName", "")), []).append(c.subject.split("/", 1)[1])
     for c in plan.changes:
+        if c.kind is Kind.RESTART_DRA_PLUGIN and c.action is Action.SKIP and c.code:
+            # the DRA kubelet plugin of a DRA-static node: stale slices, no plugin pod, an unreadable record
+            out.append(finding(c.code, f"{c.subject}: {c.reason}", node=c.subject.split("/", 1)[1]))
+            continue
         if not (c.action is Action.SKIP and c.blocked_by):
             continue
         node = c.subject.split("/", 1)[1] if c.subject.startswith("node/") else None

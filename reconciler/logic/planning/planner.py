@@ -46,15 +46,16 @@ Only fields and labels migplan owns appear in a patch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.logic.codecs import migparted
-from reconciler.logic.drift import drift, fieldfight
+from reconciler.logic.drift import drastatic, drift, fieldfight
 from reconciler.logic.drift.nodestate import RESTARTED_FOR_ANNOTATION, STRATEGY_SET_ANNOTATION
 from reconciler.logic.observe import observation
-from reconciler.logic.planning import deviceclasses
+from reconciler.logic.planning import deviceclasses, draplugin
 from reconciler.logic.planning.agentchanges import agent_layout_changes
 from reconciler.logic.planning.disruptionguard import blocking_pods, destroyed_resources, guard_holders, node_disruption
 from reconciler.logic.planning.nodechanges import FAILED_RETRY_AFTER, node_changes
@@ -101,24 +102,50 @@ def plan(
     `silent_after`: how old a node observer's report may be and still feed the disruption guard."""
     rendered = rendered or migparted.render(desired)
     stamp = rfc3339(now)
-    nodes = node_changes(desired, observed, rendered, now, silent_after)
     agent = desired.cluster.apply.mode is ApplyMode.AGENT
+    # DRA-static nodes (reconciler/logic/drift/drastatic.py): laid out through the node agent whatever apply.mode
+    # says, since mig-manager does not lay out what NVIDIA's DRA driver allocates (and under a GPUCluster there is
+    # none); their DRA kubelet plugin is restarted once the agent has built the layout (draplugin.py).
+    static = drastatic.static_nodes(desired, observed)
+    gpu_cluster = drastatic.gpu_cluster(observed)
+    by_operator = desired if agent or not static else _only(desired, lambda n: n not in static)
+    nodes = node_changes(by_operator, observed, rendered, now, silent_after)
     changes: list[Change] = []
-    if not agent:  # the node agent applies layouts itself: no mig-parted ConfigMap, no mig-manager
+    # The node agent applies layouts itself: no mig-parted ConfigMap, no mig-manager. Under a GPUCluster neither
+    # exists (MIG Manager is a ClusterPolicy operand): every node migplan lays out there is a DRA-static one.
+    if not agent and gpu_cluster is None:
         # The ConfigMap's stamp starts the configPropagationSeconds wait: a whole second, so rounded up (the
         # write goes out after `now`), never earlier than the write it dates, or the wait would end up to a
         # second early and mig-manager see a label before its mounted file holds the config.
         added_at = rfc3339(now if now.microsecond == 0 else now + timedelta(seconds=1))
         changes.append(_config_map_change(desired, observed, rendered, nodes.aliases, stamp=added_at))
-    changes.extend(_cluster_policy_changes(desired, observed, nodes_settled=nodes.settled, stamp=stamp))
+    if gpu_cluster is not None:
+        # "Do not use ClusterPolicy and GPUCluster as GPU resource management models in the same cluster" (GPU
+        # Operator v26.7 docs): a ClusterPolicy there is not migplan's to write, ever.
+        subject = f"clusterpolicy/{desired.cluster.gpu_operator.cluster_policy}"
+        why = f"GPUCluster {gpu_cluster} runs the GPU stack: no ClusterPolicy is written"
+        changes.append(Change(subject, Action.UNCHANGED, Kind.CLUSTER_POLICY, reason=why))  # nothing owed: not held
+    else:
+        changes.extend(_cluster_policy_changes(desired, observed, nodes_settled=nodes.settled, stamp=stamp))
     changes.extend(nodes.changes)
     if agent:
         changes.extend(agent_layout_changes(desired, observed, now))
-    cleanup = None if agent else _config_map_cleanup(desired, observed, rendered, nodes.changes, nodes.aliases)
+    elif static:
+        changes.extend(agent_layout_changes(_only(desired, lambda n: n in static), observed, now))
+    if static:
+        changes.extend(draplugin.plugin_changes(desired, observed, now, static, drift.unreadable_nodes(observed)))
+    cleanup = None
+    if not agent and gpu_cluster is None:
+        cleanup = _config_map_cleanup(desired, observed, rendered, nodes.changes, nodes.aliases)
     if cleanup is not None:
         changes.append(cleanup)
     changes.extend(deviceclasses.changes(desired, observed))  # DRA: the classes the plan renders (issue 30)
     return Plan(changes=tuple(changes), revision=desired.revision, node_configs=dict(rendered.node_configs))
+
+
+def _only(desired: DesiredState, keep: Callable[[str], bool]) -> DesiredState:
+    """The desired state restricted to the nodes `keep` accepts (one apply path's share of the nodes)."""
+    return dataclasses.replace(desired, nodes={n: spec for n, spec in desired.nodes.items() if keep(n)})
 
 
 # --- 1. ConfigMap ---------------------------------------------------------------------------------
