@@ -49,11 +49,13 @@ from reconciler.logic.inventory.validation import ParseCache, ValidationResult
 from reconciler.logic.planning import disruption
 from reconciler.logic.reports import markdown as md
 from reconciler.logic.review.capacity import CapacityDelta, capacity_delta, usage_from_observed, usage_from_report
+from reconciler.logic.review.dradevices import DraReview, dra_review
 from reconciler.logic.review.mrcomment import (
     DEFAULT_MAX_CHARS,
     VERBS,
     PlanSection,
     capacity_lines,
+    dra_lines,
     layout_line,
     node_rows,
     owner,
@@ -115,6 +117,7 @@ def render_markdown(
     pods_from: str | None = None,
     pods_problem: str | None = None,
     section: PlanSection | None = None,
+    dra: DraReview | None = None,
 ) -> str:
     """The default text. With `section` (the command always gives it) the changes are grouped by node as the
     merge-request comment groups them: one row per node saying what happens and the pods disrupted, then each
@@ -159,6 +162,7 @@ def render_markdown(
                 out += ["", f"Pods: {pods_from}."]
             elif pods_problem is not None:
                 out += ["", f"Pods: not known: {md.text(pods_problem)}."]
+        out += dra_lines(dra)
         if grouped and section is not None:
             out += _by_node(diff, disrupts, section)
         elif diff.changes:
@@ -222,6 +226,7 @@ def json_doc(
     capacity: CapacityDelta | None = None,
     report: CommittedReport | None = None,
     pods_problem: str | None = None,
+    dra: DraReview | None = None,
 ) -> dict[str, Any]:
     def place(p: Any) -> dict[str, int] | None:
         return None if p is None else {"start": p.start, "size": p.size}
@@ -294,7 +299,32 @@ def json_doc(
         }
         if disrupts.observed:
             doc["disruption"]["pods"] = sorted(disrupts.pods)
+    if dra is not None:
+        doc["dra"] = dra_json(dra)
     return doc
+
+
+def dra_json(dra: DraReview) -> dict[str, Any]:
+    """The DRA device changes for scripts: every device (name null when it cannot be told), claims and pods."""
+    return {
+        "nodes": list(dra.nodes),
+        "devices": [
+            {
+                "node": d.node,
+                "gpu": d.gpu,
+                "change": d.action,
+                "device": d.device,
+                "profile": d.profile,
+                "start": d.start,
+                "claims": list(d.claims),
+                "pods": list(d.pods),
+            }
+            for d in dra.devices
+        ],
+        "claims": list(dra.claims),
+        "pods": list(dra.pods),
+        "warnings": [{"code": n.code, "node": n.node, "message": n.message} for n in dra.notes],
+    }
 
 
 def _observe(kubeconfig: str, context: str | None, base: LoadedRevision) -> ObservedState:
@@ -375,6 +405,7 @@ class _Planned:
     report: CommittedReport | None = None
     pods_from: str | None = None
     pods_problem: str | None = None
+    dra: DraReview | None = None
 
     @property
     def exit_code(self) -> int:
@@ -395,6 +426,7 @@ class _Planned:
             pods_from=self.pods_from,
             pods_problem=self.pods_problem,
             new_root=self.old.snapshot.tree_id == _NEW_ROOT,
+            dra=self.dra,
         )
 
 
@@ -460,6 +492,10 @@ def _plan_root(
         diagnostics = tuple(sorted(new.validation.diagnostics + unplaced, key=lambda d: (d.file or "", d.line or 0)))
         planned.new = LoadedRevision(new.snapshot, ValidationResult(new.validation.desired, diagnostics))
     planned.capacity = capacity_delta(base, target, usage)
+    if kubeconfig is not None:  # the regime and the claims are the cluster's word: a report does not carry them
+        from reconciler.catalog import load_catalog
+
+        planned.dra = dra_review(planned.diff, base, target, observed, load_catalog())
     return planned
 
 
@@ -584,7 +620,7 @@ def command(
     if output == "json":
         docs = [
             json_doc(p.old, p.new, p.diff, p.disrupts, capacity=p.capacity, report=p.report,
-                     pods_problem=p.pods_problem)
+                     pods_problem=p.pods_problem, dra=p.dra)
             for p in planned
         ]  # fmt: skip
         doc: dict[str, Any] = docs[0]
@@ -602,7 +638,7 @@ def command(
             head = f"## Inventory root {md.code(p.root or '/')}\n\n" if multi else ""
             body = render_markdown(
                 p.old, p.new, p.diff, p.disrupts, capacity=p.capacity, pods_from=p.pods_from,
-                pods_problem=p.pods_problem, section=p.section(),
+                pods_problem=p.pods_problem, section=p.section(), dra=p.dra,
             )  # fmt: skip
             texts.append(head + body + maps_md.get(p.root, ""))
         click.echo("\n".join(texts), nl=False)

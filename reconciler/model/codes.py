@@ -465,6 +465,29 @@ DECLARED: tuple[Code, ...] = (
     ),
     Code("MP588", IMPORT, W, "the observed-layout annotation is malformed: the next source is used"),
     Code("MP589", IMPORT, E, "the output cannot be written (not a directory, permission, a file in the way)"),
+    Code(
+        "MP958",
+        IMPORT,
+        E,
+        "a ResourceSlice device of NVIDIA's DRA driver cannot be read (a name that does not parse, an unreadable "
+        "attribute): the node is not imported",
+    ),
+    Code(
+        "MP959",
+        IMPORT,
+        E,
+        "a DRA MIG device's attributes contradict its name or the catalog (profile, GI profile id, parent GPU, "
+        "model): the node is not imported",
+    ),
+    Code(
+        "MP960",
+        IMPORT,
+        E,
+        "a DRA device published twice (the same name, or two devices at one placement of one GPU): the node is "
+        "not imported",
+    ),
+    Code("MP961", IMPORT, E, "a DRA device on a GPU the node does not list: the node is not imported"),
+    Code("MP962", IMPORT, W, "a GPU the node lists has no device in its ResourceSlices: the next source is used"),
     Code("MP600", WORKLOAD, E, "manifest file cannot be read (not UTF-8, binary, too large, not a regular file)"),
     Code("MP601", WORKLOAD, E, "YAML or JSON syntax error in a manifest", traits=Trait.UNPARSED),
     Code("MP602", WORKLOAD, E, "template placeholder in a manifest: render it first"),
@@ -512,6 +535,19 @@ DECLARED: tuple[Code, ...] = (
     Code("MP745", REVIEW, E, "the comment body cannot be read"),
     Code("MP746", REVIEW, W, "the committed drift report is unusable: the plan names no pods"),
     Code("MP747", REVIEW, E, "migplan-roots.yaml is not a list of inventory roots, or the roots cannot be listed"),
+    Code(
+        "MP748",
+        REVIEW,
+        W,
+        "a DRA device name cannot be told (GI profile id not in the catalog, no placement): shown by profile and "
+        "placement",
+    ),
+    Code(
+        "MP749",
+        REVIEW,
+        W,
+        "a DRA node's GPU minor numbers are not observed: the GPU index is taken for the minor in device names",
+    ),
     Code("MP800", SETTINGS, E, "settings invalid (environment, file or flags)"),
     Code("MP810", CONTROLLER, E, "the cycle failed"),
     Code("MP811", CONTROLLER, E, "the cycle ran past its deadline"),

@@ -33,6 +33,7 @@ class DraDevice:
     profile: str | None = None  # attribute `profile` ("3g.71gb")
     uuid: str | None = None  # attribute `uuid` (static devices only)
     parent_uuid: str | None = None  # attribute `parentUUID`
+    product: str | None = None  # attribute `productName` ("NVIDIA H200"): the GPU's model, for `migplan import`
     consumes_counters: bool = False  # DynamicMIG: it consumes its GPU's counter set
 
 

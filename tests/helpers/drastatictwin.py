@@ -122,7 +122,20 @@ class DraStaticTwin:
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": pod, "labels": {"app": "emb"}},
+                "metadata": {
+                    "name": pod,
+                    "labels": {"app": "emb"},
+                    # a ReplicaSet's pod: a drain may evict it (kubectl drain refuses bare pods)
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "ReplicaSet",
+                            "name": "emb-5d",
+                            "uid": "rs-1",
+                            "controller": True,
+                        }
+                    ],
+                },
                 "spec": {
                     "nodeName": NODE,
                     "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{pod}-gpu"}],

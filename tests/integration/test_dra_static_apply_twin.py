@@ -15,9 +15,12 @@ import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from helpers.drastatictwin import GPU0, GPU1_RECUT, NODE, T0, DraStaticTwin, dra_static_twin
+from rbacproxy import Authorizer, RbacProxy
 
 from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.engine import CycleResult, reconcile_once
@@ -27,6 +30,9 @@ from reconciler.model.drift import NodeStatus
 from reconciler.model.inventory import GpuOperatorSettings
 from reconciler.model.observed import ObservedState
 from reconciler.model.plans import Action, Change, Kind
+from reconciler.twin.apiserver.kubeconfig import write_kubeconfig
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 @pytest.fixture
@@ -179,3 +185,78 @@ def test_slices_still_stale_after_the_restart_are_a_finding_with_the_way_out(dra
     (stale,) = [f for f in late.report.findings if f.code == "MP591"]
     assert stale.node == NODE and "kubectl -n nvidia-dra-driver-gpu" in stale.message
     assert _node_status(late) is NodeStatus.ERROR and not late.converged
+
+
+def _rbac(*files: Path) -> list[dict[str, Any]]:
+    return [d for f in files for d in yaml.safe_load_all(f.read_text()) if d]
+
+
+@pytest.mark.parametrize("with_component", [True, False])
+def test_the_restart_needs_exactly_delete_pods_in_the_drivers_namespace(
+    dra: DraStaticTwin, tmp_path: Path, with_component: bool
+) -> None:
+    """deploy/'s controller RBAC plus components/dra-static lets the restart through (one delete, in the driver's
+    namespace); without the component the delete is refused by the dry run, so no write of that cycle is made."""
+    docs = _rbac(DEPLOY / "base" / "rbac-controller.yaml")
+    if with_component:
+        docs += _rbac(DEPLOY / "components" / "dra-static" / "rbac-dra.yaml")
+    dra.observe()
+    desired = dra.desired("after", [GPU0, GPU1_RECUT])
+    dra.cycle(desired, 0)
+    assert dra.agent() is MigState.SUCCESS
+    (plugin,) = dra.plugin_pods()
+    sa = ("migplan", "migplan-controller")
+    auth = Authorizer(docs, sa_namespace=sa[0], sa_name=sa[1])
+    proxy = RbacProxy(dra.twin.api.port, authorizer=auth, user=f"system:serviceaccount:{sa[0]}:{sa[1]}").start()
+    try:
+        kc = write_kubeconfig(tmp_path / "kubeconfig", proxy.url, dra.twin.api.token)
+        cluster = KubeCluster.from_kubeconfig(str(kc))
+        try:
+            result = reconcile_once(desired=desired, cluster=cluster, now=T0 + timedelta(minutes=1))
+        finally:
+            cluster.close()
+    finally:
+        proxy.stop()
+    deletes = {str(a) for a, _dry in proxy.calls if a.verb == "delete"}
+    assert deletes == {"delete core/pods in nvidia-dra-driver-gpu"}, deletes
+    (after,) = dra.plugin_pods()
+    if with_component:
+        assert proxy.denied == [] and not result.errors, [str(a) for a in proxy.denied]
+        assert after["metadata"]["uid"] != plugin["metadata"]["uid"]
+    else:
+        assert {str(a) for a in proxy.denied} == {"delete core/pods in nvidia-dra-driver-gpu"}
+        assert result.errors and "forbidden" in " ".join(e.message for e in result.errors).lower()
+        assert after["metadata"]["uid"] == plugin["metadata"]["uid"]
+        real = [str(a) for a, dry in proxy.calls if a.verb in ("create", "patch", "delete") and not dry]
+        assert real == [], real  # the dry run stopped the record too
+
+
+def test_without_a_node_observer_the_claim_alone_holds_the_layout(dra: DraStaticTwin) -> None:
+    """No observer on the node: the pod asks for no extended resource, so only its ResourceClaim (allocated the
+    2g.35gb the re-cut destroys, reserved for it) names it; the publication is held all the same (MP519)."""
+    dra.claim_pod("emb-0", "2g.35gb")
+    held = dra.cycle(dra.desired("after", [GPU0, GPU1_RECUT]), 0)
+    assert held.plan is not None
+    (publication,) = [c for c in held.plan.changes if c.kind is Kind.AGENT_LAYOUT]
+    assert publication.action is Action.SKIP and publication.blocked_by == ("default/emb-0",), publication
+    assert _node_writes(held) == []
+    # a claim on a device the layout keeps (GPU 0's 7g.141gb) holds nothing
+    dra.end_claim_pod("emb-0")
+    dra.claim_pod("emb-1", "7g.141gb")
+    goes = dra.cycle(dra.desired("again", [GPU0, GPU1_RECUT]), 1)
+    assert _node_writes(goes) == [Kind.AGENT_LAYOUT]
+
+
+def test_with_allow_disruption_the_claims_pod_is_drained_before_the_layout_is_published(dra: DraStaticTwin) -> None:
+    dra.claim_pod("emb-0", "2g.35gb")
+    dra.observe()
+    first = dra.cycle(dra.desired("after", [GPU0, GPU1_RECUT], allow_disruption=True), 0)
+    assert not first.errors, first.errors
+    assert first.plan is not None
+    assert [(c.kind, c.subject) for c in first.applied] == [
+        (Kind.CORDON, f"node/{NODE}"),
+        (Kind.EVICT, "pod/default/emb-0"),
+    ], [str(c) for c in first.plan.changes if c.subject.endswith(NODE)]
+    (publication,) = [c for c in first.plan.changes if c.kind is Kind.AGENT_LAYOUT]
+    assert publication.action is Action.SKIP and publication.blocked_by == ("default/emb-0",)
+    assert dra.cluster_policy_writes == []

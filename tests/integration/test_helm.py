@@ -69,8 +69,9 @@ def test_lint(helm: Path) -> None:
         ((), "base"),
         (("-f", str(CHART / "ci" / "example-values.yaml")), "overlays/example"),
         (("--set", "applyMode=agent"), "overlays/agent-mode"),
+        (("--set", "draDriver.restartPlugin=true"), "overlays/dra-static"),
     ],
-    ids=["defaults=base", "example-values=example", "agent=agent-mode"],
+    ids=["defaults=base", "example-values=example", "agent=agent-mode", "dra-static=dra-static"],
 )
 def test_helm_renders_what_kustomize_renders(helm: Path, args: tuple[str, ...], overlay: str) -> None:
     from_helm = normal(template(helm, *args), manager="Helm")
@@ -93,11 +94,15 @@ def test_values_move_what_they_name(helm: Path) -> None:
         "--set", "namespace=gpu-tools", "--set", "gpuOperator.namespace=nvidia-gpu-operator",
         "--set", "gpuOperator.clusterPolicy=gpu-cluster-policy", "--set", "agent.enabled=false",
         "--set", "repository.url=https://git.example.org/inv.git", "--set", "image.tag=9.9.9",
+        "--set", "draDriver.restartPlugin=true", "--set", "draDriver.namespace=dra-system",
     )  # fmt: skip
     kinds = {o["kind"] for o in objs}
     assert "DaemonSet" not in kinds and "ValidatingAdmissionPolicy" not in kinds and "Secret" not in kinds
     namespaces = {o["metadata"].get("namespace") for o in objs} - {None}
-    assert namespaces == {"gpu-tools", "nvidia-gpu-operator", "default"}
+    assert namespaces == {"gpu-tools", "nvidia-gpu-operator", "default", "dra-system"}
+    (restart,) = [o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == "migplan-dra-plugin-restart"]
+    assert restart["metadata"]["namespace"] == "dra-system"
+    assert restart["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}]
     (cm,) = [o for o in objs if o["kind"] == "ConfigMap"]
     settings = yaml.safe_load(cm["data"]["config.yaml"])
     assert settings["repo"] == "https://git.example.org/inv.git" and settings["namespace"] == "gpu-tools"

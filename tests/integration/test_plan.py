@@ -283,3 +283,62 @@ def test_an_owner_change_of_a_partition_still_held_says_who_keeps_it(
     assert "owner change of a partition still held by 1: default/svc-a: it keeps the device until it ends" in md
     gpu0 = md.split("`gpu-0`: 1 partition change(s)", 1)[1].split("`gpu-1`:", 1)[0]
     assert "held by default/svc-a: keeps it" in gpu0
+
+
+def _mig_device(name: str, profile: str) -> dict[str, object]:
+    attrs = {"type": "mig", "profile": profile, "parentUUID": "GPU-1", "productName": "NVIDIA H200"}
+    return {"name": name, "attributes": {k: {"string": v} for k, v in attrs.items()}}
+
+
+def test_plan_with_kubeconfig_names_the_devices_and_claims_of_a_dra_static_node(
+    repo: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """gpu-1 is a DRA-static node (NVIDIA's DRA driver publishes its MIG devices); its 2g.35gb, moved, is allocated
+    to claim ml/emb: the plan names each device destroyed and created as the driver does, and that claim's pod."""
+    from reconciler.twin.apiserver import ApiServerTwin
+
+    work, _base, _head = repo
+    (work / "clusters/a/cluster.yaml").write_text(
+        cluster_yaml().replace("  migStrategy: mixed\n", "  migStrategy: mixed\n  apply: {mode: agent}\n")
+    )
+    git("commit", "-q", "-am", "agent mode", cwd=work)
+    published = [("gpu-0-mig-3g71gb-9-4", "3g.71gb"), ("gpu-0-mig-2g35gb-14-0", "2g.35gb")]
+    published += [("gpu-0-mig-1g18gb-19-2", "1g.18gb"), ("gpu-0-mig-1g18gb-19-3", "1g.18gb")]
+    with ApiServerTwin() as api:
+        for node in ("gpu-0", "gpu-1"):
+            api.store.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+        spec = {"driver": "gpu.nvidia.com", "nodeName": "gpu-1", "pool": {"name": "gpu-1", "generation": 1,
+                "resourceSliceCount": 1}, "devices": [_mig_device(n, p) for n, p in published]}  # fmt: skip
+        api.store.create("resourceslices.resource.k8s.io", {"metadata": {"name": "gpu-1-s"}, "spec": spec})
+        api.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+        claim = {"metadata": {"name": "emb"}, "spec": {"devices": {"requests": [
+            {"name": "r", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}}}  # fmt: skip
+        api.store.create("resourceclaims.resource.k8s.io", claim, namespace="ml")
+        result = {"request": "r", "driver": "gpu.nvidia.com", "pool": "gpu-1", "device": "gpu-0-mig-2g35gb-14-0"}
+        status = {"allocation": {"devices": {"results": [result]}},
+                  "reservedFor": [{"resource": "pods", "name": "emb-pod", "uid": "u1"}]}  # fmt: skip
+        api.store.patch("resourceclaims.resource.k8s.io", "emb", {"status": status}, "ml", subresource="status")
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        args = ["--repo", str(work), "--from", "main", "--to", "feature", "--path", "clusters/a"]
+        code, out = _plan(*args, "--kubeconfig", str(kubeconfig), "-o", "json")
+        code_md, md = _plan(*args, "--kubeconfig", str(kubeconfig))
+        code_c, comment = _plan(*args, "--kubeconfig", str(kubeconfig), "-o", "comment")
+    assert code == 0 and code_md == 0 and code_c == 0, out + md + comment
+    dra = json.loads(out)["dra"]
+    assert dra["nodes"] == ["gpu-1"] and dra["claims"] == ["ml/emb"] and dra["pods"] == ["ml/emb-pod"]
+    changes = {(d["change"], d["device"]) for d in dra["devices"]}
+    assert changes == {
+        ("destroy", "gpu-0-mig-2g35gb-14-0"),
+        ("create", "gpu-0-mig-2g35gb-14-2"),
+        ("destroy", "gpu-0-mig-1g18gb-19-2"),
+        ("destroy", "gpu-0-mig-1g18gb-19-3"),
+        ("create", "gpu-0-mig-1g18gb-19-0"),
+        ("create", "gpu-0-mig-1g18gb-19-1"),
+    }
+    (emb,) = [d for d in dra["devices"] if d["claims"]]
+    assert emb["device"] == "gpu-0-mig-2g35gb-14-0" and emb["pods"] == ["ml/emb-pod"]
+    assert [w["code"] for w in dra["warnings"]] == ["MP749"]
+    for text in (md, comment):
+        row = next(line for line in text.splitlines() if "gpu-0-mig-2g35gb-14-0" in line)
+        assert "destroy" in row and "ml/emb" in row and "ml/emb-pod" in row
+        assert "gpu-0-mig-3g71gb-9-4" not in text  # it stays: never listed

@@ -6,6 +6,9 @@ device-plugin DaemonSet) and the ConfigMap of mig-parted configs the ClusterPoli
 through KubeCluster's paginated, timed, retried LIST; API failures are MigplanErrors (MP55x) the
 command turns into MP580. The observed-layout annotation is decoded here with the agent-mode decoder
 (`kubeagentmode.decode_observed`), never parsed by hand; what it refuses becomes `observed_error`.
+The ResourceSlices of NVIDIA's DRA driver (resource.k8s.io/v1, paginated, the server filtering on `spec.driver`;
+404 on a server without DRA: none) are read per node by the same reader as the controller's
+(`kubeobserve.dra_from_slices`); a node they name is a GPU node even without GFD labels.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from kubernetes import config
 
 from reconciler.adapters.kube import agentmode as kubeagentmode
 from reconciler.adapters.kube import observe as kubeobserve
-from reconciler.adapters.kube.cluster import CP_GROUP, CP_PLURAL, CP_VERSION, KubeCluster
+from reconciler.adapters.kube.cluster import CP_GROUP, CP_PLURAL, CP_VERSION, KubeCluster, NotFound
 from reconciler.logic.adoption.adopt import ClusterFacts, ConfigSource, NodeFacts, parse_configs
 from reconciler.logic.codecs.migparted import CONFIG_KEY
+from reconciler.model.dra import NodeDra
 from reconciler.model.errors import MigplanError
 from reconciler.model.observed import ObservedPod
 
@@ -115,12 +119,13 @@ def read_cluster(kube: KubeCluster, *, cluster_name: str, only: Collection[str] 
         pod = kubeobserve.gpu_pod_from_json(pj)
         if pod is not None and pod.node is not None:
             pods_by_node.setdefault(pod.node, []).append(pod)
+    dra = _dra_nodes(kube)
     facts: list[NodeFacts] = []
     seen: set[str] = set()
     for nj in nodes_json:
         node = kubeobserve.node_from_json(nj)
         seen.add(node.name)
-        if (wanted and node.name not in wanted) or not node.is_gpu_node:
+        if (wanted and node.name not in wanted) or not (node.is_gpu_node or node.name in dra):
             continue
         observed, error = None, None
         text_obs = node.annotations.get(kubeagentmode.OBSERVED)
@@ -129,5 +134,20 @@ def read_cluster(kube: KubeCluster, *, cluster_name: str, only: Collection[str] 
                 observed = kubeagentmode.decode_observed(str(text_obs))
             except MigplanError as exc:
                 error = str(exc)
-        facts.append(NodeFacts(node, tuple(pods_by_node.get(node.name, ())), observed, error))
+        facts.append(NodeFacts(node, tuple(pods_by_node.get(node.name, ())), observed, error, dra.get(node.name)))
     return ClusterRead(cluster, tuple(facts), configs, tuple(sorted(wanted - seen)))
+
+
+def _dra_nodes(kube: KubeCluster) -> dict[str, NodeDra]:
+    """node -> what NVIDIA's DRA driver publishes for it; {} on a server without resource.k8s.io/v1 (404)."""
+    try:
+        slices = list(
+            kube.list_objects(
+                "list resourceslices",
+                kube.resource.list_resource_slice,
+                field_selector=f"spec.driver={kubeobserve.DRA_DRIVER}",
+            )
+        )
+    except NotFound:
+        return {}
+    return kubeobserve.dra_from_slices(slices)

@@ -716,7 +716,13 @@ def observed_from_parts(
 # --- NVIDIA's DRA driver: its ResourceSlices (resource.k8s.io/v1) ----------------------------------------------
 
 DRA_DRIVER = "gpu.nvidia.com"
-_DRA_ATTRIBUTES = {"type": "kind", "profile": "profile", "uuid": "uuid", "parentUUID": "parent_uuid"}
+_DRA_ATTRIBUTES = {
+    "type": "kind",
+    "profile": "profile",
+    "uuid": "uuid",
+    "parentUUID": "parent_uuid",
+    "productName": "product",
+}
 _MAX_DRA_PROBLEMS = 16  # per node: enough to act on, bounded so a hostile slice cannot flood the report
 
 
@@ -754,6 +760,7 @@ def _dra_device(raw: Any, where: str, problems: list[str]) -> DraDevice | None:
         profile=values["profile"],
         uuid=values["uuid"],
         parent_uuid=values["parent_uuid"],
+        product=values["product"],
         consumes_counters=bool(raw.get("consumesCounters")),
     )
 

@@ -13,6 +13,10 @@ Per GPU the best source wins, and the node file says which one it was:
    GPU; mig-parted has no placements, so they are left to the solver;
 3. the node's advertised `nvidia.com/mig-*` resources and GFD labels: profile counts per node only; which
    GPU holds which partition is a first-fit guess, said so in a comment.
+On a node NVIDIA's DRA driver publishes devices for, its ResourceSlices come second, after the observed layout
+(reconciler.logic.adoption.draimport): the exact MIG devices under static MIG; under DynamicMIG the GPUs only,
+written with `layoutWriter: dra-dynamic-mig` and no partitions (the driver cuts them). Slices that cannot be read
+whole (MP958-MP961) leave the node out: a wrong reading would have migplan re-cut GPUs in use.
 
 A GPU whose model or cut is doubtful is still written, with the problem in a comment above it, so
 `migplan validate` reports it with file and line (an unknown model is MP301, a cut that does not fit
@@ -30,10 +34,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.catalog import Catalog, GpuModel
+from reconciler.logic.adoption import draimport
 from reconciler.logic.codecs.migparted import ConfigEntry, MigPartedFormatError, parse_strict
 from reconciler.logic.inventory.placement import PlacementUnknown, Request, solve
 from reconciler.logic.planning.agentplan import ObservedGpu
 from reconciler.model import codes
+from reconciler.model.dra import NodeDra, Regime
 from reconciler.model.observed import (
     GPU_COUNT_LABEL,
     GPU_PRODUCT_LABEL,
@@ -98,6 +104,7 @@ class NodeFacts:
     pods: tuple[ObservedPod, ...] = ()
     observed: tuple[ObservedGpu, ...] | None = None  # decoded `migplan.io/mig-observed`
     observed_error: str | None = None  # why the annotation could not be decoded
+    dra: NodeDra | None = None  # what NVIDIA's DRA driver publishes for the node (None: no slice names it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +143,7 @@ class NodeImport:
     gpus: tuple[GpuCut, ...]
     sources: tuple[str, ...]  # one line per source used, for the node's header comment
     owners: tuple[str, ...] = ()  # suggestion lines
+    layout_writer: str | None = None  # spec.layoutWriter when migplan is not the writer (DynamicMIG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,6 +412,43 @@ def _owner_suggestions(pods: Iterable[ObservedPod], model: GpuModel | None) -> t
     return tuple(f"{p}: {', '.join(sorted(ws))}" for p, ws in sorted(by_profile.items()))
 
 
+@dataclass(frozen=True, slots=True)
+class _SliceCuts:
+    """The GPUs a static-MIG node's ResourceSlices show, and the source line for the node file."""
+
+    cuts: Mapping[int, GpuCut]
+    sources: tuple[str, ...]
+
+
+def _from_slices(facts: NodeFacts, catalog: Catalog) -> _SliceCuts | NodeImport | list[Problem]:
+    """The node from its ResourceSlices: the GPUs of a static-MIG node, the whole node under DynamicMIG, or the
+    problems that leave it out of the import."""
+    assert facts.dra is not None
+    name = facts.node.name
+    minors = {g.index: g.minor for g in facts.observed or () if g.minor is not None}
+    complete = bool(facts.observed) and len(minors) == len(facts.observed or ())
+    read = draimport.read_node(
+        facts.dra, catalog, minors=minors if complete else None, gpu_count=_physical_count(facts.node.labels)
+    )
+    if read.refused:
+        return [Problem(code, f"node {name}: {text}; the node is not imported", name) for code, text in read.problems]
+    inferred = " (GPU index taken for the minor number: no observer measured them)" if read.minors_inferred else ""
+    cuts = {
+        g.index: GpuCut(g.index, g.model, g.mig_enabled, tuple((p, s) for p, s in g.partitions), draimport.SOURCE_DRA)
+        for g in read.gpus
+    }
+    if read.regime is Regime.DRA_DYNAMIC_MIG:
+        line = (
+            "ResourceSlices of NVIDIA's DRA driver (gpu.nvidia.com) in DynamicMIG: the driver cuts these GPUs per "
+            f"claim, so migplan writes no layout here (layoutWriter: dra-dynamic-mig){inferred}"
+        )
+        if not cuts:
+            return [Problem("MP958", f"node {name}: DynamicMIG slices without a GPU; the node is not imported", name)]
+        return NodeImport(name, tuple(cuts[i] for i in sorted(cuts)), (line,), (), "dra-dynamic-mig")
+    line = f"ResourceSlices of NVIDIA's DRA driver (gpu.nvidia.com), static MIG: MIG devices and placements{inferred}"
+    return _SliceCuts(cuts, (line,))
+
+
 def import_node(
     facts: NodeFacts, source: ConfigSource, catalog: Catalog, memo: _FitMemo | None = None
 ) -> tuple[NodeImport | None, list[Problem]]:
@@ -416,9 +461,15 @@ def import_node(
     if facts.observed_error:
         problems.append(Problem("MP588", f"node {name}: {facts.observed_error}; the next source is used", name))
     memo = {} if memo is None else memo
+    dra = _from_slices(facts, catalog) if facts.dra is not None else None
+    if isinstance(dra, list):
+        return None, problems + dra
+    if isinstance(dra, NodeImport):
+        return dra, problems  # DynamicMIG: the driver's GPUs, no partitions, nothing else consulted
     observed = _from_observed(facts, catalog, memo) if facts.observed else {}
+    slices = {i: c for i, c in (dra.cuts if dra is not None else {}).items() if i not in observed}
     model, product = _model_of(catalog, labels)
-    if product is None and not observed:
+    if product is None and not observed and not slices:
         problems.append(
             Problem(
                 "MP582",
@@ -428,13 +479,21 @@ def import_node(
             )
         )
         return None, problems
-    n = _physical_count(labels) or (max(observed) + 1 if observed else 0)
-    cuts = dict(observed)
+    cuts = dict(observed) | slices
+    n = _physical_count(labels) or (max(cuts) + 1 if cuts else 0)
     sources: list[str] = []
     if observed:
         sources.append(
             "observed layout (annotation migplan.io/mig-observed): MIG mode, profiles and placements as NVML reports"
         )
+    if slices and dra is not None:
+        sources.extend(dra.sources)
+        unpublished = [i for i in range(n) if i not in cuts]
+        if unpublished:
+            gpus = ", ".join(map(str, unpublished))
+            problems.append(
+                Problem("MP962", f"node {name}: GPU {gpus} not in its ResourceSlices; the next source is used", name)
+            )
     config_cuts: dict[int, GpuCut] = {}
     if not n or any(i not in cuts for i in range(n)):
         config_cuts, why = _from_config(facts, source, n, model, product, memo)

@@ -130,7 +130,10 @@ def render_node(node: NodeImport, layouts: Mapping[_CutKey, str]) -> str:
             "# Owners suggested from the pods holding partitions (not applied: copy into `owner:` once checked):"
         )
         lines.extend(f"#   {_comment(o)}" for o in node.owners)
-    lines += ["apiVersion: migplan/v1", "kind: Node", "metadata:", f"  name: {_scalar(node.name)}", "spec:", "  gpus:"]
+    lines += ["apiVersion: migplan/v1", "kind: Node", "metadata:", f"  name: {_scalar(node.name)}", "spec:"]
+    if node.layout_writer is not None:  # another writer cuts these GPUs: no partitions of migplan's (MP320)
+        lines.append(f"  layoutWriter: {_scalar(node.layout_writer)}")
+    lines.append("  gpus:")
     for c in node.gpus:
         lines.extend(f"    # {_comment(str(x))}" for x in c.notes)
         lines.append(f"    - index: {c.index}")

@@ -24,11 +24,13 @@ the guard → the budget → the drain → the publication).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.catalog import Catalog, load_catalog
+from reconciler.logic.codecs import dradevices
 from reconciler.logic.drift import drift, thirdparty
+from reconciler.logic.observe import draclaims
 from reconciler.logic.planning import agentdrain, desiredcodec, drain
 from reconciler.logic.planning.agentplan import DesiredNode, desired_from_node_spec
 from reconciler.logic.planning.disruptionguard import blocking_pods, converged
@@ -71,6 +73,9 @@ class _Inputs:
     unreadable: frozenset[str]  # nodes with a malformed value (MP530, MP547): nothing is written there
     writers: Mapping[str, str]  # node -> the other component writing its MIG layout (MP570): nothing written, ever
     declared: Mapping[str, str]  # node -> the writer the inventory gives it (layoutWriter): nothing written or held
+    # node -> [(DRA device, pod)] from ResourceClaims (reconciler.logic.observe.draclaims): holders the pods' requests
+    # cannot show, named even without a node observer
+    claimed: Mapping[str, list[tuple[str, str]]] = field(default_factory=dict)
 
     def pods(self, name: str) -> tuple[ObservedPod, ...]:
         return self.pods_by_node.get(name, ())
@@ -101,6 +106,7 @@ def agent_layout_changes(desired: DesiredState, observed: ObservedState, now: da
         drift.unreadable_nodes(observed),
         drift.other_writers(desired, observed),
         drift.declared_writers(desired),
+        draclaims.by_node(observed.claims),
     )
     catalog = load_catalog()
     nodes = [node for name in sorted(desired.nodes) if (node := observed.nodes.get(name)) is not None]
@@ -191,7 +197,7 @@ def publication_changes(
         if owed.published:
             return []
         return [held("held: a value migplan reads on the node is malformed (MP530/MP547): nothing is written")]
-    holders = _holders(inputs, node, found)
+    holders = _with_claims(_holders(inputs, node, found), inputs, node, owed.layout)
     in_use = f"{found.effect}; {holders.source}" + ("; published, the agent holds it" if owed.published else "")
     allow = inputs.desired.cluster.apply.allow_disruption
     if found.outside:
@@ -244,6 +250,42 @@ def _holders(inputs: _Inputs, node: ObservedNode, found: agentdrain.LayoutDisrup
         resources = frozenset()
         source += "; the node advertises exactly its plan's counts: taken as built"
     return _Holders(blocking_pods(pods, resources), (), source)
+
+
+def _with_claims(holders: _Holders, inputs: _Inputs, node: ObservedNode, layout: DesiredNode) -> _Holders:
+    """The holders, plus the pods a ResourceClaim reserves a device for that building `layout` destroys (a DRA node:
+    such a pod requests nothing the inference sees, and without an observer nothing else names it). A device is
+    destroyed unless the layout keeps that profile at that start on its GPU; a name that does not parse is taken
+    as destroyed (the guard errs on the side of the pod). Only pods the API still lists on the node count."""
+    claimed = inputs.claimed.get(node.name)
+    if not claimed:
+        return holders
+    obs = node.observation
+    minors = {g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {}
+    index_of = {minor: index for index, minor in minors.items()}
+    laid = {g.index: g for g in layout.gpus}
+    listed = {p.key for p in inputs.pods(node.name)}
+    found: set[str] = set()
+    for device, pod in claimed:
+        if pod not in listed:
+            continue
+        parsed = dradevices.parse(device)
+        if parsed is None:
+            found.add(pod)
+            continue
+        gpu = laid.get(index_of.get(parsed.minor, parsed.minor))
+        if gpu is None:
+            continue  # a GPU the layout does not name is never touched
+        if isinstance(parsed, dradevices.DraMig):
+            kept = {(dradevices.profile_token(p.profile), p.placement.start) for p in gpu.partitions if gpu.mig_enabled}
+            if (parsed.profile_token, parsed.start) not in kept:
+                found.add(pod)
+        elif gpu.mig_enabled:
+            found.add(pod)  # a whole GPU the layout cuts into MIG devices
+    if not found - set(holders.named):
+        return holders
+    blockers = tuple(sorted(set(holders.blockers) | found))
+    return _Holders(blockers, holders.vanished, f"{holders.source}; and the pods ResourceClaims reserve")
 
 
 def _publish(desired: DesiredState, node: ObservedNode, owed: Publication) -> Change:

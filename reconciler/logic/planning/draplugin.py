@@ -52,13 +52,13 @@ def _node_changes(
     layout = agentdrain.published_layout(node)
     if layout is None or not agentdrain.agent_reported_success(node, layout):
         return []  # not built yet: the agent's pass comes first
-    want, _problems = desired_from_node_spec(desired.nodes[name], revision=str(desired.revision), catalog=catalog)
-    if desiredcodec.needs_publishing(node.annotations.get(desiredcodec.ANNOTATION), want):
-        return []  # a newer layout is owed: the restart waits for that one to be built
     obs, _error = observation.read_observation(node.annotations)
     minors = {g.index: g.minor for g in obs.gpus if g.minor is not None} if obs is not None else {}
     if drastatic.slices_match(desired.nodes[name], observed.dra.get(name), minors):
-        return []  # the slices publish the plan: converged, nothing to restart
+        return []  # the slices publish the plan: converged, nothing to restart (the common case: checked first)
+    want, _problems = desired_from_node_spec(desired.nodes[name], revision=str(desired.revision), catalog=catalog)
+    if desiredcodec.needs_publishing(node.annotations.get(desiredcodec.ANNOTATION), want):
+        return []  # a newer layout is owed: the restart waits for that one to be built
     record, problem = drastatic.decode(node.annotations.get(drastatic.RESTART_ANNOTATION))
     if problem is not None:
         return [

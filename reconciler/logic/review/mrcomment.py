@@ -25,6 +25,7 @@ from reconciler.logic.inventory.validation import ValidationResult
 from reconciler.logic.planning import disruption
 from reconciler.logic.reports import markdown as md
 from reconciler.logic.review.capacity import CapacityDelta
+from reconciler.logic.review.dradevices import DESTROY, DraReview
 from reconciler.logic.review.revdiff import ChangeKind, Disruptions, PartitionChange, RevisionDiff
 
 # Fits GitHub's 65,536-character comment body (GitLab takes 1,000,000) with room for the marker line.
@@ -72,6 +73,7 @@ class PlanSection:
     pods_from: str | None = None
     pods_problem: str | None = None  # why the pods are unknown (a report that cannot be used), if said
     new_root: bool = False  # the root does not exist at the base revision: a cluster the merge adds
+    dra: DraReview | None = None  # device changes on DRA-static nodes, by the driver's names (with a cluster)
 
 
 def _pods(pods: Sequence[str]) -> str:
@@ -147,6 +149,11 @@ def node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
             words.append("placement-only moves: mig-parted leaves the GPU as it is")
         words.extend(notes.get(node, []))
         pods = set(gpu_pods.get(node, set()))
+        on_dra = s.dra.on(node) if s.dra is not None else ()
+        if on_dra:  # said by the driver's device names in the DRA devices table
+            gone = [d for d in on_dra if d.action == DESTROY]
+            words.append(f"DRA static: {len(gone)} device(s) destroyed, {len(on_dra) - len(gone)} created")
+            pods.update(p for d in gone for p in d.pods)
         if d is not None:
             for i in idx:
                 pods.update(d.by_change.get(i, ()))
@@ -242,6 +249,33 @@ def _disruption(s: PlanSection) -> list[str]:
     return out
 
 
+def dra_lines(review: DraReview | None) -> list[str]:
+    """The devices the merge destroys and creates on DRA-static nodes, by the names NVIDIA's DRA driver publishes,
+    with the claims allocated a destroyed device and the pods reserving them (also `migplan plan`'s text)."""
+    if review is None or not review.devices:
+        return []
+    gone = sum(1 for d in review.devices if d.action == DESTROY)
+    out = [
+        "",
+        f"**DRA devices** on {len(review.nodes)} node(s) where NVIDIA's DRA driver publishes static MIG devices: "
+        f"{gone} destroyed, {len(review.devices) - gone} created; {len(review.claims)} claim(s) allocated a "
+        f"destroyed device, {len(review.pods)} pod(s) reserving them. migplan's agent applies there (only what is "
+        "destroyed goes) and the driver's kubelet plugin republishes the devices.",
+        "",
+    ]
+    rows = [
+        [md.code(d.node), str(d.gpu), d.action, md.code(d.shown), md.text(_pods(d.claims)), md.text(_pods(d.pods))]
+        for d in review.devices[:MAX_SUMMARY_ROWS]
+    ]
+    out += _table(["Node", "GPU", "Change", "Device", "Claims", "Pods"], rows)
+    if len(review.devices) > MAX_SUMMARY_ROWS:
+        out.append(f"\n… and {len(review.devices) - MAX_SUMMARY_ROWS} more device change(s) (`-o json` has them all)")
+    if review.notes:
+        out.append("")
+        out.extend(f"- {md.code(n.node)}: {n.code} {md.text(n.message)}" for n in review.notes)
+    return out
+
+
 def _head(s: PlanSection, multi: bool) -> list[str]:
     where = f" — cluster {md.code(s.cluster)}" + (f" ({md.code(s.root)})" if s.root else "") if multi else ""
     out = [f"### migplan plan{where}: {md.code(s.base)} → {md.code(s.target)}", ""]
@@ -278,6 +312,7 @@ def _head(s: PlanSection, multi: bool) -> list[str]:
     if s.capacity is not None:
         out += capacity_lines(s.capacity)
     out += _disruption(s)
+    out += dra_lines(s.dra)
     return out
 
 

@@ -150,10 +150,12 @@ def test_every_import_code_used_is_in_the_table_and_in_the_allotted_range() -> N
     from reconciler.logic.adoption import adopt
 
     here = Path(adopt.__file__)
-    sources = [here, here.with_name("adoptfiles.py"), here.parents[2] / "commands" / "adopt.py"]
-    used = {c for src in sources for c in re.findall(r"\b(MP5\d\d)\b", src.read_text())}
+    sources = [here, here.with_name("adoptfiles.py"), here.with_name("draimport.py")]
+    sources.append(here.parents[2] / "commands" / "adopt.py")
+    used = {c for src in sources for c in re.findall(r"\b(MP5\d\d|MP9[56]\d)\b", src.read_text())}
     assert used == set(adopt.IMPORT_CODES)
-    assert all(re.fullmatch(r"MP58\d", c) for c in adopt.IMPORT_CODES)
+    # MP580-MP589; MP958-MP962 for the ResourceSlices of NVIDIA's DRA driver (issue 30)
+    assert all(re.fullmatch(r"MP58\d|MP95[89]|MP96[0-2]", c) for c in adopt.IMPORT_CODES)
 
 
 def test_a_config_not_applied_yet_is_not_taken_for_the_cut() -> None:
