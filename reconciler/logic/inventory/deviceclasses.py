@@ -172,6 +172,8 @@ def pins_whole_gpus(selectors: Sequence[str]) -> bool:
 def check(desired: DesiredState) -> list[Diagnostic]:
     """MP415-MP419 over every class the inventory may render (profiles of every node migplan writes)."""
     settings = desired.cluster.device_classes
+    if not settings.owners and not settings.declared:
+        return []  # the per-profile classes alone cannot collide (one per profile): no pass over the nodes
     cluster_src = desired.cluster.source
     classes: list[WantedClass] = []
     if settings.enabled:

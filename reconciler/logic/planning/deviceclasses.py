@@ -76,9 +76,11 @@ def changes(desired: DesiredState, observed: ObservedState) -> list[Change]:
         return []
     existing = {c.name: c for c in observed.device_classes}
     nodes = dra_static_nodes(desired, observed)
+    settings = desired.cluster.device_classes
+    if not nodes and not settings.owners and not settings.declared and not any(c.managed for c in existing.values()):
+        return []  # a device-plugin cluster that never had migplan's classes: no pass over the plan
     uuids = owner_uuids(desired, observed, nodes)
     wanted = {c.name: c for c in deviceclasses.wanted(desired, dra_nodes=nodes, owner_uuids=uuids)}
-    settings = desired.cluster.device_classes
     # Kept while planned anywhere (no flapping while a node's slices are republished), even when not wanted now.
     keep = {deviceclasses.profile_class_name(p) for p in deviceclasses.planned_profiles(desired, desired.nodes)}
     keep = keep if settings.enabled else set()
