@@ -23,8 +23,9 @@ validate refuses (file:line):
   the name from only one of them: the newer, per resource/v1 `DeviceClassSpec.ExtendedResourceName`);
 - MP416 a class that would map `nvidia.com/gpu` (whole GPUs for every pod spec written for the device plugin) to
   MIG devices: an owner class with that name, or a declared one whose selectors do not provably pin `type == 'gpu'`;
-- MP417 an extended resource name Kubernetes would refuse (`IsExtendedResourceName`), or a declared selector that
-  does not parse as CEL (the API server would refuse the class, and its dry run would stop every write of the cycle);
+- MP417 an extended resource name Kubernetes would refuse (`IsExtendedResourceName`), a declared selector that
+  does not parse as CEL, or an owner class whose uuid list would exceed the API's 10 KiB selector limit (the API
+  server would refuse the class, and its dry run would stop every write of the cycle);
 - MP418 an owner class for an owner no partition has (warning: the class selects nothing);
 - MP419 two classes with one name.
 At validate time the regime of a node is unknown, so the rules take every profile planned on a node migplan writes.
@@ -50,6 +51,9 @@ OWNER_PREFIX = "migplan-owner-"
 PURPOSE_ANNOTATION = DEVICE_CLASS_PURPOSE_ANNOTATION
 
 _MAX_NAME = 253
+# resource/v1 types.go CELSelectorExpressionMaxLength: the API server refuses a longer selector.
+CEL_MAX_LENGTH = 10 * 1024
+_MIG_UUID_LENGTH = 40  # NVML's MIG device uuid: "MIG-" and a 36-character uuid
 _NOT_DNS = re.compile(r"[^a-z0-9.-]+")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
@@ -110,6 +114,12 @@ def uuid_selector(uuids: Iterable[str]) -> str:
     return f"device.driver == '{DRIVER}' && {_MIG_TYPE} && device.attributes['{DRIVER}'].uuid in [{listed}]"
 
 
+def max_owner_partitions() -> int:
+    """How many MIG uuids an owner class's selector can list within CEL_MAX_LENGTH."""
+    base = len(uuid_selector(()))
+    return (CEL_MAX_LENGTH - base + 2) // (_MIG_UUID_LENGTH + 4)  # each: quotes and ", " (but the last)
+
+
 def is_extended_resource_name(name: str) -> bool:
     """Kubernetes' helper.IsExtendedResourceName: not a native resource (it has a `/`, not in a kubernetes.io
     domain), not `requests.*`, and `requests.<name>` is a qualified name (a DNS-subdomain prefix of at most 253,
@@ -128,13 +138,15 @@ def is_extended_resource_name(name: str) -> bool:
 def planned_profiles(desired: DesiredState, nodes: Iterable[str]) -> tuple[str, ...]:
     """The MIG profiles the plan places on `nodes` (those migplan writes the layout of), sorted."""
     out: set[str] = set()
+    seen: set[int] = set()  # partition tuples already counted (a layout's is shared by every GPU that uses it)
     for name in nodes:
         node = desired.nodes.get(name)
         if node is None or desired.layout_writer(name) != "migplan":
             continue
         for g in node.gpus:
-            if g.mig_enabled:
-                out.update(p.profile for p in g.partitions)
+            if g.mig_enabled and id(g.partitions) not in seen:
+                seen.add(id(g.partitions))
+                out.update({p.profile for p in g.partitions})
     return tuple(sorted(out))
 
 
@@ -182,15 +194,30 @@ def check(desired: DesiredState) -> list[Diagnostic]:
             classes.append(
                 WantedClass(profile_class_name(p), extended_resource(p), (profile_selector(p),), f"profile {p}", src)
             )
-    owners_with_partitions = {
-        p.owner for n in desired.nodes.values() for g in n.gpus if g.mig_enabled for p in g.partitions if p.owner
-    }
+    owned: dict[str, int] = {}
+    for name, n in desired.nodes.items():
+        if desired.layout_writer(name) == "migplan":
+            for g in n.gpus:
+                for part in g.partitions if g.mig_enabled else ():
+                    if part.owner:
+                        owned[part.owner] = owned.get(part.owner, 0) + 1
     out: list[Diagnostic] = []
+    most = max_owner_partitions()
     for o in settings.owners:
         classes.append(WantedClass(o.name, o.extended_resource_name, (), f"owner {o.owner}", o.source))
-        if o.owner not in owners_with_partitions:
+        if o.owner not in owned:
             out.append(
                 diag("MP418", f"device class {o.name}: no partition of the plan is owned by {o.owner!r}", o.source)
+            )
+        elif owned[o.owner] > most:
+            out.append(
+                diag(
+                    "MP417",
+                    f"device class {o.name} would list the uuids of {owned[o.owner]} partitions of {o.owner!r}: a "
+                    f"selector longer than the API server's {CEL_MAX_LENGTH} characters (at most {most} partitions "
+                    "per owner class); split the owner, or let its pods use the per-profile classes",
+                    o.source,
+                )
             )
         if o.extended_resource_name == GPU_RESOURCE:
             out.append(

@@ -82,12 +82,14 @@ def changes(desired: DesiredState, observed: ObservedState) -> list[Change]:
     uuids = owner_uuids(desired, observed, nodes)
     wanted = {c.name: c for c in deviceclasses.wanted(desired, dra_nodes=nodes, owner_uuids=uuids)}
     # Kept while planned anywhere (no flapping while a node's slices are republished), even when not wanted now.
-    keep = {deviceclasses.profile_class_name(p) for p in deviceclasses.planned_profiles(desired, desired.nodes)}
-    keep = keep if settings.enabled else set()
+    everywhere = deviceclasses.planned_profiles(desired, desired.nodes) if settings.enabled else ()
+    keep = {deviceclasses.profile_class_name(p) for p in everywhere}
     keep |= {o.name for o in settings.owners}
     out: list[Change] = []
     for name in sorted(set(wanted) | set(existing)):
         want, have = wanted.get(name), existing.get(name)
+        if want is not None and any(len(s) > deviceclasses.CEL_MAX_LENGTH for s in want.selectors):
+            continue  # the API server would refuse it (and the dry run stop every write): validate's MP417 bounds it
         if want is not None and have is None:
             out.append(_create(want))
         elif want is not None and have is not None and have.managed:

@@ -176,6 +176,37 @@ def test_owner_class_selects_exactly_the_published_uuids_it_is_given(tmp_path: P
     assert cls.selectors[0].endswith(".uuid in ['MIG-aaa', 'MIG-bbb']")  # the hostile uuid is never quoted in
 
 
+def _seven(owner: str) -> list[dict[str, str]]:
+    return [{"profile": "1g.18gb", "owner": owner} for _ in range(7)]
+
+
+def test_an_owner_class_too_long_for_the_api_is_refused(tmp_path: Path) -> None:
+    """Each of the owner's partitions is one uuid in the class's selector: past the API's 10 KiB it is refused."""
+    most = deviceclasses.max_owner_partitions()
+    full = deviceclasses.uuid_selector([f"MIG-{i:036d}" for i in range(most)])
+    assert (
+        len(full)
+        <= deviceclasses.CEL_MAX_LENGTH
+        < len(deviceclasses.uuid_selector([f"MIG-{i:036d}" for i in range(most + 1)]))
+    )
+    (tmp_path / "nodes").mkdir(parents=True)
+    doc = {"apiVersion": "migplan/v1", "kind": "Cluster", "metadata": {"name": "t"}}
+    doc["spec"] = {"migStrategy": "mixed", "deviceClasses": {"owners": [{"owner": "llm"}]}}
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    for n in range(most // 56 + 1):  # 8 GPUs x 7 partitions a node
+        gpus = [
+            {"index": i, "model": "H200-141GB", "mig": {"enabled": True, "partitions": _seven("llm")}} for i in range(8)
+        ]
+        node = {"apiVersion": "migplan/v1", "kind": "Node", "metadata": {"name": f"n{n}"}, "spec": {"gpus": gpus}}
+        (tmp_path / "nodes" / f"n{n}.yaml").write_text(yaml.safe_dump(node, sort_keys=False))
+    _, diagnostics = load_desired(tmp_path)
+    found = _codes(diagnostics, "MP417")
+    assert len(found) == 1, [str(d) for d in diagnostics]
+    long = found[0]
+    assert long.file == "cluster.yaml" and long.line == _line_of(tmp_path, "- owner: llm")
+    assert f"at most {most} partitions" in long.message
+
+
 @pytest.mark.parametrize(
     ("profile", "name", "resource"),
     [("1g.18gb+me", "migplan-mig-1g.18gb-me", "nvidia.com/mig-1g.18gb.me"), ("7g.141gb", "migplan-mig-7g.141gb", None)],
