@@ -44,20 +44,28 @@ def owner_uuids(desired: DesiredState, observed: ObservedState, nodes: Iterable[
     out: dict[str, list[str]] = {}
     if not wanted:
         return out
+    unowned: set[int] = set()  # partition tuples without such an owner (a layout's is shared by many GPUs)
     for name in nodes:
         plan, published = desired.nodes[name], observed.dra.get(name)
-        if published is None:
-            continue
-        uuids = _published_uuids(published)
+        owned = []
         for g in plan.gpus:
-            if not g.mig_enabled:
+            if not g.mig_enabled or id(g.partitions) in unowned:
                 continue
-            for part, placement in zip(g.partitions, g.placements, strict=False):
-                if part.owner not in wanted:
-                    continue
-                uuid = uuids.get((g.index, dradevices.profile_token(part.profile), placement.start))
-                if uuid is not None:
-                    out.setdefault(part.owner, []).append(uuid)
+            found = [
+                (part.owner, (g.index, dradevices.profile_token(part.profile), placement.start))
+                for part, placement in zip(g.partitions, g.placements, strict=False)
+                if part.owner in wanted
+            ]
+            if not found:
+                unowned.add(id(g.partitions))
+            owned.extend(found)
+        if published is None or not owned:
+            continue  # the devices' names are parsed only on nodes where an owner with a class has partitions
+        uuids = _published_uuids(published)
+        for owner, key in owned:
+            uuid = uuids.get(key)
+            if uuid is not None and owner is not None:
+                out.setdefault(owner, []).append(uuid)
     return out
 
 
