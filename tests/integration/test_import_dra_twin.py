@@ -21,6 +21,7 @@ import yaml
 from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import CycleResult, reconcile_once
+from reconciler.logic.planning import desiredcodec
 from reconciler.model.plans import Kind
 from reconciler.resources import inventory_dir
 from reconciler.twin.cluster import ClusterTwin
@@ -98,7 +99,17 @@ def test_static_mig_slices_round_trip_import_validate_and_a_dry_run_that_re_cuts
     dry = _dry_run(twin, out)
     assert dry.plan is not None and not dry.errors
     kinds = {c.kind for c in dry.plan.writes}
-    assert kinds <= {Kind.MIG_CONFIG_MAP, Kind.CLUSTER_POLICY, Kind.NODE_MIG_CONFIG}, kinds  # relabels at most
+    # relabels at most; a DRA-static node's layout is published for migplan's node agent instead (issue 30): the
+    # layout NVML shows already, which the agent finds built (nothing re-cut)
+    assert kinds <= {Kind.MIG_CONFIG_MAP, Kind.CLUSTER_POLICY, Kind.NODE_MIG_CONFIG, Kind.AGENT_LAYOUT}, kinds
+    for c in dry.plan.writes:
+        if c.kind is Kind.AGENT_LAYOUT:
+            name = c.subject.removeprefix("node/")
+            assert c.patch is not None
+            layout = desiredcodec.decode(name, c.patch["metadata"]["annotations"][desiredcodec.ANNOTATION])
+            for g in layout.gpus:
+                built = sorted((gi.profile.name, gi.start) for gi in twin.gpus(name)[g.index].gpu_instances.values())
+                assert sorted((p.profile, p.placement.start) for p in g.partitions) == built, (name, g.index)
     assert all(not c.blocked_by for c in dry.plan.changes)
     assert dry.report is not None
     dra = [(n.name, f.code) for n in dry.report.nodes for f in n.findings if f.code in DRA_FINDINGS]
