@@ -13,7 +13,9 @@ Order and why:
    (the `migplan.io/mig-desired` annotation), applied through the cluster port like every other
    write: nothing here is specific to one entry point.
 4. The report (drift + occupancy + what the source refused and why) is rendered without anything
-   time-varying, so an unchanged cluster produces byte-identical files and no new commit.
+   time-varying, so an unchanged cluster produces byte-identical files and no new commit. When it is
+   written, a node's page is rendered only if its inputs changed since the last report (the memo of a
+   long-lived process, else the page index on the reports branch: adapters/git/reportstore.py).
 5. A report whose only change is occupancy (pods starting and stopping) is held back until
    `reports.minInterval` has passed since the last report commit; a status, finding, revision or
    source change commits at once (logic/reports/reportcadence.py). A held report is still this cycle's
@@ -46,10 +48,17 @@ from reconciler.adapters.git.reports import (
     last_report,
     report_message,
 )
-from reconciler.adapters.git.source import GitFailure, InventoryRepo
+from reconciler.adapters.git.reportstore import store_report
+from reconciler.adapters.git.source import GIT_FAILED, GitFailure, InventoryRepo
 from reconciler.engine import ClusterPort, reconcile_once
 from reconciler.logic.reports import reportcadence
-from reconciler.logic.reports.reports import RenderMemo, render_reports, report_to_json
+from reconciler.logic.reports.reports import (
+    RenderMemo,
+    page_sources,
+    render_reports,
+    render_top_files,
+    report_to_json,
+)
 from reconciler.model.errors import MigplanError
 from reconciler.model.inventory import ReportSettings
 from reconciler.outcome import NO_REVISION, CycleContext, CycleOutcome
@@ -126,20 +135,32 @@ def _locked_cycle(
     writes = not dry_run and may_write()
     if result.report is None:
         return CycleOutcome.of_cycle(src, result, notes=tuple(notes))
-    files = render_reports(result.report, source=src.to_json(), memo=memo)
     if not (writes and may_write()):
+        files = render_reports(result.report, source=src.to_json(), memo=memo)
         return CycleOutcome.of_cycle(src, result, report_files=files, notes=tuple(notes))
+    # Written to Git: the top files are rendered; a node page or map only when its inputs changed since the
+    # report this process (memo) or the reports branch (its page index) holds, and straight into the object
+    # database (adapters/git/reportstore.py). The outcome carries the top files; the pages are in Git.
+    files = render_top_files(result.report, source=src.to_json())
+    settings = desired.cluster.reports
     repo = InventoryRepo.open(source.remote)
-    if isinstance(repo, GitFailure):
-        errors.append(f"report: {repo.code}: {repo.message}")
+    stored = (
+        repo
+        if isinstance(repo, GitFailure)
+        else store_report(
+            repo, branch=settings.branch, path=settings.path, top=files, pages=page_sources(result.report), memo=memo
+        )
+    )
+    if isinstance(stored, GitFailure) or isinstance(repo, GitFailure):
+        failure = stored if isinstance(stored, GitFailure) else GitFailure(GIT_FAILED, "no repository")
+        errors.append(f"report: {failure.code}: {failure.message}")
         return CycleOutcome.of_cycle(
-            src, result, report_files=files, notes=tuple(notes), errors=tuple(errors), report_failure=repo
+            src, result, report_files=files, notes=tuple(notes), errors=tuple(errors), report_failure=failure
         )
     counts = {k.lower(): v for k, v in result.report.counts().items() if k != "InSync"}
     if src.refused is not None:
         counts["refused revision"] = 1
-    settings = desired.cluster.reports
-    digests = reportcadence.digests(report_to_json(result.report), files, src.to_json())
+    digests = reportcadence.digests(report_to_json(result.report), {}, src.to_json(), blob_ids=stored.blobs)
     cadence = _cadence(repo, settings, digests, now)
     if cadence.held_until is not None:
         # Occupancy only, inside reports.minInterval: nothing new is queued (older queued reports are
@@ -158,7 +179,8 @@ def _locked_cycle(
         outcome = commit_report(
             repo,
             settings=settings,
-            files=files,
+            files={},
+            blobs=stored.blobs,
             message=f"{report_message(src.revision, counts)}\n\n{digests.trailers(settings.path)}\n",
             bot=bot,
             signer=signer,

@@ -56,6 +56,7 @@ from reconciler.logic.review.mrcomment import (
     PlanSection,
     capacity_lines,
     dra_lines,
+    host_effect_words,
     layout_line,
     node_rows,
     owner,
@@ -104,6 +105,8 @@ def _disruption_lines(d: Disruptions, *, by_node: bool = False) -> list[str]:
             f"- {md.code(node)} GPU {gpu}: placement-only change; mig-parted's config has no placements, so mig-manager"
             " leaves this GPU as it is"
         )
+    for h in d.host:  # WITH_REBOOT / a host driver: what mig-manager does to the node itself for a MIG mode change
+        out.append(f"- {md.code(h.node)}: " + md.text("; ".join(host_effect_words(h))))
     return out
 
 
@@ -296,6 +299,11 @@ def json_doc(
             ],
             "clients_paused": list(disrupts.clients_paused),
             "not_applied": [{"node": n, "gpu": g} for n, g in disrupts.not_applied],
+            "host": [
+                {"node": h.node, "not_ready": h.not_ready}
+                | ({"may_reboot": {"pods": h.reboot.count, "names": list(h.reboot.names)}} if h.reboot else {})
+                for h in disrupts.host
+            ],
         }
         if disrupts.observed:
             doc["disruption"]["pods"] = sorted(disrupts.pods)

@@ -170,9 +170,9 @@ def command(
                     twin.store.create(
                         "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
                     )
-            if dra is not None:
-                for node in sorted(set(twin.fleet.nodes) - set(twin.fleet.absent)):
-                    twin.dra_driver(node, dynamic_mig=dra == "dynamic-mig").start_plugin()
+            if dra is not None:  # every node's plugin publishes at once, in one bulk load (no thread per node)
+                present = sorted(set(twin.fleet.nodes) - set(twin.fleet.absent))
+                twin.start_dra_plugins(present, dynamic_mig=dra == "dynamic-mig")
                 twin.settle()
             nodes = len(twin.store.list("nodes"))
             sockets = {node: twin.pod_resources_socket(node) for node in served}  # started here, before FILE

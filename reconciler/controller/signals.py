@@ -31,6 +31,7 @@ from reconciler.model.signals import EventIntent, MarkState, NodeMark, ObjectRef
 # Finding codes by what they mean to the controller, asked of the one registry (reconciler.model.codes).
 FAILED_CODES = with_trait(Trait.FAILED)  # an apply failed (mig-manager failed or stuck, the plugin refuses the layout)
 HELD_CODES = with_trait(Trait.HELD)  # a change is held (disruption guard)
+REBOOT_CODES = with_trait(Trait.REBOOT)  # held for a possible reboot (WITH_REBOOT): every pod of the node counts
 DRAIN_BLOCKED_CODES = with_trait(Trait.DRAIN_BLOCKED)  # a drain that cannot go on (names pods / PDBs)
 IN_FLIGHT_CODES = IN_PROGRESS_CODES  # reconfiguring, cordoned for it, or draining
 
@@ -112,6 +113,9 @@ def build(
                 | {p for f in n.findings if f.code in HELD_CODES for p in f.pods}
             )
             why = f"change held by the disruption guard: partitions in use by {', '.join(pods) or 'running pods'}"
+            rebooting = [f for f in n.findings if f.code in REBOOT_CODES]
+            if rebooting:  # a possible reboot: the pods are not only GPU holders, the finding says how many end
+                why = f"change held by the disruption guard: {rebooting[0].message}"
             events.append(EventIntent(ref, Reason.CHANGE_HELD, _clip(why), True))
             marks.append(NodeMark(n.name, MarkState.HELD, _clip(why)))
             continue

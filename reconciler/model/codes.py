@@ -63,6 +63,7 @@ class Trait(enum.Flag):
     UNPARSED = enum.auto()  # the text could not be parsed at all (so another reader may be tried)
     UNKNOWN_MODEL = enum.auto()  # a GPU model the catalog does not have
     NO_ROOT = enum.auto()  # the inventory root is not there at that revision (a cluster a change adds)
+    REBOOT = enum.auto()  # held for a possible reboot: the change's reason says how many pods end, GPU or not
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +326,13 @@ DECLARED: tuple[Code, ...] = (
         "the node's mig-manager pod still reads another ConfigMap than migplan's: its label waits for the rollout",
         traits=GPU_OPERATOR,
     ),
+    Code(
+        "MP568",
+        FINDING,
+        W,
+        "a change is held back: mig-manager may reboot the node for it (WITH_REBOOT) and end the pods running there",
+        traits=HELD | Trait.REBOOT | GPU_OPERATOR,
+    ),
     # DRA (issue 27): who writes a GPU's layout, and what NVIDIA's DRA driver publishes
     Code(
         "MP570",
@@ -511,6 +519,16 @@ DECLARED: tuple[Code, ...] = (
     Code("MP621", WORKLOAD, E, "the plan cannot be read or is invalid: exit 2"),
     Code("MP622", WORKLOAD, E, "the last report cannot be read from the reports branch: exit 2"),
     Code("MP623", WORKLOAD, E, "the cluster cannot be read (--kubeconfig): exit 2"),
+    Code("MP626", WORKLOAD, E, "a DRA claim, claim template, DeviceClass or pod claim entry the API server refuses"),
+    Code("MP627", WORKLOAD, W, "a pod names a ResourceClaim or claim template not among the manifests: not judged"),
+    Code("MP628", WORKLOAD, W, "a claim names a DeviceClass neither the manifests nor migplan define: not judged"),
+    Code("MP629", WORKLOAD, E, "a CEL selector the API server refuses (does not compile, too long, too costly)"),
+    Code("MP630", WORKLOAD, E, "a CEL selector fails to evaluate on a device the plan publishes: the allocation fails"),
+    Code("MP631", WORKLOAD, W, "a CEL selector reads a value only the node knows: assumed to match"),
+    Code("MP632", WORKLOAD, E, "no node the pod may run on can allocate its claims: the pods stay Pending forever"),
+    Code("MP633", WORKLOAD, E, "a claim only DynamicMIG could satisfy: it selects devices the plan never cuts"),
+    Code("MP634", WORKLOAD, E, "a ResourceClaim shared by more pods than it can be reserved for (256)"),
+    Code("MP635", WORKLOAD, W, "claims whose allocation search or selector cost exceeds migplan's bounds: not judged"),
     Code("MP701", GIT, E, "the remote cannot be reached (down, refused connection, DNS, timeout)", traits=REMOTE),
     Code("MP702", GIT, E, "the remote refused the credentials, or none were configured", traits=REMOTE),
     Code("MP703", GIT, E, "SSH host key not in known_hosts, or TLS certificate invalid", traits=REMOTE),

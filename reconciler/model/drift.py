@@ -142,6 +142,31 @@ class NodeReport:
     mig_config: str | None = None  # the config name the plan gives this node
     # The node observer's state: reporting | silent | malformed | absent (None: not a GPU node).
     observer: str | None = None
+    # Under WITH_REBOOT only: how many pods a reboot of the node ends, and the first of them by name (capped), so a
+    # merge request's plan can say what a change that may reboot the node takes (reconciler/logic/review).
+    reboot_ends: int | None = None
+    reboot_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MigManagerHost:
+    """What the observed ClusterPolicy makes mig-manager do to a node's host around a MIG mode change
+    (mig-parted pkg/mig/reconfigure/reconfigure.go `Run`): reboot it when the mode step fails (WITH_REBOOT), stop
+    the kubelet with the host GPU clients (a host driver: WITH_SHUTDOWN_HOST_GPU_CLIENTS)."""
+
+    with_reboot: bool = False
+    host_driver: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.with_reboot or self.host_driver
+
+    def to_json(self) -> dict[str, bool]:
+        return {"withReboot": self.with_reboot, "shutdownHostGpuClients": self.host_driver}
+
+    def flags(self) -> dict[str, bool]:
+        """As reconciler/logic/planning/disruption.py host_effects takes them."""
+        return {"with_reboot": self.with_reboot, "host_driver": self.host_driver}
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +180,8 @@ class DriftReport:
     # start, size, owner, holder)]). Filled by the engine from DesiredState + occupancy.
     slice_maps: Mapping[str, tuple[GpuSliceMap, ...]] = field(default_factory=dict)
     owners: tuple[OwnerAccount, ...] = ()  # owner accounting, by (owner, profile)
+    # What mig-manager does to the host around a mode change, when it does anything (None: nothing, or unknown).
+    mig_manager: MigManagerHost | None = None
 
     @property
     def findings(self) -> tuple[Finding, ...]:

@@ -9,7 +9,7 @@ ConfigMap), so a 5,000-node snapshot stays small.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -243,6 +243,50 @@ class ObservedPod:
         return total
 
 
+# How many of the pods a reboot ends are named per node (the count is always whole): enough to act on and to
+# drain in batches (the next ones are named once the first are gone), bounded so a node of 110 pods (the kubelet's
+# default maxPods) or a flood of bare pods costs the same as a quiet one at 5,000 nodes.
+REBOOT_NAMES_CAP = 20
+
+
+@dataclass(frozen=True, slots=True)
+class NodePods:
+    """The pods a reboot of one node ends: every pod bound to it that is not finished (Succeeded/Failed), not
+    DaemonSet-managed (its controller recreates it on the node) and not a mirror pod (the kubelet restarts the
+    static pod from its manifest). Counted whole; named only up to REBOOT_NAMES_CAP, the first by key.
+    `unreplicated_names` names, capped too, those drain cannot remove (no controller: kubectl drain needs --force),
+    wherever they sort, so a drain is refused on the first cycle, not after 20 others are gone.
+
+    `details` gives the named pods as drain needs them (light ObservedPods: name, labels, owner, terminating; no
+    requests), built only when asked: the planner asks for a node it may reboot, a handful per cycle, while
+    building them for every node of a 5,000-node cluster each cycle would cost more than the whole tally."""
+
+    count: int = 0
+    names: tuple[str, ...] = ()  # sorted, at most REBOOT_NAMES_CAP
+    unreplicated_names: tuple[str, ...] = ()  # sorted, at most REBOOT_NAMES_CAP
+    unreplicated_count: int = 0
+    details: Callable[[], tuple[tuple[ObservedPod, ...], tuple[ObservedPod, ...]]] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    @property
+    def pods(self) -> tuple[ObservedPod, ...]:
+        """The named pods (by `names`), for the drain; () when only the names are known (read from a report)."""
+        return self.details()[0] if self.details is not None else ()
+
+    @property
+    def unreplicated(self) -> tuple[ObservedPod, ...]:
+        return self.details()[1] if self.details is not None else ()
+
+    def describe(self) -> str:
+        """'3 pods end (ml/a, ml/b, web/c)', the names capped, with how many more there are."""
+        shown = ", ".join(self.names)
+        more = self.count - len(self.names)
+        if more > 0:
+            shown += f" and {more} more"
+        return f"{self.count} pod{'s' if self.count != 1 else ''} end" + (f" ({shown})" if shown else "")
+
+
 @dataclass(frozen=True, slots=True)
 class SelectorRequirement:
     """One matchExpressions entry of a label selector (operator In | NotIn | Exists | DoesNotExist)."""
@@ -389,8 +433,12 @@ class ObservedState:
     # started with: after spec.migManager.config.name changes, a node reads the new ConfigMap only once the
     # DaemonSet's rolling update has given it a new pod (one node at a time by default).
     mig_manager_sources: Mapping[str, str] = field(default_factory=dict)
-    # PodDisruptionBudgets in namespaces where a GPU pod runs (to name the ones that block a drain).
+    # PodDisruptionBudgets in namespaces where a GPU pod runs or a pod a reboot ends is named (to name the ones
+    # that block a drain).
     pdbs: tuple[ObservedPdb, ...] = ()
+    # node -> the pods a reboot of it ends (NodePods; counted for every bound pod, named up to REBOOT_NAMES_CAP);
+    # a node with none is absent. What a mig-manager with WITH_REBOOT may take (reconciler/logic/planning).
+    node_pods: Mapping[str, NodePods] = field(default_factory=dict)
     # node -> what NVIDIA's DRA driver publishes for it (resource.k8s.io/v1 ResourceSlices of gpu.nvidia.com);
     # a node the driver publishes nothing for is absent. Empty on a server without resource.k8s.io/v1.
     dra: Mapping[str, NodeDra] = field(default_factory=dict)

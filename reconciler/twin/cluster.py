@@ -58,7 +58,7 @@ from reconciler.twin.kubelet import ClaimListing, PodResourcesServer
 from reconciler.twin.nvml import NvmlTwin
 from reconciler.twin.operator import deviceplugin, dsupdate, gfd, kubeobjects, rendering
 from reconciler.twin.operator.controller import GpuOperator
-from reconciler.twin.operator.names import DEPLOY_LABELS, MIG_CONFIG, MIG_CONFIG_STATE, MM_SELECTOR, PAUSED
+from reconciler.twin.operator.names import DEPLOY_LABELS, MIG_CONFIG, MIG_CONFIG_STATE, MM_DS, MM_SELECTOR, PAUSED
 
 __all__ = ["ClusterTwin"]
 
@@ -138,6 +138,8 @@ class ClusterTwin:
         # node -> the DRA claims its kubelet's DRA manager has prepared for running pods (hold_through_claim)
         self._dra_claims: dict[str, list[ClaimListing]] = {}
         self._dra_drivers: dict[str, DraDriverTwin] = {}
+        self._dra_batch: list[dict[str, Any]] | None = None  # ResourceSlices of start_dra_plugins, to load at once
+        self._dra_published = False  # start_dra_plugins found slices of the driver already published
         self._socket_dir: Path | None = None
         self._late: list[DriftCase] = []
         self._apply_build_drift()
@@ -300,9 +302,14 @@ class ClusterTwin:
             store = self.store
 
             def create(obj: dict[str, Any]) -> None:
-                store.create("resourceslices.resource.k8s.io", obj)
+                if self._dra_batch is not None:  # start_dra_plugins: written with the others in one bulk load
+                    self._dra_batch.append(obj)
+                else:
+                    store.create("resourceslices.resource.k8s.io", obj)
 
             def list_pool(name: str) -> list[dict[str, Any]]:
+                if self._dra_batch is not None and not self._dra_published:
+                    return []  # start_dra_plugins found no slice published yet: the pool is empty
                 return [
                     s
                     for s in store.list("resourceslices.resource.k8s.io", field_selector=f"spec.nodeName={name}")
@@ -317,8 +324,9 @@ class ClusterTwin:
 
             uid = store.get("nodes", node)["metadata"].get("uid", "")
             for cls in DEVICE_CLASSES:  # the driver's Helm chart installs them with the driver
-                with contextlib.suppress(ApiError):
-                    store.create("deviceclasses.resource.k8s.io", cls)
+                if not store.exists("deviceclasses.resource.k8s.io", None, cls["metadata"]["name"]):
+                    with contextlib.suppress(ApiError):  # created meanwhile
+                        store.create("deviceclasses.resource.k8s.io", cls)
             self._dra_drivers[node] = DraDriverTwin(
                 node,
                 tw.gpus,
@@ -330,6 +338,22 @@ class ClusterTwin:
                 dynamic_mig=dynamic_mig,
             )
         return self._dra_drivers[node]
+
+    def start_dra_plugins(self, nodes: Iterable[str], *, dynamic_mig: bool = False) -> None:
+        """`dra_driver(node).start_plugin()` on every node of `nodes` (`migplan twin --dra`), their publications
+        written in one bulk load (Store.load) instead of one create each: the same ResourceSlices, each checked
+        as create checks it. No thread: a plugin is its publication (reconciler/twin/dra.py)."""
+        self._dra_batch = []
+        self._dra_published = any(
+            s["spec"].get("driver") == DRA_DRIVER for s in self.store.list("resourceslices.resource.k8s.io")
+        )
+        try:
+            for node in nodes:
+                self.dra_driver(node, dynamic_mig=dynamic_mig).start_plugin()
+            batch, self._dra_batch = self._dra_batch, None
+            self.store.load("resourceslices.resource.k8s.io", [(obj, None) for obj in batch])
+        finally:
+            self._dra_batch = None
 
     def run_claim_pod(self, node: str, namespace: str, pod: str, claim: str, *, container: str = "main") -> list[str]:
         """What the scheduler, the DRA driver and the kubelet do for `pod` (already bound to `node`) using the
@@ -596,10 +620,42 @@ class ClusterTwin:
         assert mm is not None
         store.create("daemonsets.apps", mm, s.namespace)
         helper.load_caches()
-        for name in sorted(self.fleet.nodes):
-            if name not in self.fleet.absent:
-                self._create_node(helper, name)
+        self._load_nodes(helper, [n for n in sorted(self.fleet.nodes) if n not in self.fleet.absent])
         self._create_pods(self.fleet.pods)
+
+    def _load_nodes(self, helper: GpuOperator, names: list[str]) -> None:
+        """The starting fleet's nodes, their Leases and daemon pods, each kind in one bulk load (Store.load): the
+        objects `_create_node` writes one by one, as it writes them (ASSUMPTIONS-operator.md, bulk load)."""
+        store = self.api.store
+        built = [(name, *self._node_object(helper, name)) for name in names]
+        store.load("nodes", [(node, None) for _, node, _, _, _ in built])
+        uids = {name: store.get("nodes", name)["metadata"]["uid"] for name in names}
+        renewed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # every kubelet's first renewal, at once
+        store.load(
+            "leases.coordination.k8s.io",
+            [(self._lease(name, uids[name], renewed), None) for name in names],
+            "kube-node-lease",
+        )
+        ns = self.fleet.settings.namespace
+        taken: set[str] = set()
+        dp_ds = self.fleet.settings.device_plugin_daemonset
+        dp_pods: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+        mm_pods: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+        mm_ds = helper.mig_manager_ds
+        for name, _, labels, dp_pod, adv in built:
+            if dp_pod is None or adv is None:
+                continue
+            pod_name = helper.free_daemon_pod_name(dp_ds, name, dp_pod["metadata"]["name"], taken)
+            dp_pod["metadata"]["name"] = pod_name
+            taken.add(pod_name)
+            dp_pods.append((dp_pod, helper.started_dp_pod(name, pod_name, dp_pod, adv)))
+            if mm_ds is not None and labels.get(MM_SELECTOR) == "true":
+                mm_pod = helper.render_mm_pod(name, mm_ds)
+                mm_name = helper.free_daemon_pod_name(MM_DS, name, mm_pod["metadata"]["name"], taken)
+                mm_pod["metadata"]["name"] = mm_name
+                taken.add(mm_name)
+                mm_pods.append((mm_pod, helper.started_mm_pod(name, mm_name, mm_pod)))
+        store.load("pods", dp_pods + mm_pods, ns)
 
     def _create_dp_config(self) -> None:
         assert self.dp_config is not None
@@ -658,6 +714,23 @@ class ClusterTwin:
     def _create_node(self, helper: GpuOperator, name: str, *, with_dp_pod: bool = True) -> None:
         """Create the node (and, while populating, its device-plugin pod; at run time the operator makes it)."""
         store = self.api.store
+        node, labels, dp_pod, adv = self._node_object(helper, name)
+        created = store.create("nodes", node)
+        # The kubelet's heartbeat Lease (kube-node-lease), so `kubectl describe node` finds it; renewed once.
+        with contextlib.suppress(ApiError):  # a node re-created by heal() finds its old Lease
+            lease = self._lease(name, created["metadata"]["uid"], datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+            store.create("leases.coordination.k8s.io", lease, "kube-node-lease")
+        if with_dp_pod and dp_pod is not None and adv is not None:
+            helper.create_dp_pod(name, dp_pod, adv)
+            mm_ds = helper.mig_manager_ds
+            if mm_ds is not None and labels.get(MM_SELECTOR) == "true":
+                helper.create_mm_pod(name, mm_ds)
+
+    def _node_object(
+        self, helper: GpuOperator, name: str
+    ) -> tuple[dict[str, Any], dict[str, str], dict[str, Any] | None, deviceplugin.Advertised | None]:
+        """The node as its kubelet registers it (labels, capacity as its device plugin advertises it), its labels,
+        and its device-plugin pod with what the plugin advertises (None for a node without GPUs)."""
         tw = self.fleet.nodes[name]
         labels = self._node_labels(helper, name, tw)
         capacity = dict(BASE_CAPACITY)
@@ -698,36 +771,29 @@ class ClusterTwin:
                 },
             },
         }
-        created = store.create("nodes", node)
-        # The kubelet's heartbeat Lease (kube-node-lease), so `kubectl describe node` finds it; renewed once.
-        with contextlib.suppress(ApiError):  # a node re-created by heal() finds its old Lease
-            self._create_lease(name, created["metadata"]["uid"])
-        if with_dp_pod and dp_pod is not None and adv is not None:
-            helper.create_dp_pod(name, dp_pod, adv)
-            mm_ds = helper.mig_manager_ds
-            if mm_ds is not None and labels.get(MM_SELECTOR) == "true":
-                helper.create_mm_pod(name, mm_ds)
+        return node, labels, dp_pod, adv
 
-    def _create_lease(self, name: str, uid: str) -> None:
-        self.api.store.create(
-            "leases.coordination.k8s.io",
-            {
-                "metadata": {
-                    "name": name,
-                    "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}],
-                },
-                "spec": {
-                    "holderIdentity": name,
-                    "leaseDurationSeconds": 40,
-                    "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                },
+    @staticmethod
+    def _lease(name: str, uid: str, renewed: str) -> dict[str, Any]:
+        """The kubelet's heartbeat Lease of node `name` (owned by the node), last renewed at `renewed`."""
+        return {
+            "metadata": {
+                "name": name,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}],
             },
-            "kube-node-lease",
-        )
+            "spec": {
+                "holderIdentity": name,
+                "leaseDurationSeconds": 40,
+                "renewTime": renewed,
+            },
+        }
 
     def _create_pods(self, seeds: Iterable[PodSeed]) -> None:
+        """The pods holding the fleet's partitions, Running on their nodes: in one bulk load (Store.load), each as if
+        created and then given its status by its kubelet."""
         store = self.api.store
-        seeds = list(seeds)
+        by_namespace: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {}
+        running: dict[str, dict[str, Any]] = {}  # node -> the status its kubelet reports, all at one instant
         for p in seeds:
             if p.node in self.fleet.absent or p.node not in self.fleet.nodes:
                 continue
@@ -746,14 +812,11 @@ class ClusterTwin:
                     ],
                 },
             }
-            store.create("pods", pod, p.namespace)
-            store.patch(
-                "pods",
-                p.name,
-                {"status": kubeobjects.pod_status(p.node, ["main"], ready=True)},
-                p.namespace,
-                subresource="status",
-            )
+            if p.node not in running:
+                running[p.node] = kubeobjects.pod_status(p.node, ["main"], ready=True)
+            by_namespace.setdefault(p.namespace, []).append((pod, running[p.node]))
+        for namespace, items in by_namespace.items():
+            store.load("pods", items, namespace)
         self.fleet.attach_holders()
 
     def _apply_build_drift(self) -> None:

@@ -5,8 +5,8 @@ A `Fleet` is built either from an inventory directory (`Fleet.from_inventory`) o
 that hold partitions, the mig-parted v1 config that describes the current layout of every node, and the drift
 cases to inject. Writing it into the API server twin is the job of reconciler/twin/cluster.py.
 
-The inventory is read here with plain `yaml.safe_load` (cluster.yaml, nodes/*.yaml, layouts/*.yaml) and is
-assumed valid: the twin must not share migplan's loader, validator or placement solver (import-linter forbids
+The inventory is read here with PyYAML's safe loader (fleetyaml.py; cluster.yaml, nodes/*.yaml, layouts/*.yaml)
+and is assumed valid: the twin must not share migplan's loader, validator or placement solver (import-linter forbids
 reconciler.logic), so it has its own small placement search for partitions written without a placement.
 Layout documents are read as `spec.mig.{enabled,partitions}` or `spec.{enabled,partitions}` [assumption: the
 Layout schema was not published when this was written].
@@ -46,9 +46,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from reconciler.catalog import GpuModel, load_catalog
+from reconciler.twin.fleetyaml import BlockMemo, load_document
 from reconciler.twin.gpus import GiProfile, TwinGpu, gi_profiles
 
 __all__ = [
@@ -83,12 +82,9 @@ UNDOCUMENTED_NODE = "gpu-undocumented-01"
 STALE_DP_CONFIG = "device-plugin-config"
 POD_NAMESPACE = "default"  # [assumption] pods holding partitions run in `default`, labelled app=<owner>
 
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-
-def _load(path: Path) -> Any:
-    with path.open("rb") as fh:
-        return yaml.load(fh, Loader=_LOADER)
+def _load(path: Path, memo: BlockMemo | None = None) -> Any:
+    return load_document(path.read_bytes(), {} if memo is None else memo)
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,12 +376,19 @@ class Fleet:
             doc = _load(f) or {}
             layouts[str((doc.get("metadata") or {}).get("name", f.stem))] = doc.get("spec") or {}
         fleet = cls(settings)
-        for f in sorted((root / "nodes").glob("*.y*ml")):
-            doc = _load(f) or {}
-            meta = doc.get("metadata") or {}
-            name = str(meta.get("name", f.stem))
-            seeds = [_gpu_seed(g, layouts, catalog) for g in ((doc.get("spec") or {}).get("gpus") or [])]
-            fleet.add_node(name, seeds, {str(k): str(v) for k, v in (meta.get("labels") or {}).items()})
+        memo: BlockMemo = {}  # node files repeat their spec blocks (fleetyaml.py)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # hundreds of thousands of small objects that all stay alive
+        try:
+            for f in sorted((root / "nodes").glob("*.y*ml")):
+                doc = _load(f, memo) or {}
+                meta = doc.get("metadata") or {}
+                name = str(meta.get("name", f.stem))
+                seeds = [_gpu_seed(g, layouts, catalog) for g in ((doc.get("spec") or {}).get("gpus") or [])]
+                fleet.add_node(name, seeds, {str(k): str(v) for k, v in (meta.get("labels") or {}).items()})
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         return fleet
 
     # ------------------------------------------------------------------ synthetic

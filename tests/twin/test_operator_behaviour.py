@@ -745,6 +745,30 @@ def test_s3_3_a_mode_step_failing_for_any_reason_reboots_and_the_reboot_ends_eve
         assert labels(twin, "n")["nvidia.com/mig.config.state"] == "failed"
 
 
+@pytest.mark.parametrize(
+    ("env", "reboots"),
+    [
+        (["1"], True),
+        (["T"], True),
+        (["TRUE"], True),
+        (["true", "false"], False),  # the later entry wins, as the operator renders the list onto the container
+        (["false", "t"], True),
+        (["tRuE"], False),  # not a boolean to Go's strconv.ParseBool
+        (["yes"], False),
+    ],
+)
+def test_with_reboot_is_read_as_go_parses_a_bool_flag(make_twin: Any, env: list[str], reboots: bool) -> None:
+    """cmd/nvidia-mig-manager/main.go: WITH_REBOOT is a urfave/cli BoolFlag (strconv.ParseBool): "1" and "T" reboot."""
+    twin = make_twin("mixed", {"n": h200(None)}, mig_mode_change_needs_reboot=True)
+    entries = [{"name": "WITH_REBOOT", "value": v} for v in env]
+    twin.store.patch("clusterpolicies.nvidia.com", "cluster-policy", {"spec": {"migManager": {"env": entries}}})
+    seen = record_labels(twin, "n")
+    add_config(twin, "all-3g", [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.71gb": 2}}])
+    set_config(twin, "n", "all-3g")
+    assert ("rebooting" in [s.get("nvidia.com/mig.config.state") for s in seen]) is reboots
+    assert labels(twin, "n")["nvidia.com/mig.config.state"] == ("success" if reboots else "failed")
+
+
 def test_clusterpolicy_state_follows_the_device_plugin(make_twin: Any) -> None:
     """status.state (CRD enum ignored|ready|notReady) is notReady while the device plugin crash-loops."""
     twin = make_twin("single", {"n": h200(ARTICLE)})

@@ -25,7 +25,11 @@ Contract of `commit_report(repo, settings=, files=, message=, bot=)`:
   on the new tip and retrying with exponential backoff (tenacity);
 - every report goes through an outbox in the cache directory first (one JSON file per report,
   surviving restarts); a report that cannot be pushed now stays there and is pushed, in order, by a
-  later call. Nothing is dropped. A report the same as the last one pushed (or found on the branch),
+  later call. Nothing is dropped. Files already written into the repository's object database
+  (`blobs`: name -> blob id, adapters/git/reportstore.py) are queued by id, not by content: the blobs
+  are on disk before the entry is, so a crash loses nothing, and an entry costs ~100 bytes a file
+  instead of the report base64 (tens of MB at fleet size). An id that is not a blob of the repository
+  sets the entry aside as unreadable. A report the same as the last one pushed (or found on the branch),
   with nothing queued, is not written there (it is already in the branch's history); it is still set
   against the branch tip, and queued only if that push cannot be made now.
 - with a `signer` (reconciler.adapters.git.commitsigning), every report commit is signed as git signs
@@ -261,7 +265,7 @@ class Outbox:
             last = self.load(existing[-1]) if existing else {}
         except (OSError, ValueError):
             last = {}  # damaged: flush sets it aside
-        if last and all(last.get(k) == entry.get(k) for k in ("branch", "path", "files")):
+        if last and all(last.get(k) == entry.get(k) for k in ("branch", "path", "files", "blobs")):
             # Same report content as the newest queued one (a long outage, one cycle a minute):
             # pushing it twice would change nothing, so the queue does not grow.
             return existing[-1]
@@ -322,10 +326,15 @@ def commit_report(
     max_attempts: int = 6,
     signer: CommitSigner | None = None,
     inventory: InventoryTarget = InventoryTarget(),
+    blobs: Mapping[str, str] | None = None,
 ) -> ReportOutcome:
-    """Queue this report, then push every queued report in order (see the module docstring)."""
+    """Queue this report, then push every queued report in order (see the module docstring). `blobs`: report
+    files already in the repository's object database (name -> blob id), guarded as `files` are when stored."""
+    stored = dict(blobs or {})
+    twice = sorted(set(files) & set(stored))
     refused = (
-        check_report_paths(settings.path, list(files))
+        (GitFailure(UNSAFE_PATH, f"refusing report files named twice: {twice[:3]!r}") if twice else None)
+        or check_report_paths(settings.path, [*files, *stored])
         or check_inventory_target(settings, inventory)
         or check_branch(repo, settings.branch)
     )
@@ -342,6 +351,8 @@ def commit_report(
         "inventory": {"branch": inventory.branch, "root": inventory.root},
         "scrubbed": SCRUBBED,
     }
+    if stored:
+        entry["blobs"] = dict(sorted(stored.items()))
     try:
         outbox = Outbox.for_repo(repo)
     except OSError as exc:
@@ -375,7 +386,42 @@ def entry_digest(entry: Mapping[str, Any]) -> str:
     for name, data in sorted((entry.get("files") or {}).items()):
         h.update(f"{name}\0{len(data)}\0".encode())
         h.update(str(data).encode())
+    for name, oid in sorted((entry.get("blobs") or {}).items()):
+        h.update(f"blob\0{name}\0{oid}\0".encode())
     return h.hexdigest()
+
+
+_OID_HEX = re.compile(r"[0-9a-f]{40}")
+
+
+def _entry_blobs(
+    git: pygit2.Repository, entry: Mapping[str, Any], files: Mapping[str, bytes], *, guard: bool
+) -> dict[str, bytes | pygit2.Oid]:
+    """The entry's files with its `blobs` (name -> blob id) as Oids; each must name a blob of this repository
+    and no name may be in `files` as well (ValueError/KeyError otherwise: the entry is set aside as unreadable).
+    With `guard` (an entry read back from the outbox), each id is checked to name a blob and the top files among
+    them are read and guarded again, as `files` are on read; without (the entry commit_report just queued, its
+    blobs written by this process), the ids are taken as they are."""
+    raw = entry.get("blobs") or {}
+    if not isinstance(raw, Mapping):
+        raise ValueError("blobs is not a mapping")
+    out: dict[str, bytes | pygit2.Oid] = dict(files)
+    for name, hexid in raw.items():
+        if not isinstance(name, str) or not isinstance(hexid, str) or not _OID_HEX.fullmatch(hexid) or name in out:
+            raise ValueError(f"bad blob entry {name!r}")
+        oid = pygit2.Oid(hex=hexid)
+        if not guard:
+            out[name] = oid
+            continue
+        if git.odb.read_header(oid)[0] != pygit2.enums.ObjectType.BLOB:  # KeyError when absent
+            raise ValueError(f"{name!r} is not a blob")
+        if guarded(name):
+            data = bytes(git[oid].peel(pygit2.Blob).data)
+            clean = redact_bytes(data)
+            out[name] = oid if clean is data else git.create_blob(clean)
+        else:
+            out[name] = oid
+    return out
 
 
 def flush_outbox(
@@ -399,19 +445,23 @@ def flush_outbox(
     for path in items:
         try:
             if in_memory is not None and path == in_memory[0]:
-                entry, files = dict(in_memory[1]), dict(in_memory[2])  # guarded by commit_report just now
+                entry = dict(in_memory[1])  # guarded by commit_report (and reportstore) just now
+                files = _entry_blobs(repo.repo, entry, in_memory[2], guard=False)
             else:
                 entry = dict(unqueued or {}) if path is None else Outbox.load(path)
                 # Guarded again on read; entries queued by older versions (no mark, or before redaction
                 # existed) are scrubbed whole: they must not carry a secret into history either.
-                files = guard_files(
+                decoded = guard_files(
                     {str(name): base64.b64decode(data) for name, data in entry["files"].items()},
                     everything=entry.get("scrubbed") != SCRUBBED,
                 )
+                # (blob ids are checked and the top files among them guarded again only for an entry read back
+                # from the outbox: an unqueued report was stored, guarded, by this process just now)
+                files = _entry_blobs(repo.repo, entry, decoded, guard=path is not None)
             branch, root, message = str(entry["branch"]), str(entry["path"]), redact(str(entry["message"]))
             bot = BotIdentity(*(str(x) for x in entry["author"]))
             inventory = _entry_inventory(entry)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, pygit2.GitError):
             if path is not None:
                 outbox.set_aside(path, "unreadable")  # never block the queue on one damaged file
             continue
@@ -490,7 +540,7 @@ def _commit_and_push(
     *,
     branch: str,
     root: str,
-    files: Mapping[str, bytes],
+    files: Mapping[str, bytes | pygit2.Oid],
     message: str,
     bot: BotIdentity,
     signer: CommitSigner | None = None,
@@ -566,7 +616,7 @@ def _create_commit(
 
 
 def _report_tree(
-    git: pygit2.Repository, tip: pygit2.Commit | None, *, root: str, files: Mapping[str, bytes]
+    git: pygit2.Repository, tip: pygit2.Commit | None, *, root: str, files: Mapping[str, bytes | pygit2.Oid]
 ) -> pygit2.Oid:
     """The tip's tree with only the subtree at `root` replaced by exactly the report files.
 
@@ -581,9 +631,10 @@ def _report_tree(
     return new
 
 
-def _files_tree(git: pygit2.Repository, files: Mapping[str, bytes]) -> pygit2.Oid:
+def _files_tree(git: pygit2.Repository, files: Mapping[str, bytes | pygit2.Oid]) -> pygit2.Oid:
+    """The report tree: bytes are written as blobs, Oids name blobs already in the object database."""
     nested: dict[str, Any] = {}
-    for name, data in sorted(files.items()):
+    for name, data in sorted(files.items(), key=lambda item: item[0]):
         *dirs, base = name.split("/")
         node = nested
         for d in dirs:
@@ -603,7 +654,8 @@ def _write_nested(git: pygit2.Repository, nested: Mapping[str, Any]) -> pygit2.O
         if isinstance(value, dict):
             builder.insert(name, _write_nested(git, value), FileMode.TREE)
         else:
-            builder.insert(name, git.create_blob(value), FileMode.BLOB)
+            blob = value if isinstance(value, pygit2.Oid) else git.create_blob(value)
+            builder.insert(name, blob, FileMode.BLOB)
     oid: pygit2.Oid = builder.write()
     return oid
 

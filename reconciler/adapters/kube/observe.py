@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from reconciler.adapters.kube.rebootpods import RebootTally
 from reconciler.logic.codecs import featuregates
 from reconciler.logic.observe.observation import read_observation
 from reconciler.model.dra import (
@@ -583,9 +584,12 @@ class PodSorter:
         self.dp_pods: list[DevicePluginPod] = []
         self.mig_manager_errors: dict[str, str] = {}
         self.mig_manager_sources: dict[str, str] = {}
+        # Per node, the pods a reboot ends (counted for every pod, named up to a cap: rebootpods.py).
+        self.reboot = RebootTally()
 
     def add(self, obj: Json) -> None:
         ops = self.ops
+        self.reboot.add(obj)
         if is_mig_manager_pod(obj, namespace=ops.namespace):
             node_name = (obj.get("spec") or {}).get("nodeName")
             source = mig_manager_source(obj)
@@ -684,7 +688,10 @@ def observed_from_parts(
     cp = cluster_policy_from_json(cluster_policy) if cluster_policy else None
     ds = device_plugin_from_json(daemonset, tuple(pods.dp_pods)) if daemonset else None
     claims, claim_problems = claims_from_json(resource_claims)
+    node_pods = pods.reboot.by_node()
     bound_namespaces = {q.namespace for q in pods.gpu_pods if q.node is not None}
+    # A drain before a possible reboot evicts these too: their namespaces' budgets are the drain's as well.
+    bound_namespaces |= {k.split("/", 1)[0] for n in node_pods.values() for k in (*n.names, *n.unreplicated_names)}
     mig_cm = config_map(ops.mig_config_map)
     dp_cm = None
     if cp is not None and cp.device_plugin_config_name:
@@ -705,6 +712,7 @@ def observed_from_parts(
         mig_manager_sources=pods.mig_manager_sources,
         # Only the PodDisruptionBudgets of namespaces where a GPU pod runs can block a drain.
         pdbs=tuple(p for p in (pdb_from_json(o) for o in pdbs) if p.namespace in bound_namespaces),
+        node_pods=node_pods,
         dra=dra_from_slices(resource_slices),
         claims=claims,
         claim_problems=claim_problems,

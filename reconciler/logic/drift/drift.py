@@ -21,7 +21,16 @@ from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import dpsharing, migparted
 from reconciler.logic.drift import draclasses, draregime, drastatic, fieldfight, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
-from reconciler.logic.observe import claimoccupancy, draclaims, observation, occupancy, owners, podrules, profilecheck
+from reconciler.logic.observe import (
+    claimoccupancy,
+    draclaims,
+    hosteffects,
+    observation,
+    occupancy,
+    owners,
+    podrules,
+    profilecheck,
+)
 from reconciler.logic.observe.occupancy import NodeOccupancy, expected_resources, profile_label, resource_of
 from reconciler.model import yamlbudget
 from reconciler.model.codes import IN_PROGRESS_CODES, Family, Trait, family, with_trait
@@ -31,6 +40,7 @@ from reconciler.model.drift import (
     Finding,
     FindingSeverity,
     GpuSliceMap,
+    MigManagerHost,
     NodeReport,
     NodeStatus,
     SlicePartition,
@@ -52,6 +62,7 @@ from reconciler.model.observed import (
     REQUESTED_AT_ANNOTATION,
     ClusterPolicyState,
     MigConfigState,
+    NodePods,
     ObservedNode,
     ObservedPod,
     ObservedState,
@@ -75,6 +86,7 @@ _GPU_OPERATOR_ONLY = with_trait(Trait.GPU_OPERATOR)
 _MISSING, _UNDOCUMENTED = with_trait(Trait.MISSING_NODE), with_trait(Trait.UNDOCUMENTED_NODE)
 _HELD, _DRAINING, _DRAIN_GOES_ON = with_trait(Trait.HELD), with_trait(Trait.DRAINING), with_trait(Trait.DRAIN_GOES_ON)
 _PENDING_SAID_BY_NODE = with_trait(Trait.PENDING_SAID_BY_NODE)
+_REBOOT = with_trait(Trait.REBOOT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1125,7 +1137,9 @@ def blocked_findings(plan: Plan) -> tuple[Finding, ...]:
             continue
         node = c.subject.split("/", 1)[1] if c.subject.startswith("node/") else None
         code = c.code or "MP519"
-        if code in _HELD:
+        if code in _REBOOT:  # a possible reboot: the reason names how many pods end, not only GPU holders
+            message = f"{c.subject} not reconfigured: {c.reason}; move them or set apply.allowDisruption"
+        elif code in _HELD:
             message = (
                 f"{c.subject} not reconfigured: running pods hold partitions it would destroy "
                 f"({', '.join(c.blocked_by)}); move them or set apply.allowDisruption"
@@ -1176,10 +1190,12 @@ def build_report(
         else:
             cluster.append(f)
     names = sorted(set(desired.nodes) | set(analysis.occupancy) | {n for n in per_node if n in observed.nodes})
+    host = hosteffects.mig_manager_host(observed, desired.cluster.apply.mode)
     nodes = []
     for name in names:
         fs = tuple(sorted(per_node.get(name, ()), key=Finding.sort_key))
         occ = analysis.occupancy.get(name)
+        ends = _reboot_ends(name, desired, observed, host)
         nodes.append(
             NodeReport(
                 name=name,
@@ -1188,6 +1204,8 @@ def build_report(
                 occupancy=occ.entries if occ else (),
                 mig_config=analysis.rendered.node_configs.get(name),
                 observer=analysis.observers.get(name),
+                reboot_ends=ends.count if ends is not None else None,
+                reboot_names=ends.names if ends is not None else (),
             )
         )
     maps = {
@@ -1218,7 +1236,17 @@ def build_report(
         cluster_findings=tuple(sorted(cluster, key=Finding.sort_key)),
         slice_maps=maps,
         owners=owners.accounts(maps, holder_owners, foreign),
+        mig_manager=host,
     )
+
+
+def _reboot_ends(
+    name: str, desired: DesiredState, observed: ObservedState, host: MigManagerHost | None
+) -> NodePods | None:
+    """Under WITH_REBOOT, the pods a reboot of an inventory node ends (None otherwise: not reported)."""
+    if host is None or not host.with_reboot or name not in desired.nodes:
+        return None
+    return observed.node_pods.get(name, NodePods())
 
 
 def slice_maps(

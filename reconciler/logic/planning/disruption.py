@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from reconciler.logic.codecs.migparted import GpuLayout
+from reconciler.logic.observe.hosteffects import go_bool as go_bool  # how mig-manager reads WITH_REBOOT
 from reconciler.model.inventory import ApplyMode
 
 # The GPU clients mig-manager stops on the node while it applies a change (reconfigure.go
@@ -153,30 +154,36 @@ def advertised(layouts: Mapping[int, GpuLayout], strategy: str) -> dict[str, int
     return out
 
 
-# strconv.ParseBool, which urfave/cli's BoolFlag uses for WITH_REBOOT (mig-parted cmd/nvidia-mig-manager/main.go).
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+# What Kubernetes does while the kubelet is stopped (kubernetes/kubernetes pkg/controller/nodelifecycle
+# node_lifecycle_controller.go `tryUpdateNodeHealth`, `doNoExecuteTaintingPass`; plugin/pkg/admission/
+# defaulttolerationseconds): once no status or lease renewal has come for node-monitor-grace-period (40 s by default,
+# 50 s from Kubernetes 1.32) the node's Ready condition turns Unknown and the node lifecycle controller taints it
+# node.kubernetes.io/unreachable, NoSchedule and NoExecute; pods tolerate that NoExecute taint for 300 s by default
+# (DefaultTolerationSeconds), so they are evicted only if the stop lasts longer. mig-manager stops the kubelet for
+# at least the 30 s it sleeps before the mode change (reconfigure.go `Run`).
+NOT_READY_WINDOW = (
+    "host driver: mig-manager stops the kubelet (kubelet.service) for the MIG mode change, at least 30 s: past "
+    "node-monitor-grace-period (40 s, 50 s from Kubernetes 1.32) the node turns NotReady (Ready=Unknown) and is "
+    "tainted node.kubernetes.io/unreachable (NoSchedule, NoExecute): nothing new is scheduled there; its pods are "
+    "not evicted unless the stop outlasts their toleration (300 s by default)"
+)
+REBOOT_EFFECT = "WITH_REBOOT: if the MIG mode change fails, mig-manager reboots the node and every pod on it ends"
 
 
-def go_bool(value: str | None) -> bool:
-    """An env flag as mig-manager reads it; a value Go cannot parse is taken as true (the worse case)."""
-    return value is not None and value not in _GO_FALSE
-
-
-def host_effects(what: NodeDisruption, *, with_reboot: bool, host_driver: bool) -> tuple[str, ...]:
+def host_effects(what: NodeDisruption | None, *, with_reboot: bool, host_driver: bool) -> tuple[str, ...]:
     """What mig-manager does to the host around a change that flips the MIG mode (mig-parted
-    pkg/mig/reconfigure/reconfigure.go `Run`): with WITH_REBOOT, a mode step that fails for any reason reboots the
-    node (every pod on it ends); with host GPU clients shut down (the operator's entrypoint exports
-    WITH_SHUTDOWN_HOST_GPU_CLIENTS=$IS_HOST_DRIVER), `checkMigModeChangeRequired` adds the kubelet's service to them:
-    the node is NotReady while the mode changes (at least the 30 s mig-manager waits). Empty when the change flips
-    no MIG mode (the mode step then has nothing to do)."""
-    if not what.mode_flips:
+    pkg/mig/reconfigure/reconfigure.go `Run`): with WITH_REBOOT, a mode step that fails for any reason
+    (`applyMigModeChange`: `apply --mode-only`, then `assert --mode-only`) reboots the node (every pod on it ends);
+    with host GPU clients shut down (the operator's entrypoint exports WITH_SHUTDOWN_HOST_GPU_CLIENTS=$IS_HOST_DRIVER),
+    `checkMigModeChangeRequired` adds the kubelet's service to them: the node is NotReady while the mode changes
+    (NOT_READY_WINDOW). Empty when the change flips no MIG mode: the mode step then has nothing to do (mig-parted's
+    `apply --mode-only` returns once `AssertMigMode` passes) and the kubelet is not stopped. `what` None: the previous
+    layout is unknown, so a mode flip cannot be ruled out (the worse case)."""
+    if what is not None and not what.mode_flips:
         return ()
     out = []
     if with_reboot:
-        out.append("WITH_REBOOT: if the MIG mode change fails, mig-manager reboots the node and every pod on it ends")
+        out.append(REBOOT_EFFECT)
     if host_driver:
-        out.append(
-            "host driver: mig-manager stops the kubelet (kubelet.service) for the mode change: the node is NotReady"
-        )
+        out.append(NOT_READY_WINDOW)
     return tuple(out)

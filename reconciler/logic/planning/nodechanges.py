@@ -25,7 +25,7 @@ from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import migparted
 from reconciler.logic.drift import drift, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
-from reconciler.logic.observe import draclaims, observation, profilecheck
+from reconciler.logic.observe import draclaims, hosteffects, observation, profilecheck
 from reconciler.logic.observe.occupancy import expected_resources
 from reconciler.logic.planning import disruption, drain
 from reconciler.logic.planning.disruptionguard import (
@@ -45,6 +45,7 @@ from reconciler.model.observed import (
     MIG_CONFIG_LABEL,
     REQUESTED_AT_ANNOTATION,
     MigConfigState,
+    NodePods,
     ObservedNode,
     ObservedPod,
     ObservedState,
@@ -266,6 +267,9 @@ class _Impact:
     # What mig-manager really does to the node (whole GPUs, resets, GPU clients stopped), not only the
     # partitions that differ: said in the change's reason.
     effect: str = _UNKNOWN_EFFECT
+    # mig-manager may reboot the node for it (WITH_REBOOT and a mode step that may run and fail): every pod a
+    # reboot ends (ObservedState.node_pods) is disrupted, GPU or not.
+    reboot: bool = False
 
     @property
     def destroys_nothing(self) -> bool:
@@ -313,7 +317,15 @@ def wanted_changes(
         listed = {p.key for p in pods}
         through_claims = draclaims.holders_on(draclaims.holds(claimed, minors), impact.gpus)
         blockers = tuple(sorted(set(blockers) | {k for k in through_claims if k in listed}))
+    ends = inputs.observed.node_pods.get(node.name) if impact.reboot else None
+    if ends is not None and ends.count:
+        # A reboot ends every such pod, not only GPU holders: they are in the way too, and a drain evicts them.
+        pods = _with_reboot_pods(pods, ends)
+        blockers = tuple(sorted({*blockers, *ends.names, *ends.unreplicated_names}))
     if blockers and not settings.allow_disruption:
+        if ends is not None and ends.count:
+            reason = f"disruption guard: mig-manager may reboot the node: {ends.describe()} ({impact.effect})"
+            return [held(reason, blocked_by=blockers, code="MP568")], ()
         reason = f"disruption guard: running pods hold partitions this change destroys ({impact.effect})"
         return [held(reason, blocked_by=blockers, code="MP519")], ()
     # A re-apply's alias is written to the ConfigMap now: it must reach mig-manager's file before a label names it.
@@ -323,9 +335,13 @@ def wanted_changes(
     if not want.holds_slot and not budget.take():
         return [held(budget.full_reason)], ()
     if blockers:
-        # allowDisruption: drain first; the relabel waits until no pod holds what it destroys.
+        # allowDisruption: drain first; the relabel waits until no pod holds what it destroys (and, before a possible
+        # reboot, until no pod a reboot ends is left: past the named ones, the next are named once these are gone).
+        effect, note = impact.effect, ""
+        if ends is not None and ends.count:
+            effect, note = f"{effect}; may reboot: {ends.describe()}", f"; the node may reboot: {ends.describe()}"
         return drain_changes(
-            inputs.desired, inputs.observed, node, config, pods, blockers, impact.effect, now=inputs.now, hold=held
+            inputs.desired, inputs.observed, node, config, pods, blockers, effect, now=inputs.now, hold=held, note=note
         ), ()
     reason = (
         "re-apply the node's layout (its GPUs differ from the config mig-manager applied)"
@@ -376,31 +392,36 @@ def _impact(inputs: _Inputs, node: ObservedNode, config: str) -> _Impact:
         what, lost, old = found
         advertised = disruption.advertised(old, inputs.desired.cluster.mig_strategy.value)
         if nodestate.classify(node, advertised, inputs.ready) is Geometry.CHANGED_BY_HAND:
-            return _Impact(reapply, None, None)  # the label's config is not what the GPUs hold
+            # The label's config is not what the GPUs hold: unknown, a mode flip included.
+            return _with_host_effects(inputs, _Impact(reapply, None, None), None)
         return _with_host_effects(inputs, _Impact(reapply, lost, what.gpus, what.describe()), what)
     if not reapply and converged(spec, node, inputs.desired.cluster.mig_strategy):
         # The config the label names is unknown (set by hand, or not in our ConfigMap), but the node advertises
         # exactly its plan: mig-manager's assert will pass and nothing is destroyed. (Counts can hide a
         # different per-GPU split; NVML still refuses to destroy an instance a process uses, stack-facts §6.)
         return _Impact(reapply, frozenset(), None)
-    return _Impact(reapply, None, None)
+    return _with_host_effects(inputs, _Impact(reapply, None, None), None)
 
 
-def _with_host_effects(inputs: _Inputs, impact: _Impact, what: disruption.NodeDisruption) -> _Impact:
+def _with_host_effects(inputs: _Inputs, impact: _Impact, what: disruption.NodeDisruption | None) -> _Impact:
     """The impact with what mig-manager does to the host around a MIG mode change (disruption.host_effects): a
-    possible reboot counts every GPU of the node as lost (the guard then names every pod holding one)."""
-    cp = inputs.observed.cluster_policy
-    if cp is None:
-        return impact
-    effects = disruption.host_effects(
-        what, with_reboot=disruption.go_bool(cp.mig_manager_env.get("WITH_REBOOT")), host_driver=not cp.driver_enabled
-    )
-    if not effects:
+    possible reboot counts every GPU of the node as lost (the guard then names every pod holding one) and every
+    pod a reboot ends. `what` None: the previous layout is unknown, so a mode flip cannot be ruled out."""
+    host = hosteffects.mig_manager_host(inputs.observed, inputs.desired.cluster.apply.mode)
+    effects = disruption.host_effects(what, **host.flags()) if host is not None else ()
+    if not effects or host is None:
         return impact
     effect = "; ".join((impact.effect, *effects))
-    if any(e.startswith("WITH_REBOOT") for e in effects):
-        return _Impact(impact.reapply, None, None, effect)
+    if host.with_reboot:
+        return _Impact(impact.reapply, None, None, effect, reboot=True)
     return _Impact(impact.reapply, impact.destroyed, impact.gpus, effect)
+
+
+def _with_reboot_pods(pods: tuple[ObservedPod, ...], ends: NodePods) -> tuple[ObservedPod, ...]:
+    """The node's GPU pods and the pods a reboot ends, once each (a GPU pod keeps its full observation)."""
+    known = {p.key for p in pods}
+    extra = {p.key: p for p in (*ends.pods, *ends.unreplicated) if p.key not in known}
+    return (*pods, *(extra[k] for k in sorted(extra)))
 
 
 def _propagation_hold(

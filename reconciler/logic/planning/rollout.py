@@ -77,12 +77,13 @@ def drain_changes(
     now: datetime,
     hold: Hold,
     vanished: tuple[str, ...] = (),
+    note: str = "",
 ) -> list[Change]:
     """The drain of a node whose change destroys what running pods hold (reconciler/logic/planning/drain.py): cordon,
     evict, and the change (`hold`: the relabel, or in agent mode the layout's publication) held until the pods
     are gone; held with the reason when drain cannot proceed. `config` names what the drain is for (the drain
     marks). `vanished`: pods the node observer still sees holding a device that the API no longer lists (gone
-    since): waited for, not evicted."""
+    since): waited for, not evicted. `note`: said at the end of the waiting reason (what else the drain is for)."""
     subject = f"node/{node.name}"
     held = {p.key: p for p in pods if p.key in blockers}
     verdict = drain.classify(held.values())
@@ -111,7 +112,7 @@ def drain_changes(
     out.append(
         hold(
             f"draining: waiting for {', '.join(pods_left)} to go (evicted through the Eviction API){pdb_text}"
-            f"{gone_text}",
+            f"{gone_text}{note}",
             blocked_by=pods_left,
             code=drain.PDB_BLOCKS if pdbs else drain.DRAINING,
             pdbs=pdbs,

@@ -84,9 +84,18 @@ def _without_holders(node: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def digests(report_json: Mapping[str, Any], files: Mapping[str, bytes], source: Mapping[str, Any]) -> ReportDigests:
+def digests(
+    report_json: Mapping[str, Any],
+    files: Mapping[str, bytes],
+    source: Mapping[str, Any],
+    *,
+    blob_ids: Mapping[str, str] | None = None,
+) -> ReportDigests:
     """The digests of a report: `report_json` is report_to_json()'s document, `files` the rendered
-    report files, `source` the Git source's state as rendered into the report."""
+    report files, `source` the Git source's state as rendered into the report. With `blob_ids` (file ->
+    Git blob id, the report as written into the object database: adapters/git/reportstore.py) the content
+    digest is taken over those ids instead of `files`: a blob id is the digest of the file's bytes, so
+    the unchanged pages need not be read or kept to know the report did not change."""
     nodes = [_without_holders({k: v for k, v in n.items() if k != "occupancy"}) for n in report_json.get("nodes", ())]
     # Owner accounts: what the plan reserves is status; how much of it pods hold right now is occupancy (a pod of
     # another owner on a partition is a finding, MP541, and changes the status through the findings).
@@ -99,6 +108,11 @@ def digests(report_json: Mapping[str, Any], files: Mapping[str, bytes], source: 
     }
     status = hashlib.sha256(orjson.dumps(status_view, option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()
     h = hashlib.sha256()
+    if blob_ids is not None:
+        for name, oid in sorted(blob_ids.items()):
+            h.update(b"blob\0" + name.encode("utf-8", "surrogateescape") + b"\0")
+            h.update(oid.encode("ascii", "replace") + b"\0")
+        return ReportDigests(status=status, content=h.hexdigest())
     for name, data in sorted(files.items()):
         h.update(name.encode("utf-8", "surrogateescape") + b"\0" + str(len(data)).encode() + b"\0" + data)
     return ReportDigests(status=status, content=h.hexdigest())

@@ -13,9 +13,11 @@ them all). Output is deterministic: nodes by name, findings by (node, code, gpu,
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tabulate import tabulate
@@ -40,16 +42,19 @@ __all__ = [
     "NODES_DIR",
     "README_FILE",
     "README_NODE_ROWS",
+    "PageSource",
     "RenderMemo",
     "cut_caption",
     "gpu_json",
     "mapped_nodes",
     "node_page_name",
+    "page_sources",
     "render_drift_yaml",
     "render_node_pages",
     "render_readme",
     "render_reports",
     "render_slice_maps",
+    "render_top_files",
     "report_to_json",
     "slice_map_text",
     "yaml_text",
@@ -71,6 +76,40 @@ class RenderMemo:
         self.pages: dict[str, tuple[tuple[NodeReport, tuple[GpuSliceMap, ...], bool], bytes]] = {}
         self.maps: dict[tuple[str, int], tuple[GpuSliceMap, bytes]] = {}
         self.rendered = 0  # files rendered by the last report (the others came from the memo)
+        # When the report is written into Git (adapters/git/reportstore.py): path -> (inputs, input digest, blob
+        # id) of each per-node file, so the bytes need not be kept; pages/maps are then left empty.
+        self.stored: dict[str, tuple[object, str, str]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class PageSource:
+    """A per-node file of the report, not rendered yet: its path, the values its bytes depend on alone (frozen,
+    compared by equality, digested by pageindex.input_digest) and how to render it. The report writer renders
+    it only when no earlier report holds a page rendered from equal values."""
+
+    path: str
+    inputs: object
+    render: Callable[[], bytes]
+
+
+def page_sources(report: DriftReport) -> Iterator[PageSource]:
+    """Every per-node file of the report (what render_node_pages and render_slice_maps give), unrendered."""
+    pictured = mapped_nodes(report)
+    for n in report.nodes:
+        gpus = tuple(report.slice_maps.get(n.name, ()))
+        shown = n.name in pictured
+        render = functools.partial(render_node_page, n, gpus, pictured=shown)
+        yield PageSource(node_page_name(n.name), (n, gpus, shown), render)
+    for node in sorted(pictured):
+        for g in report.slice_maps[node]:
+            # No revision in the picture: a new revision leaves an unchanged GPU's file alone.
+            draw = functools.partial(slicesvg.gpu_svg, g, node=node, caption=cut_caption(g))
+            yield PageSource(slicesvg.gpu_map_name(node, g.index), (node, g), draw)
+
+
+def render_top_files(report: DriftReport, *, source: Mapping[str, Any] | None = None) -> dict[str, bytes]:
+    """drift.yaml and README.md: rendered for every report (they carry the revision and the whole summary)."""
+    return {DRIFT_FILE: render_drift_yaml(report, source=source), README_FILE: render_readme(report, source=source)}
 
 
 def render_reports(
@@ -80,7 +119,7 @@ def render_reports(
     latest, stale, refused{...}, source_error{...}, signature{...}); when given, drift.yaml carries
     it as `source:` and README.md says which revision is applied and why a newer one is not. With
     `memo`, a node whose values did not change since the memo's report is not rendered again."""
-    files = {DRIFT_FILE: render_drift_yaml(report, source=source), README_FILE: render_readme(report, source=source)}
+    files = render_top_files(report, source=source)
     if memo is not None:
         memo.rendered = 0
     files.update(render_node_pages(report, memo=memo))
@@ -163,6 +202,8 @@ def report_to_json(report: DriftReport) -> dict[str, Any]:
         "summary": report.counts(),
         "clusterFindings": [f.to_json() for f in report.cluster_findings],
         "owners": [a.to_json() for a in report.owners],
+        # Only when mig-manager reboots or stops the kubelet: what a plan read from this report must say.
+        **({"migManager": report.mig_manager.to_json()} if report.mig_manager is not None else {}),
         "nodes": [_node_json(n, report.slice_maps.get(n.name, ()) if n.name in detailed else ()) for n in report.nodes],
     }
 
@@ -175,6 +216,8 @@ def _node_json(n: NodeReport, gpus: tuple[GpuSliceMap, ...] = ()) -> dict[str, A
         out["observer"] = n.observer
     out["findings"] = [f.to_json() for f in n.findings]
     out["occupancy"] = [o.to_json() for o in n.occupancy]
+    if n.reboot_ends is not None:
+        out["rebootEnds"] = {"pods": n.reboot_ends, "names": list(n.reboot_names)}
     observed = [g for g in gpus if g.layout_source == "observed"]
     if observed:
         # The GPUs' real cut, only where an observer reports it (the planned cut is the inventory itself).

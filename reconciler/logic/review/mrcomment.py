@@ -26,7 +26,7 @@ from reconciler.logic.planning import disruption
 from reconciler.logic.reports import markdown as md
 from reconciler.logic.review.capacity import CapacityDelta
 from reconciler.logic.review.dradevices import DESTROY, DraReview
-from reconciler.logic.review.revdiff import ChangeKind, Disruptions, PartitionChange, RevisionDiff
+from reconciler.logic.review.revdiff import ChangeKind, Disruptions, HostEffect, PartitionChange, RevisionDiff
 
 # Fits GitHub's 65,536-character comment body (GitLab takes 1,000,000) with room for the marker line.
 DEFAULT_MAX_CHARS = 60_000
@@ -121,12 +121,15 @@ def node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
         for g in d.gpus:
             recut.setdefault(g.node, []).append(g.reason)
             gpu_pods.setdefault(g.node, set()).update(g.pods)
+    host_words: dict[str, list[str]] = {}
+    for h in d.host if d is not None else ():
+        host_words[h.node] = host_effect_words(h)
     notes: dict[str, list[str]] = {}
     for n in diff.notes:
         notes.setdefault(n.node, []).append(f"GPU {n.gpu}: {n.message}")
     rows: list[tuple[str, str, str]] = []
     added = set(diff.nodes_added)
-    for node in sorted(set(by_node) | set(recut) | set(notes)):
+    for node in sorted(set(by_node) | set(recut) | set(notes) | set(host_words)):
         idx = by_node.get(node, [])
         kinds = {k: sum(1 for i in idx if diff.changes[i].kind is k) for k in ChangeKind}
         words: list[str] = []
@@ -148,6 +151,7 @@ def node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
         if d is not None and node in {n for n, _ in d.not_applied}:
             words.append("placement-only moves: mig-parted leaves the GPU as it is")
         words.extend(notes.get(node, []))
+        words.extend(host_words.get(node, []))
         pods = set(gpu_pods.get(node, set()))
         on_dra = s.dra.on(node) if s.dra is not None else ()
         if on_dra:  # said by the driver's device names in the DRA devices table
@@ -169,6 +173,17 @@ def node_rows(s: PlanSection) -> list[tuple[str, str, str]]:
             (f"{md.code(old)} → {md.code(new)}", "renamed (same GPUs, partitions and owners): nothing re-cut", "—")
         )
     return sorted(rows, key=lambda r: r[0])
+
+
+def host_effect_words(h: HostEffect) -> list[str]:
+    """What mig-manager does to the node's host for the change, in the node's row: 'may reboot: N pods end (...)'
+    and the kubelet's NotReady window."""
+    out = []
+    if h.reboot is not None:
+        out.append(f"may reboot (WITH_REBOOT, if the MIG mode change fails): {h.reboot.describe()}")
+    if h.not_ready:
+        out.append("NotReady window: mig-manager stops the kubelet for the MIG mode change (host driver)")
+    return out
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -246,6 +261,18 @@ def _disruption(s: PlanSection) -> list[str]:
             f"- On {len(d.clients_paused)} node(s) mig-manager stops the GPU clients (device plugin, GPU feature "
             "discovery, DCGM exporter, ...) while it applies."
         )
+    reboots = [h for h in d.host if h.reboot is not None]
+    if reboots:
+        ended = sum(h.reboot.count for h in reboots if h.reboot is not None)
+        out.append(
+            f"- On {len(reboots)} node(s) the MIG mode changes and mig-manager runs with WITH_REBOOT: if the mode "
+            f"change fails it **reboots the node**, and **{ended}** pod(s) end there, GPU or not (DaemonSet and "
+            "static pods come back by themselves). migplan holds such a change unless allowDisruption, and then "
+            "drains every one of them first."
+        )
+    stopped = [h.node for h in d.host if h.not_ready]
+    if stopped:
+        out.append(f"- On {len(stopped)} node(s): {md.text(disruption.NOT_READY_WINDOW)}.")
     return out
 
 

@@ -11,6 +11,10 @@ so, with its revision.
 The report is untrusted data (anyone who can push the reports branch wrote it): a holder whose pod is
 not `namespace/name`, a count that is not a small positive int or a profile that is not a plain name
 is skipped; the result is bounded (MAX_HOLDERS).
+
+Where mig-manager reboots a node whose mode step fails (WITH_REBOOT) or stops its kubelet (a host driver), the report
+says so (`migManager`) and counts, per node, the pods a reboot ends (`rebootEnds`: a count and the first names); they
+come back as a ClusterPolicy carrying only those two facts and as ObservedState.node_pods, read as strictly.
 """
 
 from __future__ import annotations
@@ -20,9 +24,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.logic.observe.occupancy import resource_of
-from reconciler.model.observed import GPU_RESOURCE, ContainerResources, ObservedPod, ObservedState
+from reconciler.model.observed import (
+    GPU_RESOURCE,
+    REBOOT_NAMES_CAP,
+    ClusterPolicyState,
+    ContainerResources,
+    NodePods,
+    ObservedPod,
+    ObservedState,
+)
 
 MAX_HOLDERS = 200_000
+MAX_PODS_ON_NODE = 1_000_000  # far past any kubelet's maxPods: a larger count is not believed
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,62}")
 
@@ -68,4 +81,48 @@ def observed_from_report(report: Mapping[str, Any]) -> ObservedState:
         )
         for (node_name, ns, name), res in sorted(requests.items())
     )
-    return ObservedState(nodes={}, pods=pods)
+    return ObservedState(
+        nodes={}, pods=pods, cluster_policy=_mig_manager(report), node_pods=_reboot_ends(report, nodes)
+    )
+
+
+def _mig_manager(report: Mapping[str, Any]) -> ClusterPolicyState | None:
+    """The two ClusterPolicy facts the report carries (`migManager`), as the ClusterPolicy they were read from:
+    WITH_REBOOT in spec.migManager.env, and a host driver (spec.driver.enabled false). Anything but booleans: None."""
+    raw = report.get("migManager")
+    if not isinstance(raw, dict):
+        return None
+    reboot, host = raw.get("withReboot"), raw.get("shutdownHostGpuClients")
+    if not isinstance(reboot, bool) or not isinstance(host, bool):
+        return None
+    return ClusterPolicyState(
+        name="(the drift report's migManager)",
+        mig_strategy=None,
+        mig_manager_config_name=None,
+        device_plugin_config_name=None,
+        mig_manager_env={"WITH_REBOOT": "true"} if reboot else {},
+        driver_enabled=not host,
+    )
+
+
+def _reboot_ends(report: Mapping[str, Any], nodes: Any) -> dict[str, NodePods]:
+    """node -> the pods a reboot ends, from each node's `rebootEnds` (count, and names kept only when they are
+    `namespace/name`, at most REBOOT_NAMES_CAP)."""
+    out: dict[str, NodePods] = {}
+    if not isinstance(report.get("migManager"), dict):
+        return out
+    for node in nodes if isinstance(nodes, list) else ():
+        if not isinstance(node, dict) or not isinstance(node.get("name"), str) or not _NAME.fullmatch(node["name"]):
+            continue
+        raw = node.get("rebootEnds")
+        count = raw.get("pods") if isinstance(raw, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_PODS_ON_NODE:
+            continue
+        names = raw.get("names") if isinstance(raw, dict) else None
+        kept: set[str] = set()
+        for text in (names if isinstance(names, list) else ())[:REBOOT_NAMES_CAP]:
+            namespace, _, name = text.partition("/") if isinstance(text, str) else ("", "", "")
+            if _NAME.fullmatch(namespace) and _NAME.fullmatch(name):
+                kept.add(text)
+        out[node["name"]] = NodePods(count=count, names=tuple(sorted(kept))[:count])
+    return out

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.logic.codecs import migparted
-from reconciler.logic.observe import claimoccupancy, draclaims, observation, occupancy
+from reconciler.logic.observe import claimoccupancy, draclaims, hosteffects, observation, occupancy
 from reconciler.logic.planning import disruption
 from reconciler.model.inventory import DesiredState, GpuSpec, LayoutSpec, MigStrategy, NodeSpec, Placement
-from reconciler.model.observed import GPU_RESOURCE, ObservedPod, ObservedState, is_gpu_resource
+from reconciler.model.observed import GPU_RESOURCE, NodePods, ObservedPod, ObservedState, is_gpu_resource
 from reconciler.model.revisions import Revision
 
 
@@ -371,6 +371,16 @@ class GpuDisruption:
 
 
 @dataclass(frozen=True, slots=True)
+class HostEffect:
+    """What mig-manager does to a node's host for a change that flips a MIG mode (reconciler/logic/planning/
+    disruption.py host_effects): a possible reboot under WITH_REBOOT, the kubelet stopped under a host driver."""
+
+    node: str
+    reboot: NodePods | None = None  # WITH_REBOOT: the pods a reboot ends (None: the node does not reboot for it)
+    not_ready: bool = False  # a host driver: the kubelet is stopped, the node NotReady for a window
+
+
+@dataclass(frozen=True, slots=True)
 class Disruptions:
     """What merging destroys under the disruption model of the target's apply mode."""
 
@@ -383,6 +393,8 @@ class Disruptions:
     observed: bool = False  # pods were looked up in a cluster
     # owner changes (index into diff.changes) whose partition a pod holds now: it keeps it until it ends
     owner_held: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    # mig-parted: nodes whose change makes mig-manager reboot them (if the mode step fails) or stop their kubelet
+    host: tuple[HostEffect, ...] = ()
 
     @property
     def pods(self) -> frozenset[str]:
@@ -417,6 +429,8 @@ def disruptions(
         return Disruptions(model=model, by_change=finer, observed=observed is not None, owner_held=still_held)
     pods = observed.pods_by_node() if observed is not None else {}
     mixed = base.cluster.mig_strategy is MigStrategy.MIXED
+    host = hosteffects.mig_manager_host(observed, target.cluster.apply.mode) if observed is not None else None
+    hosts: list[HostEffect] = []
     gpus: list[GpuDisruption] = []
     paused: list[str] = []
     by_change: dict[int, tuple[str, ...]] = {}
@@ -429,6 +443,10 @@ def disruptions(
             continue
         if what.clients_paused:
             paused.append(name)
+        if observed is not None and host is not None and disruption.host_effects(what, **host.flags()):
+            # A reboot ends the pods the cluster (or the report) counts for the node; the kubelet stop ends none.
+            ends = observed.node_pods.get(name, NodePods()) if host.with_reboot else None
+            hosts.append(HostEffect(name, ends, host.host_driver))
         rebuilt[name] = what.gpus
         on_node = pods.get(name, ())
         assignments[name] = _assignment(old_plan, on_node, observed) if mixed else None
@@ -471,6 +489,7 @@ def disruptions(
         not_applied=tuple(kept),
         observed=observed is not None,
         owner_held=still_held,
+        host=tuple(hosts),
     )
 
 

@@ -29,11 +29,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.catalog import Catalog
+from reconciler.catalog import Catalog, load_catalog
 from reconciler.logic.codecs import dpsharing
 from reconciler.logic.inventory.rules import Rule
 from reconciler.logic.observe import podrules
 from reconciler.logic.observe.occupancy import expected_resources, resource_of
+from reconciler.logic.workloads import draclaimfit, draclaims
 from reconciler.logic.workloads.manifests import Manifest
 from reconciler.model import codes, yamlbudget
 from reconciler.model.diagnostics import Diagnostic, Severity
@@ -638,6 +639,7 @@ class _Fleet:
     demand_total: dict[str, int] = field(default_factory=dict)
     crossed: set[str] = field(default_factory=set)  # resources already said to be over the cluster's capacity
     free_left: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> free partitions not yet taken
+    dra: draclaimfit.DraFleet | None = None  # the DRA objects of the manifests and the plan's DRA devices
 
     @classmethod
     def of(cls, desired: DesiredState, nodes: Sequence[NodeFacts], free_source: str | None) -> _Fleet:
@@ -661,17 +663,29 @@ def check_workloads(
     desired: DesiredState,
     nodes: Sequence[NodeFacts],
     free_source: str | None = None,
+    catalog: Catalog | None = None,
+    device_classes: Iterable[Mapping[str, Any]] = (),
 ) -> tuple[list[Diagnostic], list[dict[str, Any]]]:
-    """Diagnostics for every manifest, and a per-workload summary (for -o json)."""
+    """Diagnostics for every manifest, and a per-workload summary (for -o json). `device_classes`: the DeviceClass
+    objects migplan renders from the plan (claims may name them without the manifests defining them)."""
     fleet = _Fleet.of(desired, nodes, free_source)
     diags: list[Diagnostic] = []
     summaries: list[dict[str, Any]] = []
+    if any(draclaims.is_dra(m, m.kind) for m in manifests) or any(_has_claims(m) for m in manifests):
+        fleet.dra, found = draclaimfit.collect(manifests, desired, catalog or load_catalog(), device_classes)
+        diags.extend(found)
     for m in manifests:
         found, summary = _check_manifest(m, fleet)
         diags.extend(found)
         if summary is not None:
             summaries.append(summary)
     return diags, summaries
+
+
+def _has_claims(m: Manifest) -> bool:
+    if m.kind not in WORKLOAD_KINDS:
+        return False
+    return _get(m.body, *_spec_path(m.kind), "resourceClaims") is not None
 
 
 def _check_manifest(m: Manifest, fleet: _Fleet) -> tuple[list[Diagnostic], dict[str, Any] | None]:
@@ -686,7 +700,9 @@ def _check_manifest(m: Manifest, fleet: _Fleet) -> tuple[list[Diagnostic], dict[
             diags.append(_d(_PROBLEM_CODES[p.kind], f"{w.title}: {p.message}", m, c.line, resource=p.resource))
     diags.extend(_pinning(w, spec_line))
     per_pod = w.per_pod()
-    if not per_pod:
+    refs, claim_diags = draclaims.pod_claims(m, w.spec_path)
+    diags.extend(claim_diags)
+    if not per_pod and not refs:
         return diags, None
     elig = eligible_nodes(w, fleet.nodes)
     diags.extend(_unknown_label_findings(w, m, elig, spec_line))
@@ -700,6 +716,21 @@ def _check_manifest(m: Manifest, fleet: _Fleet) -> tuple[list[Diagnostic], dict[
         "perPod": dict(sorted(per_pod.items())),
         "eligibleNodes": len(elig.nodes),
     }
+    if refs and fleet.dra is not None:
+        found, summary["claims"] = draclaimfit.check_pod_claims(
+            fleet.dra,
+            manifest=m,
+            title=w.title,
+            refs=refs,
+            replicas=w.replicas,
+            eligible=[n.name for n in elig.nodes],
+            line=spec_line,
+        )
+        diags.extend(found)
+        if not per_pod:
+            if not elig.nodes:
+                diags.extend(_unplaceable(w, m, per_pod, elig, fleet, spec_line))
+            return diags, summary
     unplaceable = _unplaceable(w, m, per_pod, elig, fleet, spec_line)
     if unplaceable:
         return diags + unplaceable, summary

@@ -153,10 +153,15 @@ class DisruptionController:
         self.store = store
         # namespace -> PDB names in it: a pod write elsewhere costs a dict lookup (fleets of 40,000 pods).
         self._pdbs: dict[str, set[str]] = {}
-        self._unsubscribe = store.subscribe(self._on_event, kinds=_WATCHED)
+        self._unsubscribe = store.subscribe(self._on_event, kinds=_WATCHED, wants=self._wants)
 
     def stop(self) -> None:
         self._unsubscribe()
+
+    def _wants(self, obj: dict[str, Any]) -> bool:
+        """What `_on_event` acts on: a PodDisruptionBudget, or a pod in a namespace that has one."""
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        return obj.get("kind") == "PodDisruptionBudget" or bool(namespace and self._pdbs.get(namespace))
 
     def _on_event(self, event_type: str, obj: dict[str, Any]) -> None:
         kind = obj.get("kind")

@@ -21,7 +21,8 @@ import random
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +32,7 @@ import orjson
 from . import (
     admission,
     apply,
+    bulk,
     defaults,
     fieldmanager,
     kinds,
@@ -63,6 +65,7 @@ WATCH_CACHE_SIZE = 100  # kube-apiserver's --default-watch-cache-size: events ke
 _EVENTS_V1 = "events.events.k8s.io"
 _SORTED_KEYS = orjson.OPT_SORT_KEYS
 PYTHON_MANAGER = "twin"  # the field manager of writes made through the Python API without one
+_NO_TEMPLATE = bulk.Template((), (), False)  # a shape not seen yet in a load
 
 
 class _Entry:
@@ -99,6 +102,13 @@ class _Entry:
                 values.append(sys.intern(str(cur)))
         self.fields = tuple(values)
 
+    @classmethod
+    def like(cls, proto: _Entry, item: bytes, rv: int, fields: tuple[str, ...]) -> _Entry:
+        """An entry of the same shape as `proto` (a bulk load's template): its labels are shared, never mutated."""
+        entry = cls.__new__(cls)
+        entry.item, entry.head, entry.rv, entry.labels, entry.fields = item, proto.head, rv, proto.labels, fields
+        return entry
+
     @property
     def obj(self) -> dict[str, Any]:
         """A fresh dict of the full object (the caller may mutate it)."""
@@ -113,6 +123,17 @@ class _Table:
     rt: ResourceType
     items: dict[str, _Entry] = field(default_factory=dict)  # sort key "ns/name" (or "name") -> entry
     keys: list[str] = field(default_factory=list)  # sorted sort keys, for pagination
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """A bulk load's template with what its objects share in the store (Store._shape_of)."""
+
+    template: bulk.Template
+    proto: _Entry
+    per_object: tuple[tuple[int, int], ...]  # (index in the entry's fields, identity value: -1 name, else its path)
+    wanted: bool  # a subscriber is told of these objects
+    namespace: str | None
 
 
 @dataclass(frozen=True)
@@ -151,6 +172,17 @@ def _namespaced(obj: dict[str, Any]) -> bool:
     return isinstance(meta, dict) and bool(meta.get("namespace"))
 
 
+def _json_type(value: Any) -> str:
+    """How encoding/json names a JSON value's type in an UnmarshalTypeError."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    return "array" if isinstance(value, list) else "string"
+
+
 def _dumps(obj: Any, sort: bool = False) -> bytes:
     return orjson.dumps(obj, option=_SORTED_KEYS) if sort else orjson.dumps(obj)
 
@@ -182,7 +214,7 @@ class Store:
         # each callback with the test of the events it is told about (None: every event) and whether it gets its
         # own copy (every subscriber does, but the store's own read-only node lifecycle controller)
         self._subscribers: list[tuple[Callback, Wants | None, bool]] = []
-        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._pending: deque[tuple[str, dict[str, Any]]] = deque()  # a bulk load queues 100,000s at once
         self._dispatch_lock = threading.Lock()
         self._local = threading.local()
         self._pod_logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) -> text
@@ -193,7 +225,7 @@ class Store:
             # the node lifecycle controller (nodelifecycle.py) and the resource quota controller (quota.py), each
             # told only of what it acts on (nodes; objects in a namespace)
             self._subscribers.append((self._node_lifecycle, _of_kinds(("Node",)), False))
-            self._subscribers.append((self._quota_controller, _namespaced, True))
+            self._subscribers.append((self._quota_controller, self._in_quota_namespace, True))
 
     # ------------------------------------------------------------ registry
 
@@ -325,10 +357,17 @@ class Store:
 
     # ------------------------------------------------------------ notifications
 
-    def subscribe(self, callback: Callback, kinds: Iterable[str] | None = None) -> Callable[[], None]:
-        """Receive (event_type, object copy) after every committed write - of one of `kinds` only when given (a
-        controller that ignores the other kinds is spared their copies); returns an unsubscribe function."""
-        entry = (callback, None if kinds is None else _of_kinds(kinds), True)
+    def subscribe(
+        self, callback: Callback, kinds: Iterable[str] | None = None, wants: Wants | None = None
+    ) -> Callable[[], None]:
+        """Receive (event_type, object copy) after every committed write - of one of `kinds` only when given, and
+        only those `wants(obj)` accepts when given (a read-only test of the committed object, run before the copy:
+        a controller that would ignore the others is spared their copies); returns an unsubscribe function."""
+        test = None if kinds is None else _of_kinds(kinds)
+        if wants is not None:
+            of_kind = test
+            test = wants if of_kind is None else (lambda obj: of_kind(obj) and wants(obj))
+        entry = (callback, test, True)
         with self._lock:
             self._subscribers.append(entry)
 
@@ -349,7 +388,7 @@ class Store:
                     with self._lock:
                         if not self._pending:
                             return
-                        event_type, obj = self._pending.pop(0)
+                        event_type, obj = self._pending.popleft()
                         subscribers = list(self._subscribers)
                     raw = b""  # serialised once per event, if anyone wants it; each subscriber decodes its own copy
                     for cb, wants, copies in subscribers:
@@ -566,6 +605,17 @@ class Store:
             objs = [table.items[k].obj for k in table.keys if k.startswith(prefix)]
             return objs, self._rv
 
+    def each(self, resource: str) -> Iterator[dict[str, Any]]:
+        """Every object of a resource as it is now (in key order), decoded one at a time as the caller goes: an
+        informer's first LIST of 100,000 pods without holding them all at once. Committed entries are never
+        changed, so the snapshot taken under the lock stays what it was."""
+        rt = self.resource_type(resource)
+        with self._lock:
+            table = self._table(rt)
+            entries = [table.items[k] for k in table.keys]
+        for entry in entries:
+            yield self._fresh_view(rt, entry)
+
     def view(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         return self._to_view(rt, obj)
 
@@ -644,6 +694,203 @@ class Store:
         for after in afters:
             after()
         return len(ready)
+
+    def load(
+        self,
+        resource: str,
+        items: Iterable[tuple[dict[str, Any], dict[str, Any] | None]],
+        namespace: str | None = None,
+    ) -> _List[str]:
+        """Bulk load: store many objects of one resource as if each were created through the API (`create`, then,
+        when its status is not None, a merge patch of that status on the status subresource, both by the `twin`
+        manager), under one lock and with one resourceVersion each, in order.
+
+        The stored form, the checks and the events are create's (+ patch's): decoding, defaulting, admission,
+        validation and managedFields run whole for one object of each shape and are reused for the others of the
+        shape, whose identity (name, node) is checked per object (bulk.py). All or nothing: a bad object raises
+        ApiError before anything is stored. Watches and subscribers see one ADDED per object, at its final form
+        (the status write is part of the load, not an event of its own). Returns the stored objects' names, in order."""
+        rt = self.resource_type(resource)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # hundreds of thousands of acyclic objects: the cyclic GC would rescan the store for each batch
+        afters: _List[Callable[[], None]] = []
+        try:
+            with self._lock:
+                out = self._load(rt, _List(items), namespace, afters)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self._dispatch()
+        for after in afters:
+            after()
+        return out
+
+    def _load(
+        self,
+        rt: ResourceType,
+        items: _List[tuple[dict[str, Any], dict[str, Any] | None]],
+        namespace: str | None,
+        afters: _List[Callable[[], None]],
+    ) -> _List[str]:
+        """Check every item (templates made on the way), then commit them all. Lock held."""
+        strategy = registry.strategy_for(rt)
+        table = self._table(rt)
+        templates: dict[bytes, bulk.Template | None] = {}
+        admitted: dict[str | None, bool] = {}  # namespace -> no quota or limit range there (templates allowed)
+        batch: set[str] = set()
+        charges: dict[tuple[str, str], dict[str, str]] = {}
+        # each: a finished object (the whole path), or a shape with the object's identity and token volume
+        ready: _List[dict[str, Any] | tuple[_Shape, bulk.Identity, str | None]] = []
+        shapes: dict[bytes, _Shape] = {}
+        for obj, status in items:
+            ident = bulk.identity(rt.key, obj)
+            ns = namespace or ((obj.get("metadata") or {}).get("namespace") if isinstance(obj, dict) else None)
+            if ident is not None and rt.namespaced and ns not in admitted:
+                admitted[ns] = not (
+                    self._any_in_namespace("resourcequotas", ns) or self._any_in_namespace("limitranges", ns)
+                )
+            if ident is None or (rt.namespaced and not admitted[ns]):
+                ready.append(self._load_whole(rt, obj, namespace, status, batch, charges))
+                continue
+            key = bulk.shape_key(rt.key, obj, ident, namespace, status)
+            template = templates.get(key, _NO_TEMPLATE)
+            if template is _NO_TEMPLATE or template is None:
+                stored = self._load_whole(rt, obj, namespace, status, batch, charges)
+                ready.append(stored)
+                if template is _NO_TEMPLATE:
+                    sent = [v.get("name") for v in obj["spec"].get("volumes") or () if isinstance(v, dict)]
+                    made = bulk.make_template(rt.key, self._item_bytes(rt, stored), ident, [str(v) for v in sent])
+                    templates[key] = made
+                    if made is not None:
+                        shapes[key] = self._shape_of(rt, made, ident, stored)
+                continue
+            assert isinstance(template, bulk.Template)
+            errors = strategy.validate_metadata({"metadata": {"name": ident.name}}, None)
+            if errors:
+                raise invalid(rt.kind, self._error_group(rt), ident.name, errors)
+            sort_key = self._sort_key(rt, ns, ident.name)
+            if sort_key in table.items or sort_key in batch:
+                raise already_exists(rt.plural, rt.group, ident.name)
+            batch.add(sort_key)
+            volume = f"kube-api-access-{kinds.random_suffix(self._rng)}" if template.sa_volume else None
+            ready.append((shapes[key], ident, volume))
+        for (qns, qname), used in charges.items():
+            self._charge_quota(qns, qname, used)
+        return self._commit_loaded(rt, ready, afters)
+
+    def _load_whole(
+        self,
+        rt: ResourceType,
+        obj: dict[str, Any],
+        namespace: str | None,
+        status: dict[str, Any] | None,
+        batch: set[str],
+        charges: dict[tuple[str, str], dict[str, str]],
+    ) -> dict[str, Any]:
+        """One item of a load through create's whole path, then its status write's, not committed. Lock held."""
+        new, ns = self._prepare_create(rt, obj, namespace, False, None)
+        stored = self._admit_and_validate(rt, new, ns, batch, PYTHON_MANAGER, charges=charges)
+        batch.add(self._sort_key(rt, ns, stored["metadata"]["name"]))
+        stored["metadata"]["resourceVersion"] = "0"  # its own is given at commit
+        stored = self._order(rt, stored)
+        if status is not None:
+            patched = merge_patch(self._to_view(rt, stored), {"status": status})
+            if not isinstance(patched, dict):
+                raise bad_request("the patched object is not a JSON object")
+            decoded = self._decode(rt, patched, False, None)
+            stored = self._order(
+                rt, self._write_update(rt, stored, self._from_view(rt, decoded), "status", True, PYTHON_MANAGER)
+            )
+        return stored
+
+    def _shape_of(
+        self, rt: ResourceType, template: bulk.Template, ident: bulk.Identity, stored: dict[str, Any]
+    ) -> _Shape:
+        """What every object of a template's shape shares in the store: its entry but for the identity's fields,
+        and whether any subscriber is told of it (the subscribers' tests read only kind and namespace, which the
+        shape fixes)."""
+        proto = _Entry(rt, stored, b"")
+        paths = {("metadata", "name"): -1, **{tuple(p): i for i, p in enumerate(bulk.IDENTITY_PATHS[rt.key])}}
+        per_object = tuple(
+            (n, paths[tuple(parts)]) for n, (path, parts) in enumerate(rt.field_paths) if tuple(parts) in paths
+        )
+        wanted = any(wants is None or wants(stored) for _, wants, _ in self._subscribers)
+        return _Shape(template, proto, per_object, wanted, stored["metadata"].get("namespace"))
+
+    def _commit_loaded(
+        self,
+        rt: ResourceType,
+        ready: _List[dict[str, Any] | tuple[_Shape, bulk.Identity, str | None]],
+        afters: _List[Callable[[], None]],
+    ) -> _List[str]:
+        """Commit checked items in order: what `_commit` does for each, with the sorted keys and the watch log's
+        window brought up to date once. Objects built from a template are decoded only where someone reads them
+        (the watch log's window, a subscriber that wants their kind). Lock held. Returns the names, in order."""
+        table = self._table(rt)
+        storage = self._storage_key(rt)
+        head = {"kind": rt.kind, "apiVersion": rt.api_version}
+        log = self._logs.setdefault(storage, [])
+        logged_from = len(ready) - self.watch_cache_size
+        fresh: _List[str] = []
+        names: _List[str] = []
+        for n, item in enumerate(ready):
+            rv = self._next_rv()
+            obj: dict[str, Any] | None
+            if isinstance(item, dict):
+                obj = item
+                obj["metadata"]["resourceVersion"] = str(rv)
+                raw = self._item_bytes(rt, obj)
+                name = obj["metadata"]["name"]
+                key = self._sort_key(rt, obj["metadata"].get("namespace"), name)
+                table.items[key] = _Entry(table.rt, obj, raw)
+                after = self._after_create(rt, obj)
+                if after is not None:
+                    afters.append(after)
+            else:
+                shape, ident, volume = item
+                raw = shape.template.fill(
+                    ident, uid=str(uuid.uuid4()), rv=rv, now=kinds.now_rfc3339(), sa_volume=volume
+                )
+                fields = _List(shape.proto.fields)
+                for index, which in shape.per_object:
+                    value = ident.name if which < 0 else ident.values[which]
+                    fields[index] = value if value is not None else shape.proto.fields[index]
+                name = ident.name
+                key = self._sort_key(rt, shape.namespace, name)
+                table.items[key] = _Entry.like(shape.proto, raw, rv, tuple(fields))
+                obj = None
+                if shape.wanted or n >= logged_from:
+                    obj = orjson.loads(raw) if rt.is_custom else {**head, **orjson.loads(raw)}
+            fresh.append(key)
+            names.append(name)
+            if obj is not None:
+                if n >= logged_from:
+                    log.append(WatchEvent(rv, storage, "ADDED", obj["metadata"].get("namespace", ""), obj, None))
+                if isinstance(item, dict) or item[0].wanted:
+                    self._pending.append(("ADDED", obj))
+        table.keys.extend(fresh)
+        table.keys.sort()
+        if len(log) > self.watch_cache_size or logged_from > 0:  # the newest events, as one by one leaves them
+            del log[: max(0, len(log) - self.watch_cache_size)]
+            self._floors[storage] = log[0].rv - 1
+        self._cond.notify_all()
+        return names
+
+    def _any_in_namespace(self, resource: str, namespace: str | None) -> bool:
+        """Whether any object of a namespaced resource is stored in `namespace`. Lock held."""
+        if namespace is None:
+            return False
+        keys = self._table(self._types[resource]).keys
+        idx = bisect.bisect_left(keys, f"{namespace}/")
+        return idx < len(keys) and keys[idx].startswith(f"{namespace}/")
+
+    def _in_quota_namespace(self, obj: dict[str, Any]) -> bool:
+        """Which writes the resource quota controller is told of: those in a namespace that has a quota (it does
+        nothing for the others)."""
+        if not _namespaced(obj):
+            return False
+        with self._lock:
+            return self._any_in_namespace("resourcequotas", obj["metadata"]["namespace"])
 
     def _prepare_create(
         self, rt: ResourceType, obj: dict[str, Any], namespace: str | None, strict: bool, warnings: _List[str] | None
@@ -1127,6 +1374,13 @@ class Store:
         new["apiVersion"] = rt.api_version
         if not isinstance(new.get("metadata"), dict):
             new["metadata"] = {}
+        for key in ("name", "generateName", "namespace"):  # ObjectMeta's string fields: the decoder refuses others
+            value = new["metadata"].get(key)
+            if value is not None and not isinstance(value, str):
+                raise bad_request(
+                    f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: cannot unmarshal '
+                    f"{_json_type(value)} into Go struct field ObjectMeta.metadata.{key} of type string"
+                )
         if rt.schema is not None:
             new, unknown = schema.prune(new, rt.schema)
         else:

@@ -26,6 +26,12 @@ def _controller(pod: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _of_deployment(pod: dict[str, Any]) -> bool:
+    """The pods `_on_event` may act on: those a Deployment controls (the others are never replaced)."""
+    ref = _controller(pod)
+    return ref is not None and ref.get("kind") == "Deployment"
+
+
 def _active(pod: dict[str, Any]) -> bool:
     phase = (pod.get("status") or {}).get("phase")
     return not pod["metadata"].get("deletionTimestamp") and phase not in ("Succeeded", "Failed")
@@ -36,7 +42,7 @@ class ReplacementController:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._unsubscribe = store.subscribe(self._on_event, kinds=("Pod",))
+        self._unsubscribe = store.subscribe(self._on_event, kinds=("Pod",), wants=_of_deployment)
 
     def stop(self) -> None:
         self._unsubscribe()

@@ -249,6 +249,20 @@ class GpuOperator:
     def create_mm_pod(self, node: str, ds: dict[str, Any]) -> None:
         self.daemonsets.create_mm_pod(node, ds, at_start=True)
 
+    # A bulk load of the starting fleet (ClusterTwin): the pods rendered, named, recorded and shown as the calls
+    # above do it, but written by the caller in one Store.load.
+    def render_mm_pod(self, node: str, ds: dict[str, Any]) -> dict[str, Any]:
+        return self.daemonsets.render_mm_pod(node, ds)
+
+    def free_daemon_pod_name(self, ds: str, node: str, name: str, taken: set[str]) -> str:
+        return self.api.free_daemon_pod_name(ds, node, name, taken)
+
+    def started_dp_pod(self, node: str, name: str, pod: dict[str, Any], adv: Advertised) -> dict[str, Any]:
+        return self.daemonsets.started_dp_pod(node, name, pod, adv)
+
+    def started_mm_pod(self, node: str, name: str, pod: dict[str, Any]) -> dict[str, Any]:
+        return self.daemonsets.started_mm_pod(node, name, pod)
+
     # ================================================================ worker
     def _work(self, key: Work) -> None:
         if key is Job.OPERATOR:

@@ -62,7 +62,8 @@ class Informer:
         }
 
     def load(self, api: StoreApi) -> list[tuple[PodInfo, dict[str, Any]]]:
-        """Read the operator's view of the cluster from the store; returns every pod with its object."""
+        """Read the operator's view of the cluster from the store; returns the DaemonSets' pods with their objects
+        (the other pods' objects are read one at a time and not kept: a fleet has 100,000s)."""
         c = self.cache
         store = api.store
         c.cluster_policy = api.get("clusterpolicies.nvidia.com", c.cluster_policy_name)
@@ -73,7 +74,13 @@ class Informer:
             self.mounts.loaded(cm["metadata"]["name"], (cm.get("data") or {}).get("config.yaml"))
         for n in store.list("nodes"):
             c.remember_node(n)
-        return [(c.remember_pod(p), p) for p in store.list("pods")]
+        daemons = (MM_DS, c.device_plugin_ds_name)
+        out = []
+        for p in store.each("pods"):
+            info = c.remember_pod(p)
+            if info.app in daemons:
+                out.append((info, p))
+        return out
 
     def on_event(self, event_type: str, obj: dict[str, Any]) -> None:
         """The store's committed-write callback (ADDED, MODIFIED, DELETED)."""

@@ -66,6 +66,15 @@ class StoreApi:
             if getattr(exc, "code", None) != 404:
                 raise
 
+    def free_daemon_pod_name(self, ds: str, node: str, name: str, taken: set[str]) -> str:
+        """The name `create_daemon_pod` would give a DaemonSet's pod for `node` when the store's names and `taken`
+        (those of a bulk load being made) are in use."""
+        for salt in range(1, 100):
+            if name not in taken and not self.store.exists("pods", self.ns, name):
+                return name
+            name = f"{ds}-{suffix(f'{node}/{salt}/{name}')}"
+        raise RuntimeError(f"no free pod name for {ds} on {node}")
+
     def create_daemon_pod(self, ds: str, node: str, pod: dict[str, Any]) -> str:
         """Create a DaemonSet's pod for `node`; returns the name it got.
 

@@ -193,3 +193,16 @@ def test_a_future_dated_tip_never_holds_occupancy_across_cycles() -> None:
         for i in range(5)
     ]
     assert held == [True] * 5
+
+
+def test_the_content_digest_over_blob_ids_follows_the_files_not_the_bytes_passed() -> None:
+    """A report written into Git is summarised by its blob ids (a blob id is the digest of the bytes): equal ids,
+    equal content; one id or one name different, different content; the status digest does not depend on them."""
+    doc: dict[str, Any] = {"cluster": "c", "nodes": [{"name": "n1", "status": "InSync", "findings": []}]}
+    ids = {"README.md": "a" * 40, "nodes/n1.md": "b" * 40}
+    one = rc.digests(doc, {}, {}, blob_ids=ids)
+    assert one == rc.digests(doc, {"ignored": b"x"}, {}, blob_ids=dict(reversed(list(ids.items()))))
+    assert one.content != rc.digests(doc, {}, {}, blob_ids={**ids, "nodes/n1.md": "c" * 40}).content
+    assert one.content != rc.digests(doc, {}, {}, blob_ids={"README.md": "a" * 40, "nodes/n2.md": "b" * 40}).content
+    assert one.content != rc.digests(doc, {}, {}).content
+    assert one.status == rc.digests(doc, {}, {}, blob_ids={**ids, "nodes/n1.md": "c" * 40}).status

@@ -232,6 +232,42 @@ class DaemonSetController:
     def create_mm_pod(self, node: str, ds: dict[str, Any], *, at_start: bool = True) -> None:
         """The node's mig-manager pod from the DaemonSet's template; started at once when the twin is populated
         (`at_start`), else ready_seconds from now."""
+        pod = self.render_mm_pod(node, ds)
+        name = self.api.create_daemon_pod(MM_DS, node, pod)
+        t = self.clock()
+        ready_at = float("-inf") if at_start else t + max(self.ready_seconds, 0.0)
+        self._record_mm(node, name, pod, ready_at)
+        if ready_at <= t:
+            self._show_mm(node, name)
+            self.queue.add(NodeWork(node))  # a new process: mig-manager runs the node's current label once
+        else:
+            self.api.patch_pod_status(name, self.cache.namespace, _pending_status(node))
+
+    def _record_mm(self, node: str, name: str, pod: dict[str, Any], ready_at: float) -> None:
+        cm, env = _mig_manager_mount(pod)
+        gen = str(pod["metadata"]["labels"].get("pod-template-generation", ""))
+        with self.cache.lock:
+            self.cache.mm_pods[node] = DaemonPod(name, gen, ready_at, cm, env)
+        self.queue.add(Job.DAEMONSET_STATUS)
+
+    def started_mm_pod(self, node: str, name: str, pod: dict[str, Any]) -> dict[str, Any]:
+        """A mig-manager pod the twin loads in bulk as it starts (ClusterTwin): recorded and queued as
+        create_mm_pod(at_start=True) does; returns the status `_show_mm` would write."""
+        self._record_mm(node, name, pod, float("-inf"))
+        status = self._shown_mm_status(node, name)
+        self.queue.add(NodeWork(node))  # a new process: mig-manager runs the node's current label once
+        return status
+
+    def started_dp_pod(self, node: str, name: str, pod: dict[str, Any], adv: Advertised) -> dict[str, Any]:
+        """A device-plugin pod the twin loads in bulk as it starts (ClusterTwin): recorded as create_dp_pod does,
+        its log set; returns the status `DevicePlugin.show` would write."""
+        with self.cache.lock:
+            self.cache.dp_pods[node] = DaemonPod(name, pod["metadata"]["labels"].get("pod-template-generation", ""))
+            self.cache.dp_state[node] = adv
+        return self.plugin.shown(name, pod, node, adv)
+
+    def render_mm_pod(self, node: str, ds: dict[str, Any]) -> dict[str, Any]:
+        """The mig-manager pod the DaemonSet controller creates on `node`."""
         template = ds["spec"]["template"]
         spec = copy.deepcopy(template.get("spec") or {})
         spec["nodeName"] = node
@@ -252,21 +288,14 @@ class DaemonSetController:
             },
             "spec": spec,
         }
-        name = self.api.create_daemon_pod(MM_DS, node, pod)
-        cm, env = _mig_manager_mount(pod)
-        t = self.clock()
-        ready_at = float("-inf") if at_start else t + max(self.ready_seconds, 0.0)
-        with self.cache.lock:
-            self.cache.mm_pods[node] = DaemonPod(name, gen, ready_at, cm, env)
-        self.queue.add(Job.DAEMONSET_STATUS)
-        if ready_at <= t:
-            self._show_mm(node, name)
-            self.queue.add(NodeWork(node))  # a new process: mig-manager runs the node's current label once
-        else:
-            self.api.patch_pod_status(name, ns, _pending_status(node))
+        return pod
 
     def _show_mm(self, node: str, name: str) -> None:
         """The mig-manager pod's log so far and its Running, Ready status."""
+        self.api.patch_pod_status(name, self.cache.namespace, self._shown_mm_status(node, name))
+
+    def _shown_mm_status(self, node: str, name: str) -> dict[str, Any]:
+        """Record the mig-manager pod as shown, write its log so far; its Running, Ready status."""
         self._mm_shown.add(name)
         lines = self.cache.mig_manager_log.get(node)
         if lines:
@@ -275,7 +304,7 @@ class DaemonSetController:
         containers = [MM_CONTAINER]
         if ds is not None:
             containers = [c["name"] for c in ds["spec"]["template"]["spec"].get("containers") or []] or containers
-        self.api.patch_pod_status(name, self.cache.namespace, pod_status(node, containers, ready=True))
+        return pod_status(node, containers, ready=True)
 
     # ---------------------------------------------------------------- rolling update
     def starting_nodes(self) -> list[str]:

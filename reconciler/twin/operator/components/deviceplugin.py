@@ -104,10 +104,13 @@ class DevicePlugin:
 
     def show(self, node: str, pod_name: str, pod: Mapping[str, Any], adv: Advertised) -> None:
         """The log and the pod status of a plugin that (re)read the GPUs: Ready, or CrashLoopBackOff."""
+        self.api.patch_pod_status(pod_name, self.cache.namespace, self.shown(pod_name, pod, node, adv))
+
+    def shown(self, pod_name: str, pod: Mapping[str, Any], node: str, adv: Advertised) -> dict[str, Any]:
+        """Write the log of a plugin that (re)read the GPUs; its pod status: Ready, or CrashLoopBackOff."""
         self.api.set_pod_log(pod_name, plugin_log(adv), container=DP_CONTAINER)
         containers = [c["name"] for c in pod["spec"].get("containers") or []]
-        status = pod_status(node, containers, ready=adv.ok, failing=None if adv.ok else DP_CONTAINER)
-        self.api.patch_pod_status(pod_name, self.cache.namespace, status)
+        return pod_status(node, containers, ready=adv.ok, failing=None if adv.ok else DP_CONTAINER)
 
     def config_manager(self, node: str, tw: TwinNode, labels: Mapping[str, str]) -> None:
         """§1.6: the config-manager sidecar follows node label nvidia.com/device-plugin.config and SIGHUPs the

@@ -42,6 +42,10 @@ __all__ = ["DefaultLabel", "MigManager"]
 
 # The operator's default nvidia.com/mig.config for a node whose label is empty (ClusterPolicyController)
 DefaultLabel = Callable[[str, TwinNode, dict[str, str]], bool]
+# What strconv.ParseBool reads as true: urfave/cli's BoolFlag parses WITH_REBOOT with it (mig-parted
+# cmd/nvidia-mig-manager/main.go, `Sources: cli.EnvVars("WITH_REBOOT")`), so "1" and "T" reboot as "true" does;
+# "tRuE" or "yes" are not booleans to Go (the flag fails to parse; the twin then does not reboot).
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _REBOOT_DID_NOT_HELP = (
     "Error: failed to check if a MIG mode change is required: MIG mode change did not take effect after rebooting"
 )
@@ -268,9 +272,11 @@ class MigManager:
         ClusterPolicy's spec.migManager.env (no pod: the ClusterPolicy's, as the next pod will have it)."""
         pod_env = self._pod_env(node)
         if pod_env is not None:
-            return pod_env.get("WITH_REBOOT", "").lower() == "true"
+            return pod_env.get("WITH_REBOOT", "") in _GO_TRUE
         env = self.cache.cluster_policy_spec("migManager").get("env") or []
-        return any(e.get("name") == "WITH_REBOOT" and str(e.get("value", "")).lower() == "true" for e in env)
+        # The operator renders spec.migManager.env in order onto the container: a later entry wins.
+        values = [str(e.get("value", "")) for e in env if isinstance(e, dict) and e.get("name") == "WITH_REBOOT"]
+        return bool(values) and values[-1] in _GO_TRUE
 
     def _config(self, tw: TwinNode, value: str) -> tuple[tuple[migparted.ConfigEntry, ...] | None, list[str]]:
         """validateMigConfig (`nvidia-mig-parted assert --valid-config -f <mounted file> -c <value>`): the entries
