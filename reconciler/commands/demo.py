@@ -1,6 +1,7 @@
 """`migplan demo`: the main job end to end on the embedded default, no cluster needed (reconciler.demo).
 
     migplan demo [--inventory DIR] [--workdir DIR] [--drift CASE ...] [--keep] [-o text|json]
+    migplan demo --dra [--workdir DIR] [-o text|json]   (a re-cut on a DRA-static node: reconciler.drademo)
 
 Exit code: 0 when the last cycle did not fail (remaining drift is the demo's expected outcome: reported,
 not an error), else the failed cycle's own exit code (2, reconciler.model.cycles.CycleStatus); 2 when the demo
@@ -38,12 +39,26 @@ from reconciler.commands.common import fail, output_option
     default=None,
     help="Run on this inventory root instead of the embedded example.",
 )
+@click.option(
+    "--dra",
+    is_flag=True,
+    help="Instead: a re-cut on a node where NVIDIA's DRA driver allocates the MIG devices, from the merge to "
+    "converged slices and a nvidia.com/mig-<profile> pod placed through the DeviceClass migplan renders.",
+)
 @output_option("text", "json")
-def command(workdir: Path | None, drift: tuple[str, ...], keep: bool, inventory: Path | None, output: str) -> None:
+def command(
+    workdir: Path | None, drift: tuple[str, ...], keep: bool, inventory: Path | None, dra: bool, output: str
+) -> None:
     """Run the main job end to end on the embedded example inventory (or --inventory) and a cluster twin."""
+    say: Callable[[str], None] = (lambda msg: click.echo(msg, err=True)) if output == "json" else click.echo
+    if dra:
+        if drift or keep or inventory is not None:
+            fail("error: --dra runs its own scenario: it takes no --drift, --keep or --inventory")
+        from reconciler.drademo import run_dra_demo
+
+        sys.exit(run_dra_demo(workdir, output=output, say=say, emit=click.echo))
     from reconciler.demo import DemoInventoryError, DemoRepositoryError, run_demo
 
-    say: Callable[[str], None] = (lambda msg: click.echo(msg, err=True)) if output == "json" else click.echo
     try:
         code = run_demo(workdir, drift, keep=keep, output=output, say=say, inventory=inventory)
     except DemoInventoryError as exc:

@@ -144,6 +144,12 @@ DECLARED: tuple[Code, ...] = (
     Code("MP412", VALIDATION, E, "report commits would touch the inventory"),
     Code("MP413", VALIDATION, E, "no inventory named, and none where the command stands: exit 2, never the example"),
     Code("MP414", VALIDATION, W, "placement-only change under apply.mode gpu-operator: mig-parted will not apply it"),
+    # Issue 30 item 2: DeviceClasses rendered from the plan (reconciler.logic.inventory.deviceclasses)
+    Code("MP415", VALIDATION, E, "two DeviceClasses for one extended resource name"),
+    Code("MP416", VALIDATION, E, "a DeviceClass would map nvidia.com/gpu to MIG devices"),
+    Code("MP417", VALIDATION, E, "a DeviceClass Kubernetes would refuse (extendedResourceName, CEL selector)"),
+    Code("MP418", VALIDATION, W, "a per-owner DeviceClass for an owner no partition has"),
+    Code("MP419", VALIDATION, E, "two DeviceClasses with one name"),
     Code("MP420", VALIDATION, E, "part of the inventory cannot be read"),
     Code("MP501", FINDING, W, "a node advertises a different number of partitions of a profile than its plan gives it"),
     Code("MP502", FINDING, W, "ClusterPolicy spec.mig.strategy differs from the inventory's migStrategy"),
@@ -403,6 +409,19 @@ DECLARED: tuple[Code, ...] = (
         FINDING,
         W,
         "the node's migplan.io/dra-plugin-restart record is malformed: the DRA kubelet plugin is not restarted",
+    ),
+    # Issue 30 item 2: the DeviceClasses migplan keeps (reconciler.logic.planning.deviceclasses)
+    Code(
+        "MP596",
+        FINDING,
+        W,
+        "a DeviceClass migplan would write exists and is not migplan's: left as it is, the plan's class not kept",
+    ),
+    Code(
+        "MP597",
+        FINDING,
+        W,
+        "a DeviceClass migplan does not keep maps an extended resource name one of migplan's classes maps",
     ),
     Code("MP550", KUBERNETES, E, "the API server refused the request (403, 422, other 4xx): retrying will not help"),
     Code("MP551", KUBERNETES, E, "the object is not there (404)"),

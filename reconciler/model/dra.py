@@ -10,6 +10,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+# On every DeviceClass migplan keeps: what it is for ("profile 1g.18gb", "owner embeddings", "declared"), beside the
+# managed-by label, so a person reading the cluster knows where it comes from.
+DEVICE_CLASS_PURPOSE_ANNOTATION = "migplan.io/device-class-for"
+
 
 class Regime(enum.StrEnum):
     """Who allocates (and possibly lays out) a GPU node's MIG devices."""
@@ -107,3 +111,15 @@ class GpuClusterState:
     dynamic_mig: bool | None
     ignored: bool = False  # status.state "ignored": a duplicate the operator's singleton controller skips
     problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedDeviceClass:
+    """A DeviceClass (resource.k8s.io/v1) as migplan reads it: what it maps and whether migplan keeps it."""
+
+    name: str
+    extended_resource_name: str | None = None  # spec.extendedResourceName
+    selectors: tuple[str, ...] = ()  # spec.selectors[].cel.expression, in order
+    managed: bool = False  # labelled app.kubernetes.io/managed-by: migplan (migplan created it)
+    purpose: str | None = None  # the migplan.io/device-class-for annotation
+    resource_version: str = ""

@@ -174,6 +174,36 @@ class VerifySettings:
 
 
 @dataclass(frozen=True, slots=True)
+class OwnerClass:
+    """spec.deviceClasses.owners[]: a DeviceClass selecting exactly one owner's planned partitions on DRA nodes."""
+
+    owner: str
+    name: str  # the DeviceClass name (default migplan-owner-<owner>, reconciler.logic.inventory.deviceclasses)
+    extended_resource_name: str | None = None
+    source: SourceRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeclaredClass:
+    """spec.deviceClasses.declared[]: a DeviceClass written by hand in cluster.yaml, kept like a rendered one."""
+
+    name: str
+    extended_resource_name: str | None = None
+    selectors: tuple[str, ...] = ()  # CEL expressions, all of which a device must satisfy
+    source: SourceRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClassSettings:
+    """spec.deviceClasses: the DeviceClasses migplan renders from the plan and keeps (docs/explanation/dra.md)."""
+
+    enabled: bool = True  # one class per profile the plan offers on DRA nodes, extendedResourceName nvidia.com/mig-*
+    owners: tuple[OwnerClass, ...] = ()
+    declared: tuple[DeclaredClass, ...] = ()
+    source: SourceRef | None = field(default=None, compare=False)  # where `enabled` is written, if it is
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterSpec:
     name: str
     mig_strategy: MigStrategy
@@ -184,6 +214,7 @@ class ClusterSpec:
     source: SourceRef | None = None
     # spec.layoutWriter: who writes the GPU nodes' MIG layouts unless a node says otherwise (LAYOUT_WRITERS)
     layout_writer: str = "migplan"
+    device_classes: DeviceClassSettings = DeviceClassSettings()
 
 
 # Who may write a GPU node's MIG layout: migplan itself, NVIDIA's DRA driver in DynamicMIG mode, or another dynamic

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler.model.dra import DraDriverConfig, GpuClusterState, NodeDra, ObservedClaim
+from reconciler.model.dra import DraDriverConfig, GpuClusterState, NodeDra, ObservedClaim, ObservedDeviceClass
 from reconciler.model.nodeobservation import NodeObservation
 
 # Labels and annotations with a meaning to migplan. The first three are NVIDIA's (stack-facts §2,
@@ -453,6 +453,9 @@ class ObservedState:
     # node -> {GPU index: minor} a committed drift report recorded where no node observer can be read (a merge
     # request's plan in CI); the observer's own measure, when there is one, comes first.
     reported_minors: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    # Every DeviceClass (resource.k8s.io/v1), to keep the ones migplan renders from the plan; None when they were not
+    # listed (a server without resource.k8s.io/v1, or an observer that does not read them): then none is written.
+    device_classes: tuple[ObservedDeviceClass, ...] | None = None
 
     @property
     def foreign_mig_config_text(self) -> str | None:

@@ -40,6 +40,7 @@ class Kind(enum.StrEnum):
     # plugin on the node (a Node annotation), then the delete of that plugin pod (uid precondition)
     DRA_PLUGIN_RECORD = "dra-plugin-record"
     RESTART_DRA_PLUGIN = "restart-dra-plugin"
+    DEVICE_CLASS = "device-class"  # create / merge-patch a DeviceClass migplan keeps (resource.k8s.io/v1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,6 +195,7 @@ class ClusterTwin:
         gc.disable()
         try:
             self._populate(operator)
+            operator.scheduler.extended = self._schedule_extended
             self._operator = operator
             operator.start()  # reads the labels just written as already processed by mig-manager
         except BaseException:
@@ -385,6 +386,58 @@ class ClusterTwin:
             self._mark_held(node, r["device"], f"{namespace}/{pod}")
         self.gpus_changed(node)
         return [r["device"] for r in results]
+
+    def _schedule_extended(self, pod: dict[str, Any]) -> str | None:
+        """The scheduler's DRA extended-resource path (reconciler/twin/draextended.py) for a Pending pod: the first
+        node (by name) that fits gets a special ResourceClaim created, allocated from the class mapping the
+        resource and reserved for the pod; the pod's status names it, then the pod is bound and the claim prepared
+        (run_claim_pod). None when no class maps what the pod asks, or no node fits (the device-plugin path then
+        says why)."""
+        from reconciler.twin.draallocator import AllocationError, allocate
+        from reconciler.twin.draextended import NotFit, class_mapping, maps_any, special_claim
+
+        store = self.store
+        if not self._dra_drivers:
+            return None  # no DRA driver runs anywhere: nothing to allocate from
+        classes = store.list("deviceclasses.resource.k8s.io")
+        mapping = class_mapping(classes)
+        if not maps_any(pod, mapping):
+            return None
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        selector = spec.get("nodeSelector") or {}
+        by_name = {c["metadata"]["name"]: c for c in classes}
+        taken = [
+            (r["driver"], r["pool"], r["device"])
+            for c in store.list("resourceclaims.resource.k8s.io")
+            for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ()
+        ]
+        for node in sorted(store.list("nodes"), key=lambda n: n["metadata"]["name"]):
+            name = str(node["metadata"]["name"])
+            labels = node["metadata"].get("labels") or {}
+            if (node.get("spec") or {}).get("unschedulable") or any(labels.get(k) != v for k, v in selector.items()):
+                continue
+            try:
+                made = special_claim(pod, (node.get("status") or {}).get("allocatable") or {}, mapping)
+            except NotFit:
+                continue
+            if made is None:
+                return None  # the device plugin serves it on this node: the usual path
+            claim, mappings = made
+            slices = store.list("resourceslices.resource.k8s.io", field_selector=f"spec.nodeName={name}")
+            try:
+                allocate(claim, node=name, slices=slices, classes=by_name, allocated=taken)
+            except AllocationError:
+                continue
+            created = store.create("resourceclaims.resource.k8s.io", claim, meta.get("namespace"))
+            claim_name = created["metadata"]["name"]
+            status = {"extendedResourceClaimStatus": {"requestMappings": mappings, "resourceClaimName": claim_name}}
+            store.patch("pods", meta["name"], {"status": status}, meta.get("namespace"), subresource="status")
+            store.bind(meta.get("namespace", "default"), meta["name"], name)
+            self.run_claim_pod(
+                name, meta.get("namespace", "default"), meta["name"], claim_name, container=mappings[0]["containerName"]
+            )
+            return name
+        return None
 
     def _mark_held(self, node: str, device: str, holder: str) -> None:
         """The MIG device's compute instance is in use by the pod (the twin's NVML then refuses to destroy it)."""

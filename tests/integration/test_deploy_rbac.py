@@ -204,6 +204,10 @@ def test_every_granted_verb_is_needed(full_run: tuple[RbacProxy, RbacProxy, Clus
         # `update` of the trust record: needed from the second accepted revision on (the run accepts one);
         # tests/integration/test_git_trust.py writes it again and again through the same adapter.
         "Role/migplan-source-trust rule 1: update",
+        # DeviceClasses are written only where NVIDIA's DRA driver publishes static MIG devices (the full run has no
+        # DRA node): tests/integration/test_dra_deviceclasses_twin.py creates and patches them through KubeCluster.
+        "ClusterRole/migplan-controller rule 10: create",
+        "ClusterRole/migplan-controller rule 10: patch",
     }, unused
 
 

@@ -253,7 +253,8 @@ def test_with_allow_disruption_the_claims_pod_is_drained_before_the_layout_is_pu
     first = dra.cycle(dra.desired("after", [GPU0, GPU1_RECUT], allow_disruption=True), 0)
     assert not first.errors, first.errors
     assert first.plan is not None
-    assert [(c.kind, c.subject) for c in first.applied] == [
+    # (the DeviceClasses of the plan's profiles are created in the same cycle: issue 30 item 2)
+    assert [(c.kind, c.subject) for c in first.applied if c.kind is not Kind.DEVICE_CLASS] == [
         (Kind.CORDON, f"node/{NODE}"),
         (Kind.EVICT, "pod/default/emb-0"),
     ], [str(c) for c in first.plan.changes if c.subject.endswith(NODE)]

@@ -22,7 +22,7 @@ from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.logic.planning import desiredcodec
-from reconciler.model.plans import Kind
+from reconciler.model.plans import Action, Kind
 from reconciler.resources import inventory_dir
 from reconciler.twin.cluster import ClusterTwin
 
@@ -100,8 +100,11 @@ def test_static_mig_slices_round_trip_import_validate_and_a_dry_run_that_re_cuts
     assert dry.plan is not None and not dry.errors
     kinds = {c.kind for c in dry.plan.writes}
     # relabels at most; a DRA-static node's layout is published for migplan's node agent instead (issue 30): the
-    # layout NVML shows already, which the agent finds built (nothing re-cut)
-    assert kinds <= {Kind.MIG_CONFIG_MAP, Kind.CLUSTER_POLICY, Kind.NODE_MIG_CONFIG, Kind.AGENT_LAYOUT}, kinds
+    # layout NVML shows already, which the agent finds built (nothing re-cut); and the DeviceClasses of the plan's
+    # profiles are created (new objects, nothing re-cut: issue 30 item 2)
+    allowed = {Kind.MIG_CONFIG_MAP, Kind.CLUSTER_POLICY, Kind.NODE_MIG_CONFIG, Kind.AGENT_LAYOUT, Kind.DEVICE_CLASS}
+    assert kinds <= allowed, kinds
+    assert all(c.action is Action.CREATE for c in dry.plan.writes if c.kind is Kind.DEVICE_CLASS)
     for c in dry.plan.writes:
         if c.kind is Kind.AGENT_LAYOUT:
             name = c.subject.removeprefix("node/")

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -50,9 +51,10 @@ from kubernetes.utils._retry_base import retry_after_seconds
 from tenacity import RetryCallState, retry, retry_if_exception, wait_exponential
 
 from reconciler.adapters import deadline
+from reconciler.adapters.kube import deviceclasses as kubedeviceclasses
 from reconciler.adapters.kube import observe as kubeobserve
 from reconciler.adapters.kube import rawapi
-from reconciler.model.dra import DraDriverConfig, DraPluginPod
+from reconciler.model.dra import DraDriverConfig, DraPluginPod, ObservedDeviceClass
 from reconciler.model.errors import EvictionRefused, MigplanError, Transient
 from reconciler.model.inventory import MAX_WRITE_CONCURRENCY, GpuOperatorSettings
 from reconciler.model.observed import (
@@ -587,7 +589,7 @@ class KubeCluster:
 
         pods = self._fold("list pods", self.core.list_pod_for_all_namespaces, sorter, kubeobserve.PodSorter.add)
         pdbs = self._pdbs()
-        return kubeobserve.observed_from_parts(
+        state = kubeobserve.observed_from_parts(
             ops,
             pdbs=pdbs,
             resource_slices=self._resource_slices(),
@@ -611,6 +613,16 @@ class KubeCluster:
                 namespace=ops.namespace,
             ),
         )
+        return dataclasses.replace(state, device_classes=self._device_classes())
+
+    def _device_classes(self) -> tuple[ObservedDeviceClass, ...] | None:
+        """Every DeviceClass (cluster-scoped, paginated; few in any cluster); None on a server without
+        resource.k8s.io/v1 (404), where migplan then writes none."""
+        try:
+            listed = self._pages("list deviceclasses", self.resource.list_device_class)
+            return tuple(c for c in map(kubedeviceclasses.from_json, listed) if c is not None)
+        except NotFound:
+            return None
 
     def _pdbs(self) -> list[Mapping[str, Any]]:
         """PodDisruptionBudgets, to name the ones blocking a drain. Without the right to list them (an RBAC of
@@ -767,6 +779,8 @@ class KubeCluster:
                     resp = self.apps.patch_namespaced_daemon_set(
                         parts[2], parts[1], body, _content_type=STRATEGIC_MERGE_PATCH, **common
                     )
+                elif kind is Kind.DEVICE_CLASS:
+                    resp = kubedeviceclasses.send(self.resource, change, common)
                 elif kind in (
                     Kind.NODE_MIG_CONFIG,
                     Kind.CORDON,

@@ -460,3 +460,62 @@ class ResourceV1(RawApi):
             label_selector=label_selector,
             request_timeout=_request_timeout,
         )
+
+    def list_device_class(
+        self,
+        *,
+        limit: int | None = None,
+        _continue: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        _preload_content: bool = False,
+        _request_timeout: Any = None,
+    ) -> Any:
+        return self._list(
+            "/apis/resource.k8s.io/v1/deviceclasses",
+            None,
+            limit=limit,
+            cont=_continue,
+            field_selector=field_selector,
+            label_selector=label_selector,
+            request_timeout=_request_timeout,
+        )
+
+    def create_device_class(
+        self,
+        body: Any,
+        *,
+        field_manager: str | None = None,
+        dry_run: str | None = None,
+        _preload_content: bool = False,
+        _request_timeout: Any = None,
+    ) -> Any:
+        return self._send(
+            "POST",
+            "/apis/resource.k8s.io/v1/deviceclasses",
+            None,
+            (("dryRun", dry_run), ("fieldManager", field_manager)),
+            body=body,
+            request_timeout=_request_timeout,
+        )
+
+    def patch_device_class(
+        self,
+        name: str,
+        body: Any,
+        *,
+        _content_type: str,
+        field_manager: str | None = None,
+        dry_run: str | None = None,
+        _preload_content: bool = False,
+        _request_timeout: Any = None,
+    ) -> Any:
+        return self._send(
+            "PATCH",
+            "/apis/resource.k8s.io/v1/deviceclasses/{name}",
+            {"name": name},
+            (("dryRun", dry_run), ("fieldManager", field_manager)),
+            body=body,
+            content_type=_content_type,
+            request_timeout=_request_timeout,
+        )

@@ -19,7 +19,7 @@ import yaml
 
 from reconciler.catalog import load_catalog
 from reconciler.logic.codecs import dpsharing, migparted
-from reconciler.logic.drift import drarecord, draregime, drastatic, fieldfight, nodestate, thirdparty
+from reconciler.logic.drift import draclasses, drarecord, draregime, drastatic, fieldfight, nodestate, thirdparty
 from reconciler.logic.drift.nodestate import Geometry
 from reconciler.logic.observe import (
     claimoccupancy,
@@ -504,8 +504,15 @@ def _check_workloads(ctx: DriftContext) -> Iterable[Finding]:
 
 
 Check = Callable[[DriftContext], Iterable[Finding]]
+
+
 # Every drift check, in the order analyze runs them (the report sorts the findings; the order is the reading order
 # of this module). A new check is one function above and one entry here.
+def _check_device_classes(ctx: DriftContext) -> Iterable[Finding]:
+    """The DeviceClasses migplan keeps on DRA nodes, against classes it did not create (MP596, MP597)."""
+    return draclasses.findings(ctx.desired, ctx.observed)
+
+
 CHECKS: tuple[Check, ...] = (
     _check_cluster_policy,
     _check_config_map,
@@ -529,6 +536,7 @@ CHECKS: tuple[Check, ...] = (
     _check_saturation,
     _check_observers,
     _check_workloads,
+    _check_device_classes,
 )
 
 

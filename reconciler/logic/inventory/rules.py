@@ -63,6 +63,11 @@ family's, in reconciler.model.codes; CODES below is this family's view. The tabl
 | MP412 | error   | reports.path would make report commits touch the inventory, or escape the repository |
 | MP413 | error   | no inventory named, and none where the command stands (exit 2, never the example) |
 | MP414 | warning | placement-only change under apply.mode gpu-operator: mig-parted will not apply it |
+| MP415 | error   | two DeviceClasses (rendered, per-owner or declared) for one extended resource name |
+| MP416 | error   | a DeviceClass would map `nvidia.com/gpu` to MIG devices |
+| MP417 | error   | a DeviceClass Kubernetes would refuse (`extendedResourceName`, a CEL selector that does not parse) |
+| MP418 | warning | a per-owner DeviceClass for an owner no partition has |
+| MP419 | error   | two DeviceClasses with one name |
 | MP420 | error   | part of the inventory cannot be read (permission, symlink, FIFO, odd name, nesting) |
 """
 

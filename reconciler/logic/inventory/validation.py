@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.catalog import Catalog, GpuModel, load_catalog
-from reconciler.logic.inventory import reporttarget, rules, schemas, yamldocs
+from reconciler.logic.inventory import deviceclasses, reporttarget, rules, schemas, yamldocs
 from reconciler.logic.inventory.rules import GpuCheck, diag
 from reconciler.logic.inventory.yamldocs import YamlDoc
 from reconciler.model.diagnostics import Diagnostic
@@ -43,13 +43,16 @@ from reconciler.model.inventory import (
     ApplyMode,
     ApplySettings,
     ClusterSpec,
+    DeclaredClass,
     DesiredState,
+    DeviceClassSettings,
     GpuOperatorSettings,
     GpuSpec,
     InventoryFiles,
     LayoutSpec,
     MigStrategy,
     NodeSpec,
+    OwnerClass,
     Partition,
     Placement,
     ReportSettings,
@@ -683,7 +686,33 @@ def _cluster(doc: YamlDoc, file: str) -> ClusterSpec:
         ),
         source=_src(doc, file, "spec", "migStrategy"),
         layout_writer=spec.get("layoutWriter", "migplan"),
+        device_classes=_device_classes(doc, file, spec.get("deviceClasses") or {}),
     )
+
+
+def _device_classes(doc: YamlDoc, file: str, raw: dict[str, Any]) -> DeviceClassSettings:
+    """spec.deviceClasses (the schema pass has checked every field's type and form)."""
+    at = ("spec", "deviceClasses")
+    owners = tuple(
+        OwnerClass(
+            owner=o["owner"],
+            name=o.get("name") or deviceclasses.owner_class_name(o["owner"]),
+            extended_resource_name=o.get("extendedResourceName"),
+            source=_src(doc, file, *at, "owners", i),
+        )
+        for i, o in enumerate(raw.get("owners") or ())
+    )
+    declared = tuple(
+        DeclaredClass(
+            name=c["name"],
+            extended_resource_name=c.get("extendedResourceName"),
+            selectors=tuple(c.get("selectors") or ()),
+            source=_src(doc, file, *at, "declared", i),
+        )
+        for i, c in enumerate(raw.get("declared") or ())
+    )
+    source = _src(doc, file, *at, "enabled") if "enabled" in raw else None
+    return DeviceClassSettings(raw.get("enabled", True), owners, declared, source)
 
 
 def _min_interval(raw: Any, default: int) -> int:
@@ -977,6 +1006,7 @@ def _stage2(
         layouts={k: e.layout for k, e in sorted(layouts.items()) if e.layout is not None},
         revision=revision,
     )
+    out.extend(deviceclasses.check(desired))
     return desired, out
 
 

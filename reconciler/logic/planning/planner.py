@@ -55,7 +55,7 @@ from reconciler.logic.codecs import migparted
 from reconciler.logic.drift import drastatic, drift, fieldfight
 from reconciler.logic.drift.nodestate import RESTARTED_FOR_ANNOTATION, STRATEGY_SET_ANNOTATION
 from reconciler.logic.observe import observation
-from reconciler.logic.planning import draplugin
+from reconciler.logic.planning import deviceclasses, draplugin
 from reconciler.logic.planning.agentchanges import agent_layout_changes
 from reconciler.logic.planning.disruptionguard import blocking_pods, destroyed_resources, guard_holders, node_disruption
 from reconciler.logic.planning.nodechanges import FAILED_RETRY_AFTER, node_changes
@@ -139,6 +139,7 @@ def plan(
         cleanup = _config_map_cleanup(desired, observed, rendered, nodes.changes, nodes.aliases)
     if cleanup is not None:
         changes.append(cleanup)
+    changes.extend(deviceclasses.changes(desired, observed))  # DRA: the classes the plan renders (issue 30)
     return Plan(changes=tuple(changes), revision=desired.revision, node_configs=dict(rendered.node_configs))
 
 

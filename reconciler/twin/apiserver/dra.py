@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import FieldError
 from .kinds import DNS1123_LABEL, DNS1123_SUBDOMAIN, MSG_LABEL, MSG_SUBDOMAIN
+from .quota import is_extended_resource_name
 
 # staging/src/k8s.io/api/resource/v1/types.go
 RESOURCE_SLICE_MAX_DEVICES = 128  # ResourceSliceMaxDevices
@@ -259,6 +260,10 @@ def validate_device_class(obj: dict[str, Any]) -> list[FieldError]:
         expression = ((sel or {}).get("cel") or {}).get("expression") if isinstance(sel, dict) else None
         if not isinstance(expression, str) or not expression.strip():
             errs.append(FieldError("Required", f"spec.selectors[{i}].cel.expression"))
+    # validateDeviceClassSpec: `must be a valid extended resource name` (helper.IsExtendedResourceName).
+    ext = spec.get("extendedResourceName")
+    if ext is not None and (not isinstance(ext, str) or not is_extended_resource_name(ext)):
+        errs.append(FieldError("Invalid", "spec.extendedResourceName", ext, "must be a valid extended resource name"))
     return errs
 
 

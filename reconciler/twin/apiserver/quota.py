@@ -45,6 +45,11 @@ _VALIDATION_SET = frozenset({"cpu", "memory", "requests.cpu", "requests.memory",
 _ONE = parse("1")
 
 
+def is_extended_resource_name(name: str) -> bool:
+    """helper.IsExtendedResourceName (DeviceClass spec.extendedResourceName is validated with it too)."""
+    return _is_extended(name)
+
+
 def _is_extended(name: str) -> bool:
     """helper.IsExtendedResourceName: not native (no `/`, or a kubernetes.io domain), not requests.*, and
     `requests.<name>` is a qualified name."""

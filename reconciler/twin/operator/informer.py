@@ -54,6 +54,11 @@ class Informer:
             "ClusterPolicy": self._cluster_policy,
             "DaemonSet": self._daemonset,
             "ConfigMap": self._configmap,
+            # kube-scheduler's DRA plugin requeues Pending pods when devices or classes appear or change
+            # (dynamicresources.go EventsToRegister: ResourceSlice and DeviceClass add/update): a pod waiting for
+            # a MIG device (the extended-resource path, reconciler/twin/draextended.py) is tried again.
+            "ResourceSlice": self._dra_event,
+            "DeviceClass": self._dra_event,
         }
 
     def load(self, api: StoreApi) -> list[tuple[PodInfo, dict[str, Any]]]:
@@ -84,6 +89,9 @@ class Informer:
         with self.cache.lock:
             keys = handler(event_type, obj, meta) if handler is not None else []
             self.queue.add(*keys)
+
+    def _dra_event(self, event_type: str, obj: dict[str, Any], meta: Mapping[str, Any]) -> list[Work]:
+        return [Job.SCHEDULE] if event_type != "DELETED" else []
 
     def _every_node(self) -> list[Work]:
         return [NodeWork(n) for n in self.fleet.nodes]

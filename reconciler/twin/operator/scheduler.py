@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.twin.draextended import dra_mapped
+
 __all__ = ["NodeView", "container_requests", "fit", "gpu_requests", "unschedulable_message"]
 
 SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
@@ -31,12 +33,14 @@ class NodeView:
 def container_requests(pod: Mapping[str, Any]) -> list[tuple[str, dict[str, int]]]:
     """Per container, in spec order: its `nvidia.com/*` requests (limits if no request)."""
     out: list[tuple[str, dict[str, int]]] = []
+    # What the scheduler gave to DRA (status.extendedResourceClaimStatus, KEP-5004) is not the device manager's.
+    to_dra = dra_mapped(pod)
     for c in (pod.get("spec") or {}).get("containers") or []:
         res = c.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
         wanted: dict[str, int] = {}
         for k, v in merged.items():
-            if k.startswith("nvidia.com/"):
+            if k.startswith("nvidia.com/") and (str(c.get("name", "")), k) not in to_dra:
                 try:
                     wanted[k] = int(str(v))
                 except ValueError:

@@ -128,6 +128,22 @@ CASES: list[tuple[type, type, str, tuple[Any, ...], dict[str, Any]]] = [
     (client.PolicyV1Api, rawapi.PolicyV1, "list_pod_disruption_budget_for_all_namespaces", (), LIST),
     (client.ResourceV1Api, rawapi.ResourceV1, "list_resource_claim_for_all_namespaces", (), LIST),
     (client.ResourceV1Api, rawapi.ResourceV1, "list_resource_slice", (), LIST),
+    (client.ResourceV1Api, rawapi.ResourceV1, "list_device_class", (), LIST),
+    (
+        client.ResourceV1Api,
+        rawapi.ResourceV1,
+        "create_device_class",
+        (
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": "migplan-mig-1g.18gb"},
+                "spec": {"extendedResourceName": "nvidia.com/mig-1g.18gb"},
+            },
+        ),
+        WRITE,
+    ),
+    (client.ResourceV1Api, rawapi.ResourceV1, "patch_device_class", ("migplan-mig-1g.18gb", BODY), PATCH),
 ]
 
 

@@ -8,6 +8,7 @@ Event per distinct message (ASSUMPTIONS-operator.md "Scheduler and kubelet").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from reconciler.twin.fleet import Fleet
@@ -68,6 +69,9 @@ class Scheduler:
         self.cache = cache
         self.fleet = fleet
         self.kubelet = kubelet
+        # The DRA extended-resource path (reconciler/twin/draextended.py), set by the ClusterTwin that runs the DRA
+        # side: the pod's node when it placed the pod through a special ResourceClaim, None when it did not.
+        self.extended: Callable[[dict[str, Any]], str | None] | None = None
 
     def schedule(self) -> None:
         pending = sorted(
@@ -81,6 +85,8 @@ class Scheduler:
             obj = self.api.get("pods", info.name, info.namespace)
             if obj is None:
                 continue
+            if self.extended is not None and self.extended(obj) is not None:
+                continue  # bound through the DRA extended-resource path
             chosen, reasons = fit(obj, views)
             if chosen is not None:
                 # The pods/binding subresource, as the real scheduler binds (spec.nodeName is immutable otherwise).
