@@ -30,6 +30,7 @@ from reconciler import __version__
 from reconciler.catalog import load_catalog
 from reconciler.commands.common import fail, output_option
 from reconciler.logic.codecs import dpsharing
+from reconciler.logic.inventory import deviceclasses
 from reconciler.logic.inventory.reporttarget import normalize_root
 from reconciler.logic.inventory.validation import validate_inventory
 from reconciler.logic.review import ciannotations
@@ -349,7 +350,13 @@ def command(
             free_source = "the cluster now"
     except InputError as exc:
         fail(f"migplan check-workloads: error {exc.code}: {exc.message}")
-    diags, summaries = workloads.check_workloads(manifests, desired=desired, nodes=nodes, free_source=free_source)
+    diags, summaries = workloads.check_workloads(
+        manifests,
+        desired=desired,
+        nodes=nodes,
+        free_source=free_source,
+        device_classes=deviceclasses.offline_objects(desired),  # what migplan renders: claims may name them
+    )
     diags = read_diags + diags
     diags.sort(key=lambda d: (d.file or "", d.line or 0, d.code))
     if output == "json":

@@ -174,3 +174,43 @@ def test_a_good_set_of_claims_exits_0(tmp_path: Path) -> None:
     code, out = _run(str(root))
     assert code == 0, out
     assert "1 GPU workload(s) checked" in out and "0 error(s), 0 warning(s)" in out
+
+
+RENDERED = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: big, namespace: llm}
+spec:
+  spec:
+    devices:
+      requests:
+        - {name: gpu, exactly: {deviceClassName: migplan-mig-3g.71gb}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: chat, namespace: llm}
+spec:
+  replicas: REPLICAS
+  template:
+    spec:
+      containers: [{name: vllm, resources: {claims: [{name: gpu}]}}]
+      resourceClaims:
+        - {name: gpu, resourceClaimTemplateName: big}
+"""
+
+
+def test_a_claim_may_name_the_class_migplan_renders_from_the_plan(tmp_path: Path) -> None:
+    """No manifest defines `migplan-mig-3g.71gb`: it is the class migplan renders for that profile. The example plan
+    places one 3g.71gb on each of its four GPUs, so four replicas fit and a fifth does not (never MP628, not judged)."""
+    fits, over = tmp_path / "fits.yaml", tmp_path / "over.yaml"
+    fits.write_text(RENDERED.replace("REPLICAS", "4"))
+    over.write_text(RENDERED.replace("REPLICAS", "5"))
+    code, out = _run(str(fits), "-o", "json")
+    assert code == 0, out
+    assert not json.loads(out)["warnings"]
+    code, out = _run(str(over), "-o", "json")
+    doc = json.loads(out)
+    assert code == 1 and [(d["code"], d["line"]) for d in doc["errors"]] == [("MP613", 16)], (
+        out
+    )  # the pod template, as for every claim
+    assert "MP628" not in out

@@ -37,6 +37,7 @@ import hashlib
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from reconciler.logic.inventory.rules import diag
 from reconciler.model.diagnostics import Diagnostic
@@ -166,6 +167,26 @@ def wanted(
     for d in settings.declared:
         out.append(WantedClass(d.name, d.extended_resource_name, d.selectors, "declared", d.source))
     return tuple(sorted(out, key=lambda c: c.name))
+
+
+def offline_objects(desired: DesiredState) -> tuple[dict[str, Any], ...]:
+    """The DeviceClass objects a claim in application CI may name without a cluster (`migplan check-workloads`):
+    the profile classes of every node migplan lays out (which nodes are DRA only the cluster says, so all of them)
+    and the declared ones. Owner classes are left out: their selectors list device uuids only the cluster knows."""
+    rendered = wanted(desired, dra_nodes=tuple(desired.nodes), owner_uuids={})
+    return tuple(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": c.name},
+            "spec": {
+                "selectors": [{"cel": {"expression": e}} for e in c.selectors],
+                **({"extendedResourceName": c.extended_resource_name} if c.extended_resource_name else {}),
+            },
+        }
+        for c in rendered
+        if not c.purpose.startswith("owner ")
+    )
 
 
 def pins_whole_gpus(selectors: Sequence[str]) -> bool:
