@@ -153,7 +153,7 @@ class _Scenario:
 
 
 def _writes(result: CycleResult) -> list[str]:
-    return [f"{c.action.value} {c.subject}" for c in result.applied]
+    return [c.headline for c in result.applied]
 
 
 def run_dra_demo(

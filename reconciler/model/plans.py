@@ -65,8 +65,18 @@ class Change:
     def writes(self) -> bool:
         return self.action in (Action.CREATE, Action.CONFIGURE, Action.DELETE)
 
+    @property
+    def headline(self) -> str:
+        """What a person reads first: action and object. A plugin restart is grouped under its node (its subject)
+        but deletes a pod, never the Node: "delete node/X" would read as the Node deleted."""
+        meta = (self.patch or {}).get("metadata") if self.kind is Kind.RESTART_DRA_PLUGIN else None
+        if isinstance(meta, Mapping) and meta.get("name"):
+            pod = f"pod/{meta.get('namespace', '')}/{meta['name']}"
+            return f"{self.action.value} {pod} (DRA kubelet plugin of {self.subject})"
+        return f"{self.action.value} {self.subject}"
+
     def __str__(self) -> str:
-        text = f"{self.action.value} {self.subject}"
+        text = self.headline
         if self.reason:
             text += f": {self.reason}"
         if self.blocked_by:

@@ -752,7 +752,7 @@ class KubeCluster:
         kind = change.kind
         dry = "All" if dry_run else None
         parts = change.subject.split("/")
-        what = f"{'dry-run ' if dry_run else ''}{change.action.value} {change.subject}"
+        what = f"{'dry-run ' if dry_run else ''}{change.headline}"
 
         # Every write: one field manager, dry run when asked, raw response (nothing to deserialise).
         common: dict[str, Any] = {

@@ -266,3 +266,22 @@ def test_a_dra_static_node_in_gpu_operator_mode_is_laid_out_by_the_agent_beside_
     kinds = {(c.subject, c.kind) for c in plan.changes if c.subject.startswith("node/")}
     assert (f"node/{NODE}", Kind.AGENT_LAYOUT) in kinds and (f"node/{NODE}", Kind.NODE_MIG_CONFIG) not in kinds
     assert ("node/dp", Kind.NODE_MIG_CONFIG) in kinds and ("node/dp", Kind.AGENT_LAYOUT) not in kinds
+
+
+def test_a_plugin_restart_reads_as_a_pod_deleted_never_as_the_node() -> None:
+    """Grouped under its node (subject node/X), the restart deletes the plugin's pod: what a person reads (the
+    cycle's output, the demo, errors) names that pod, never "delete node/X"."""
+    from reconciler.model.plans import Action, Change, Kind
+
+    restart = Change(
+        "node/gpu-a",
+        Action.DELETE,
+        Kind.RESTART_DRA_PLUGIN,
+        reason="restart NVIDIA's DRA kubelet plugin",
+        patch={"metadata": {"namespace": "nvidia-dra-driver-gpu", "name": "plugin-x", "uid": "u"}},
+    )
+    assert restart.headline == "delete pod/nvidia-dra-driver-gpu/plugin-x (DRA kubelet plugin of node/gpu-a)"
+    assert str(restart).startswith("delete pod/nvidia-dra-driver-gpu/plugin-x")
+    assert "delete node/" not in str(restart)
+    label = Change("node/gpu-a", Action.CONFIGURE, Kind.NODE_MIG_CONFIG)
+    assert label.headline == "configure node/gpu-a"
