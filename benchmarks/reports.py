@@ -1,6 +1,6 @@
 """Benchmark: the size of the report files migplan commits, at 100, 1,000 and 5,000 nodes.
 
-    .venv/bin/python benchmarks/reports.py [--nodes 100 1000 5000] [--drift-percent 1]
+    .venv/bin/python benchmarks/reports.py [--nodes 100 1000 5000] [--drift-percent 1] [--first-report]
 
 Self-contained and pure: builds a DriftReport of N nodes x 8 H200 (mixed cuts 3g+2g+1g+1g, 7x 1g, 4g+3g
 and a whole-GPU 7g, owners team-0..39, about half the partitions held by a pod) with --drift-percent of
@@ -9,12 +9,18 @@ with reports.render_reports exactly as the controller does, and prints per fleet
 drift.yaml, the node pages, the maps, the total and the number of files, the render time; then what one
 pod starting on one in-sync node changes (the files a report commit's diff touches).
 
+With --first-report (issue 29): the worst cycle instead, the whole fleet out of sync (every node Drifted, so
+every GPU gets a map), every node page and map rendered as the report writer renders them (page_sources),
+with the CPU seconds of the rendering and the process's peak RSS. Run one size per process: peak RSS only
+grows.
+
 Target (issue 15): README.md at most 256 KB at 5,000 nodes with 1% drift.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 from pathlib import Path
@@ -148,11 +154,30 @@ def measure(nodes: int, drift_percent: float) -> bool:
     return ok
 
 
+def first_report(nodes: int) -> None:
+    """Every node Drifted: every node page and every GPU's map rendered, as a first report renders them."""
+    report = fleet(nodes, 100.0)
+    start = time.process_time()
+    count = size = 0
+    for page in reports.page_sources(report):
+        size += len(page.render())
+        count += 1
+    took = time.process_time() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(f"{nodes:>5} nodes all out of sync: {count} pages and maps, {_kb(size)}, rendered in {took:.2f} s CPU;"
+          f" peak RSS {peak:,.0f} MiB")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--nodes", type=int, nargs="+", default=[100, 1000, 5000])
     ap.add_argument("--drift-percent", type=float, default=1.0)
+    ap.add_argument("--first-report", action="store_true", help="render the whole fleet out of sync (issue 29)")
     args = ap.parse_args()
+    if args.first_report:
+        for n in args.nodes:
+            first_report(n)
+        return 0
     ok = all([measure(n, args.drift_percent) for n in args.nodes])
     return 0 if ok else 1
 

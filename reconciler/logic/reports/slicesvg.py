@@ -21,6 +21,7 @@ tooltip in browsers, the text a screen reader announces).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 
@@ -98,6 +99,14 @@ def partition_title(
     return f"{p.profile}: {where}; {owner}; {held}{state.get(p.state, '')}"
 
 
+# Most GPUs of a fleet share their cut, so the same fragments come back thousands of times in a first report
+# (issue 29): the fragments are memoized on every value they are drawn from (typed, so True and 1 stay apart),
+# never on the node or GPU that names them, which only gpu_svg's header writes. Bounded: a fleet of unique
+# holders evicts rather than grows.
+_FRAGMENTS = 1024
+
+
+@functools.lru_cache(maxsize=_FRAGMENTS, typed=True)
 def _partition(
     p: SlicePartition,
     x: int,
@@ -109,7 +118,7 @@ def _partition(
     title: str | None = None,
     occupancy: bool = True,
     observed_holders: bool = False,
-) -> list[str]:
+) -> tuple[str, ...]:
     seen = observed_holders
     fill, ink, stroke = (HELD if p.holder else FREE) if occupancy else PLANNED
     dash = ' stroke-width="2" stroke-dasharray="6 4"' if dashed else ' stroke-width="2"'
@@ -132,10 +141,11 @@ def _partition(
             f'font-weight="{weight}" fill="{ink}" {_FONT}>{xml(_fit(text, w))}</text>'
         )
     out.append("</g>")
-    return out
+    return tuple(out)
 
 
-def _legend(y: int, occupancy: bool, states: frozenset[str] = frozenset()) -> list[str]:
+@functools.lru_cache(maxsize=64, typed=True)
+def _legend(y: int, occupancy: bool, states: frozenset[str] = frozenset()) -> tuple[str, ...]:
     items = [(HELD[0], HELD[2], "held by a pod"), (FREE[0], FREE[2], "free")] if occupancy else []
     if not occupancy:
         items.append((PLANNED[0], PLANNED[2], "planned partition"))
@@ -146,7 +156,31 @@ def _legend(y: int, occupancy: bool, states: frozenset[str] = frozenset()) -> li
         out.append(f'<rect x="{x}" y="{y}" width="14" height="14" fill="{fill}" stroke="{stroke}"/>')
         out.append(f'<text x="{x + 20}" y="{y + 12}" font-size="12" fill="#333333" {_FONT}>{xml(label)}</text>')
         x += 20 + int(len(label) * _CHAR_W) + 24
-    return out
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64, typed=True)
+def _ruler(slices: int, cell: int) -> tuple[str, ...]:
+    """The ruler: one cell per memory slice, numbered as NVML counts placements."""
+    out: list[str] = []
+    for i in range(slices):
+        x = _MARGIN + i * cell
+        out.append(
+            f'<text x="{x + cell // 2}" y="{_BAR_Y - 8}" text-anchor="middle" font-size="11" fill="#666666" '
+            f"{_FONT}>{i}</text>"
+        )
+        out.append(
+            f'<rect x="{x + 1}" y="{_BAR_Y}" width="{cell - 2}" height="{_BAR_H}" fill="{UNALLOCATED}" '
+            f'stroke="#cccccc"><title>memory slice {i}: unallocated</title></rect>'
+        )
+    return tuple(out)
+
+
+def clear_fragments() -> None:
+    """Forget the memoized fragments (tests: render from scratch to compare with a warm render)."""
+    _partition.cache_clear()
+    _legend.cache_clear()
+    _ruler.cache_clear()
 
 
 def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupancy: bool = True) -> bytes:
@@ -188,17 +222,7 @@ def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupa
         f'<text x="{_MARGIN}" y="26" font-size="16" font-weight="bold" fill="#111111" {_FONT}>{xml(name)}</text>',
         f'<text x="{_MARGIN}" y="46" font-size="12" fill="#444444" {_FONT}>{xml(f"{caption} · {summary}")}</text>',
     ]
-    # the ruler: one cell per memory slice, numbered as NVML counts placements
-    for i in range(slices):
-        x = _MARGIN + i * cell
-        out.append(
-            f'<text x="{x + cell // 2}" y="{_BAR_Y - 8}" text-anchor="middle" font-size="11" fill="#666666" '
-            f"{_FONT}>{i}</text>"
-        )
-        out.append(
-            f'<rect x="{x + 1}" y="{_BAR_Y}" width="{cell - 2}" height="{_BAR_H}" fill="{UNALLOCATED}" '
-            f'stroke="#cccccc"><title>memory slice {i}: unallocated</title></rect>'
-        )
+    out += _ruler(slices, cell)
     if not gpu.mig_enabled:
         whole = SlicePartition(profile="whole GPU", start=0, size=slices, owner="MIG disabled", holder=None)
         title = f"GPU {gpu.index}: MIG disabled, the whole GPU is one device (nvidia.com/gpu)"
