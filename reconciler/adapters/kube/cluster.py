@@ -479,9 +479,7 @@ class KubeCluster:
         remember_parses: bool = True,
     ) -> KubeCluster:
         api_client = TimeoutApiClient(load_kube_config(path, context=context))
-        return cls(
-            api_client, page_size=page_size, request_timeout=request_timeout, remember_parses=remember_parses
-        )
+        return cls(api_client, page_size=page_size, request_timeout=request_timeout, remember_parses=remember_parses)
 
     @classmethod
     def in_cluster(cls, *, page_size: int = DEFAULT_PAGE_SIZE) -> KubeCluster:
