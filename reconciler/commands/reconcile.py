@@ -133,7 +133,10 @@ def _connect(kubeconfig: Path | None, context: str | None) -> Any:
     from reconciler.adapters.kube.cluster import KubeCluster
 
     with failing():
-        return KubeCluster.from_kubeconfig(str(kubeconfig) if kubeconfig else None, context=context)
+        # One cycle, one observation: a parse memo would never be read again (ParseMemo's `keep`).
+        return KubeCluster.from_kubeconfig(
+            str(kubeconfig) if kubeconfig else None, context=context, remember_parses=False
+        )
 
 
 def _emit_json(doc: dict[str, Any]) -> None:

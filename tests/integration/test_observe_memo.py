@@ -52,7 +52,8 @@ def _gpu_pod(name: str, node: str, resource: str) -> dict[str, Any]:
 
 
 def _cold(twin: ClusterTwin, desired: DesiredState, now: Any) -> CycleResult:
-    cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig), page_size=3)
+    # As `reconcile --once` builds it: nothing remembered (the warm adapter keeps its memo).
+    cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig), page_size=3, remember_parses=False)
     try:
         return reconcile_once(desired=desired, cluster=cluster, now=now)
     finally:

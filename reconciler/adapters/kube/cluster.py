@@ -444,6 +444,7 @@ class KubeCluster:
         *,
         page_size: int = DEFAULT_PAGE_SIZE,
         request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
+        remember_parses: bool = True,
     ) -> None:
         self.api_client = api_client
         self.request_timeout = request_timeout
@@ -458,10 +459,14 @@ class KubeCluster:
         # In-sync cycles: a node or pod whose (uid, resourceVersion) the last observation saw is not parsed
         # again (kubeobserve.ParseMemo says why that key is exact). Only the parse of one object is
         # remembered; everything that reads several objects or the clock is computed every cycle.
-        self.node_memo = kubeobserve.ParseMemo(kubeobserve.node_from_json)
+        # `remember_parses=False` (a process that observes once, `reconcile --once`): nothing to reuse, so
+        # nothing is kept.
+        self.node_memo = kubeobserve.ParseMemo(kubeobserve.node_from_json, keep=remember_parses)
         # One observation's equal pod parts kept once (kubeobserve.Shared): a fresh table every observation.
         self.pod_parts = kubeobserve.Shared()
-        self.pod_memo = kubeobserve.ParseMemo(functools.partial(kubeobserve.gpu_pod_from_json, shared=self.pod_parts))
+        self.pod_memo = kubeobserve.ParseMemo(
+            functools.partial(kubeobserve.gpu_pod_from_json, shared=self.pod_parts), keep=remember_parses
+        )
 
     @classmethod
     def from_kubeconfig(
@@ -471,9 +476,10 @@ class KubeCluster:
         context: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
+        remember_parses: bool = True,
     ) -> KubeCluster:
         api_client = TimeoutApiClient(load_kube_config(path, context=context))
-        return cls(api_client, page_size=page_size, request_timeout=request_timeout)
+        return cls(api_client, page_size=page_size, request_timeout=request_timeout, remember_parses=remember_parses)
 
     @classmethod
     def in_cluster(cls, *, page_size: int = DEFAULT_PAGE_SIZE) -> KubeCluster:
