@@ -18,6 +18,7 @@ percent-encoded by `param_serialize` exactly as before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -77,91 +78,62 @@ class RawApi:
 
 
 # Keyword arguments every list method takes (the generated methods' names): limit, _continue, field_selector,
-# label_selector, _preload_content (always raw here) and _request_timeout.
+# label_selector, _preload_content (always raw here) and _request_timeout. A list method differs only by its path,
+# so it is made once here, for a cluster-wide or a namespaced list.
+def _cluster_list(path: str) -> Callable[..., Any]:
+    def list_(
+        self: RawApi,
+        *,
+        limit: int | None = None,
+        _continue: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        _preload_content: bool = False,
+        _request_timeout: Any = None,
+    ) -> Any:
+        return self._list(
+            path,
+            None,
+            limit=limit,
+            cont=_continue,
+            field_selector=field_selector,
+            label_selector=label_selector,
+            request_timeout=_request_timeout,
+        )
+
+    return list_
+
+
+def _namespaced_list(path: str) -> Callable[..., Any]:
+    def list_(
+        self: RawApi,
+        namespace: str,
+        *,
+        limit: int | None = None,
+        _continue: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        _preload_content: bool = False,
+        _request_timeout: Any = None,
+    ) -> Any:
+        return self._list(
+            path,
+            {"namespace": namespace},
+            limit=limit,
+            cont=_continue,
+            field_selector=field_selector,
+            label_selector=label_selector,
+            request_timeout=_request_timeout,
+        )
+
+    return list_
 
 
 class CoreV1(RawApi):
-    def list_node(
-        self,
-        *,
-        limit: int | None = None,
-        _continue: str | None = None,
-        field_selector: str | None = None,
-        label_selector: str | None = None,
-        _preload_content: bool = False,
-        _request_timeout: Any = None,
-    ) -> Any:
-        return self._list(
-            "/api/v1/nodes",
-            None,
-            limit=limit,
-            cont=_continue,
-            field_selector=field_selector,
-            label_selector=label_selector,
-            request_timeout=_request_timeout,
-        )
-
-    def list_pod_for_all_namespaces(
-        self,
-        *,
-        limit: int | None = None,
-        _continue: str | None = None,
-        field_selector: str | None = None,
-        label_selector: str | None = None,
-        _preload_content: bool = False,
-        _request_timeout: Any = None,
-    ) -> Any:
-        return self._list(
-            "/api/v1/pods",
-            None,
-            limit=limit,
-            cont=_continue,
-            field_selector=field_selector,
-            label_selector=label_selector,
-            request_timeout=_request_timeout,
-        )
-
-    def list_namespaced_pod(
-        self,
-        namespace: str,
-        *,
-        limit: int | None = None,
-        _continue: str | None = None,
-        field_selector: str | None = None,
-        label_selector: str | None = None,
-        _preload_content: bool = False,
-        _request_timeout: Any = None,
-    ) -> Any:
-        return self._list(
-            "/api/v1/namespaces/{namespace}/pods",
-            {"namespace": namespace},
-            limit=limit,
-            cont=_continue,
-            field_selector=field_selector,
-            label_selector=label_selector,
-            request_timeout=_request_timeout,
-        )
-
-    def list_namespaced_config_map(
-        self,
-        namespace: str,
-        *,
-        limit: int | None = None,
-        _continue: str | None = None,
-        field_selector: str | None = None,
-        label_selector: str | None = None,
-        _preload_content: bool = False,
-        _request_timeout: Any = None,
-    ) -> Any:
-        return self._list(
-            "/api/v1/namespaces/{namespace}/configmaps",
-            {"namespace": namespace},
-            limit=limit,
-            cont=_continue,
-            field_selector=field_selector,
-            label_selector=label_selector,
-            request_timeout=_request_timeout,
-        )
+    list_node = _cluster_list("/api/v1/nodes")
+    list_pod_for_all_namespaces = _cluster_list("/api/v1/pods")
+    list_namespaced_pod = _namespaced_list("/api/v1/namespaces/{namespace}/pods")
+    list_namespaced_config_map = _namespaced_list("/api/v1/namespaces/{namespace}/configmaps")
 
     def read_namespaced_pod_log(
         self,
@@ -285,46 +257,8 @@ class CoreV1(RawApi):
 
 
 class AppsV1(RawApi):
-    def list_namespaced_daemon_set(
-        self,
-        namespace: str,
-        *,
-        limit: int | None = None,
-        _continue: str | None = None,
-        field_selector: str | None = None,
-        label_selector: str | None = None,
-        _preload_content: bool = False,
-        _request_timeout: Any = None,
-    ) -> Any:
-        return self._list(
-            "/apis/apps/v1/namespaces/{namespace}/daemonsets",
-            {"namespace": namespace},
-            limit=limit,
-            cont=_continue,
-            field_selector=field_selector,
-            label_selector=label_selector,
-            request_timeout=_request_timeout,
-        )
-
-    def list_daemon_set_for_all_namespaces(
-        self,
-        *,
-        limit: int | None = None,
-        _continue: str | None = None,
-        field_selector: str | None = None,
-        label_selector: str | None = None,
-        _preload_content: bool = False,
-        _request_timeout: Any = None,
-    ) -> Any:
-        return self._list(
-            "/apis/apps/v1/daemonsets",
-            None,
-            limit=limit,
-            cont=_continue,
-            field_selector=field_selector,
-            label_selector=label_selector,
-            request_timeout=_request_timeout,
-        )
+    list_namespaced_daemon_set = _namespaced_list("/apis/apps/v1/namespaces/{namespace}/daemonsets")
+    list_daemon_set_for_all_namespaces = _cluster_list("/apis/apps/v1/daemonsets")
 
     def patch_namespaced_daemon_set(
         self,
@@ -399,87 +333,13 @@ class CustomObjects(RawApi):
 
 
 class PolicyV1(RawApi):
-    def list_pod_disruption_budget_for_all_namespaces(
-        self,
-        *,
-        limit: int | None = None,
-        _continue: str | None = None,
-        field_selector: str | None = None,
-        label_selector: str | None = None,
-        _preload_content: bool = False,
-        _request_timeout: Any = None,
-    ) -> Any:
-        return self._list(
-            "/apis/policy/v1/poddisruptionbudgets",
-            None,
-            limit=limit,
-            cont=_continue,
-            field_selector=field_selector,
-            label_selector=label_selector,
-            request_timeout=_request_timeout,
-        )
+    list_pod_disruption_budget_for_all_namespaces = _cluster_list("/apis/policy/v1/poddisruptionbudgets")
 
 
 class ResourceV1(RawApi):
-    def list_resource_claim_for_all_namespaces(
-        self,
-        *,
-        limit: int | None = None,
-        _continue: str | None = None,
-        field_selector: str | None = None,
-        label_selector: str | None = None,
-        _preload_content: bool = False,
-        _request_timeout: Any = None,
-    ) -> Any:
-        return self._list(
-            "/apis/resource.k8s.io/v1/resourceclaims",
-            None,
-            limit=limit,
-            cont=_continue,
-            field_selector=field_selector,
-            label_selector=label_selector,
-            request_timeout=_request_timeout,
-        )
-
-    def list_resource_slice(
-        self,
-        *,
-        limit: int | None = None,
-        _continue: str | None = None,
-        field_selector: str | None = None,
-        label_selector: str | None = None,
-        _preload_content: bool = False,
-        _request_timeout: Any = None,
-    ) -> Any:
-        return self._list(
-            "/apis/resource.k8s.io/v1/resourceslices",
-            None,
-            limit=limit,
-            cont=_continue,
-            field_selector=field_selector,
-            label_selector=label_selector,
-            request_timeout=_request_timeout,
-        )
-
-    def list_device_class(
-        self,
-        *,
-        limit: int | None = None,
-        _continue: str | None = None,
-        field_selector: str | None = None,
-        label_selector: str | None = None,
-        _preload_content: bool = False,
-        _request_timeout: Any = None,
-    ) -> Any:
-        return self._list(
-            "/apis/resource.k8s.io/v1/deviceclasses",
-            None,
-            limit=limit,
-            cont=_continue,
-            field_selector=field_selector,
-            label_selector=label_selector,
-            request_timeout=_request_timeout,
-        )
+    list_resource_claim_for_all_namespaces = _cluster_list("/apis/resource.k8s.io/v1/resourceclaims")
+    list_resource_slice = _cluster_list("/apis/resource.k8s.io/v1/resourceslices")
+    list_device_class = _cluster_list("/apis/resource.k8s.io/v1/deviceclasses")
 
     def create_device_class(
         self,
