@@ -10,7 +10,9 @@ process. Ready means what a user waits for: FILE exists (the command writes it a
 answers) and a LIST of nodes through the official kubernetes client with that kubeconfig returns every node.
 Printed: seconds from process start to ready, the process's peak RSS (VmHWM) and its threads, the highest thread
 count sampled every 50 ms until ready and the count once ready (`/proc/PID/status` Threads, as `ps -o nlwp`).
-Then the process is sent SIGTERM and must exit 0. Targets (issue 29 item 4): ready within 60 s at 5,000 nodes on
+Then the process is sent SIGTERM and must exit 0. Floor, measured in the same run on the same inventory: `migplan
+validate DIR` as a process (reading and checking the fleet the twin is built from); the ratio is ready / floor.
+Targets (issue 29 item 4): ready within 60 s at 5,000 nodes on
 a 2-core machine, threads bounded (not growing with the number of nodes).
 """
 
@@ -51,6 +53,7 @@ def _list_nodes(kubeconfig: Path) -> int:
 
 
 def measure(nodes: int, dra: str | None, timeout: float, source: Path | None = None) -> dict[str, float]:
+    from commands import timed_process  # the whole-process timer of benchmarks/commands.py (wait4: wall, peak RSS)
     from validate import generate
 
     with tempfile.TemporaryDirectory(prefix="migplan-twin-ready-") as tmp:
@@ -95,7 +98,10 @@ def measure(nodes: int, dra: str | None, timeout: float, source: Path | None = N
             log.close()
         if rc != 0:
             raise SystemExit(f"migplan twin exited {rc} on SIGTERM")
+        floor_s, floor_mb, _, _ = timed_process([*argv[: argv.index("twin")], "validate", str(inventory), "-o", "json"])
         return {
+            "floor_s": floor_s,
+            "floor_mb": floor_mb,
             "nodes": listed,
             "ready_s": ready,
             "peak_rss_mb": peak_rss,
@@ -116,7 +122,9 @@ def main() -> int:
         r = measure(size, args.dra, args.timeout, args.source)
         print(
             f"{size:>6} nodes: ready {r['ready_s']:.1f} s ({int(r['nodes'])} nodes listed), peak RSS "
-            f"{r['peak_rss_mb']:.0f} MB, threads {int(r['threads'])} once ready (peak {int(r['peak_threads'])})",
+            f"{r['peak_rss_mb']:.0f} MB, threads {int(r['threads'])} once ready (peak {int(r['peak_threads'])}); "
+            f"floor (validate, same inventory) {r['floor_s']:.1f} s, {r['floor_mb']:.0f} MB -> "
+            f"{r['ready_s'] / r['floor_s']:.1f}x",
             flush=True,
         )
     return 0
