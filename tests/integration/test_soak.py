@@ -389,15 +389,17 @@ def test_soak(tmp_path: Path) -> None:
         (ts(line), line)
         for path in logs.values()
         for line in log_lines(path)
-        if line.get("message") == "cycle finished" and line.get("result") in ("success", "drift") and line.get("report")
-    )  # the cycles that handed a report to Git (the leader's)
+        if line.get("message") == "cycle finished" and line.get("report")
+    )  # the cycles that handed a report to Git (the leader's), whatever their result: a cycle that failed a step
+    # (an API timeout on a loaded machine) still commits its report, and the next one finds the branch up to date
     status_delays: list[int] = []
     waiting_since: int | None = None
     previous: list[str] | None = None
     for i, (_, line) in enumerate(finished):
         if previous is not None and line.get("codes") != previous:
             waiting_since = i if waiting_since is None else waiting_since
-        if waiting_since is not None and line.get("report") == "committed":
+        if waiting_since is not None and line.get("report") in ("committed", "queued"):
+            # queued: committed locally, the push refused or unreachable; the outbox pushes it before anything newer
             status_delays.append(i - waiting_since)
             waiting_since = None
         previous = line.get("codes")
@@ -443,7 +445,8 @@ def test_soak(tmp_path: Path) -> None:
         print(f"    {row}")
     assert len(drifts) == 6 and all(r["reported_s"] >= 0 for r in drifts)
     assert churned[0] > 60 and held_cycles > 0, figures
-    assert len(status_delays) >= 6 and max(status_delays) == 0, status_delays
+    cadence = [(line.get("result"), line.get("report"), line.get("codes")) for _, line in finished]
+    assert len(status_delays) >= 6 and max(status_delays) == 0, (status_delays, cadence)
     # occupancy churn alone would commit every cycle; coalesced, the commits (status changes included) stay
     # well under one per cycle, and never two within an interval unless the findings changed in between
     assert churn_commits <= churn_s / MIN_INTERVAL_S + 2 * len(status_delays) + 2, (churn_commits, churn_s)
