@@ -65,7 +65,8 @@ class RebootTally:
     """Feed it every listed pod (`add`); `by_node()` is what ObservedState.node_pods carries.
 
     `add` runs for every pod of the cluster each cycle, so it asks the least it can: plain dict checks (the API's
-    JSON decodes to dicts; anything else is not a pod) and one tuple per named pod."""
+    JSON decodes to dicts; anything else is not a pod) and one tuple per named pod. The checks are isinstance, not
+    `type(...) is dict`, so a dict subclass that records the keys read (test_pruned_pages_twin.py) is read alike."""
 
     def __init__(self) -> None:
         self._all: dict[str, _Capped] = {}
@@ -74,25 +75,25 @@ class RebootTally:
     def add(self, obj: Mapping[str, Any]) -> None:
         spec = obj.get("spec")
         meta = obj.get("metadata")
-        if type(spec) is not dict or type(meta) is not dict:
+        if not isinstance(spec, dict) or not isinstance(meta, dict):
             return
         node = spec.get("nodeName")
         if type(node) is not str or not 0 < len(node) <= _MAX_NAME:
             return  # not bound: a reboot of no node ends it
         status = obj.get("status")
-        phase = status.get("phase") if type(status) is dict else None
+        phase = status.get("phase") if isinstance(status, dict) else None
         if phase in _FINISHED:
             return
         annotations = meta.get("annotations")
-        if annotations and type(annotations) is dict and MIRROR_POD_ANNOTATION in annotations:
+        if annotations and isinstance(annotations, dict) and MIRROR_POD_ANNOTATION in annotations:
             return
         # The controlling owner's kind (the first reference with controller: true), else the first owner's, as the
         # kube adapter's controller_of reads them.
         owner_kind, controlled = "", False
         refs = meta.get("ownerReferences")
-        if refs and type(refs) is list:
-            first = next((r for r in refs if type(r) is dict), None)
-            ref = next((r for r in refs if type(r) is dict and r.get("controller") is True), first)
+        if refs and isinstance(refs, list):
+            first = next((r for r in refs if isinstance(r, dict)), None)
+            ref = next((r for r in refs if isinstance(r, dict) and r.get("controller") is True), first)
             if ref is not None:
                 kind = ref.get("kind")
                 owner_kind, controlled = (kind if type(kind) is str else ""), ref.get("controller") is True
@@ -143,7 +144,7 @@ def _light_pod(entry: _Entry, node: str) -> ObservedPod:
     key, raw_labels, owner_kind, controlled, phase, terminating = entry
     namespace, _, name = key.partition("/")
     labels = (
-        {k: v for k, v in raw_labels.items() if type(k) is str and type(v) is str} if type(raw_labels) is dict else {}
+        {k: v for k, v in raw_labels.items() if type(k) is str and type(v) is str} if isinstance(raw_labels, dict) else {}
     )
     return ObservedPod(
         namespace=namespace,
