@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import msgspec
 from msgspec import inspect
 
 Path = tuple[str, ...]
@@ -111,7 +110,7 @@ def _strip(t: inspect.Type) -> list[inspect.Type]:
     return [b for b in branches if not isinstance(b, inspect.NoneType)]
 
 
-def dropped(path: Path, struct: type[msgspec.Struct]) -> str | None:
+def dropped(path: Path, struct: Any) -> str | None:
     """None when the shape keeps everything `path` reads, else where it stops keeping it."""
     t: inspect.Type = inspect.type_info(struct)
     for i, key in enumerate(path):
@@ -124,7 +123,7 @@ def dropped(path: Path, struct: type[msgspec.Struct]) -> str | None:
                 return f"{where}: a list read as {key!r}"
             t = t.item_type
             continue
-        assert isinstance(t, inspect.StructType), t
+        assert isinstance(t, inspect.StructType | inspect.TypedDictType), t
         if key == WHOLE:
             return f"{where}: every key of an object the shape prunes"
         fields = {f.encode_name: f for f in t.fields}
@@ -134,7 +133,7 @@ def dropped(path: Path, struct: type[msgspec.Struct]) -> str | None:
     return None
 
 
-def project(obj: Any, struct: type[msgspec.Struct]) -> Any:
+def project(obj: Any, struct: Any) -> Any:
     """`obj` cut down to what the shape keeps, as the typed decode must give it (a value that does not fit the
     shape is left as it is: the typed decode refuses such a page, and the full one is used)."""
     return _project(obj, inspect.type_info(struct))
@@ -146,6 +145,6 @@ def _project(obj: Any, t: inspect.Type) -> Any:
             return obj
         if isinstance(b, inspect.ListType) and type(obj) is list:
             return [_project(v, b.item_type) for v in obj]
-        if isinstance(b, inspect.StructType) and type(obj) is dict:
+        if isinstance(b, inspect.StructType | inspect.TypedDictType) and type(obj) is dict:
             return {f.encode_name: _project(obj[f.encode_name], f.type) for f in b.fields if f.encode_name in obj}
     return obj

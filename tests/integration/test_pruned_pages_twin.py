@@ -63,7 +63,12 @@ PODS = [
     _pod("leaving", node="cpu-01", meta={"ownerReferences": RS}),  # a node without the twin's kubelet
     _pod("static-gpu", meta={"annotations": {MIRROR_POD_ANNOTATION: "abc", "other": "x"}}),
     _pod("done", status={"phase": "Succeeded"}),
-    _pod("exporter-x", namespace="monitoring", meta={"ownerReferences": DS}, spec={"containers": [{"name": "e", "image": "e:1"}]}),
+    _pod(
+        "exporter-x",
+        namespace="monitoring",
+        meta={"ownerReferences": DS},
+        spec={"containers": [{"name": "e", "image": "e:1"}]},
+    ),
     _pod(
         "claimer",
         spec={
@@ -75,7 +80,9 @@ PODS = [
         },
     ),
     _pod("pending-gpu", node=None),
-    _pod("chatty", meta={"annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{" + "x" * 20_000 + "}"}}),
+    _pod(
+        "chatty", meta={"annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{" + "x" * 20_000 + "}"}}
+    ),
 ]
 
 

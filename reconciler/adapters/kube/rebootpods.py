@@ -144,7 +144,9 @@ def _light_pod(entry: _Entry, node: str) -> ObservedPod:
     key, raw_labels, owner_kind, controlled, phase, terminating = entry
     namespace, _, name = key.partition("/")
     labels = (
-        {k: v for k, v in raw_labels.items() if type(k) is str and type(v) is str} if isinstance(raw_labels, dict) else {}
+        {k: v for k, v in raw_labels.items() if type(k) is str and type(v) is str}
+        if isinstance(raw_labels, dict)
+        else {}
     )
     return ObservedPod(
         namespace=namespace,

@@ -181,7 +181,7 @@ def _struct_paths(struct: type[Any]) -> list[tuple[str, ...]]:
 
     def walk(t: inspect.Type, path: tuple[str, ...]) -> None:
         for b in t.types if isinstance(t, inspect.UnionType) else (t,):
-            if isinstance(b, inspect.StructType):
+            if isinstance(b, inspect.StructType | inspect.TypedDictType):
                 if path:
                     out.append(path)
                 for f in b.fields:
