@@ -167,11 +167,12 @@ def _typed_safe(data: bytes) -> bool:
     flat = data.translate(_FLAT)
     if flat.find(_LONG_DIGITS) >= 0:
         return False
-    at = flat.find(b"0e")
-    while at >= 0:  # a digit then `e`: a few per hex digest, a number's exponent only where _EXPONENT matches
-        if _EXPONENT.match(flat, at):
-            return False
-        at = flat.find(b"0e", at + 2)
+    for needle in (b"e000", b"e+000"):  # `e` and three digits: a few per hex uid or digest, a number's exponent
+        at = flat.find(needle)  # only where _EXPONENT matches (a digit before, the number's end after)
+        while at >= 0:
+            if at > 0 and _EXPONENT.match(flat, at - 1):
+                return False
+            at = flat.find(needle, at + 1)
     return True
 
 
