@@ -4,8 +4,8 @@
 `.get`/`[]`/`in` note the key (absent or not), iterating, `len`, `.items()`/`.keys()`/`.values()` and copying note
 the whole mapping ("*"); list items are "[]". Truthiness (`x or {}`) notes nothing: a pruned object is falsy only
 when every key it had is dropped, and the consumers then read `{}` through the same `or {}` as for a missing one.
-`dropped(path, struct)` says whether a shape loses that path; `project(obj, struct)` is the full object cut down to
-what the shape keeps (the typed decode must equal it exactly).
+`dropped(path, kind)` says whether the shape of a kind (shapes.Pod, shapes.Node) loses that path; `project(obj,
+kind)` is the full object cut down to what the shape keeps (the typed decode must equal it exactly).
 """
 
 from __future__ import annotations
@@ -110,9 +110,9 @@ def _strip(t: inspect.Type) -> list[inspect.Type]:
     return [b for b in branches if not isinstance(b, inspect.NoneType)]
 
 
-def dropped(path: Path, struct: Any) -> str | None:
+def dropped(path: Path, kind: Any) -> str | None:
     """None when the shape keeps everything `path` reads, else where it stops keeping it."""
-    t: inspect.Type = inspect.type_info(struct)
+    t: inspect.Type = inspect.type_info(kind)
     for i, key in enumerate(path):
         (t,) = _strip(t)
         if isinstance(t, inspect.AnyType):
@@ -133,10 +133,10 @@ def dropped(path: Path, struct: Any) -> str | None:
     return None
 
 
-def project(obj: Any, struct: Any) -> Any:
+def project(obj: Any, kind: Any) -> Any:
     """`obj` cut down to what the shape keeps, as the typed decode must give it (a value that does not fit the
     shape is left as it is: the typed decode refuses such a page, and the full one is used)."""
-    return _project(obj, inspect.type_info(struct))
+    return _project(obj, inspect.type_info(kind))
 
 
 def _project(obj: Any, t: inspect.Type) -> Any:

@@ -189,9 +189,9 @@ def test_every_field_the_consumers_read_is_one_the_shapes_keep(twin: ClusterTwin
     assert ("spec", "containers", "[]", "resources", "limits") in pod_log
     lost = {
         p: where
-        for log, struct in ((node_log, shapes.Node), (pod_log, shapes.Pod))
+        for log, kind in ((node_log, shapes.Node), (pod_log, shapes.Pod))
         for p in log
-        if (where := pagerecorder.dropped(p, struct)) is not None
+        if (where := pagerecorder.dropped(p, kind)) is not None
     }
     assert not lost
 
@@ -199,7 +199,7 @@ def test_every_field_the_consumers_read_is_one_the_shapes_keep(twin: ClusterTwin
 def test_the_twins_pages_decode_to_the_full_objects_cut_to_the_shapes(twin: ClusterTwin) -> None:
     cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
     try:
-        for fn, shape, struct in (
+        for fn, shape, kind in (
             (cluster.core.list_node, shapes.NODES, shapes.Node),
             (cluster.core.list_pod_for_all_namespaces, shapes.PODS, shapes.Pod),
         ):
@@ -207,7 +207,7 @@ def test_the_twins_pages_decode_to_the_full_objects_cut_to_the_shapes(twin: Clus
             full, cont = kc.read_list_page(data, "list")
             pruned, pruned_cont = kc.read_list_page(data, "list", shape)
             assert cont is None and pruned_cont is None
-            assert pruned == [pagerecorder.project(item, struct) for item in full]
+            assert pruned == [pagerecorder.project(item, kind) for item in full]
             assert len(orjson.dumps(pruned)) < len(data) / 2  # most of a page is what migplan never reads
     finally:
         cluster.close()

@@ -6,7 +6,8 @@ parses the raw JSON). Contract:
   pods in all namespaces, and the ClusterPolicy / DaemonSet / ConfigMaps by `metadata.name` field
   selector. No GET per node. Requests go out raw through the one ApiClient (rawapi.py: the generated API
   classes cost a second of imports per process); each page is read by read_list_page (checked: a garbled
-  answer is MP554, never a crash), and the next page is asked for while this one is decoded
+  answer is MP554, never a crash; node and pod pages typed and pruned to the fields migplan reads, shapes.py),
+  and the next page is asked for while this one is decoded
   (continue_hint). A device-plugin pod's log is read only when that pod is not Ready (at most
   `max_log_reads` per cycle), a mig-manager pod's log only when its node's state is `failed`.
 - apply() turns one Change into one write with field manager "migplan": ConfigMap create or JSON

@@ -1,5 +1,5 @@
 """Hostile node and pod LIST pages read with a shape (kube/shapes.py) give what the full decode gives: the same
-items cut to the shape, the same observation, or the same error. Wrong types at every Struct level, nulls, huge
+items cut to the shape, the same observation, or the same error. Wrong types at every typed level, nulls, huge
 strings, non-object items, duplicate keys, numbers and bytes two JSON parsers could read differently."""
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def _observe_nodes(items: list[dict[str, Any]]) -> Any:
     return [kubeobserve.node_from_json(item) for item in items]
 
 
-def _same(data: bytes, shape: shapes.PageShape, struct: type[Any], observe: Callable[[list[Any]], Any]) -> None:
+def _same(data: bytes, shape: shapes.PageShape, kind: type[Any], observe: Callable[[list[Any]], Any]) -> None:
     """The page read with the shape and in full: equal items once cut to the shape (or the full items, where the
     typed decode refused the page), equal observations, or the same error (type and message)."""
     full = _outcome(lambda: kc.read_list_page(data, "list x"))
@@ -139,7 +139,7 @@ def _same(data: bytes, shape: shapes.PageShape, struct: type[Any], observe: Call
     if shapes.decode_page(data, shape) is None:  # the typed decode refused it: the page was read in full
         assert pruned_items == items
     else:
-        assert pruned_items == [pagerecorder.project(i, struct) for i in items]
+        assert pruned_items == [pagerecorder.project(i, kind) for i in items]
     assert _outcome(lambda: observe(pruned_items)) == _outcome(lambda: observe(items))
 
 
@@ -173,8 +173,9 @@ def test_the_mirror_annotation_is_kept() -> None:
     _same(_pods(pod), shapes.PODS, shapes.Pod, _observe_pods)
 
 
-def _struct_paths(struct: type[Any]) -> list[tuple[str, ...]]:
-    """Every path of the shape where it has a Struct or a list of them (where a wrong type fails the typed decode)."""
+def _typed_paths(kind: type[Any]) -> list[tuple[str, ...]]:
+    """Every path of the shape where it has a typed object or a list of them (a wrong type there fails the typed
+    decode)."""
     from msgspec import inspect
 
     out: list[tuple[str, ...]] = []
@@ -190,7 +191,7 @@ def _struct_paths(struct: type[Any]) -> list[tuple[str, ...]]:
                 out.append(path)
                 walk(b.item_type, (*path, "0"))
 
-    walk(inspect.type_info(struct), ())
+    walk(inspect.type_info(kind), ())
     return out
 
 
@@ -209,26 +210,26 @@ def _set(obj: Any, path: tuple[str, ...], value: Any) -> Any:
 
 
 WRONG = [None, "x", 5, 1.5, True, [], [1], {}, {"a": None}]
-POD_PATHS = _struct_paths(shapes.Pod)
-NODE_PATHS = _struct_paths(shapes.Node)
+POD_PATHS = _typed_paths(shapes.Pod)
+NODE_PATHS = _typed_paths(shapes.Node)
 
 
-def test_the_struct_levels_are_the_ones_expected() -> None:
-    """The parametrisations below cover every Struct level (a new Struct in a shape adds its cases by itself)."""
+def test_the_typed_levels_are_the_ones_expected() -> None:
+    """The parametrisations below cover every typed level (a new typed object in a shape adds its cases by itself)."""
     assert ("spec", "containers", "0") in POD_PATHS and ("metadata", "annotations") in POD_PATHS
     assert ("metadata", "managedFields", "0", "fieldsV1") in NODE_PATHS
 
 
 @pytest.mark.parametrize("path", POD_PATHS, ids=".".join)
 @pytest.mark.parametrize("value", WRONG, ids=repr)
-def test_a_wrong_type_at_a_pod_struct_level_reads_as_the_full_decode(path: tuple[str, ...], value: Any) -> None:
+def test_a_wrong_type_at_a_pod_typed_level_reads_as_the_full_decode(path: tuple[str, ...], value: Any) -> None:
     for base in (POD, MIG_MANAGER, DEVICE_PLUGIN):
         _same(_pods(_set(base, path, value), POD), shapes.PODS, shapes.Pod, _observe_pods)
 
 
 @pytest.mark.parametrize("path", NODE_PATHS, ids=".".join)
 @pytest.mark.parametrize("value", WRONG, ids=repr)
-def test_a_wrong_type_at_a_node_struct_level_reads_as_the_full_decode(path: tuple[str, ...], value: Any) -> None:
+def test_a_wrong_type_at_a_node_typed_level_reads_as_the_full_decode(path: tuple[str, ...], value: Any) -> None:
     _same(_page([_set(NODE, path, value), NODE]), shapes.NODES, shapes.Node, _observe_nodes)
 
 
@@ -237,7 +238,7 @@ def test_a_wrong_type_at_a_node_struct_level_reads_as_the_full_decode(path: tupl
     [None, "x" * 1_000_000, -(2**63), 2**64 - 1, 1e300, [[[[]]]], {"k": {"k": [None]}}, "\u0000", "é😀"],
     ids=lambda v: repr(v)[:20],
 )
-def test_any_value_below_the_struct_levels_reaches_the_consumers_as_sent(value: Any) -> None:
+def test_any_value_below_the_typed_levels_reaches_the_consumers_as_sent(value: Any) -> None:
     for path in (
         ("metadata", "name"),
         ("metadata", "labels"),
@@ -336,3 +337,32 @@ def test_decode_page_says_none_rather_than_guess() -> None:
     assert shapes.decode_page(b'{"items": [{"x": 1e999}]}', shapes.PODS) is None
     assert shapes.decode_page(b'{"items": [{"x": "\xff"}]}', shapes.PODS) is None
     assert shapes.decode_page(b'{"items": [{"x": 1}]}', shapes.PODS) == {"items": [{}]}
+
+
+def test_every_field_the_consumers_read_of_these_objects_is_kept() -> None:
+    """The recorder of tests/integration/test_pruned_pages_twin.py on objects the twin does not make: a Ready
+    device-plugin pod (its Ready time is read), a mirror pod, a pod being deleted, a pod without a controller."""
+    ready = _set(
+        DEVICE_PLUGIN,
+        ("status", "conditions"),
+        [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    )
+    mirror = _set(POD, ("metadata", "annotations"), {MIRROR_POD_ANNOTATION: "h"})
+    deleting = _set(POD, ("metadata", "deletionTimestamp"), "2026-01-01T00:00:00Z")
+    bare = _set(POD, ("metadata", "ownerReferences"), [])
+    pod_log: set[pagerecorder.Path] = set()
+    node_log: set[pagerecorder.Path] = set()
+    _observe_pods(
+        [pagerecorder.record(p, pod_log) for p in (POD, MIG_MANAGER, DEVICE_PLUGIN, ready, mirror, deleting, bare)]
+    )
+    _observe_nodes([pagerecorder.record(NODE, node_log)])
+    assert ("status", "conditions", "[]", "lastTransitionTime") in pod_log
+    assert ("spec", "volumes", "[]", "configMap", "name") in pod_log
+    assert ("spec", "taints", "[]", "effect") in node_log
+    lost = {
+        p: where
+        for log, shape in ((node_log, shapes.Node), (pod_log, shapes.Pod))
+        for p in log
+        if (where := pagerecorder.dropped(p, shape)) is not None
+    }
+    assert not lost
