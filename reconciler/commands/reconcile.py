@@ -278,9 +278,12 @@ def command(
     if desired is None:
         _refuse(diagnostics, output, inventory)
         return
+    from reconciler.commands import gcpause
+
     cluster = _connect(kubeconfig, context)
     try:
-        with cycle_deadline(deadline):
+        # The collector paused for the cycle, as for a --repo cycle (_from_repo says why).
+        with cycle_deadline(deadline), gcpause.paused():
             result = reconcile_once(desired=desired, cluster=cluster, dry_run=dry_run)
     finally:
         cluster.close()

@@ -1,5 +1,6 @@
-"""`migplan reconcile --once --repo` runs its cycle with the cycle collector paused (reconciler/commands/gcpause.py),
-as `migplan run` does per cycle, and gives it back as it found it, whatever the cycle did."""
+"""`migplan reconcile --once` (--repo or a local inventory) runs its cycle with the cycle collector paused
+(reconciler/commands/gcpause.py), as `migplan run` does per cycle, and gives it back as it found it, whatever the cycle
+did."""
 
 from __future__ import annotations
 
@@ -57,3 +58,43 @@ def test_a_collector_someone_turned_off_stays_off(tmp_path: Path, monkeypatch: p
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+class _Cluster:
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_local_inventory_cycle_runs_with_the_collector_paused_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[bool] = []
+    cluster = _Cluster()
+
+    def cycle(**kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        raise _Stop
+
+    monkeypatch.setattr(reconcile, "load_desired", lambda inventory: (object(), ()))
+    monkeypatch.setattr(reconcile, "_connect", lambda kubeconfig, context: cluster)
+    monkeypatch.setattr(reconcile, "reconcile_once", cycle)
+    assert reconcile.command.callback is not None
+    with pytest.raises(_Stop):
+        reconcile.command.callback(
+            once=True,
+            kubeconfig=None,
+            context=None,
+            inventory=tmp_path,
+            repo=None,
+            branch="main",
+            root="",
+            cache_dir=None,
+            dry_run=False,
+            deadline=10.0,
+            lock_timeout=1.0,
+            output="json",
+        )
+    assert seen == [False]
+    assert gc.isenabled() and cluster.closed
