@@ -12,6 +12,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 
 from reconciler.model.dra import DraDriverConfig, GpuClusterState, NodeDra, ObservedClaim, ObservedDeviceClass
 from reconciler.model.nodeobservation import NodeObservation
@@ -220,10 +221,17 @@ class ObservedPod:
     # The ResourceClaims it uses ("<namespace>/<name>", sorted): a DRA pod holds its devices through them, with
     # no extended-resource request, so only the node observer (or the claims) can say what it holds.
     claims: tuple[str, ...] = ()
+    # `key`, made on first use and kept (drift, occupancy and the planner ask it of every pod many times over); not
+    # part of the value: no repr, no comparison, no hash, not an argument.
+    _key: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        key = self._key
+        if key is None:
+            key = f"{self.namespace}/{self.name}"
+            object.__setattr__(self, "_key", key)
+        return key
 
     @property
     def active(self) -> bool:
@@ -235,12 +243,37 @@ class ObservedPod:
         return self.node is not None and self.active
 
     def requested(self) -> Mapping[str, int]:
-        """GPU/MIG resources over all containers (init containers excluded: they run before)."""
-        total: dict[str, int] = {}
-        for c in self.containers:
-            for k, v in c.effective.items():
-                total[k] = total.get(k, 0) + v
-        return total
+        """GPU/MIG resources over all containers (init containers excluded: they run before). Read-only."""
+        return requested_by(self.containers)
+
+
+def _requested(containers: tuple[ContainerResources, ...]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for c in containers:
+        for k, v in c.effective.items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+# A fleet's pods share a few container tuples (the kube adapter keeps one object per distinct value,
+# kubeobserve.Shared), and drift, occupancy and the planner ask every pod what it requests: the sum is made once
+# per tuple, remembered by the tuple's identity. Each entry keeps its tuple alive, so an id cannot be reused while
+# it is remembered; bounded (cleared when full), so tuples of older observations cost at most that. The values are
+# read-only views: a caller cannot change what another pod is said to request.
+_REQUESTED: dict[int, tuple[tuple[ContainerResources, ...], Mapping[str, int]]] = {}
+_REQUESTED_LIMIT = 1 << 12
+
+
+def requested_by(containers: tuple[ContainerResources, ...]) -> Mapping[str, int]:
+    """The GPU/MIG resources a pod with these containers requests (see ObservedPod.requested), read-only."""
+    hit = _REQUESTED.get(id(containers))
+    if hit is not None and hit[0] is containers:
+        return hit[1]
+    value: Mapping[str, int] = MappingProxyType(_requested(containers))
+    if len(_REQUESTED) >= _REQUESTED_LIMIT:
+        _REQUESTED.clear()
+    _REQUESTED[id(containers)] = (containers, value)
+    return value
 
 
 # How many of the pods a reboot ends are named per node (the count is always whole): enough to act on and to

@@ -92,8 +92,11 @@ class RebootTally:
         owner_kind, controlled = "", False
         refs = meta.get("ownerReferences")
         if refs and isinstance(refs, list):
-            first = next((r for r in refs if isinstance(r, dict)), None)
-            ref = next((r for r in refs if isinstance(r, dict) and r.get("controller") is True), first)
+            if len(refs) == 1:  # the common shape, one owner: it is both the first and the controlling one
+                ref = refs[0] if isinstance(refs[0], dict) else None
+            else:
+                first = next((r for r in refs if isinstance(r, dict)), None)
+                ref = next((r for r in refs if isinstance(r, dict) and r.get("controller") is True), first)
             if ref is not None:
                 kind = ref.get("kind")
                 owner_kind, controlled = (kind if type(kind) is str else ""), ref.get("controller") is True
@@ -105,18 +108,21 @@ class RebootTally:
         if not (0 < len(namespace) <= _MAX_NAME and 0 < len(name) <= _MAX_NAME):
             return
         key = f"{namespace}/{name}"
-        tallies = [self._all.get(node) or self._all.setdefault(node, _Capped())]
-        if not controlled:  # no controlling owner: drain refuses it without --force
-            tallies.append(self._bare.get(node) or self._bare.setdefault(node, _Capped()))
         entry: _Entry | None = None
-        for tally in tallies:
-            tally.count += 1
-            if tally.wants(key):
-                if entry is None:
-                    terminating = bool(meta.get("deletionTimestamp"))
-                    labels = meta.get("labels")
-                    entry = (key, labels, sys.intern(owner_kind), controlled, phase, terminating)
-                tally.add(entry)
+        tally = self._all.get(node)
+        if tally is None:
+            tally = self._all[node] = _Capped()
+        tally.count += 1
+        if tally.wants(key):
+            entry = _entry(key, meta, owner_kind, controlled, phase)
+            tally.add(entry)
+        if not controlled:  # no controlling owner: drain refuses it without --force
+            bare = self._bare.get(node)
+            if bare is None:
+                bare = self._bare[node] = _Capped()
+            bare.count += 1
+            if bare.wants(key):
+                bare.add(entry if entry is not None else _entry(key, meta, owner_kind, controlled, phase))
 
     def by_node(self) -> dict[str, NodePods]:
         out: dict[str, NodePods] = {}
@@ -136,6 +142,11 @@ class RebootTally:
         self, node: str, named: tuple[_Entry, ...], refused: tuple[_Entry, ...]
     ) -> tuple[tuple[ObservedPod, ...], tuple[ObservedPod, ...]]:
         return tuple(_light_pod(e, node) for e in named), tuple(_light_pod(e, node) for e in refused)
+
+
+def _entry(key: str, meta: dict[str, Any], owner_kind: str, controlled: bool, phase: Any) -> _Entry:
+    """A named pod as the tally keeps it (see _Entry): made only for the pods a node's tally names."""
+    return (key, meta.get("labels"), sys.intern(owner_kind), controlled, phase, bool(meta.get("deletionTimestamp")))
 
 
 def _light_pod(entry: _Entry, node: str) -> ObservedPod:

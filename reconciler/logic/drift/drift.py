@@ -61,6 +61,7 @@ from reconciler.model.observed import (
     PAUSED_FOR_MIG_CHANGE,
     REQUESTED_AT_ANNOTATION,
     ClusterPolicyState,
+    ContainerResources,
     MigConfigState,
     NodePods,
     ObservedNode,
@@ -846,16 +847,30 @@ def _invalid_request_findings(observed: ObservedState) -> Iterable[Finding]:
     """The article's rules on every running GPU pod, judged by the same function as manifests before merge
     (reconciler.logic.observe.podrules): MP560 for more than one device of a MIG profile in a container, MP512 for
     the rest."""
+    # The rules read the containers alone, and a fleet's pods share a few container tuples (one object per distinct
+    # value: kubeobserve.Shared): judged once per tuple, by identity (the tuple is kept in the memo with its verdict,
+    # so its id cannot be reused while the memo lives); pods that share nothing are judged one by one, as before.
+    verdicts: dict[int, tuple[tuple[ContainerResources, ...], list[str], list[str]]] = {}
     for pod in sorted(observed.pods, key=lambda p: p.key):
         if not pod.active:
             continue
-        problems = [p for c in pod.containers for p in podrules.container_problems(c)]
-        several = [p.message for p in problems if p.kind is podrules.ProblemKind.COUNT_ABOVE_ONE]
-        others = [p.message for p in problems if p.kind is not podrules.ProblemKind.COUNT_ABOVE_ONE]
+        verdict = verdicts.get(id(pod.containers))
+        if verdict is None or verdict[0] is not pod.containers:
+            verdict = verdicts[id(pod.containers)] = (pod.containers, *_container_messages(pod.containers))
+        _, several, others = verdict
         if several:
             yield finding("MP560", f"pod {pod.key}: " + "; ".join(several), node=pod.node, pods=(pod.key,))
         if others:
             yield finding("MP512", f"pod {pod.key}: " + "; ".join(others), node=pod.node, pods=(pod.key,))
+
+
+def _container_messages(containers: tuple[ContainerResources, ...]) -> tuple[list[str], list[str]]:
+    """The messages of the rules' problems with a pod's containers: (more than one device of a MIG profile, the
+    rest), each in the rules' order."""
+    problems = [p for c in containers for p in podrules.container_problems(c)]
+    several = [p.message for p in problems if p.kind is podrules.ProblemKind.COUNT_ABOVE_ONE]
+    others = [p.message for p in problems if p.kind is not podrules.ProblemKind.COUNT_ABOVE_ONE]
+    return several, others
 
 
 def _saturation_findings(

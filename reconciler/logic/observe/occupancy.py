@@ -216,19 +216,38 @@ def _assign(
     ]
     taken: dict[tuple[int, int], str] = {}
     remaining: list[tuple[ObservedPod, int]] = []
+    # The owned slots per owner, in slot order: a pod is matched against the few owners of this resource on the
+    # node, not against every slot (a pod's identities usually name one owner, or none).
+    by_owner: dict[str, list[tuple[int, int, str | None]]] = {}
+    for s in slots:
+        if s[2] is not None:
+            by_owner.setdefault(s[2], []).append(s)
     for pod, n in pods:
-        ids = pod_identities(pod)
-        mine = [s for s in slots if s[2] is not None and s[2] in ids and (s[0], s[1]) not in taken]
+        mine: list[tuple[int, int, str | None]] = []
+        if by_owner:
+            ids = pod_identities(pod)
+            owners = [o for o in by_owner if o in ids]
+            if len(owners) == 1:
+                mine = [s for s in by_owner[owners[0]] if (s[0], s[1]) not in taken]
+            elif owners:  # several owners' slots, interleaved in slot order
+                mine = [s for s in slots if s[2] is not None and s[2] in ids and (s[0], s[1]) not in taken]
         for s in mine[:n]:
             taken[(s[0], s[1])] = pod.key
             owner_of[(resource, pod.key)] = s[2]
         if len(mine) < n:
             remaining.append((pod, n - len(mine)))
+    # The rest take free slots, unowned partitions first, each in slot order. Only this loop takes slots from here
+    # on, in that very order, so the free ones are always after the last slot it took: one pass over the slots.
+    order = [s for s in slots if s[2] is None] + [s for s in slots if s[2] is not None]
+    at = 0
     for pod, n in remaining:
-        free = [s for s in slots if (s[0], s[1]) not in taken]
-        free.sort(key=lambda s: s[2] is not None)  # unowned partitions first
-        for s in free[:n]:
-            taken[(s[0], s[1])] = pod.key
+        got = 0
+        while got < n and at < len(order):
+            s = order[at]
+            at += 1
+            if (s[0], s[1]) not in taken:
+                taken[(s[0], s[1])] = pod.key
+                got += 1
     return taken
 
 

@@ -47,19 +47,22 @@ def workload_issues(
     """What the pod does that names a card rather than a partition, each with its fix (see module doc)."""
     out: list[WorkloadIssue] = []
     requested = pod.requested()
-    target = pod.node or pod.node_selector.get(HOSTNAME_LABEL)
-    plan = plans.get(target) if target is not None else None
-    mig_node = plan is not None and any(g.mig_enabled for g in plan.gpus)
-    asks_whole = requested.get(GPU_RESOURCE, 0) > 0
-    if asks_whole and mig_node and strategy is MigStrategy.MIXED and plan is not None:
-        offer = ", ".join(resource_of(p) for p in _profiles(plan)[:3]) or "nvidia.com/mig-<profile>"
-        out.append(
-            WorkloadIssue(
-                "MP549",
-                f"pod {pod.key} asks for nvidia.com/gpu on {target}, whose plan cuts its GPUs into MIG partitions: "
-                f"ask for a partition of a profile instead ({offer})",
+    # Each rule's cheap condition first (most pods ask for a MIG profile and pin nothing): the node's plan is looked
+    # at only for a pod asking for whole GPUs under the mixed strategy, the selector only when there is one.
+    if requested.get(GPU_RESOURCE, 0) > 0 and strategy is MigStrategy.MIXED:
+        target = pod.node or pod.node_selector.get(HOSTNAME_LABEL)
+        plan = plans.get(target) if target is not None else None
+        if plan is not None and any(g.mig_enabled for g in plan.gpus):
+            offer = ", ".join(resource_of(p) for p in _profiles(plan)[:3]) or "nvidia.com/mig-<profile>"
+            out.append(
+                WorkloadIssue(
+                    "MP549",
+                    f"pod {pod.key} asks for nvidia.com/gpu on {target}, whose plan cuts its GPUs into MIG partitions: "
+                    f"ask for a partition of a profile instead ({offer})",
+                )
             )
-        )
+    if not pod.node_selector:
+        return tuple(out)
     pins = [f"nodeSelector {k}={v}" for k, v in podrules.selector_pins(pod.node_selector)]
     if pins and any(n > 0 for n in requested.values()):
         out.append(

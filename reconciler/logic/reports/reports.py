@@ -107,9 +107,15 @@ def page_sources(report: DriftReport) -> Iterator[PageSource]:
             yield PageSource(slicesvg.gpu_map_name(node, g.index), (node, g), draw)
 
 
-def render_top_files(report: DriftReport, *, source: Mapping[str, Any] | None = None) -> dict[str, bytes]:
-    """drift.yaml and README.md: rendered for every report (they carry the revision and the whole summary)."""
-    return {DRIFT_FILE: render_drift_yaml(report, source=source), README_FILE: render_readme(report, source=source)}
+def render_top_files(
+    report: DriftReport, *, source: Mapping[str, Any] | None = None, doc: Mapping[str, Any] | None = None
+) -> dict[str, bytes]:
+    """drift.yaml and README.md: rendered for every report (they carry the revision and the whole summary).
+    `doc`: report_to_json(report), when the caller has it already (it is not changed)."""
+    return {
+        DRIFT_FILE: render_drift_yaml(report, source=source, doc=doc),
+        README_FILE: render_readme(report, source=source),
+    }
 
 
 def render_reports(
@@ -251,17 +257,20 @@ def gpu_json(g: GpuSliceMap) -> dict[str, Any]:
     }
 
 
-def render_drift_yaml(report: DriftReport, *, source: Mapping[str, Any] | None = None) -> bytes:
+def render_drift_yaml(
+    report: DriftReport, *, source: Mapping[str, Any] | None = None, doc: Mapping[str, Any] | None = None
+) -> bytes:
     """Block-style YAML, emitted directly: PyYAML's representer costs seconds on a 5,000-node report.
 
     Strings that could be read back as something else (numbers, booleans, null, anything with YAML
     syntax characters) are written as JSON strings, which YAML reads as double-quoted scalars; the
-    tests load the output back with yaml.safe_load and compare it with report_to_json().
+    tests load the output back with yaml.safe_load and compare it with report_to_json(). `doc`: that very
+    document, when the caller has it already (it is not changed).
     """
-    doc = report_to_json(report)
+    data = dict(doc) if doc is not None else report_to_json(report)
     if source is not None:
-        doc = {**{k: v for k, v in doc.items() if k != "nodes"}, "source": dict(source), "nodes": doc["nodes"]}
-    return yaml_text(doc).encode("utf-8")
+        data = {**{k: v for k, v in data.items() if k != "nodes"}, "source": dict(source), "nodes": data["nodes"]}
+    return yaml_text(data).encode("utf-8")
 
 
 def yaml_text(doc: dict[str, Any]) -> str:
@@ -269,12 +278,13 @@ def yaml_text(doc: dict[str, Any]) -> str:
     if not doc:
         return "{}\n"
     out: list[str] = []
-    _emit(doc, 0, out)
+    _Emitter(out).block(doc, 0)
     return "\n".join(out) + "\n"
 
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_./@+-]*(?: [A-Za-z0-9_./@+()-]+)*$")
 _RESERVED = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"})
+_RESERVED_LONGEST = max(map(len, _RESERVED))
 
 
 def _scalar(value: Any) -> str:
@@ -285,7 +295,8 @@ def _scalar(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     text = str(value)
-    if _PLAIN.fullmatch(text) and text.lower() not in _RESERVED:
+    # (only a short text can be a reserved word: the longest is "false")
+    if _PLAIN.fullmatch(text) and (len(text) > _RESERVED_LONGEST or text.lower() not in _RESERVED):
         return text
     return _quote(text)
 
@@ -300,34 +311,68 @@ def _quote(text: str) -> str:
     return _NOT_PRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) < 0x10000 else "", quoted)
 
 
-def _emit(value: Any, indent: int, out: list[str], *, dash: bool = False) -> None:
-    """Append a non-empty mapping or list as block YAML at `indent`; with `dash` the mapping is a
-    list item whose first key shares the line with the '- ' (placed in the two columns before)."""
-    if isinstance(value, dict):
-        for i, (k, v) in enumerate(value.items()):
-            start = " " * (indent - 2) + "- " if dash and i == 0 else " " * indent
-            if isinstance(v, dict | list) and v:
-                out.append(f"{start}{_scalar(k)}:")
-                _emit(v, indent + 2, out)
+_KEYS_REMEMBERED = 4096
+
+
+class _Emitter:
+    """Appends block YAML lines to `out`. A drift.yaml repeats a few mapping keys (profile, holders, pod, ...) tens
+    of thousands of times: each distinct key is turned into its scalar once per document (values, mostly distinct
+    pod names and messages, are not remembered: that would hold a second table as large as the report)."""
+
+    __slots__ = ("keys", "out")
+
+    def __init__(self, out: list[str]) -> None:
+        self.out = out
+        self.keys: dict[str, str] = {}
+
+    def key(self, k: Any) -> str:
+        if type(k) is not str:
+            return _scalar(k)
+        text = self.keys.get(k)
+        if text is None:
+            text = _scalar(k)
+            if len(self.keys) < _KEYS_REMEMBERED:  # keys read from the cluster (resource names) are not many either
+                self.keys[k] = text
+        return text
+
+    def block(self, value: Any, indent: int, *, dash: bool = False) -> None:
+        """Append a non-empty mapping or list as block YAML at `indent`; with `dash` the mapping is a list item
+        whose first key shares the line with the '- ' (placed in the two columns before)."""
+        out, key, inline = self.out, self.key, self.inline
+        pad = " " * indent
+        if isinstance(value, dict):
+            start = " " * (indent - 2) + "- " if dash else pad
+            for k, v in value.items():
+                if isinstance(v, dict | list) and v:
+                    out.append(f"{start}{key(k)}:")
+                    self.block(v, indent + 2)
+                else:
+                    out.append(f"{start}{key(k)}: {inline(v)}")
+                start = pad
+            return
+        for item in value:
+            if isinstance(item, dict) and item:
+                self.block(item, indent + 2, dash=True)
+            elif isinstance(item, list) and item:
+                out.append(pad + "-")
+                self.block(item, indent + 2)
             else:
-                out.append(f"{start}{_scalar(k)}: {_inline(v)}")
-        return
-    for item in value:
-        if isinstance(item, dict) and item:
-            _emit(item, indent + 2, out, dash=True)
-        elif isinstance(item, list) and item:
-            out.append(" " * indent + "-")
-            _emit(item, indent + 2, out)
-        else:
-            out.append(" " * indent + "- " + _inline(item))
+                out.append(pad + "- " + inline(item))
 
-
-def _inline(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{}" if not value else "{" + ", ".join(f"{_scalar(k)}: {_inline(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_inline(v) for v in value) + "]"
-    return _scalar(value)
+    def inline(self, value: Any) -> str:
+        kind = type(value)
+        if kind is str:  # _scalar's answer for a str, without its checks for other types
+            plain = _PLAIN.fullmatch(value) and (len(value) > _RESERVED_LONGEST or value.lower() not in _RESERVED)
+            return value if plain else _quote(value)
+        if kind is int:  # (not a bool, nor an int subclass: those take _scalar's way)
+            return str(value)
+        if isinstance(value, dict):
+            if not value:
+                return "{}"
+            return "{" + ", ".join(f"{self.key(k)}: {self.inline(v)}" for k, v in value.items()) + "}"
+        if isinstance(value, list):
+            return "[" + ", ".join(self.inline(v) for v in value) + "]"
+        return _scalar(value)
 
 
 # --- README.md --------------------------------------------------------------------------------------
