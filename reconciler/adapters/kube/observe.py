@@ -657,7 +657,8 @@ def pod_record(
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     namespace = meta.get("namespace")
-    mig_manager = is_mig_manager_pod(obj, namespace=namespace)
+    app, mig_manager_app = MIG_MANAGER_APP_LABEL
+    mig_manager = (meta.get("labels") or {}).get(app) == mig_manager_app  # in which namespace: the sorter's call
     refs = meta.get("ownerReferences")
     daemonsets = (
         tuple(r.get("name") for r in refs if isinstance(r, Mapping) and r.get("kind") == "DaemonSet")
