@@ -547,9 +547,16 @@ class KubeCluster:
         page_size: int = DEFAULT_PAGE_SIZE,
         request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
         remember_parses: bool = True,
+        watch: bool = False,
     ) -> KubeCluster:
         api_client = TimeoutApiClient(load_kube_config(path, context=context))
-        return cls(api_client, page_size=page_size, request_timeout=request_timeout, remember_parses=remember_parses)
+        return cls(
+            api_client,
+            page_size=page_size,
+            request_timeout=request_timeout,
+            remember_parses=remember_parses,
+            watch=watch,
+        )
 
     @classmethod
     def in_cluster(cls, *, page_size: int = DEFAULT_PAGE_SIZE) -> KubeCluster:
