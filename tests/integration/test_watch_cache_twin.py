@@ -106,6 +106,24 @@ class _Dropped:
         self.resp.release_conn()
 
 
+class _Prefixed:
+    """A watch stream with a line of someone else's in front of the server's answer."""
+
+    def __init__(self, line: bytes, resp: Any) -> None:
+        self.line = line
+        self.resp = resp
+
+    def stream(self, amt: int) -> Iterator[bytes]:
+        yield self.line
+        yield from self.resp.stream(amt)
+
+    def close(self) -> None:
+        self.resp.close()
+
+    def release_conn(self) -> None:
+        self.resp.release_conn()
+
+
 class _Slow:
     """A watch stream over a slow network: every chunk arrives half a second late."""
 
@@ -174,6 +192,23 @@ def test_the_cached_observation_equals_a_fresh_list_after_every_change(
         same("watch connection dropped")
         assert cuts == [1]
         assert watching.pod_cache.broken is None
+
+        # A hostile stream (a proxy's garbage, an event without an object, a Secret in a watch of pods) before the
+        # real events: watched again, no crash, and nothing of it in the observation.
+        hostile = [
+            b"<html>502 Bad Gateway</html>\n",
+            b'{"type":"ADDED"}\n',
+            b'{"type":"ADDED","object":{"kind":"Secret","metadata":{"name":"s","uid":"s","resourceVersion":"1"}}}\n',
+        ]
+
+        def garbling(rv: str) -> Any:
+            resp = opened(rv)
+            return _Prefixed(hostile.pop(0), resp) if hostile else resp
+
+        watching.pod_cache._open_watch = garbling
+        store.patch("pods", "holder-a", {"metadata": {"labels": {"app": "w"}}}, namespace="default")
+        same("hostile lines in the stream")
+        assert hostile == [] and watching.pod_cache.broken is None
     finally:
         watching.close()
 
