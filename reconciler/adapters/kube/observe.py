@@ -674,10 +674,13 @@ def pod_record(
         node, entry = tally
         tally = (node, (entry[0], shared.mapping(entry[1]), *entry[2:]))
     wants_log = mig_manager or (device_plugin is not None and not device_plugin.ready)
+    bound_to = spec.get("nodeName")
+    if shared is not None:
+        namespace, bound_to = shared.text(namespace), shared.text(bound_to)
     return PodRecord(
-        key=f"{namespace}/{meta.get('name')}",
-        namespace=shared.text(namespace) if shared is not None else namespace,
-        node=spec.get("nodeName"),
+        key=tally[1][0] if tally is not None else f"{namespace}/{meta.get('name')}",  # the tally's: one string
+        namespace=namespace,
+        node=bound_to,
         tally=tally,
         gpu=gpu_pod(obj),
         mig_manager=mig_manager,
