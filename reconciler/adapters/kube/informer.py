@@ -9,9 +9,10 @@ client-go's reflector (staging/src/k8s.io/client-go/tools/cache/reflector.go, `L
   MODIFIED set a uid's record (`read`: the adapter's parse, so the cache keeps parsed records, never raw JSON),
   DELETED drops it, BOOKMARK only moves the resourceVersion.
 - Each watch asks for WATCH_SECONDS (`timeoutSeconds`): the API server sends a bookmark 2 s before a watch's
-  timeout (the watch cache's `cacheWatcher.nextBookmarkTime`; recorded in shared/reference/kube-apiserver/
-  watch.json, step watch-bookmarks), so the cache learns the server's current resourceVersion every few seconds
-  even when nothing in its collection changes. The thread then watches again from where it is.
+  timeout (the watch cache's `cacheWatcher.nextBookmarkTime`; recorded in tests/reference/kube-apiserver/
+  watch.json, step watch-bookmarks): about a second in. Once it has it, the thread ends that watch (its connection
+  closed) and opens the next from the bookmark's resourceVersion, so the cache learns the server's current
+  resourceVersion about once a second even when nothing in its collection changes (one watch request a second).
 - A stream that ends or breaks, or a line that is not an event of the watched kind (not JSON, no object, another
   kind, a resourceVersion that is not an unsigned integer, a line past MAX_LINE): watched again from the last
   resourceVersion applied, after a pause that grows. An ERROR 410 (Gone / Expired: the server no longer has the
