@@ -46,6 +46,7 @@ FRESH_WAIT = 5.0  # seconds a cycle waits at most for the watch to reach its tar
 MAX_LINE = 8 * 1024 * 1024  # bytes: an event line past this is garbage (etcd keeps objects under 1.5 MiB)
 MAX_FAILURES = 5  # failed watches in a row before the cache gives up and the next cycle lists
 PAUSE = 0.2  # seconds before watching again after a failure, times the failures in a row
+MIN_WATCH_SECONDS = 0.5  # a new watch at most this often (the API server's bookmark comes ~1 s in)
 _MAX_RV_DIGITS = 20  # an etcd revision is an int64: 19 digits
 
 
@@ -162,7 +163,7 @@ class WatchCache(Generic[R]):
         with self._cond:
             self._generation += 1
             generation = self._generation
-            self._items, self._order, self._rv, self.failures = items, None, rv, 0
+            self._items, self._order, self._rv = items, None, rv
             if rv_number(rv) is None:  # opaque: never known fresh, so never watched
                 self._broken = f"the list's resourceVersion {str(rv)[:40]!r} is not an integer"
                 self._cond.notify_all()
@@ -185,12 +186,15 @@ class WatchCache(Generic[R]):
             self._give_up(generation, f"the watch thread failed: {type(exc).__name__}: {exc}")
 
     def _watch_loop(self, generation: int) -> None:
+        failures = 0  # this watch's own (a replaced one's never count against its successor)
         while True:
             with self._cond:
                 self._check(generation)
                 rv = self._rv
+                self.failures = failures
                 assert rv is not None
             lines = 0
+            opened = time.monotonic()
             try:
                 self.watches += 1
                 resp = self._open_watch(rv)
@@ -210,7 +214,10 @@ class WatchCache(Generic[R]):
                     _done(resp, whole=whole)
                 if lines == 0:  # a watch always brings a bookmark at least: an empty answer is not one
                     raise Garbled("the watch answered nothing")
-                self.failures = 0
+                failures = 0
+                # Never more than a watch every MIN_WATCH_SECONDS, whatever the server: one that answers with a
+                # bookmark at once (not what the API server does) must not make a loop of requests.
+                time.sleep(max(0.0, MIN_WATCH_SECONDS - (time.monotonic() - opened)))
                 continue
             except _Replaced:
                 raise
@@ -221,11 +228,11 @@ class WatchCache(Generic[R]):
                 if isinstance(exc, self._expired):
                     self._give_up(generation, f"the watch expired (410): {exc}")
                     return
-                self.failures += 1
-                if self.failures >= MAX_FAILURES:
-                    self._give_up(generation, f"{self.failures} failed watches in a row, the last: {exc}")
+                failures += 1
+                if failures >= MAX_FAILURES:
+                    self._give_up(generation, f"{failures} failed watches in a row, the last: {exc}")
                     return
-            time.sleep(PAUSE * self.failures)
+            time.sleep(PAUSE * failures)
 
     def _check(self, generation: int) -> None:
         if generation != self._generation:

@@ -96,6 +96,7 @@ def _entries(*names: str, rv: str = "10") -> dict[str, informer.Entry[str]]:
 @pytest.fixture(autouse=True)
 def _fast(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(informer, "PAUSE", 0.01)
+    monkeypatch.setattr(informer, "MIN_WATCH_SECONDS", 0.0)
 
 
 def _until(done: Callable[[], bool]) -> None:
@@ -219,6 +220,20 @@ def test_a_dropped_connection_and_a_stream_that_ends_mid_line_are_watched_again(
     assert server.asked[:4] == ["10", "11", "11", "11"]
     server.quiet.set()
     cache.stop()
+
+
+def test_a_server_that_bookmarks_at_once_is_not_watched_in_a_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(informer, "MIN_WATCH_SECONDS", 0.2)
+    server = _Server(*([[_bookmark(10)]] * 1000))
+    cache = _cache(server)
+    started = time.monotonic()
+    cache.seed(_entries("a"), "10")
+    time.sleep(0.5)
+    cache.stop()
+    elapsed = time.monotonic() - started
+    # At most one watch per MIN_WATCH_SECONDS (a slow machine only makes fewer), not one per round trip.
+    assert 1 <= len(server.asked) <= elapsed / 0.2 + 2
+    server.quiet.set()
 
 
 def test_an_empty_answer_is_a_failure_not_a_hot_loop() -> None:
