@@ -233,8 +233,11 @@ class GitCycle:
     by the controller loop with a CycleContext; the writes go through the loop's fenced client and
     stop when `ctx.may_write` turns false."""
 
-    def __init__(self, settings: Settings, *, now: Callable[[], datetime] | None = None) -> None:
-        """`now`: the cycles' clock (default the real one; a simulation passes its own)."""
+    def __init__(
+        self, settings: Settings, *, now: Callable[[], datetime] | None = None, watch_cluster: bool = False
+    ) -> None:
+        """`now`: the cycles' clock (default the real one; a simulation passes its own). `watch_cluster`: nodes
+        and pods kept in watch-fed caches between cycles (`migplan run`; kube/informer.py), not listed each cycle."""
         from reconciler.adapters.git.commitsigning import load_signer
         from reconciler.adapters.git.source import GitAuth, GitRemote
 
@@ -247,6 +250,7 @@ class GitCycle:
         )
         self.settings = settings
         self.now = now
+        self.watch_cluster = watch_cluster
         self.bot = BotIdentity(settings.report_author_name, settings.report_author_email)
         # Loaded (and proven to sign) before the first cycle: a wrong key stops `migplan run` with MP730.
         self.signer = (
@@ -276,7 +280,9 @@ class GitCycle:
         from reconciler.adapters.kube.cluster import KubeCluster
 
         if self._cluster is None or self._cluster_client is not api_client:
-            self._cluster, self._cluster_client = KubeCluster(api_client), api_client
+            if self._cluster is not None and self.watch_cluster:
+                self._cluster.stop_watching()  # the caches of another client: their threads end
+            self._cluster, self._cluster_client = KubeCluster(api_client, watch=self.watch_cluster), api_client
         return self._cluster  # type: ignore[no-any-return]
 
     def __call__(self, ctx: CycleContext) -> CycleOutcome:

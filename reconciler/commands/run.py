@@ -63,7 +63,8 @@ def command(config_file: str | None, once: bool, **given: Any) -> None:
     with failing("cannot load the Kubernetes configuration: "):
         kube = kube_configuration(settings.kubeconfig)
     with failing():  # e.g. MP730: the report signing key cannot sign
-        cycle = GitCycle(settings)
+        # A long-lived controller keeps nodes and pods in watch-fed caches; one cycle (--once) only lists.
+        cycle = GitCycle(settings, watch_cluster=not once)
     if once:
         outcome = run_once(settings, cycle, kube)
         click.echo(f"{outcome.status.value}: {outcome.revision} {outcome.message}".rstrip())

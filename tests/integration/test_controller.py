@@ -92,7 +92,8 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
             "shutdown_grace_seconds": 10,
         },
     )
-    cycle = GitCycle(settings, now=CLOCK.cycle_now)  # each cycle a propagation delay after the last (simulated)
+    # As `migplan run` builds it (watch-fed caches), each cycle a propagation delay after the last (simulated)
+    cycle = GitCycle(settings, now=CLOCK.cycle_now, watch_cluster=True)
     controller = Controller(settings, cycle, kube_config=kube_configuration(str(twin.kubeconfig)))
     controller.start()
     try:

@@ -42,7 +42,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import orjson
 import urllib3
@@ -53,8 +53,8 @@ from tenacity import RetryCallState, retry, retry_if_exception, wait_exponential
 
 from reconciler.adapters import deadline
 from reconciler.adapters.kube import deviceclasses as kubedeviceclasses
+from reconciler.adapters.kube import informer, rawapi
 from reconciler.adapters.kube import observe as kubeobserve
-from reconciler.adapters.kube import rawapi
 from reconciler.adapters.kube import shapes as kubeshapes
 from reconciler.model.dra import DraDriverConfig, DraPluginPod, ObservedDeviceClass
 from reconciler.model.errors import EvictionRefused, MigplanError, Transient
@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 S = TypeVar("S")
+R = TypeVar("R")
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -432,6 +433,54 @@ class _Prefetcher:
             self._pool.shutdown(wait=True)
 
 
+def list_resource_version(data: bytes, *, whole: bool = False) -> str | None:
+    """A raw LIST page's metadata.resourceVersion, read from its head (continue_hint says why the metadata comes
+    first); with `whole`, from the whole page when the head does not have it. None when it is not a string."""
+    doc: Any = None
+    end = data.find(b'"items":', 0, _HINT_WINDOW)
+    head = data[:end].rstrip() if end >= 0 else b""
+    if head.endswith(b","):
+        with contextlib.suppress(orjson.JSONDecodeError):
+            doc = orjson.loads(head[:-1] + b"}")
+    if not isinstance(doc, dict) and whole:
+        with contextlib.suppress(orjson.JSONDecodeError):
+            doc = orjson.loads(data)
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return rv if isinstance(rv, str) and rv else None
+
+
+class _RvTap:
+    """A raw LIST answer whose `data`, when read (cluster._drain), leaves the page's resourceVersion in `seen`:
+    the watch that follows a full LIST starts from it (every page of one list carries the same)."""
+
+    def __init__(self, resp: Any, seen: list[str | None]) -> None:
+        self._resp = resp
+        self._seen = seen
+
+    @property
+    def data(self) -> bytes:
+        data: bytes = self._resp.data
+        self._seen.append(list_resource_version(data))
+        return data
+
+    def release_conn(self) -> None:
+        self._resp.release_conn()
+
+
+class _Listed(Generic[R]):
+    """What a full LIST read for a watch-fed cache: entries by uid, and any object without one (loose)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, informer.Entry[R]] = {}
+        self.loose: list[informer.Entry[R]] = []
+
+
+def _node_entry(obj: Mapping[str, Any]) -> tuple[str, ObservedNode]:
+    node = kubeobserve.node_from_json(obj)
+    return str(node.name), node
+
+
 def _text(resp: Any) -> str:
     """A raw answer read as text (a pod log): UTF-8, an undecodable byte replaced rather than failing the read."""
     return _drain(resp).decode("utf-8", errors="replace")
@@ -456,6 +505,7 @@ class KubeCluster:
         page_size: int = DEFAULT_PAGE_SIZE,
         request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
         remember_parses: bool = True,
+        watch: bool = False,
     ) -> None:
         self.api_client = api_client
         self.request_timeout = request_timeout
@@ -478,6 +528,26 @@ class KubeCluster:
         self.pod_memo = kubeobserve.ParseMemo(
             functools.partial(kubeobserve.gpu_pod_from_json, shared=self.pod_parts), keep=remember_parses
         )
+        # `watch=True` (`migplan run` only): nodes and pods from watch-fed caches, used by a cycle only when known
+        # fresh, else listed as without them (kube/informer.py; _watched). Their pods' equal parts are kept once
+        # in a table of their own, new at every full list (the caches outlive observations).
+        self.node_cache: informer.WatchCache[ObservedNode] | None = None
+        self.pod_cache: informer.WatchCache[kubeobserve.PodRecord] | None = None
+        self._cache_parts = kubeobserve.Shared()
+        if watch:
+            self.node_cache = informer.WatchCache(
+                kind="Node",
+                open_watch=functools.partial(self._open_watch, "watch nodes", self.core.list_node),
+                read=_node_entry,
+                expired=ListExpired,
+            )
+            self.pod_cache = informer.WatchCache(
+                kind="Pod",
+                open_watch=functools.partial(self._open_watch, "watch pods", self.core.list_pod_for_all_namespaces),
+                read=self._pod_entry,
+                expired=ListExpired,
+            )
+        self.relists = 0  # full node or pod lists made while watching (the caches were not fresh): for tests, logs
 
     @classmethod
     def from_kubeconfig(
@@ -488,9 +558,16 @@ class KubeCluster:
         page_size: int = DEFAULT_PAGE_SIZE,
         request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
         remember_parses: bool = True,
+        watch: bool = False,
     ) -> KubeCluster:
         api_client = TimeoutApiClient(load_kube_config(path, context=context))
-        return cls(api_client, page_size=page_size, request_timeout=request_timeout, remember_parses=remember_parses)
+        return cls(
+            api_client,
+            page_size=page_size,
+            request_timeout=request_timeout,
+            remember_parses=remember_parses,
+            watch=watch,
+        )
 
     @classmethod
     def in_cluster(cls, *, page_size: int = DEFAULT_PAGE_SIZE) -> KubeCluster:
@@ -501,7 +578,14 @@ class KubeCluster:
             raise KubeconfigUnusable(f"in-cluster configuration: {_first_line(exc)}") from exc
         return cls(TimeoutApiClient(cfg), page_size=page_size)
 
+    def stop_watching(self) -> None:
+        """End the watch-fed caches' threads (a cycle after this lists, and watches again)."""
+        for cache in (self.node_cache, self.pod_cache):
+            if cache is not None:
+                cache.stop()
+
     def close(self) -> None:
+        self.stop_watching()
         self.api_client.close()  # type: ignore[no-untyped-call]
 
     # --- observe ----------------------------------------------------------------------------------
@@ -584,7 +668,19 @@ class KubeCluster:
             node = node_memo(obj)
             nodes[node.name] = node
 
-        nodes = self._fold("list nodes", self.core.list_node, dict, add_node, shape=kubeshapes.NODES)
+        # Both collections' resourceVersions of now are read first: while the cycle waits for the nodes' watch to
+        # reach its own, the pods' watch reaches its own too.
+        node_target = self._target(self.node_cache, "list nodes", self.core.list_node)
+        pod_target = self._target(self.pod_cache, "list pods", self.core.list_pod_for_all_namespaces)
+        if self.node_cache is not None:
+            nodes = {
+                n.name: n
+                for n in self._watched(
+                    self.node_cache, node_target, "list nodes", self.core.list_node, _node_entry, kubeshapes.NODES
+                )
+            }
+        else:
+            nodes = self._fold("list nodes", self.core.list_node, dict, add_node, shape=kubeshapes.NODES)
         cp_obj = self._one(
             f"list clusterpolicies {ops.cluster_policy}",
             self.custom.list_cluster_custom_object,
@@ -612,13 +708,25 @@ class KubeCluster:
                 gpu_pod=self.pod_memo,
             )
 
-        pods = self._fold(
-            "list pods",
-            self.core.list_pod_for_all_namespaces,
-            sorter,
-            kubeobserve.PodSorter.add,
-            shape=kubeshapes.PODS,
-        )
+        if self.pod_cache is not None:
+            pods = sorter()
+            for record in self._watched(
+                self.pod_cache,
+                pod_target,
+                "list pods",
+                self.core.list_pod_for_all_namespaces,
+                self._pod_entry,
+                kubeshapes.PODS,
+            ):
+                pods.add_record(record)
+        else:
+            pods = self._fold(
+                "list pods",
+                self.core.list_pod_for_all_namespaces,
+                sorter,
+                kubeobserve.PodSorter.add,
+                shape=kubeshapes.PODS,
+            )
         pdbs = self._pdbs()
         state = kubeobserve.observed_from_parts(
             ops,
@@ -645,6 +753,90 @@ class KubeCluster:
             ),
         )
         return dataclasses.replace(state, device_classes=self._device_classes())
+
+    # --- the watch-fed caches of `migplan run` (kube/informer.py) ------------------------------------
+
+    def _pod_entry(self, obj: Mapping[str, Any]) -> tuple[str, kubeobserve.PodRecord] | None:
+        parts = self._cache_parts
+        record = kubeobserve.pod_record(
+            obj, functools.partial(kubeobserve.gpu_pod_from_json, shared=parts), shared=parts
+        )
+        return None if record.holds_nothing() else (record.key, record)
+
+    def _open_watch(self, what: str, fn: Callable[..., Any], rv: str) -> Any:
+        """A watch from `rv` with bookmarks, for informer.WATCH_SECONDS; its raw stream, unread. The read timeout
+        covers the whole watch (the server answers at once, then sends a bookmark before it ends)."""
+        connect, read = self.request_timeout
+        with translate_api_errors(f"{what} from resourceVersion {rv}"):
+            return fn(
+                watch=True,
+                allow_watch_bookmarks=True,
+                resource_version=rv,
+                timeout_seconds=informer.WATCH_SECONDS,
+                _preload_content=False,
+                _request_timeout=(connect, informer.WATCH_SECONDS + read),
+            )
+
+    def _current_rv(self, what: str, fn: Callable[..., Any]) -> str | None:
+        """The collection's resourceVersion now: a LIST of one item, which the API server answers with the
+        list's resourceVersion (a consistent read, so every write made before it is at or below it)."""
+
+        def fetch() -> str | None:
+            with translate_api_errors(f"{what} (limit=1, for its resourceVersion)"):
+                data = _drain(fn(limit=1, _preload_content=False, _request_timeout=self.request_timeout))
+            return list_resource_version(data, whole=True)
+
+        return with_retries(fetch)
+
+    def _target(self, cache: informer.WatchCache[Any] | None, what: str, fn: Callable[..., Any]) -> str | None:
+        """The resourceVersion a watch-fed cache must reach to serve this cycle (None: no cache, or one that cannot
+        serve: the cycle lists)."""
+        return self._current_rv(what, fn) if cache is not None and cache.broken is None else None
+
+    def _watched(
+        self,
+        cache: informer.WatchCache[R],
+        target: str | None,
+        what: str,
+        fn: Callable[..., Any],
+        read: Callable[[Mapping[str, Any]], tuple[str, R] | None],
+        shape: kubeshapes.PageShape | None = None,
+    ) -> list[R]:
+        """The collection's records in LIST order: from the cache when it has reached the collection's
+        resourceVersion of now (waiting for it at most informer.FRESH_WAIT, never past the cycle's deadline),
+        else from a full LIST that seeds the cache again (a new watch from that list's resourceVersion)."""
+        if target is not None:
+            left = deadline.remaining()
+            wait = informer.FRESH_WAIT if left is None else min(informer.FRESH_WAIT, max(left / 4, 0.0))
+            view = cache.view(target, wait)
+            if view is not None:
+                return view
+        self.relists += 1
+        cache.stop()
+        if cache is self.pod_cache:
+            self._cache_parts = kubeobserve.Shared()  # a new table: the old one holds what deleted pods shared
+        seen: list[str | None] = []
+
+        def listing(**kwargs: Any) -> _RvTap:
+            return _RvTap(fn(**kwargs), seen)
+
+        def add(acc: _Listed[R], obj: Mapping[str, Any]) -> None:
+            meta = obj.get("metadata")
+            uid = meta.get("uid") if isinstance(meta, Mapping) else None
+            rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+            kept = cache.kept(uid, rv)
+            made = kept if kept is not None else read(obj)
+            if made is None:
+                return
+            if isinstance(uid, str) and uid and isinstance(rv, str):
+                acc.entries[uid] = (rv, made[0], made[1])
+            else:  # never from a real server: listed and used, but the cache cannot follow it (not seeded)
+                acc.loose.append((str(rv), made[0], made[1]))
+
+        listed = self._fold(what, listing, _Listed[R], add, shape=shape)
+        if not listed.loose:
+            cache.seed(listed.entries, (seen[-1] if seen else None) or target)
+        return [e[2] for e in sorted((*listed.entries.values(), *listed.loose), key=lambda e: e[1])]
 
     def _device_classes(self) -> tuple[ObservedDeviceClass, ...] | None:
         """Every DeviceClass (cluster-scoped, paginated; few in any cluster); None on a server without

@@ -18,6 +18,7 @@ percent-encoded by `param_serialize` exactly as before.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -72,9 +73,32 @@ class RawApi:
         field_selector: str | None,
         label_selector: str | None,
         request_timeout: Any,
+        watch: Watch | None = None,
     ) -> Any:
-        query = (("continue", cont), ("fieldSelector", field_selector), ("labelSelector", label_selector))
-        return self._send("GET", path, path_params, (*query, ("limit", limit)), request_timeout=request_timeout)
+        w = watch or Watch()
+        # The generated methods' query order: allowWatchBookmarks, continue, fieldSelector, labelSelector, limit,
+        # resourceVersion, timeoutSeconds, watch (the last three and the first only on a watch).
+        query = (
+            ("allowWatchBookmarks", w.allow_watch_bookmarks),
+            ("continue", cont),
+            ("fieldSelector", field_selector),
+            ("labelSelector", label_selector),
+            ("limit", limit),
+            ("resourceVersion", w.resource_version),
+            ("timeoutSeconds", w.timeout_seconds),
+            ("watch", w.watch),
+        )
+        return self._send("GET", path, path_params, query, request_timeout=request_timeout)
+
+
+@dataclasses.dataclass(frozen=True)
+class Watch:
+    """The watch parameters of a list method (all None: a plain LIST)."""
+
+    watch: bool | None = None
+    allow_watch_bookmarks: bool | None = None
+    resource_version: str | None = None
+    timeout_seconds: int | None = None
 
 
 # Keyword arguments every list method takes (the generated methods' names): limit, _continue, field_selector,
@@ -88,9 +112,14 @@ def _cluster_list(path: str) -> Callable[..., Any]:
         _continue: str | None = None,
         field_selector: str | None = None,
         label_selector: str | None = None,
+        watch: bool | None = None,
+        allow_watch_bookmarks: bool | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
         _preload_content: bool = False,
         _request_timeout: Any = None,
     ) -> Any:
+        """A LIST, or with watch=True a WATCH (kube/informer.py: the answer is the event stream, unread)."""
         return self._list(
             path,
             None,
@@ -99,6 +128,7 @@ def _cluster_list(path: str) -> Callable[..., Any]:
             field_selector=field_selector,
             label_selector=label_selector,
             request_timeout=_request_timeout,
+            watch=Watch(watch, allow_watch_bookmarks, resource_version, timeout_seconds),
         )
 
     return list_

@@ -65,64 +65,29 @@ class RebootTally:
     """Feed it every listed pod (`add`); `by_node()` is what ObservedState.node_pods carries.
 
     `add` runs for every pod of the cluster each cycle, so it asks the least it can: plain dict checks (the API's
-    JSON decodes to dicts; anything else is not a pod) and one tuple per named pod. The checks are isinstance, not
-    `type(...) is dict`, so a dict subclass that records the keys read (test_pruned_pages_twin.py) is read alike."""
+    JSON decodes to dicts; anything else is not a pod) and one tuple per counted pod (tally_entry). `add_entry`
+    counts such a tuple made earlier (a watch-fed cache keeps one per pod: kube/informer.py). The checks are
+    isinstance, not `type(...) is dict`, so a dict subclass that records the keys read (test_pruned_pages_twin.py) is read alike."""
 
     def __init__(self) -> None:
         self._all: dict[str, _Capped] = {}
         self._bare: dict[str, _Capped] = {}
 
     def add(self, obj: Mapping[str, Any]) -> None:
-        spec = obj.get("spec")
-        meta = obj.get("metadata")
-        if not isinstance(spec, dict) or not isinstance(meta, dict):
-            return
-        node = spec.get("nodeName")
-        if type(node) is not str or not 0 < len(node) <= _MAX_NAME:
-            return  # not bound: a reboot of no node ends it
-        status = obj.get("status")
-        phase = status.get("phase") if isinstance(status, dict) else None
-        if phase in _FINISHED:
-            return
-        annotations = meta.get("annotations")
-        if annotations and isinstance(annotations, dict) and MIRROR_POD_ANNOTATION in annotations:
-            return
-        # The controlling owner's kind (the first reference with controller: true), else the first owner's, as the
-        # kube adapter's controller_of reads them.
-        owner_kind, controlled = "", False
-        refs = meta.get("ownerReferences")
-        if refs and isinstance(refs, list):
-            if len(refs) == 1:  # the common shape, one owner: it is both the first and the controlling one
-                ref = refs[0] if isinstance(refs[0], dict) else None
-            else:
-                first = next((r for r in refs if isinstance(r, dict)), None)
-                ref = next((r for r in refs if isinstance(r, dict) and r.get("controller") is True), first)
-            if ref is not None:
-                kind = ref.get("kind")
-                owner_kind, controlled = (kind if type(kind) is str else ""), ref.get("controller") is True
-        if controlled and owner_kind == "DaemonSet":
-            return
-        namespace, name = meta.get("namespace"), meta.get("name")
-        if type(namespace) is not str or type(name) is not str:
-            return  # never from a real API server; a pod that cannot be named cannot be evicted either
-        if not (0 < len(namespace) <= _MAX_NAME and 0 < len(name) <= _MAX_NAME):
-            return
-        key = f"{namespace}/{name}"
-        entry: _Entry | None = None
-        tally = self._all.get(node)
-        if tally is None:
-            tally = self._all[node] = _Capped()
-        tally.count += 1
-        if tally.wants(key):
-            entry = _entry(key, meta, owner_kind, controlled, phase)
-            tally.add(entry)
+        tallied = tally_entry(obj)
+        if tallied is not None:
+            self.add_entry(*tallied)
+
+    def add_entry(self, node: str, entry: _Entry) -> None:
+        """Count one pod of `node` as tally_entry made it (a listed pod, or one a watch-fed cache kept)."""
+        key, controlled = entry[0], entry[3]
+        tallies = [self._all.get(node) or self._all.setdefault(node, _Capped())]
         if not controlled:  # no controlling owner: drain refuses it without --force
-            bare = self._bare.get(node)
-            if bare is None:
-                bare = self._bare[node] = _Capped()
-            bare.count += 1
-            if bare.wants(key):
-                bare.add(entry if entry is not None else _entry(key, meta, owner_kind, controlled, phase))
+            tallies.append(self._bare.get(node) or self._bare.setdefault(node, _Capped()))
+        for tally in tallies:
+            tally.count += 1
+            if tally.wants(key):
+                tally.add(entry)
 
     def by_node(self) -> dict[str, NodePods]:
         out: dict[str, NodePods] = {}
@@ -144,9 +109,46 @@ class RebootTally:
         return tuple(_light_pod(e, node) for e in named), tuple(_light_pod(e, node) for e in refused)
 
 
-def _entry(key: str, meta: dict[str, Any], owner_kind: str, controlled: bool, phase: Any) -> _Entry:
-    """A named pod as the tally keeps it (see _Entry): made only for the pods a node's tally names."""
-    return (key, meta.get("labels"), sys.intern(owner_kind), controlled, phase, bool(meta.get("deletionTimestamp")))
+def tally_entry(obj: Mapping[str, Any]) -> tuple[str, _Entry] | None:
+    """The node a pod runs on and what the tally keeps of it, or None for a pod a reboot would not end (see the
+    module docstring). Plain dict checks: the API's JSON decodes to dicts; anything else is not a pod."""
+    spec = obj.get("spec")
+    meta = obj.get("metadata")
+    if not isinstance(spec, dict) or not isinstance(meta, dict):
+        return None
+    node = spec.get("nodeName")
+    if type(node) is not str or not 0 < len(node) <= _MAX_NAME:
+        return None  # not bound: a reboot of no node ends it
+    status = obj.get("status")
+    phase = status.get("phase") if isinstance(status, dict) else None
+    if phase in _FINISHED:
+        return None
+    annotations = meta.get("annotations")
+    if annotations and isinstance(annotations, dict) and MIRROR_POD_ANNOTATION in annotations:
+        return None
+    # The controlling owner's kind (the first reference with controller: true), else the first owner's, as the
+    # kube adapter's controller_of reads them.
+    owner_kind, controlled = "", False
+    refs = meta.get("ownerReferences")
+    if refs and isinstance(refs, list):
+        if len(refs) == 1:  # the common shape, one owner: it is both the first and the controlling one
+            ref = refs[0] if isinstance(refs[0], dict) else None
+        else:
+            first = next((r for r in refs if isinstance(r, dict)), None)
+            ref = next((r for r in refs if isinstance(r, dict) and r.get("controller") is True), first)
+        if ref is not None:
+            kind = ref.get("kind")
+            owner_kind, controlled = (kind if type(kind) is str else ""), ref.get("controller") is True
+    if controlled and owner_kind == "DaemonSet":
+        return None
+    namespace, name = meta.get("namespace"), meta.get("name")
+    if type(namespace) is not str or type(name) is not str:
+        return None  # never from a real API server; a pod that cannot be named cannot be evicted either
+    if not (0 < len(namespace) <= _MAX_NAME and 0 < len(name) <= _MAX_NAME):
+        return None
+    terminating = bool(meta.get("deletionTimestamp"))
+    entry = (f"{namespace}/{name}", meta.get("labels"), sys.intern(owner_kind), controlled, phase, terminating)
+    return node, entry
 
 
 def _light_pod(entry: _Entry, node: str) -> ObservedPod:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections import Counter
@@ -143,6 +144,14 @@ class TwinHTTPServer(ThreadingHTTPServer):
         # no Nagle: a keep-alive response must not wait for the client's delayed ACK (~40 ms per request)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock, addr
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (closed the connection of a watch it stopped reading) is not the server's error:
+        Go's net/http drops such a connection without a word (net/http/server.go `conn.serve`); anything else is
+        printed as socketserver does."""
+        if isinstance(sys.exc_info()[1], ConnectionError | ssl.SSLEOFError | ssl.SSLZeroReturnError):
+            return
+        super().handle_error(request, client_address)
 
     def count(self, method: str, resource: str, verb: str) -> None:
         with self.counts_lock:

@@ -59,6 +59,8 @@ def _pair(generated: type, raw: type) -> tuple[Any, Any, _Recorder, _Recorder]:
 
 BODY = {"metadata": {"labels": {"nvidia.com/mig.config": "all-1g.18gb"}}}
 LIST = {"limit": 500, "_continue": "tok/en=", "field_selector": "metadata.name=x", "label_selector": "a in (b,c)"}
+# A watch as kube/informer.py opens it: from a list's resourceVersion, with bookmarks, for a few seconds.
+WATCH = {"watch": True, "allow_watch_bookmarks": True, "resource_version": "123456", "timeout_seconds": 3}
 MERGE = "application/merge-patch+json"
 WRITE = {"field_manager": "migplan", "dry_run": "All"}
 PATCH = {**WRITE, "_content_type": MERGE}
@@ -67,6 +69,9 @@ CASES: list[tuple[type, type, str, tuple[Any, ...], dict[str, Any]]] = [
     (client.CoreV1Api, rawapi.CoreV1, "list_node", (), LIST),
     (client.CoreV1Api, rawapi.CoreV1, "list_node", (), {}),
     (client.CoreV1Api, rawapi.CoreV1, "list_pod_for_all_namespaces", (), LIST),
+    (client.CoreV1Api, rawapi.CoreV1, "list_node", (), WATCH),
+    (client.CoreV1Api, rawapi.CoreV1, "list_pod_for_all_namespaces", (), WATCH),
+    (client.CoreV1Api, rawapi.CoreV1, "list_node", (), {"limit": 1}),
     (client.CoreV1Api, rawapi.CoreV1, "list_namespaced_pod", ("gpu-operator",), LIST),
     (client.CoreV1Api, rawapi.CoreV1, "list_namespaced_config_map", ("gpu-operator",), LIST),
     (
