@@ -8,7 +8,9 @@ neither of these knows it:
   by equality, give that page's blob id;
 - the reports branch tip (a new process, `migplan reconcile --once`): its `index/pages.tsv` names the page with the
   same input digest and the same blob id the tip's tree holds at that path.
-Everything else is rendered and written as a blob at once (pygit2 `create_blob`): the process keeps blob ids, not
+Everything else is rendered and handed to a BlobSink (adapters/git/packwrite.py): a few changed pages are written as
+loose objects (pygit2 `create_blob`), many (the first report at fleet size) as packs, and all of them are in the object
+database when store_report returns, before the outbox entry naming them is written. The process keeps blob ids, not
 the report's bytes, and the commit (adapters/git/reports.py) builds its tree from them, so a report commit writes
 only the blobs of the pages that changed. The tip is read from the cache without network, as `last_report` does:
 this cycle's fetch brought it up to date; an unreadable tip, index or tree only costs renders.
@@ -30,6 +32,7 @@ from types import ModuleType
 import pygit2
 from pygit2.enums import FileMode
 
+from reconciler.adapters.git.packwrite import BULK_FROM, PACK_BYTES, BlobSink
 from reconciler.adapters.git.reports import check_branch, guard_files
 from reconciler.adapters.git.source import GIT_FAILED, ORIGIN, GitFailure, InventoryRepo
 from reconciler.logic.drift.drift import FINDING_CODES
@@ -46,6 +49,7 @@ class StoredReport:
     blobs: Mapping[str, str]
     rendered: int  # per-node files rendered (and written) by this report
     reused: int  # per-node files whose blob came from the memo or the branch tip, not rendered
+    packed: int = 0  # rendered files written into packs (the bulk path), not as loose objects
 
 
 @functools.cache
@@ -140,8 +144,11 @@ def store_report(
     pages: Iterable[PageSource],
     memo: RenderMemo | None = None,
     fingerprint: str | None = None,
+    bulk_from: int = BULK_FROM,
+    pack_bytes: int = PACK_BYTES,
 ) -> StoredReport | GitFailure:
-    """Write the report into `repo`'s object database (see the module docstring)."""
+    """Write the report into `repo`'s object database (see the module docstring). `bulk_from`, `pack_bytes`: when
+    rendered files go into packs, and how much content one pack holds (adapters/git/packwrite.py)."""
     fp = fingerprint if fingerprint is not None else renderer_fingerprint()
     git = repo.repo
     tip = _Tip(repo, branch, path, fp)
@@ -150,6 +157,7 @@ def store_report(
     blobs: dict[str, str] = {}
     rendered = reused = 0
     try:
+        sink = BlobSink(git, bulk_from=bulk_from, pack_bytes=pack_bytes)
         for page in pages:
             remembered = last.get(page.path)
             if remembered is not None and remembered[0] == page.inputs and pygit2.Oid(hex=remembered[2]) in git:
@@ -162,10 +170,11 @@ def store_report(
                     oid = found
                     reused += 1
                 else:
-                    oid = str(git.create_blob(page.render()))
+                    oid = sink.add(page.render())
                     rendered += 1
             stored[page.path] = (page.inputs, digest, oid)
             blobs[page.path] = oid
+        sink.close()  # every page's blob is in the object database from here on (loose or packed)
         entries = pageindex.index_entries((p, d, o) for p, (_, d, o) in stored.items())
         blobs[INDEX_FILE] = str(git.create_blob(pageindex.render_index(entries, fp)))
         # The top files quote settings, URLs and error texts: guarded before they become objects.
@@ -177,4 +186,4 @@ def store_report(
         memo.stored = stored
         memo.pages, memo.maps = {}, {}  # the bytes are in the object database now
         memo.rendered = rendered
-    return StoredReport(blobs=blobs, rendered=rendered, reused=reused)
+    return StoredReport(blobs=blobs, rendered=rendered, reused=reused, packed=sink.packed)
