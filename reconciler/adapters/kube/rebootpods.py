@@ -67,7 +67,8 @@ class RebootTally:
     `add` runs for every pod of the cluster each cycle, so it asks the least it can: plain dict checks (the API's
     JSON decodes to dicts; anything else is not a pod) and one tuple per counted pod (tally_entry). `add_entry`
     counts such a tuple made earlier (a watch-fed cache keeps one per pod: kube/informer.py). The checks are
-    isinstance, not `type(...) is dict`, so a dict subclass that records the keys read (test_pruned_pages_twin.py) is read alike."""
+    isinstance, not `type(...) is dict`, so a dict subclass that records the keys read (test_pruned_pages_twin.py)
+    is read alike."""
 
     def __init__(self) -> None:
         self._all: dict[str, _Capped] = {}
