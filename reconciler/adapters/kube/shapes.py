@@ -153,6 +153,11 @@ PODS = PageShape("Pod", PodList)
 #   typed decode saves): a run of 17 digits, or an exponent of three digits or more that ends a number (`0e000,`). A
 #   false match (such text inside a string) only costs the faster path, never a wrong page;
 # - bytes that are not UTF-8: orjson refuses the page, msgspec does not check a string it skips.
+# Nesting is the one difference left: orjson refuses more than 1,024 levels, msgspec stops at the interpreter's
+# recursion limit, which celpy.Environment() raises to 2,500 for the whole process (logic/workloads/dracel.py). A page
+# nested between the two is then read with the shape (a deep kept value reaches the consumers as any other hostile
+# value; a deep dropped one is skipped) where the full decode refuses it. Node and Pod are typed structs in the API
+# server (no free-form nesting), so no server sends such a page; tests/unit/adapters/test_kube_shapes.py pins both.
 _FLAT = bytes.maketrans(b"123456789E-", b"000000000e+")
 _LONG_DIGITS = b"0" * 17
 _EXPONENT = re.compile(rb"0e\+?000+[,}\]\s]")

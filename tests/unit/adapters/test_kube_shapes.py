@@ -5,6 +5,8 @@ strings, non-object items, duplicate keys, numbers and bytes two JSON parsers co
 from __future__ import annotations
 
 import copy
+import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -293,7 +295,6 @@ def test_a_page_that_is_not_a_list_gives_the_same_error(data: bytes) -> None:
         b'"\xed\xa0\x80"',  # a surrogate encoded in UTF-8
         b'"\\ud800"',  # a lone surrogate escaped
         b"NaN",
-        b"[" * 1100 + b"]" * 1100,  # deeper than either parser goes
         b"[" * 600 + b"]" * 600,
         b'"a\x01b"',
         # JSON that is not: msgspec checks the syntax of what it skips as orjson does of everything
@@ -313,6 +314,33 @@ def test_bytes_two_parsers_could_read_differently_give_the_full_decodes_answer(v
     for data in (dropped, kept):
         assert value in data
         _same(data, shapes.PODS, shapes.Pod, _observe_pods)
+
+
+@pytest.mark.parametrize("limit", [1000, 2500])  # Python's default; what celpy.Environment() sets (dracel, the twin)
+def test_nesting_deeper_than_the_full_decoder_goes_is_refused_or_read_without_it(limit: int) -> None:
+    """Deeper than orjson's 1,024 levels: orjson refuses the page. msgspec's limit is the interpreter's recursion
+    limit, which celpy raises to 2,500 for the whole process, so the typed decode may read such a page. Either way
+    no wrong answer: the full decode's error, or the page read as if the deep value were any other hostile value."""
+    deep = b"[" * 1100 + b"]" * 1100
+    dropped = _pods(POD).replace(b'"items":[{"metadata":{', b'"items":[{"metadata":{"managedFields":' + deep + b",", 1)
+    kept = _pods(POD).replace(b'"phase":"Running"', b'"phase":' + deep, 1)
+    shallow = {dropped: _pods(POD), kept: _pods(POD).replace(b'"phase":"Running"', b'"phase":[]', 1)}
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit)
+    try:
+        for data, instead in shallow.items():
+            full = _outcome(functools.partial(kc.read_list_page, data, "list x"))
+            pruned = _outcome(functools.partial(kc.read_list_page, data, "list x", shapes.PODS))
+            assert full[0] == "error" and "depth limit exceeded" in full[2]
+            if limit == 1000 or pruned[0] == "error":
+                assert pruned == full
+            else:
+                expected = kc.read_list_page(instead, "list x", shapes.PODS)[0]
+                assert _outcome(functools.partial(_observe_pods, pruned[1][0])) == _outcome(
+                    functools.partial(_observe_pods, expected)
+                )
+    finally:
+        sys.setrecursionlimit(before)
 
 
 @pytest.mark.parametrize(
