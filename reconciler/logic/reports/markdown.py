@@ -31,23 +31,21 @@ _LINE_BREAKS = re.compile("[\r\n\v\f\x85\u2028\u2029]+")
 _ESCAPED = frozenset("\\`*_[]|~$")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 _NOT_AFTER = ("@", "#")
+# What each character becomes inside a line, for str.translate; characters not in it stay as they are.
+_INERT = str.maketrans(
+    {**_ENTITIES, **{ch: "\\" + ch for ch in _ESCAPED}, **{ch: ch + ZWSP for ch in _NOT_AFTER}}
+)
 
 
 def text(value: object) -> str:
     """Any value as inert inline Markdown (safe in a paragraph, a list item and a table cell)."""
     s = _LINE_BREAKS.sub(" ", str(value))
     s = s.replace("://", f":{ZWSP}//").replace("www.", f"www{ZWSP}.")
-    out: list[str] = []
-    for i, ch in enumerate(s):
-        if ch in _ENTITIES:
-            out.append(_ENTITIES[ch])
-        elif ch in _ESCAPED or (i == 0 and ch in "-.>"):
-            out.append("\\" + ch)
-        elif ch in _NOT_AFTER:
-            out.append(ch + ZWSP)
-        else:
-            out.append(ch)
-    return "".join(out)
+    # One C-level pass instead of a Python loop per character (a fleet-wide report calls this ~50 times a node):
+    # every character maps on its own, except a leading "-" or "." (">" is an entity wherever it is).
+    if s[:1] in ("-", "."):
+        return "\\" + s[0] + s[1:].translate(_INERT)
+    return s.translate(_INERT)
 
 
 def code(value: object) -> str:
