@@ -11,6 +11,7 @@ Every string from the inventory or the cluster reaches Markdown through reconcil
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from urllib.parse import quote
@@ -62,7 +63,15 @@ def findings_table(findings: tuple[Finding, ...]) -> str:
 
 def legend(codes: set[str]) -> str:
     """The meaning of each finding code present, so a page is readable without the docs."""
-    rows = [[c, FINDING_CODES[c][0].value, FINDING_CODES[c][1]] for c in sorted(codes) if c in FINDING_CODES]
+    return _legend_of(tuple(sorted(c for c in codes if c in FINDING_CODES)))
+
+
+# A fleet-wide report draws a legend on every drifted node's page, mostly for the same few codes (issue 29): the
+# table depends on the known codes present and nothing else (FINDING_CODES is a constant), so it is drawn once per
+# set. Bounded: at most one entry per subset of codes seen, evicted past 256.
+@functools.lru_cache(maxsize=256)
+def _legend_of(known: tuple[str, ...]) -> str:
+    rows = [[c, FINDING_CODES[c][0].value, FINDING_CODES[c][1]] for c in known]
     return tabulate(rows, headers=["code", "severity", "meaning"], tablefmt="github")
 
 
