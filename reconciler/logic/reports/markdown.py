@@ -32,9 +32,7 @@ _ESCAPED = frozenset("\\`*_[]|~$")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 _NOT_AFTER = ("@", "#")
 # What each character becomes inside a line, for str.translate; characters not in it stay as they are.
-_INERT = str.maketrans(
-    {**_ENTITIES, **{ch: "\\" + ch for ch in _ESCAPED}, **{ch: ch + ZWSP for ch in _NOT_AFTER}}
-)
+_INERT = str.maketrans({**_ENTITIES, **{ch: "\\" + ch for ch in _ESCAPED}, **{ch: ch + ZWSP for ch in _NOT_AFTER}})
 
 
 def text(value: object) -> str:
