@@ -521,12 +521,15 @@ class KubeCluster:
         # again (kubeobserve.ParseMemo says why that key is exact). Only the parse of one object is
         # remembered; everything that reads several objects or the clock is computed every cycle.
         # `remember_parses=False` (a process that observes once, `reconcile --once`): nothing to reuse, so
-        # nothing is kept.
-        self.node_memo = kubeobserve.ParseMemo(kubeobserve.node_from_json, keep=remember_parses)
+        # nothing is kept. `watch=True` keeps nothing either: the watch-fed caches keep every node's and pod's record
+        # and a relist takes the unchanged ones from them (_watched, WatchCache.kept); a memo would hold the same
+        # objects under a second set of keys.
+        keep = remember_parses and not watch
+        self.node_memo = kubeobserve.ParseMemo(kubeobserve.node_from_json, keep=keep)
         # One observation's equal pod parts kept once (kubeobserve.Shared): a fresh table every observation.
         self.pod_parts = kubeobserve.Shared()
         self.pod_memo = kubeobserve.ParseMemo(
-            functools.partial(kubeobserve.gpu_pod_from_json, shared=self.pod_parts), keep=remember_parses
+            functools.partial(kubeobserve.gpu_pod_from_json, shared=self.pod_parts), keep=keep
         )
         # `watch=True` (`migplan run` only): nodes and pods from watch-fed caches, used by a cycle only when known
         # fresh, else listed as without them (kube/informer.py; _watched). Their pods' equal parts are kept once

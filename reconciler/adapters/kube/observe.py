@@ -670,9 +670,15 @@ def pod_record(
     readable = isinstance(obj.get("status") or {}, Mapping)  # else its Ready state cannot be read: not a plugin pod
     device_plugin = device_plugin_pod_from_json(obj) if daemonsets and readable else None
     tally = tally_entry(obj)
-    if tally is not None and shared is not None and type(tally[1][1]) is dict:
-        node, entry = tally
-        tally = (node, (entry[0], shared.mapping(entry[1]), *entry[2:]))
+    if shared is not None:
+        # A watch-fed cache keeps every record for the process's life: the node name, phase, label set and
+        # DaemonSet names a fleet's pods repeat are kept once (the decoded page's own copies are dropped with it).
+        daemonsets = tuple(shared.text(d) for d in daemonsets)
+        if tally is not None:
+            node, (key, tally_labels, owner_kind, controlled, phase, terminating) = tally
+            if type(tally_labels) is dict:
+                tally_labels = shared.mapping(tally_labels)
+            tally = (shared.text(node), (key, tally_labels, owner_kind, controlled, shared.text(phase), terminating))
     wants_log = mig_manager or (device_plugin is not None and not device_plugin.ready)
     bound_to = spec.get("nodeName")
     if shared is not None:

@@ -74,3 +74,14 @@ def test_reconcile_once_connects_without_a_parse_memo(monkeypatch: pytest.Monkey
     monkeypatch.setattr(KubeCluster, "from_kubeconfig", staticmethod(from_kubeconfig))
     assert reconcile._connect(Path("kc"), "ctx") == "cluster"
     assert seen == {"path": "kc", "context": "ctx", "remember_parses": False}
+
+
+def test_a_watching_adapter_keeps_no_parse_memo() -> None:
+    # `migplan run`: the watch-fed caches hold every node's and pod's record; a memo would hold them a second time.
+    cluster = KubeCluster(object(), watch=True)  # type: ignore[arg-type]
+    assert cluster.node_cache is not None and cluster.pod_cache is not None
+    assert not cluster.pod_memo.keep and not cluster.node_memo.keep
+    memo = cluster.pod_memo
+    memo.begin()
+    memo({"metadata": {"name": "p", "namespace": "n", "uid": "u", "resourceVersion": "1"}, "spec": {}})
+    assert memo._current == {} and memo._last == {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from reconciler.adapters.kube import observe as kubeobserve
@@ -146,3 +147,26 @@ def test_a_pod_worth_nothing_holds_nothing() -> None:
     assert kubeobserve.pod_record(_pod("floating", node=None)).holds_nothing()
     assert not kubeobserve.pod_record(_pod("bound")).holds_nothing()
     assert not kubeobserve.pod_record(_pod("gpu", node=None, gpu="nvidia.com/gpu")).holds_nothing()
+
+
+def test_records_keep_the_parts_pods_repeat_once() -> None:
+    # Each pod decoded on its own (as a LIST page or a watch event is): equal strings are distinct objects.
+    def decoded(pod: dict[str, Any]) -> Any:
+        return orjson.loads(orjson.dumps(pod))
+
+    pods = [decoded(_pod(name)) for name in ("web-a", "web-b")]
+    plugins = [decoded(_pod(name, namespace=NS, owner=("DaemonSet", "gpu-feature-discovery"))) for name in "ab"]
+    assert pods[0]["spec"]["nodeName"] is not pods[1]["spec"]["nodeName"]
+    shared = kubeobserve.Shared()
+    first, second = (kubeobserve.pod_record(p, shared=shared) for p in pods)
+    assert first.tally is not None and second.tally is not None
+    assert first.tally[0] == "gpu-1" and first.tally[0] is second.tally[0]  # the node name
+    assert first.tally[1][4] == "Running" and first.tally[1][4] is second.tally[1][4]  # the phase
+    assert first.node is first.tally[0]  # one node name per record, not two
+    ds_a, ds_b = (kubeobserve.pod_record(p, shared=shared) for p in plugins)
+    assert ds_a.daemonsets == ("gpu-feature-discovery",) and ds_a.daemonsets[0] is ds_b.daemonsets[0]
+    # Without a table nothing is shared, and the values are the same.
+    alone = [kubeobserve.pod_record(p) for p in pods]
+    assert alone[0].tally is not None and alone[1].tally is not None
+    assert alone[0].tally[0] is not alone[1].tally[0]
+    assert [a.tally for a in alone] == [first.tally, second.tally]
