@@ -17,6 +17,7 @@ from typing import Any
 import pygit2
 import pytest
 from gitserver import GitDaemon, make_bare, seed
+from helpers.reportfleet import fleet
 
 from reconciler.adapters.git import packwrite
 from reconciler.adapters.git.packwrite import BlobSink
@@ -24,9 +25,8 @@ from reconciler.adapters.git.reports import BotIdentity, Outbox, commit_report
 from reconciler.adapters.git.reportstore import StoredReport, store_report
 from reconciler.adapters.git.source import GitAuth, GitFailure, GitRemote, InventoryRepo
 from reconciler.logic.reports import pageindex, reports
-from reconciler.model.drift import DriftReport, Finding, GpuSliceMap, NodeReport, NodeStatus, Occupancy
+from reconciler.model.drift import DriftReport
 from reconciler.model.inventory import ReportSettings
-from reconciler.model.revisions import Revision
 
 SETTINGS = ReportSettings(branch="migplan-reports", path="reports/par1")
 BOT = BotIdentity("migplan-bot", "bot@example.com")
@@ -49,21 +49,6 @@ def _repo(url: str, cache: Path) -> InventoryRepo:
     repo = InventoryRepo.open(GitRemote(url, cache, GitAuth(), timeout_ms=2000))
     assert isinstance(repo, InventoryRepo)
     return repo
-
-
-def fleet(n: int, drifted: set[int], *, held: int | None = None, rev: str = "a") -> DriftReport:
-    """n nodes of one H200 each; every drifted node gets a finding and a map."""
-    nodes, slice_maps = [], {}
-    for i in range(n):
-        name = f"gpu-{i:03d}"
-        occ = (Occupancy(name, "1g.18gb", 7, 1 if i == held else 0, ()),)
-        findings = (Finding(code="MP501", message="layout differs", node=name, gpu=0),) if i in drifted else ()
-        status = NodeStatus.DRIFTED if i in drifted else NodeStatus.IN_SYNC
-        nodes.append(NodeReport(name, status, findings, occ, mig_config=f"cfg-{i}"))
-        slice_maps[name] = (GpuSliceMap(index=0, model="H200-141GB", mig_enabled=True, memory_slices=8),)
-    return DriftReport(
-        cluster="c", revision=Revision("main", rev * 40), strategy="mixed", nodes=tuple(nodes), slice_maps=slice_maps
-    )
 
 
 def store(repo: InventoryRepo, report: DriftReport, **bulk: int) -> StoredReport | GitFailure:
@@ -196,7 +181,7 @@ def _crash_at(step: str, monkeypatch: Any) -> None:
 
 _NEW_PROCESS = """
 import sys
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
+sys.path[:0] = [sys.argv[1], sys.argv[2], sys.argv[5]]
 from pathlib import Path
 from test_report_pack import BULK, commit, fleet, store, _repo
 repo = _repo(sys.argv[3], Path(sys.argv[4]))
@@ -225,7 +210,16 @@ def test_a_crash_at_each_step_queues_nothing_and_a_new_process_pushes_the_whole_
     assert bare.references.get(f"refs/heads/{SETTINGS.branch}") is None  # and nothing pushed
     here = Path(__file__).resolve()
     env = {**os.environ, "PYTHONPATH": str(here.parents[2])}
-    argv = [sys.executable, "-c", _NEW_PROCESS, str(here.parent), str(here.parents[2]), daemon.url("inv"), str(cache)]
+    argv = [
+        sys.executable,
+        "-c",
+        _NEW_PROCESS,
+        str(here.parent),
+        str(here.parents[2]),
+        daemon.url("inv"),
+        str(cache),
+        str(here.parents[1]),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["80", "80", "committed"]  # rendered again (no tip yet), packed, pushed

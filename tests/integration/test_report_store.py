@@ -18,14 +18,14 @@ from typing import Any
 import pygit2
 import pytest
 from gitserver import GitDaemon, git, make_bare, seed
+from helpers.reportfleet import fleet
 
 from reconciler.adapters.git.reports import BotIdentity, Outbox, commit_report, flush_outbox
 from reconciler.adapters.git.reportstore import StoredReport, store_report
 from reconciler.adapters.git.source import GitAuth, GitFailure, GitRemote, InventoryRepo
 from reconciler.logic.reports import pageindex, reports
-from reconciler.model.drift import DriftReport, Finding, GpuSliceMap, NodeReport, NodeStatus, Occupancy
+from reconciler.model.drift import DriftReport, GpuSliceMap, NodeReport
 from reconciler.model.inventory import ReportSettings
-from reconciler.model.revisions import Revision
 
 SETTINGS = ReportSettings(branch="migplan-reports", path="reports/par1")
 BOT = BotIdentity("migplan-bot", "bot@example.com")
@@ -47,22 +47,6 @@ def _repo(url: str, cache: Path) -> InventoryRepo:
     repo = InventoryRepo.open(GitRemote(url, cache, GitAuth(), timeout_ms=2000))
     assert isinstance(repo, InventoryRepo)
     return repo
-
-
-def _fleet(n: int, drifted: set[int], *, held: int | None = None, rev: str = "a") -> DriftReport:
-    """n nodes of one H200 each; the drifted ones get a finding (and maps: more than 100 nodes map only those)."""
-    nodes, slice_maps = [], {}
-    for i in range(n):
-        name = f"gpu-{i:03d}"
-        used = 1 if i == held else 0
-        occ = (Occupancy(name, "1g.18gb", 7, used, ()),)
-        findings = (Finding(code="MP501", message="layout differs", node=name, gpu=0),) if i in drifted else ()
-        status = NodeStatus.DRIFTED if i in drifted else NodeStatus.IN_SYNC
-        nodes.append(NodeReport(name, status, findings, occ, mig_config=f"cfg-{i}"))
-        slice_maps[name] = (GpuSliceMap(index=0, model="H200-141GB", mig_enabled=True, memory_slices=8),)
-    return DriftReport(
-        cluster="c", revision=Revision("main", rev * 40), strategy="mixed", nodes=tuple(nodes), slice_maps=slice_maps
-    )
 
 
 def _store(repo: InventoryRepo, report: DriftReport, memo: reports.RenderMemo | None = None) -> StoredReport:
@@ -121,7 +105,7 @@ def _assert_same_as_full_render(bare: Path, report: DriftReport) -> None:
 
 def test_a_new_process_renders_and_writes_only_the_changed_node(remote, tmp_path: Path) -> None:
     daemon, bare = remote
-    first = _fleet(150, {3, 40})
+    first = fleet(150, {3, 40})
     stored = _store(_repo(daemon.url("inv"), tmp_path / "cache"), first)
     assert (stored.rendered, stored.reused) == (152, 0)  # 150 pages and the two drifted nodes' maps
     _commit(_repo(daemon.url("inv"), tmp_path / "cache"), stored, "r1")
@@ -130,7 +114,7 @@ def test_a_new_process_renders_and_writes_only_the_changed_node(remote, tmp_path
     # a new process (new repository object, no memo), a new revision, node 7 drifts: its page and map only
     repo = _repo(daemon.url("inv"), tmp_path / "cache")
     assert repo.fetch() is None
-    second = _fleet(150, {3, 7, 40}, rev="b")
+    second = fleet(150, {3, 7, 40}, rev="b")
     stored = _store(repo, second)
     assert (stored.rendered, stored.reused) == (2, 151)
     assert _commit(repo, stored, "r2") == "committed"
@@ -155,9 +139,9 @@ def test_a_long_lived_process_reuses_its_memo_without_reading_the_bytes(remote, 
     daemon, bare = remote
     repo = _repo(daemon.url("inv"), tmp_path / "cache")
     memo = reports.RenderMemo()
-    _commit(repo, _store(repo, _fleet(20, set()), memo), "r1")
+    _commit(repo, _store(repo, fleet(20, set()), memo), "r1")
     assert memo.pages == {} and memo.maps == {} and len(memo.stored) == 40  # ids kept, not bytes
-    held = _fleet(20, set(), held=5)
+    held = fleet(20, set(), held=5)
     stored = _store(repo, held, memo)
     assert (stored.rendered, memo.rendered) == (1, 1)  # a pod on gpu-005: its page (its map has no holders here)
     _commit(repo, stored, "r2")
@@ -199,7 +183,7 @@ def _hostile_indexes(tree: dict[str, bytes]) -> list[bytes]:
 def test_a_hostile_index_only_costs_renders(remote, tmp_path: Path, case: int) -> None:
     daemon, bare = remote
     repo = _repo(daemon.url("inv"), tmp_path / "cache")
-    report = _fleet(6, {1})
+    report = fleet(6, {1})
     _commit(repo, _store(repo, report), "r1")
     hostile = _hostile_indexes(_tree(bare))[case]
     _push_on_branch(bare, tmp_path / "work2", {pageindex.INDEX_FILE: hostile})
@@ -217,7 +201,7 @@ def test_a_hostile_index_only_costs_renders(remote, tmp_path: Path, case: int) -
 def test_a_page_edited_or_removed_on_the_branch_is_rendered_again(remote, tmp_path: Path) -> None:
     daemon, bare = remote
     repo = _repo(daemon.url("inv"), tmp_path / "cache")
-    report = _fleet(6, {1})
+    report = fleet(6, {1})
     _commit(repo, _store(repo, report), "r1")
     _push_on_branch(bare, tmp_path / "work2", {"nodes/gpu-002.md": b"edited by hand\n"})
     work = tmp_path / "work2"
@@ -235,9 +219,9 @@ def test_a_queued_report_holds_blob_ids_survives_a_restart_and_a_bad_id_is_set_a
     daemon, bare = remote
     cache = tmp_path / "cache"
     repo = _repo(daemon.url("inv"), cache)
-    _commit(repo, _store(repo, _fleet(150, set(range(150)))), "r1")
+    _commit(repo, _store(repo, fleet(150, set(range(150)))), "r1")
     daemon.stop()
-    report = _fleet(150, set(range(150)), held=9)
+    report = fleet(150, set(range(150)), held=9)
     stored = _store(repo, report)
     out = commit_report(repo, settings=SETTINGS, files={}, blobs=stored.blobs, message="r2", bot=BOT)
     assert out.status == "queued" and out.pending == 1
@@ -262,7 +246,7 @@ def test_a_queued_report_holds_blob_ids_survives_a_restart_and_a_bad_id_is_set_a
 def test_files_and_blobs_naming_the_same_file_are_refused(remote, tmp_path: Path) -> None:
     daemon, _ = remote
     repo = _repo(daemon.url("inv"), tmp_path / "cache")
-    stored = _store(repo, _fleet(2, set()))
+    stored = _store(repo, fleet(2, set()))
     out = commit_report(repo, settings=SETTINGS, files={"README.md": b"x"}, blobs=stored.blobs, message="m", bot=BOT)
     assert out.status == "refused" and out.failure is not None and "twice" in out.failure.message
     assert Outbox.for_repo(repo).entries() == []
@@ -277,9 +261,7 @@ def test_an_unwritable_object_database_is_a_failure_value(remote, tmp_path: Path
 
     monkeypatch.setattr(repo.repo, "create_blob", full)
     memo = reports.RenderMemo()
-    out = store_report(
-        repo, branch="r", path="reports", top={}, pages=reports.page_sources(_fleet(3, set())), memo=memo
-    )
+    out = store_report(repo, branch="r", path="reports", top={}, pages=reports.page_sources(fleet(3, set())), memo=memo)
     assert isinstance(out, GitFailure) and "object database" in out.message and "No space" in out.message
     assert memo.stored == {}  # nothing remembered from a report that was not stored
 
