@@ -31,6 +31,7 @@ _LINE_BREAKS = re.compile("[\r\n\v\f\x85\u2028\u2029]+")
 _ESCAPED = frozenset("\\`*_[]|~$")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 _NOT_AFTER = ("@", "#")
+_TICKS = re.compile("`+")
 # What each character becomes inside a line, for str.translate; characters not in it stay as they are.
 _INERT = str.maketrans({**_ENTITIES, **{ch: "\\" + ch for ch in _ESCAPED}, **{ch: ch + ZWSP for ch in _NOT_AFTER}})
 
@@ -65,6 +66,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 def fence(lines: Sequence[str]) -> list[str]:
     """Lines as a fenced code block whose fence no line can close (CommonMark §4.5)."""
-    longest = max((len(m) for ln in lines for m in re.findall("`+", ln)), default=0)
+    # Only a line with a backtick can hold a run of them (a node page's slice maps have none: one C-level test each).
+    longest = max((len(m) for ln in lines if "`" in ln for m in _TICKS.findall(ln)), default=0)
     marker = "`" * max(3, longest + 1)
     return [marker, *lines, marker]
