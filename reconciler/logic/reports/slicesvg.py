@@ -262,6 +262,7 @@ def _ruler(slices: int, cell: int) -> tuple[str, ...]:
 def clear_fragments() -> None:
     """Forget the memoized fragments (tests: render from scratch to compare with a warm render)."""
     _partition.cache_clear()
+    _chrome.cache_clear()
     _legend.cache_clear()
     _ruler.cache_clear()
 
@@ -275,9 +276,7 @@ def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupa
     placed = sorted((p for p in gpu.partitions if p.start is not None), key=lambda p: (p.start or 0, p.profile))
     unplaced = [p for p in gpu.partitions if p.start is None]
     rows = 1 + (1 if unplaced else 0)
-    legend_y = _BAR_Y + rows * (_BAR_H + _ROW_GAP) + 4
-    height = legend_y + 58
-    name = f"node {node}, GPU {gpu.index} ({gpu.model})"
+    name = xml(f"node {node}, GPU {gpu.index} ({gpu.model})")
     held = sum(1 for p in gpu.partitions if p.holder)
     if not gpu.mig_enabled:
         summary = "MIG disabled: the whole GPU is one device"
@@ -286,26 +285,17 @@ def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupa
     else:
         summary = f"{len(gpu.partitions)} MIG partition(s)"
     observed_holders = gpu.holders_source == "observed"
-    if occupancy:
-        cut = (
-            "Cut: observed on the GPU by the node's observer (NVML)."
-            if gpu.layout_source == "observed"
-            else "Cut: planned (no observer report for this node)."
-        )
-        who = "the kubelet's allocations (observed)" if observed_holders else "inferred from pod requests"
-        note = f"{cut} Holders: {who}."
-    else:
-        note = "The cut as the inventory plans it; which pods hold partitions is not shown."
+    states = frozenset(p.state for p in gpu.partitions)
+    top, below_title, ruler, bottom = _chrome(
+        slices, rows, caption, summary, occupancy, gpu.layout_source, observed_holders, states
+    )
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-labelledby="map-title map-desc">',
-        f'<title id="map-title">{xml(f"MIG slice map of {name}: {caption}")}</title>',
-        f'<desc id="map-desc">{xml(f"{summary}. {note}")}</desc>',
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
-        f'<text x="{_MARGIN}" y="26" font-size="16" font-weight="bold" fill="#111111" {_FONT}>{xml(name)}</text>',
-        f'<text x="{_MARGIN}" y="46" font-size="12" fill="#444444" {_FONT}>{xml(f"{caption} · {summary}")}</text>',
+        top,
+        f'<title id="map-title">MIG slice map of {name}: {xml(caption)}</title>',
+        below_title,
+        f'<text x="{_MARGIN}" y="26" font-size="16" font-weight="bold" fill="#111111" {_FONT}>{name}</text>',
+        ruler,
     ]
-    out += _ruler(slices, cell)
     if not gpu.mig_enabled:
         whole = SlicePartition(profile="whole GPU", start=0, size=slices, owner="MIG disabled", holder=None)
         title = f"GPU {gpu.index}: MIG disabled, the whole GPU is one device (nvidia.com/gpu)"
@@ -332,10 +322,55 @@ def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupa
             w = max(p.size, 1) * cell
             out.append(_draw(p, x + 2, y + 2, w - 4, _BAR_H - 4, slices, True, None, occupancy, observed_holders))
             x += w
-    out += _legend(legend_y, occupancy, frozenset(p.state for p in gpu.partitions))
-    out.append(f'<text x="{_MARGIN}" y="{legend_y + 36}" font-size="11" fill="#555555" {_FONT}>{xml(note)}</text>')
-    out.append("</svg>")
-    return ("\n".join(out) + "\n").encode("utf-8")
+    return ("\n".join(out) + "\n" + bottom).encode("utf-8")
+
+
+# What a map draws from its GPU's shape and sources alone, not from its node or partitions: the same few values for
+# a whole fleet (issue 29), each piece already joined as gpu_svg joins its lines. Bounded like the other fragments.
+@functools.lru_cache(maxsize=256, typed=True)
+def _chrome(
+    slices: int,
+    rows: int,
+    caption: str,
+    summary: str,
+    occupancy: bool,
+    layout_source: str,
+    observed_holders: bool,
+    states: frozenset[str],
+) -> tuple[str, str, str, str]:
+    """(the <svg> tag; the description and background; the caption line and the ruler; the legend, the note and
+    the end), the pieces gpu_svg puts around the map's title, name and partitions."""
+    cell = (_WIDTH - 2 * _MARGIN) // slices
+    width = 2 * _MARGIN + cell * slices
+    legend_y = _BAR_Y + rows * (_BAR_H + _ROW_GAP) + 4
+    height = legend_y + 58
+    if occupancy:
+        cut = (
+            "Cut: observed on the GPU by the node's observer (NVML)."
+            if layout_source == "observed"
+            else "Cut: planned (no observer report for this node)."
+        )
+        who = "the kubelet's allocations (observed)" if observed_holders else "inferred from pod requests"
+        note = f"{cut} Holders: {who}."
+    else:
+        note = "The cut as the inventory plans it; which pods hold partitions is not shown."
+    top = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-labelledby="map-title map-desc">'
+    )
+    below_title = (
+        f'<desc id="map-desc">{xml(f"{summary}. {note}")}</desc>\n'
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>'
+    )
+    caption_line = (
+        f'<text x="{_MARGIN}" y="46" font-size="12" fill="#444444" {_FONT}>{xml(f"{caption} · {summary}")}</text>'
+    )
+    end = [
+        *_legend(legend_y, occupancy, states),
+        f'<text x="{_MARGIN}" y="{legend_y + 36}" font-size="11" fill="#555555" {_FONT}>{xml(note)}</text>',
+        "</svg>",
+    ]
+    return top, below_title, "\n".join([caption_line, *_ruler(slices, cell)]), "\n".join(end) + "\n"
 
 
 def node_maps(node: str, gpus: Iterable[GpuSliceMap], *, caption: str = "planned cut") -> dict[str, bytes]:
