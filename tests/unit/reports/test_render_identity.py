@@ -18,6 +18,8 @@ import pytest
 from helpers import REPO, load_script, reportfleet
 from helpers import planning as fixtures
 from helpers import reportrender_v0 as plain
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reconciler.logic.drift import drift
 from reconciler.logic.planning import planner
@@ -166,3 +168,14 @@ def test_held_partitions_of_one_cut_share_one_drawing_whatever_their_holders() -
     assert len(set(maps)) == len(gpus)  # every holder is drawn: no two maps alike
     info = slicesvg._partition.cache_info()
     assert info.misses == len(cut) and info.hits == len(cut) * (len(gpus) - 1)
+
+
+_XML_SPECIAL = "&<>\"'\x00\x01\x08\t\n\x0b\x0c\r\x0e\x1f\x7f\x80\ufffd\ufffe\uffff🙂"
+
+
+@settings(max_examples=600, deadline=None, derandomize=True)
+@given(st.text(alphabet=st.sampled_from(_XML_SPECIAL + "ab9é"), max_size=40) | st.text(max_size=40))
+def test_xml_is_the_plain_escape_and_escapes_a_concatenation_part_by_part(value: str) -> None:
+    assert slicesvg.xml(value) == plain.xml(value)
+    cut = len(value) // 2
+    assert slicesvg.xml(value[:cut]) + slicesvg.xml(value[cut:]) == plain.xml(value)  # what _draw relies on
