@@ -65,7 +65,7 @@ def xml(text: object) -> str:
     """Text or attribute value safe in XML 1.0: markup escaped, characters XML forbids dropped.
 
     Per character (each is dropped, escaped or kept on its own), so escaping a concatenation is concatenating the
-    escaped parts: what _held_partition relies on to escape a holder apart from the rest of a title."""
+    escaped parts: what _draw relies on to escape a holder apart from the rest of a partition's drawing."""
     s = str(text)
     if _TOUCHED.search(s) is None:
         return s
@@ -140,8 +140,8 @@ def _held_title(
 
 # Most GPUs of a fleet share their cut, so the same fragments come back thousands of times in a first report
 # (issue 29): the fragments are memoized on every value they are drawn from (typed, so True and 1 stay apart),
-# never on the node or GPU that names them, which only gpu_svg's header writes. Bounded: a fleet of unique
-# holders evicts rather than grows.
+# never on the node or GPU that names them, which only gpu_svg's header writes, nor on a partition's holder, which
+# _draw escapes into its frame. Bounded: a fleet of unique cuts, owners or geometries evicts rather than grows.
 _FRAGMENTS = 1024
 
 
