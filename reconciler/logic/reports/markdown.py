@@ -26,18 +26,26 @@ import re
 from collections.abc import Iterable, Sequence
 
 ZWSP = "\u200b"
-_LINE_BREAKS = re.compile("[\r\n\v\f\x85\u2028\u2029]+")
+_BREAKS = "\r\n\v\f\x85\u2028\u2029"
+_LINE_BREAKS = re.compile(f"[{_BREAKS}]+")
 # ( ) and ! need no escape once [ and ] are escaped: no link or image can open. $: GitHub math.
 _ESCAPED = frozenset("\\`*_[]|~$")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 _NOT_AFTER = ("@", "#")
+_TICKS = re.compile("`+")
 # What each character becomes inside a line, for str.translate; characters not in it stay as they are.
 _INERT = str.maketrans({**_ENTITIES, **{ch: "\\" + ch for ch in _ESCAPED}, **{ch: ch + ZWSP for ch in _NOT_AFTER}})
+# Whatever text() changes anywhere in a string: a line break, a character of _INERT, a URL's "://" or "www.". Most
+# values have none (numbers, profiles, pod names: issue 29, 50 values a node page): one search returns them as is.
+_TOUCHED = re.compile("[" + re.escape(_BREAKS + "".join(map(chr, _INERT))) + "]|://|www\\.")
 
 
 def text(value: object) -> str:
     """Any value as inert inline Markdown (safe in a paragraph, a list item and a table cell)."""
-    s = _LINE_BREAKS.sub(" ", str(value))
+    s = str(value)
+    if _TOUCHED.search(s) is None and s[:1] not in ("-", "."):
+        return s
+    s = _LINE_BREAKS.sub(" ", s)
     s = s.replace("://", f":{ZWSP}//").replace("www.", f"www{ZWSP}.")
     # One C-level pass instead of a Python loop per character (a fleet-wide report calls this ~50 times a node):
     # every character maps on its own, except a leading "-" or "." (">" is an entity wherever it is).
@@ -65,6 +73,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 def fence(lines: Sequence[str]) -> list[str]:
     """Lines as a fenced code block whose fence no line can close (CommonMark §4.5)."""
-    longest = max((len(m) for ln in lines for m in re.findall("`+", ln)), default=0)
+    # Only a line with a backtick can hold a run of them (a node page's slice maps have none: one C-level test each).
+    longest = max((len(m) for ln in lines if "`" in ln for m in _TICKS.findall(ln)), default=0)
     marker = "`" * max(3, longest + 1)
     return [marker, *lines, marker]

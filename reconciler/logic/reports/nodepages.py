@@ -90,7 +90,7 @@ def slice_map_text(gpu: GpuSliceMap) -> list[str]:
     source = f"[{cut_caption(gpu)}]"
     if not gpu.mig_enabled:
         return [f"{head}  MIG disabled (whole GPU)  {source}"]
-    lines = [f"{head}  MIG  {source}", f"  {'slice':<12} {''.join(str(i % 10) for i in range(gpu.memory_slices))}"]
+    lines = [f"{head}  MIG  {source}", f"  {'slice':<12} {_ruler(gpu.memory_slices)}"]
     if not gpu.partitions:
         lines.append(f"  {'(empty)':<12} {'.' * gpu.memory_slices}")
     for p in sorted(gpu.partitions, key=lambda p: (p.start if p.start is not None else 99, p.profile)):
@@ -101,7 +101,7 @@ def slice_map_text(gpu: GpuSliceMap) -> list[str]:
             bar = "?" * gpu.memory_slices
             where = "placement chosen by the driver"
         else:
-            bar = "".join("#" if p.start <= i < p.start + p.size else "." for i in range(gpu.memory_slices))
+            bar = _bar(p.start, p.size, gpu.memory_slices)
             where = f"at {p.start}"
         owner = f"owner {p.owner}" if p.owner else "unowned"
         held = f"held by {p.holder}" if p.holder else ("not on the GPU" if p.state == "missing" else "free")
@@ -110,6 +110,18 @@ def slice_map_text(gpu: GpuSliceMap) -> list[str]:
             note += f"; planned at {p.planned_start}"
         lines.append(f"  {p.profile:<12} {bar}  {where:<6} {owner}, {held}" + (f"  ({note})" if note else ""))
     return lines
+
+
+# A fleet's GPUs have a few slice counts and placements (issue 29: 40,000 maps, a million characters drawn one by
+# one): each ruler and bar is drawn once. Bounded: the values come from the cluster and the inventory.
+@functools.lru_cache(maxsize=64)
+def _ruler(memory_slices: int) -> str:
+    return "".join(str(i % 10) for i in range(memory_slices))
+
+
+@functools.lru_cache(maxsize=1024)
+def _bar(start: int, size: int, memory_slices: int) -> str:
+    return "".join("#" if start <= i < start + size else "." for i in range(memory_slices))
 
 
 def _map_links(node: str, gpus: tuple[GpuSliceMap, ...]) -> list[str]:

@@ -56,11 +56,20 @@ UNALLOCATED = "#eeeeee"
 OFF_PLAN = {"moved": ("#b9770e", "placed by the driver, not as planned"), "unplanned": ("#c0392b", "not in the plan")}
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
+# What xml() changes: a forbidden character or a markup one. Most strings have none (a first fleet-wide report
+# escapes some 700,000 strings, issue 29): one C-level search returns those as they are.
+_TOUCHED = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff&<>"]')
 
 
 def xml(text: object) -> str:
-    """Text or attribute value safe in XML 1.0: markup escaped, characters XML forbids dropped."""
-    s = _CONTROL.sub("", str(text))
+    """Text or attribute value safe in XML 1.0: markup escaped, characters XML forbids dropped.
+
+    Per character (each is dropped, escaped or kept on its own), so escaping a concatenation is concatenating the
+    escaped parts: what _draw relies on to escape a holder apart from the rest of a partition's drawing."""
+    s = str(text)
+    if _TOUCHED.search(s) is None:
+        return s
+    s = _CONTROL.sub("", s)
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
@@ -82,32 +91,61 @@ def _fit(text: str, width: float) -> str:
 def partition_title(
     p: SlicePartition, memory_slices: int, *, occupancy: bool = True, observed_holders: bool = False
 ) -> str:
-    if p.start is None:
-        where = f"{p.size} memory slice(s), placement chosen by the driver"
-    else:
-        last = p.start + p.size - 1
-        where = f"memory slices {p.start}-{last} of {memory_slices}" if p.size > 1 else f"memory slice {p.start}"
-    owner = f"owner {p.owner}" if p.owner else "no owner"
     if not occupancy:
-        return f"{p.profile}: {where}; {owner}"
+        return f"{p.profile}: {_where(p.start, p.size, memory_slices)}; {_owner(p.owner)}"
     if p.state == "missing":
         at = f" at memory slice {p.planned_start}" if p.planned_start is not None else ""
-        return f"{p.profile}: planned{at}, missing on the GPU; {owner}"
+        return f"{p.profile}: planned{at}, missing on the GPU; {_owner(p.owner)}"
+    if p.holder:
+        head, tail = _held_title(
+            p.profile, p.start, p.size, p.owner, p.state, p.planned_start, memory_slices, observed_holders
+        )
+        return head + p.holder + tail
+    free = f"{p.profile}: {_where(p.start, p.size, memory_slices)}; {_owner(p.owner)}; free"
+    return free + _state_note(p.state, p.planned_start)
+
+
+def _where(start: int | None, size: int, memory_slices: int) -> str:
+    if start is None:
+        return f"{size} memory slice(s), placement chosen by the driver"
+    last = start + size - 1
+    return f"memory slices {start}-{last} of {memory_slices}" if size > 1 else f"memory slice {start}"
+
+
+def _owner(owner: str | None) -> str:
+    return f"owner {owner}" if owner else "no owner"
+
+
+def _state_note(state: str, planned_start: int | None) -> str:
+    if state == "moved":
+        return f"; placed by the driver, planned at {planned_start}"
+    return "; not in the plan" if state == "unplanned" else ""
+
+
+def _held_title(
+    profile: str,
+    start: int | None,
+    size: int,
+    owner: str | None,
+    state: str,
+    planned_start: int | None,
+    memory_slices: int,
+    observed_holders: bool,
+) -> tuple[str, str]:
+    """A held partition's title around its holder (the holder goes between the two)."""
     how = "observed: the kubelet's allocation" if observed_holders else "inferred from pod requests"
-    held = f"held by {p.holder} ({how})" if p.holder else "free"
-    state = {"moved": f"; placed by the driver, planned at {p.planned_start}", "unplanned": "; not in the plan"}
-    return f"{p.profile}: {where}; {owner}; {held}{state.get(p.state, '')}"
+    head = f"{profile}: {_where(start, size, memory_slices)}; {_owner(owner)}; held by "
+    return head, f" ({how})" + _state_note(state, planned_start)
 
 
 # Most GPUs of a fleet share their cut, so the same fragments come back thousands of times in a first report
 # (issue 29): the fragments are memoized on every value they are drawn from (typed, so True and 1 stay apart),
-# never on the node or GPU that names them, which only gpu_svg's header writes. Bounded: a fleet of unique
-# holders evicts rather than grows.
+# never on the node or GPU that names them, which only gpu_svg's header writes, nor on a partition's holder, which
+# _draw escapes into its frame. Bounded: a fleet of unique cuts, owners or geometries evicts rather than grows.
 _FRAGMENTS = 1024
 
 
-@functools.lru_cache(maxsize=_FRAGMENTS, typed=True)
-def _partition(
+def _draw(
     p: SlicePartition,
     x: int,
     y: int,
@@ -118,30 +156,75 @@ def _partition(
     title: str | None = None,
     occupancy: bool = True,
     observed_holders: bool = False,
+) -> str:
+    """One partition: its <g> (title, box, labels), its lines joined as gpu_svg joins them.
+
+    A holder is a pod name, unique across the fleet: memoized with it, the drawing would be drawn anew for every
+    held partition (issue 29: 131,637 of them in a first report at 5,000 nodes). So _partition memoizes everything
+    but the holder and the holder is escaped into the gaps it leaves: xml() works per character, so the bytes are
+    those of the whole drawing escaped at once."""
+    held = bool(p.holder) and occupancy
+    frame = _partition(
+        p.profile, p.start, p.size, p.owner, p.state, p.planned_start, held,
+        x, y, w, h, memory_slices, dashed, title, occupancy, observed_holders,
+    )  # fmt: skip
+    if not held:
+        return frame[0]
+    holder = p.holder or ""
+    # Too long for its box: the pod's name says more than its namespace (both are in the title).
+    shown = holder.split("/", 1)[1] if len(holder) * _CHAR_W > w - 10 and "/" in holder else holder
+    if len(frame) == 3:  # the title names the holder too
+        return frame[0] + xml(holder) + frame[1] + xml(_fit(shown, w)) + frame[2]
+    return frame[0] + xml(_fit(shown, w)) + frame[1]
+
+
+@functools.lru_cache(maxsize=_FRAGMENTS, typed=True)
+def _partition(
+    profile: str,
+    start: int | None,
+    size: int,
+    owner: str | None,
+    state: str,
+    planned_start: int | None,
+    held: bool,
+    x: int,
+    y: int,
+    w: int,
+    h: int,
+    memory_slices: int,
+    dashed: bool,
+    title: str | None,
+    occupancy: bool,
+    observed_holders: bool,
 ) -> tuple[str, ...]:
-    seen = observed_holders
-    fill, ink, stroke = (HELD if p.holder else FREE) if occupancy else PLANNED
+    """A partition's drawing less its holder: the whole drawing when it shows no holder (free, or occupancy not
+    shown), else the text around the holder's label and, when the title names the holder, around it there."""
+    fill, ink, stroke = (HELD if held else FREE) if occupancy else PLANNED
     dash = ' stroke-width="2" stroke-dasharray="6 4"' if dashed else ' stroke-width="2"'
-    if p.state in OFF_PLAN:
-        stroke, dash = OFF_PLAN[p.state][0], ' stroke-width="3" stroke-dasharray="8 3"'
-    holder = p.holder or "free"
-    if len(holder) * _CHAR_W > w - 10 and "/" in holder:
-        holder = holder.split("/", 1)[1]  # the pod's name says more than its namespace (both in the title)
-    lines = [(p.profile, "bold", 13), (p.owner or "unowned", "normal", 12)]
+    if state in OFF_PLAN:
+        stroke, dash = OFF_PLAN[state][0], ' stroke-width="3" stroke-dasharray="8 3"'
+    lines = [(profile, "bold", 13), (owner or "unowned", "normal", 12)]
     if occupancy:
-        lines.append((holder, "normal", 12))
-    title = title or partition_title(p, memory_slices, occupancy=occupancy, observed_holders=seen)
-    out = [
-        f"<g><title>{xml(title)}</title>",
-        f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6" fill="{fill}" stroke="{stroke}"{dash}/>',
+        lines.append(("" if held else "free", "normal", 12))  # a holder's label is filled in by _draw
+    labels = [
+        f'<text x="{x + w // 2}" y="{y + 24 + i * 20}" text-anchor="middle" font-size="{size}" '
+        f'font-weight="{weight}" fill="{ink}" {_FONT}>{xml(_fit(text, w)) if text else ""}'
+        for i, (text, weight, size) in enumerate(lines)
     ]
-    for i, (text, weight, size) in enumerate(lines):
-        out.append(
-            f'<text x="{x + w // 2}" y="{y + 24 + i * 20}" text-anchor="middle" font-size="{size}" '
-            f'font-weight="{weight}" fill="{ink}" {_FONT}>{xml(_fit(text, w))}</text>'
-        )
-    out.append("</g>")
-    return tuple(out)
+    body = (
+        f'</title>\n<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6" fill="{fill}" stroke="{stroke}"{dash}/>\n'
+        + "</text>\n".join(labels)
+    )
+    end = "</text>\n</g>"
+    bare = SlicePartition(profile, start, size, owner, None, state, planned_start)
+    if not held:
+        named = title or partition_title(bare, memory_slices, occupancy=occupancy, observed_holders=observed_holders)
+        return (f"<g><title>{xml(named)}{body}{end}",)
+    if title or state == "missing":  # the title does not name the holder
+        named = title or partition_title(bare, memory_slices)
+        return f"<g><title>{xml(named)}{body}", end
+    head, tail = _held_title(profile, start, size, owner, state, planned_start, memory_slices, observed_holders)
+    return f"<g><title>{xml(head)}", xml(tail) + body, end
 
 
 @functools.lru_cache(maxsize=64, typed=True)
@@ -179,6 +262,7 @@ def _ruler(slices: int, cell: int) -> tuple[str, ...]:
 def clear_fragments() -> None:
     """Forget the memoized fragments (tests: render from scratch to compare with a warm render)."""
     _partition.cache_clear()
+    _chrome.cache_clear()
     _legend.cache_clear()
     _ruler.cache_clear()
 
@@ -192,9 +276,7 @@ def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupa
     placed = sorted((p for p in gpu.partitions if p.start is not None), key=lambda p: (p.start or 0, p.profile))
     unplaced = [p for p in gpu.partitions if p.start is None]
     rows = 1 + (1 if unplaced else 0)
-    legend_y = _BAR_Y + rows * (_BAR_H + _ROW_GAP) + 4
-    height = legend_y + 58
-    name = f"node {node}, GPU {gpu.index} ({gpu.model})"
+    name = xml(f"node {node}, GPU {gpu.index} ({gpu.model})")
     held = sum(1 for p in gpu.partitions if p.holder)
     if not gpu.mig_enabled:
         summary = "MIG disabled: the whole GPU is one device"
@@ -203,38 +285,29 @@ def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupa
     else:
         summary = f"{len(gpu.partitions)} MIG partition(s)"
     observed_holders = gpu.holders_source == "observed"
-    if occupancy:
-        cut = (
-            "Cut: observed on the GPU by the node's observer (NVML)."
-            if gpu.layout_source == "observed"
-            else "Cut: planned (no observer report for this node)."
-        )
-        who = "the kubelet's allocations (observed)" if observed_holders else "inferred from pod requests"
-        note = f"{cut} Holders: {who}."
-    else:
-        note = "The cut as the inventory plans it; which pods hold partitions is not shown."
+    states = frozenset(p.state for p in gpu.partitions)
+    top, below_title, ruler, bottom = _chrome(
+        slices, rows, caption, summary, occupancy, gpu.layout_source, observed_holders, states
+    )
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-labelledby="map-title map-desc">',
-        f'<title id="map-title">{xml(f"MIG slice map of {name}: {caption}")}</title>',
-        f'<desc id="map-desc">{xml(f"{summary}. {note}")}</desc>',
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
-        f'<text x="{_MARGIN}" y="26" font-size="16" font-weight="bold" fill="#111111" {_FONT}>{xml(name)}</text>',
-        f'<text x="{_MARGIN}" y="46" font-size="12" fill="#444444" {_FONT}>{xml(f"{caption} · {summary}")}</text>',
+        top,
+        f'<title id="map-title">MIG slice map of {name}: {xml(caption)}</title>',
+        below_title,
+        f'<text x="{_MARGIN}" y="26" font-size="16" font-weight="bold" fill="#111111" {_FONT}>{name}</text>',
+        ruler,
     ]
-    out += _ruler(slices, cell)
     if not gpu.mig_enabled:
         whole = SlicePartition(profile="whole GPU", start=0, size=slices, owner="MIG disabled", holder=None)
         title = f"GPU {gpu.index}: MIG disabled, the whole GPU is one device (nvidia.com/gpu)"
-        out += _partition(
-            whole, _MARGIN + 2, _BAR_Y + 2, cell * slices - 4, _BAR_H - 4, slices, False, title, occupancy
+        out.append(
+            _draw(whole, _MARGIN + 2, _BAR_Y + 2, cell * slices - 4, _BAR_H - 4, slices, False, title, occupancy)
         )
     for p in placed:
         start = min(p.start or 0, slices - 1)
         size = max(min(p.size, slices - start), 1)
         x = _MARGIN + start * cell + 2
-        out += _partition(
-            p, x, _BAR_Y + 2, size * cell - 4, _BAR_H - 4, slices, False, None, occupancy, observed_holders
+        out.append(
+            _draw(p, x, _BAR_Y + 2, size * cell - 4, _BAR_H - 4, slices, False, None, occupancy, observed_holders)
         )
     if unplaced:
         missing = any(p.state == "missing" for p in unplaced)
@@ -247,12 +320,57 @@ def gpu_svg(gpu: GpuSliceMap, *, node: str, caption: str = "planned cut", occupa
         x = _MARGIN
         for p in unplaced:
             w = max(p.size, 1) * cell
-            out += _partition(p, x + 2, y + 2, w - 4, _BAR_H - 4, slices, True, None, occupancy, observed_holders)
+            out.append(_draw(p, x + 2, y + 2, w - 4, _BAR_H - 4, slices, True, None, occupancy, observed_holders))
             x += w
-    out += _legend(legend_y, occupancy, frozenset(p.state for p in gpu.partitions))
-    out.append(f'<text x="{_MARGIN}" y="{legend_y + 36}" font-size="11" fill="#555555" {_FONT}>{xml(note)}</text>')
-    out.append("</svg>")
-    return ("\n".join(out) + "\n").encode("utf-8")
+    return ("\n".join(out) + "\n" + bottom).encode("utf-8")
+
+
+# What a map draws from its GPU's shape and sources alone, not from its node or partitions: the same few values for
+# a whole fleet (issue 29), each piece already joined as gpu_svg joins its lines. Bounded like the other fragments.
+@functools.lru_cache(maxsize=256, typed=True)
+def _chrome(
+    slices: int,
+    rows: int,
+    caption: str,
+    summary: str,
+    occupancy: bool,
+    layout_source: str,
+    observed_holders: bool,
+    states: frozenset[str],
+) -> tuple[str, str, str, str]:
+    """(the <svg> tag; the description and background; the caption line and the ruler; the legend, the note and
+    the end), the pieces gpu_svg puts around the map's title, name and partitions."""
+    cell = (_WIDTH - 2 * _MARGIN) // slices
+    width = 2 * _MARGIN + cell * slices
+    legend_y = _BAR_Y + rows * (_BAR_H + _ROW_GAP) + 4
+    height = legend_y + 58
+    if occupancy:
+        cut = (
+            "Cut: observed on the GPU by the node's observer (NVML)."
+            if layout_source == "observed"
+            else "Cut: planned (no observer report for this node)."
+        )
+        who = "the kubelet's allocations (observed)" if observed_holders else "inferred from pod requests"
+        note = f"{cut} Holders: {who}."
+    else:
+        note = "The cut as the inventory plans it; which pods hold partitions is not shown."
+    top = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-labelledby="map-title map-desc">'
+    )
+    below_title = (
+        f'<desc id="map-desc">{xml(f"{summary}. {note}")}</desc>\n'
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>'
+    )
+    caption_line = (
+        f'<text x="{_MARGIN}" y="46" font-size="12" fill="#444444" {_FONT}>{xml(f"{caption} · {summary}")}</text>'
+    )
+    end = [
+        *_legend(legend_y, occupancy, states),
+        f'<text x="{_MARGIN}" y="{legend_y + 36}" font-size="11" fill="#555555" {_FONT}>{xml(note)}</text>',
+        "</svg>",
+    ]
+    return top, below_title, "\n".join([caption_line, *_ruler(slices, cell)]), "\n".join(end) + "\n"
 
 
 def node_maps(node: str, gpus: Iterable[GpuSliceMap], *, caption: str = "planned cut") -> dict[str, bytes]:
