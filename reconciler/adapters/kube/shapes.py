@@ -107,9 +107,17 @@ class PodSpec(TypedDict, total=False):
     resourceClaims: Any
 
 
+# Each pod has five or so conditions, read only on device-plugin pods (pod_ready, pod_ready_since): typed, so their
+# reason, message and lastProbeTime are skipped, not made into strings for every pod (a tenth of a pod page's decode).
+class PodCondition(TypedDict, total=False):
+    type: Any
+    status: Any
+    lastTransitionTime: Any
+
+
 class PodStatus(TypedDict, total=False):
     phase: Any
-    conditions: Any  # Ready and its lastTransitionTime
+    conditions: list[PodCondition] | None  # Ready and its lastTransitionTime
     resourceClaimStatuses: Any
 
 
