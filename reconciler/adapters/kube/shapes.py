@@ -88,10 +88,16 @@ class PodMeta(TypedDict, total=False):
     deletionTimestamp: Any
 
 
+# A container's env is read only on a mig-manager pod, and only the names (is CONFIG_FILE set): typed, so the values
+# of every other pod's env (often dozens of entries, some long) are skipped while parsing.
+class EnvVar(TypedDict, total=False):
+    name: Any
+
+
 class Container(TypedDict, total=False):
     name: Any
     resources: Any  # requests and limits, read whole (every GPU resource)
-    env: Any  # a mig-manager pod's first container: CONFIG_FILE
+    env: list[EnvVar] | None  # a mig-manager pod's first container: CONFIG_FILE
 
 
 class Volume(TypedDict, total=False):
