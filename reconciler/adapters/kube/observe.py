@@ -184,6 +184,44 @@ def _containers(spec: Mapping[str, Any], bad: list[Malformed]) -> tuple[Containe
     return tuple(out)
 
 
+def _resource_items(raw: Any) -> tuple[tuple[str, str], ...] | None:
+    """A requests or limits map as a key: its (name, quantity) pairs in order, or None unless every one is a pair
+    of plain strings (what a server sends). Only strings: 1, 1.0 and True are equal keys but not equal quantities."""
+    if not raw:
+        return ()  # read as {} by _gpu_counts, whatever the falsy value
+    if not isinstance(raw, dict):
+        return None
+    items = tuple(raw.items())
+    for k, v in items:
+        if type(k) is not str or type(v) is not str:
+            return None
+    return items
+
+
+def _containers_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """Everything `_containers` reads of spec.containers, as a key (None when something is not of the plain types a
+    server sends: such a pod is parsed on its own). Pods of one Deployment share their containers, so a fleet's
+    100,000 pods have a handful of keys, each parsed once (Shared.containers_of)."""
+    raw = spec.get("containers")
+    if not raw:
+        return ()
+    if not isinstance(raw, list):
+        return None
+    key: list[Any] = []
+    for c in raw:
+        if not isinstance(c, dict):
+            return None
+        name = c.get("name", "")
+        res = c.get("resources") or {}
+        if type(name) is not str or not isinstance(res, dict):
+            return None
+        requests, limits = _resource_items(res.get("requests")), _resource_items(res.get("limits"))
+        if requests is None or limits is None:
+            return None
+        key.append((name, requests, limits))
+    return tuple(key)
+
+
 def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
     refs = [r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping)]
     for r in refs:
@@ -235,12 +273,15 @@ class Shared:
         self._maps: dict[tuple[tuple[Any, Any], ...], Mapping[str, Any]] = {}
         self._containers: dict[tuple[Any, ...], tuple[ContainerResources, ...]] = {}
         self._owners: dict[tuple[str, str, bool], OwnerRef] = {}
+        # spec.containers as read (_containers_key) -> what _containers made of it: the same raw shape is parsed once
+        self._parsed: dict[tuple[Any, ...], tuple[tuple[ContainerResources, ...], tuple[Malformed, ...]]] = {}
 
     def begin(self) -> None:
         self._texts.clear()
         self._maps.clear()
         self._containers.clear()
         self._owners.clear()
+        self._parsed.clear()
 
     def text(self, value: T) -> T:
         return self._texts.setdefault(value, value) if isinstance(value, str) else value  # type: ignore[return-value]
@@ -255,6 +296,18 @@ class Shared:
         key = tuple((c.name, tuple(c.requests.items()), tuple(c.limits.items())) for c in value)
         return self._containers.setdefault(key, value)
 
+    def containers_of(self, spec: Mapping[str, Any]) -> tuple[tuple[ContainerResources, ...], tuple[Malformed, ...]]:
+        """`_containers(spec)` and what it found unreadable, the containers kept once (`containers`); parsed once per
+        distinct raw shape (_containers_key: only plain strings, so equal keys are equal inputs)."""
+        key = _containers_key(spec)
+        known = self._parsed.get(key) if key is not None else None
+        if known is None:
+            bad: list[Malformed] = []
+            known = (self.containers(_containers(spec, bad)), tuple(bad))
+            if key is not None:
+                self._parsed[key] = known
+        return known
+
     def owner(self, value: OwnerRef | None) -> OwnerRef | None:
         if value is None:
             return None
@@ -268,8 +321,12 @@ def gpu_pod_from_json(obj: Mapping[str, Any], shared: Shared | None = None) -> O
     the claims' allocations), and drain must be able to evict a DRA holder the guard names. With `shared`, the
     parts it has seen equal in this observation's other pods are taken from it (the same values, kept once)."""
     spec = obj.get("spec") or {}
-    bad: list[Malformed] = []
-    containers = _containers(spec, bad)
+    if shared is not None:
+        containers, malformed = shared.containers_of(spec)
+    else:
+        bad: list[Malformed] = []
+        containers = _containers(spec, bad)
+        malformed = tuple(bad)
     claims = pod_claims(obj) if spec.get("resourceClaims") else ()
     if not containers and not claims:
         return None
@@ -283,7 +340,7 @@ def gpu_pod_from_json(obj: Mapping[str, Any], shared: Shared | None = None) -> O
     if shared is not None:
         namespace, node, phase = shared.text(namespace), shared.text(node), shared.text(phase)
         labels, node_selector = shared.mapping(labels), shared.mapping(node_selector)
-        containers, owner = shared.containers(containers), shared.owner(owner)
+        owner = shared.owner(owner)
     return ObservedPod(
         namespace=namespace,
         name=meta.get("name", ""),
@@ -293,7 +350,7 @@ def gpu_pod_from_json(obj: Mapping[str, Any], shared: Shared | None = None) -> O
         labels=labels,
         owner=owner,
         node_selector=node_selector,
-        malformed=tuple(bad),
+        malformed=malformed,
         terminating=bool(meta.get("deletionTimestamp")),
         mirror=MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}),
         claims=claims,

@@ -81,14 +81,20 @@ class RebootTally:
 
     def add_entry(self, node: str, entry: _Entry) -> None:
         """Count one pod of `node` as tally_entry made it (a listed pod, or one a watch-fed cache kept)."""
-        key, controlled = entry[0], entry[3]
-        tallies = [self._all.get(node) or self._all.setdefault(node, _Capped())]
-        if not controlled:  # no controlling owner: drain refuses it without --force
-            tallies.append(self._bare.get(node) or self._bare.setdefault(node, _Capped()))
-        for tally in tallies:
-            tally.count += 1
-            if tally.wants(key):
-                tally.add(entry)
+        key = entry[0]
+        tally = self._all.get(node)
+        if tally is None:
+            tally = self._all[node] = _Capped()
+        tally.count += 1
+        if len(tally.keys) < REBOOT_NAMES_CAP or key < tally.keys[-1]:  # _Capped.wants, inlined: once per pod
+            tally.add(entry)
+        if not entry[3]:  # no controlling owner: drain refuses it without --force
+            bare = self._bare.get(node)
+            if bare is None:
+                bare = self._bare[node] = _Capped()
+            bare.count += 1
+            if bare.wants(key):
+                bare.add(entry)
 
     def by_node(self) -> dict[str, NodePods]:
         out: dict[str, NodePods] = {}

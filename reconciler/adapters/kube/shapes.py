@@ -88,10 +88,16 @@ class PodMeta(TypedDict, total=False):
     deletionTimestamp: Any
 
 
+# A container's env is read only on a mig-manager pod, and only the names (is CONFIG_FILE set): typed, so the values
+# of every other pod's env (often dozens of entries, some long) are skipped while parsing.
+class EnvVar(TypedDict, total=False):
+    name: Any
+
+
 class Container(TypedDict, total=False):
     name: Any
     resources: Any  # requests and limits, read whole (every GPU resource)
-    env: Any  # a mig-manager pod's first container: CONFIG_FILE
+    env: list[EnvVar] | None  # a mig-manager pod's first container: CONFIG_FILE
 
 
 class Volume(TypedDict, total=False):
@@ -107,9 +113,17 @@ class PodSpec(TypedDict, total=False):
     resourceClaims: Any
 
 
+# Each pod has five or so conditions, read only on device-plugin pods (pod_ready, pod_ready_since): typed, so their
+# reason, message and lastProbeTime are skipped, not made into strings for every pod (a tenth of a pod page's decode).
+class PodCondition(TypedDict, total=False):
+    type: Any
+    status: Any
+    lastTransitionTime: Any
+
+
 class PodStatus(TypedDict, total=False):
     phase: Any
-    conditions: Any  # Ready and its lastTransitionTime
+    conditions: list[PodCondition] | None  # Ready and its lastTransitionTime
     resourceClaimStatuses: Any
 
 
@@ -149,8 +163,9 @@ PODS = PageShape("Pod", PodList)
 # - a number orjson reads otherwise: an integer past 64 bits (orjson: a float; msgspec: an int), a float whose
 #   exponent has three digits or more (orjson refuses an infinity; msgspec skips it where the shape drops it), a long
 #   mantissa or fraction (two parsers' rounding, not worth trusting to agree). Found on a copy of the page with every
-#   digit made `0` (bytes.translate and find run at memory speed; a regex over the page cost as much as the whole
-#   typed decode saves): a run of 17 digits, or an exponent of three digits or more that ends a number (`0e000,`). A
+#   digit made `0` (bytes.translate and find run at memory speed; a regex over the raw page cost as much as the whole
+#   typed decode saves, one over the copy starts with the literal `0e` and runs near find's speed): a run of 17
+#   digits, or an exponent of three digits or more that ends a number (`0e000,`). A
 #   false match (such text inside a string) only costs the faster path, never a wrong page;
 # - bytes that are not UTF-8: orjson refuses the page, msgspec does not check a string it skips.
 # Nesting is the one difference left: orjson refuses more than 1,024 levels, msgspec stops at the interpreter's
@@ -172,13 +187,9 @@ def _typed_safe(data: bytes) -> bool:
     flat = data.translate(_FLAT)
     if flat.find(_LONG_DIGITS) >= 0:
         return False
-    for needle in (b"e000", b"e+000"):  # `e` and three digits: a few per hex uid or digest, a number's exponent
-        at = flat.find(needle)  # only where _EXPONENT matches (a digit before, the number's end after)
-        while at >= 0:
-            if at > 0 and _EXPONENT.match(flat, at - 1):
-                return False
-            at = flat.find(needle, at + 1)
-    return True
+    # One search of the flat copy: its literal prefix `0e` lets the regex engine skip ahead as find does (a third
+    # of the time of finding each `e000` and `e+000`, a few per hex uid, and matching there, in a Python loop).
+    return _EXPONENT.search(flat) is None
 
 
 def decode_page(data: bytes, shape: PageShape) -> dict[str, Any] | None:
