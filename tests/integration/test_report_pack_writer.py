@@ -27,7 +27,6 @@ from reconciler.logic.reports import reports
 from reconciler.logic.reports.reports import PageSource
 
 FP = "c0" * 32
-BULK = {"bulk_from": 10, "pack_bytes": 20_000}  # 40 nodes (80 files, ~3 KB each): several packs
 WRITER = "migplan-pack-writer"
 
 
@@ -155,7 +154,8 @@ def _store(repo: InventoryRepo, pages: list[PageSource]) -> StoredReport | GitFa
         top=reports.render_top_files(report),
         pages=pages,
         fingerprint=FP,
-        **BULK,
+        bulk_from=10,  # 40 nodes (80 files, ~3 KB each): packed, several packs
+        pack_bytes=20_000,
     )
 
 
