@@ -21,23 +21,10 @@ backend is `_HeldBlobs` (a Python `pygit2.OdbBackend`), so the caller's handle n
 pack builder reads only those blobs. Every id comes from libgit2 (`create_blob` on one handle or the other);
 `pygit2.hash` names a blob held before the switch, and the write checks it gives the same id.
 
-Each full batch is written by one background thread while the caller renders the next pages (the pack builder's
-delta search, zlib and index are C; pygit2's PackBuilder is a cffi call, which releases the GIL): a batch handed to
-the writer is a `_HeldBlobs` and a handle of its own that the caller's thread never touches again, the next batch
-gathers into new ones, and at most one batch is in flight (handing over the next one waits for it), so the contents
-held are bounded by about twice `pack_bytes`. The writer's error (a Git or OS error, or anything else) is raised by
-the next `add` that hands over a batch, or by `close()`, which waits for the last write; `abandon()` waits for it
-and drops everything (the caller failed: nothing is named). The libgit2 code in that thread reads the held blobs
-through Python callbacks: pygit2 takes the GIL in them from 1.21 on (pyproject's floor), and they are called from
-that one thread only (`set_threads(1)`). Figures in docs/explanation/scale.md, "The report's packs written in the
-background".
-
 Not pure: writes into the repository's object database (through pygit2 only; Git's files are never written by hand).
 """
 
 from __future__ import annotations
-
-import threading
 
 import pygit2
 from pygit2.enums import ObjectType
@@ -81,47 +68,9 @@ class _HeldBlobs(pygit2.OdbBackend):
     def refresh_cb(self) -> None:
         return None
 
-
-class _Batch:
-    """One batch's blobs, its own handle on the repository, and the thread writing them as one pack."""
-
-    def __init__(self, path: str) -> None:
-        self.held = _HeldBlobs()
-        odb = pygit2.Odb()
-        odb.add_backend(self.held, 1)
-        self.side = pygit2.Repository(path)
-        self.side.set_odb(odb)
-        self.thread: threading.Thread | None = None
-        self.error: BaseException | None = None
-
-    def write(self) -> None:
-        """Runs in the writer thread: every held blob into one pack, its error kept for the caller's thread."""
-        try:
-            builder = pygit2.PackBuilder(self.side)
-            # One thread: libgit2's own delta threads would each call _HeldBlobs back, contending for the GIL.
-            builder.set_threads(1)
-            for oid in self.held.objects:
-                builder.add(oid)
-            # Default location: the repository's objects/pack (its common directory for a linked worktree), the
-            # pack and its index renamed into place before this returns.
-            builder.write()
-            if builder.written_objects_count != len(self.held.objects):
-                count = builder.written_objects_count
-                raise pygit2.GitError(f"pack written with {count} of {len(self.held.objects)} blobs")
-        except BaseException as exc:  # anything: handed to the caller's thread, raised there by wait()
-            self.error = exc
-
-    def start(self) -> None:
-        self.thread = threading.Thread(target=self.write, name="migplan-pack-writer", daemon=False)
-        self.thread.start()
-
-    def wait(self) -> int:
-        """Wait for the write; raise its error; the number of blobs it wrote."""
-        if self.thread is not None:
-            self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return len(self.held.objects)
+    def clear(self) -> None:
+        self.objects = {}
+        self.size = 0
 
 
 class BlobSink:
@@ -132,75 +81,65 @@ class BlobSink:
         self._bulk_from = max(1, bulk_from)
         self._pack_bytes = max(1, pack_bytes)
         self._waiting: dict[str, bytes] = {}  # before the switch: hex id -> content, written loose at close()
-        self._gathering: _Batch | None = None  # after the switch: the batch blobs go into now
-        self._writing: _Batch | None = None  # the batch being written by the background thread (at most one)
+        self._held: _HeldBlobs | None = None
+        self._side: pygit2.Repository | None = None
         self.loose = 0  # blobs written as loose objects
-        self.packed = 0  # blobs written into packs (counted once their write has been waited for)
-        self.packs = 0  # packs written (likewise)
+        self.packed = 0  # blobs written into packs
+        self.packs = 0  # packs written
 
     def add(self, data: bytes) -> str:
-        """The blob id of `data` (hex); the blob is in the object database once close() has returned. Raises the
-        error of a background pack write that failed (the report is abandoned)."""
-        batch = self._gathering
-        if batch is None:
+        """The blob id of `data` (hex); the blob is in the object database once close() has returned."""
+        if self._side is None:
             oid = str(pygit2.hash(data))
             self._waiting.setdefault(oid, data)
             if len(self._waiting) >= self._bulk_from:
                 self._switch()
             return oid
-        oid = str(batch.side.create_blob(data))
-        if batch.held.size >= self._pack_bytes:
+        held = self._held
+        assert held is not None
+        oid = str(self._side.create_blob(data))
+        if held.size >= self._pack_bytes:
             self._write_pack()
         return oid
 
     def close(self) -> None:
-        """Write what is still waiting or held and wait for the pack in flight: afterwards every blob added is in
-        the repository. Raises the error of any write (then nothing may be named)."""
-        try:
-            for oid, data in self._waiting.items():
-                self._check(oid, self._repo.create_blob(data))
-                self.loose += 1
-            self._waiting = {}
-            if self._gathering is not None and self._gathering.held.objects:
-                self._write_pack(last=True)
-            self._wait()
-        finally:
-            self.abandon()
-
-    def abandon(self) -> None:
-        """Drop what is held and wait for the pack in flight, its error ignored: the caller failed and names none
-        of these blobs (a pack already in place holds unreferenced blobs only). Nothing is left running."""
-        writing, self._writing = self._writing, None
-        if writing is not None and writing.thread is not None:
-            writing.thread.join()
-        self._gathering, self._waiting = None, {}
+        """Write what is still waiting or held: afterwards every blob added is in the repository."""
+        for oid, data in self._waiting.items():
+            self._check(oid, self._repo.create_blob(data))
+            self.loose += 1
+        self._waiting = {}
+        if self._held is not None and self._held.objects:
+            self._write_pack()
+        self._side, self._held = None, None
 
     def _switch(self) -> None:
         """From here on blobs are gathered for packs: a second handle on the repository, its only backend in memory."""
-        batch = _Batch(self._repo.path)
-        self._gathering = batch
+        held = _HeldBlobs()
+        odb = pygit2.Odb()
+        odb.add_backend(held, 1)
+        side = pygit2.Repository(self._repo.path)
+        side.set_odb(odb)
+        self._side, self._held = side, held
         waiting, self._waiting = self._waiting, {}
         for oid, data in waiting.items():
-            self._check(oid, batch.side.create_blob(data))
+            self._check(oid, side.create_blob(data))
 
-    def _write_pack(self, *, last: bool = False) -> None:
-        """Hand the gathered batch to the writer thread, once the previous one is written; gather into a new one
-        (unless it is the last)."""
-        batch = self._gathering
-        assert batch is not None
-        self._wait()
-        self._gathering = None if last else _Batch(self._repo.path)
-        self._writing = batch
-        batch.start()
-
-    def _wait(self) -> None:
-        writing = self._writing
-        if writing is None:
-            return
-        written = writing.wait()  # raises the writer's error (abandon() then clears it)
-        self._writing = None
-        self.packed += written
+    def _write_pack(self) -> None:
+        side, held = self._side, self._held
+        assert side is not None and held is not None
+        builder = pygit2.PackBuilder(side)
+        # One thread: the builder reads the blobs through _HeldBlobs, Python code that must run on this thread.
+        builder.set_threads(1)
+        for oid in held.objects:
+            builder.add(oid)
+        # Default location: the repository's objects/pack (its common directory for a linked worktree), the pack
+        # and its index renamed into place before this returns.
+        builder.write()
+        if builder.written_objects_count != len(held.objects):
+            raise pygit2.GitError(f"pack written with {builder.written_objects_count} of {len(held.objects)} blobs")
+        self.packed += len(held.objects)
         self.packs += 1
+        held.clear()
 
     @staticmethod
     def _check(expected: str, written: pygit2.Oid) -> None:

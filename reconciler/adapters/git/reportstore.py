@@ -9,12 +9,11 @@ neither of these knows it:
 - the reports branch tip (a new process, `migplan reconcile --once`): its `index/pages.tsv` names the page with the
   same input digest and the same blob id the tip's tree holds at that path.
 Everything else is rendered and handed to a BlobSink (adapters/git/packwrite.py): a few changed pages are written as
-loose objects (pygit2 `create_blob`), many (the first report at fleet size) as packs written by a background thread
-while the next pages render, and all of them are in the object database when store_report returns, before the outbox
-entry naming them is written (on a failure the write in flight is waited for, and nothing is named). The process
-keeps blob ids, not the report's bytes, and the commit (adapters/git/reports.py) builds its tree from them, so a
-report commit writes only the blobs of the pages that changed. The tip is read from the cache without network, as
-`last_report` does: this cycle's fetch brought it up to date; an unreadable tip, index or tree only costs renders.
+loose objects (pygit2 `create_blob`), many (the first report at fleet size) as packs, and all of them are in the object
+database when store_report returns, before the outbox entry naming them is written. The process keeps blob ids, not
+the report's bytes, and the commit (adapters/git/reports.py) builds its tree from them, so a report commit writes
+only the blobs of the pages that changed. The tip is read from the cache without network, as `last_report` does:
+this cycle's fetch brought it up to date; an unreadable tip, index or tree only costs renders.
 
 Not pure: writes objects into the repository's object database (the cache of a remote, or the local repository,
 where unreferenced blobs are what `git gc` prunes, as for any abandoned commit).
@@ -157,8 +156,8 @@ def store_report(
     stored: dict[str, tuple[object, str, str]] = {}
     blobs: dict[str, str] = {}
     rendered = reused = 0
-    sink = BlobSink(git, bulk_from=bulk_from, pack_bytes=pack_bytes)
     try:
+        sink = BlobSink(git, bulk_from=bulk_from, pack_bytes=pack_bytes)
         for page in pages:
             remembered = last.get(page.path)
             if remembered is not None and remembered[0] == page.inputs and pygit2.Oid(hex=remembered[2]) in git:
@@ -183,8 +182,6 @@ def store_report(
             blobs[name] = str(git.create_blob(data))
     except (pygit2.GitError, OSError) as exc:
         return GitFailure(GIT_FAILED, f"cannot write the report into the Git object database: {exc}", repo.remote.url)
-    finally:
-        sink.abandon()  # on any failure (a render's too): no pack write left running; after close() a no-op
     if memo is not None:
         memo.stored = stored
         memo.pages, memo.maps = {}, {}  # the bytes are in the object database now
