@@ -10,7 +10,9 @@ wall time of the write, and the size and number of files under objects/:
 - loose: `repo.create_blob` per file, what reportstore.py did before (libgit2's loose backend, zlib level 1);
 - loose-0: an `OdbBackendLoose(objects, 0, False)` at top priority (compression level 0), read back once: libgit2
   writes level-0 objects unreadable ("failed to inflate"), so it is reported and left out;
-- sink: adapters/git/packwrite.py's BlobSink as store_report uses it (packs of PACK_BYTES, 8 MiB, of content);
+- sink: adapters/git/packwrite.py's BlobSink as store_report uses it (packs of PACK_BYTES, 8 MiB, of content; the
+  delta search in PACK_THREADS libgit2 threads);
+- sink-1: the same with the delta search on the caller's thread only (PACK_THREADS = 1, as before);
 - one-pack: the same with one pack for the whole report (no bound on the content held);
 - hash: `pygit2.hash` of every file, nothing written (the floor: the blob ids alone).
 With --push, each written report is also committed (one tree) and pushed to a bare repository served by
@@ -41,6 +43,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from reports import fleet  # noqa: E402
 
+from reconciler.adapters.git import packwrite  # noqa: E402
 from reconciler.adapters.git.packwrite import PACK_BYTES, BlobSink  # noqa: E402
 from reconciler.logic.reports import reports  # noqa: E402
 
@@ -75,9 +78,23 @@ def sink_writer(pack_bytes: int) -> Callable[[pygit2.Repository, Files], dict[st
     return write
 
 
+def one_thread(
+    write: Callable[[pygit2.Repository, Files], dict[str, pygit2.Oid]],
+) -> Callable[..., dict[str, pygit2.Oid]]:
+    def run(repo: pygit2.Repository, files: Files) -> dict[str, pygit2.Oid]:
+        threads, packwrite.PACK_THREADS = packwrite.PACK_THREADS, 1
+        try:
+            return write(repo, files)
+        finally:
+            packwrite.PACK_THREADS = threads
+
+    return run
+
+
 WAYS: dict[str, Callable[[pygit2.Repository, Files], dict[str, pygit2.Oid]]] = {
     "loose": write_loose,
     "sink": sink_writer(PACK_BYTES),
+    "sink-1": one_thread(sink_writer(PACK_BYTES)),
     "one-pack": sink_writer(1 << 62),
 }
 

@@ -21,10 +21,20 @@ backend is `_HeldBlobs` (a Python `pygit2.OdbBackend`), so the caller's handle n
 pack builder reads only those blobs. Every id comes from libgit2 (`create_blob` on one handle or the other);
 `pygit2.hash` names a blob held before the switch, and the write checks it gives the same id.
 
+The pack builder's delta search (about two thirds of a pack's CPU) runs in `PACK_THREADS` libgit2 threads while the
+caller's thread waits in `PackBuilder.write` (a cffi call, the GIL released); they read the held blobs through
+`_HeldBlobs`, whose callbacks pygit2 runs under the GIL from 1.21 on (pyproject's floor). A read that fails in one of
+those threads only costs deltas (libgit2 drops that thread's search); the write, on the caller's thread, reads every
+object it stores again and fails the pack on an error there. Writing the pack in a thread of migplan's own while the
+next pages render was measured slower: its reads wait for the GIL the renderer holds (docs/explanation/scale.md,
+"The report's packs: delta search in two threads").
+
 Not pure: writes into the repository's object database (through pygit2 only; Git's files are never written by hand).
 """
 
 from __future__ import annotations
+
+import os
 
 import pygit2
 from pygit2.enums import ObjectType
@@ -36,6 +46,9 @@ BULK_FROM = 1_000
 # grows by about 1.7x this (measured: +14 MB at 8 MiB, +26 MB at 16, +51 MB at 32); 8 MiB makes 7 packs at 1,000
 # nodes and about 33 at 5,000, where loose objects made 9,000 and 45,000 files.
 PACK_BYTES = 8 * 1024 * 1024
+# libgit2 threads searching deltas in each pack: two at least (the caller's thread only waits meanwhile), at most
+# four (each takes the GIL for every blob it reads).
+PACK_THREADS = min(4, max(2, os.cpu_count() or 2))
 
 
 class _HeldBlobs(pygit2.OdbBackend):
@@ -128,8 +141,7 @@ class BlobSink:
         side, held = self._side, self._held
         assert side is not None and held is not None
         builder = pygit2.PackBuilder(side)
-        # One thread: the builder reads the blobs through _HeldBlobs, Python code that must run on this thread.
-        builder.set_threads(1)
+        builder.set_threads(PACK_THREADS)  # the delta search only; adding and writing stay on this thread
         for oid in held.objects:
             builder.add(oid)
         # Default location: the repository's objects/pack (its common directory for a linked worktree), the pack
