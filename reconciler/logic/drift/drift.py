@@ -1389,8 +1389,11 @@ def _gpu_slice_map(g: GpuSpec, occ: NodeOccupancy | None) -> GpuSliceMap:
     parts = []
     for i, p in enumerate(g.partitions if g.mig_enabled else ()):
         placement = g.placements[i] if i < len(g.placements) else None
-        prof = model.profiles.get(p.profile) if model else None
-        size = placement.size if placement else (prof.memory_slices if prof else 1)
+        if placement:
+            size = placement.size
+        else:  # (the catalog is asked only here: a placed partition has its size, 140,000 times at 5,000 nodes)
+            prof = model.profiles.get(p.profile) if model else None
+            size = prof.memory_slices if prof else 1
         holder = occ.assignment.get((g.index, i)) if occ else None
         parts.append(
             SlicePartition(
