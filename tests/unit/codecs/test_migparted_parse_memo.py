@@ -34,7 +34,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return real(stream, Loader=Loader)
 
     migparted._PARSED.clear()
-    monkeypatch.setattr(migparted.yaml, "load", counting)
+    monkeypatch.setattr(yaml, "load", counting)
     return seen
 
 

@@ -73,7 +73,7 @@ def _report(drifted: set[int] | None) -> DriftReport:
 def _check(report: DriftReport) -> dict[str, Any]:
     doc = reports.report_to_json(report)
     text = reports.render_drift_yaml(report, doc=doc)
-    ours = yaml.safe_load(text)
+    ours: dict[str, Any] = yaml.safe_load(text)
     assert ours == doc
     assert ours == yaml.safe_load(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
     assert text == reports.render_drift_yaml(report)  # the same bytes with or without the document given
