@@ -11,6 +11,7 @@ held back, else InSync (info findings such as a saturated profile do not make a 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -81,6 +82,7 @@ FINDING_CODES: Mapping[str, tuple[FindingSeverity, str]] = {
 }
 
 STUCK_AFTER = timedelta(minutes=15)
+_POD_KEY = operator.attrgetter("key")  # a pod's namespace/name, the order of every per-pod check
 # Findings about mig-manager's machinery, meaningless when the node agent applies layouts.
 _GPU_OPERATOR_ONLY = with_trait(Trait.GPU_OPERATOR)
 # What a finding means to the node's status and to the report, asked of the registry (never a code string here).
@@ -121,6 +123,7 @@ def analyze(
     joins = observation.joins(desired.nodes, observed.nodes, now=now, silent_after=silent_after)
     pods_by_key = {p.key: p for p in observed.pods}
     ready = nodestate.readiness(desired, observed, now=now)
+    sorted_pods = tuple(sorted(observed.pods, key=_POD_KEY))
     ctx = DriftContext(
         desired=desired,
         observed=observed,
@@ -130,6 +133,7 @@ def analyze(
         silent_after=silent_after,
         pods_by_node=pods_by_node,
         pods_by_key=pods_by_key,
+        sorted_pods=sorted_pods,
         joins=joins,
         ready=ready,
         occupancy=_occupancy(desired, observed, joins, pods_by_node, pods_by_key, ready),
@@ -163,6 +167,7 @@ class DriftContext:
     silent_after: timedelta
     pods_by_node: Mapping[str, tuple[ObservedPod, ...]]
     pods_by_key: Mapping[str, ObservedPod]
+    sorted_pods: tuple[ObservedPod, ...]  # observed.pods by key (namespace/name): sorted once for every check
     joins: Mapping[str, observation.NodeJoin]  # the nodes whose observer's report is used
     ready: nodestate.Readiness
     occupancy: Mapping[str, NodeOccupancy]  # per node (desired nodes present + undocumented GPU nodes)
@@ -267,7 +272,7 @@ def _check_config_map(ctx: DriftContext) -> Iterable[Finding]:
 
 
 def _check_malformed(ctx: DriftContext) -> Iterable[Finding]:
-    return _malformed_findings(ctx.desired, ctx.observed)
+    return _malformed_findings(ctx.desired, ctx.observed, ctx.sorted_pods)
 
 
 def _check_missing_nodes(ctx: DriftContext) -> Iterable[Finding]:
@@ -478,7 +483,7 @@ def _check_pending_gpu(ctx: DriftContext) -> Iterable[Finding]:
 
 
 def _check_invalid_requests(ctx: DriftContext) -> Iterable[Finding]:
-    return _invalid_request_findings(ctx.observed)
+    return _invalid_request_findings(ctx.observed, ctx.sorted_pods)
 
 
 def _check_saturation(ctx: DriftContext) -> Iterable[Finding]:
@@ -495,7 +500,7 @@ def _check_observers(ctx: DriftContext) -> Iterable[Finding]:
 
 def _check_workloads(ctx: DriftContext) -> Iterable[Finding]:
     strategy = ctx.desired.cluster.mig_strategy
-    for pod in sorted(ctx.observed.pods, key=lambda p: p.key):
+    for pod in ctx.sorted_pods:
         if pod.active:
             for issue in owners.workload_issues(pod, ctx.desired.nodes, strategy):
                 if issue.code in _PENDING_SAID_BY_NODE and pod.phase == "Pending":
@@ -549,8 +554,11 @@ def _observer_state(node: ObservedNode, used: bool) -> str:
     return "reporting" if used else "silent"
 
 
-def _malformed_findings(desired: DesiredState, observed: ObservedState) -> Iterable[Finding]:
-    """MP530 per unreadable value, on the node it was read from (its pods' quantities included)."""
+def _malformed_findings(
+    desired: DesiredState, observed: ObservedState, sorted_pods: tuple[ObservedPod, ...] | None = None
+) -> Iterable[Finding]:
+    """MP530 per unreadable value, on the node it was read from (its pods' quantities included). `sorted_pods`:
+    observed.pods by key, when the caller has them sorted already."""
     for name in sorted(observed.nodes):
         node = observed.nodes[name]
         if name not in desired.nodes and not node.is_gpu_node and not node.malformed:
@@ -562,7 +570,7 @@ def _malformed_findings(desired: DesiredState, observed: ObservedState) -> Itera
                 node=name,
                 observed=m.value,
             )
-    for pod in sorted(observed.pods, key=lambda p: p.key):
+    for pod in sorted(observed.pods, key=_POD_KEY) if sorted_pods is None else sorted_pods:
         for m in pod.malformed:
             yield finding(
                 "MP530",
@@ -843,15 +851,17 @@ def _pending_gpu_findings(desired: DesiredState, observed: ObservedState) -> Ite
         )
 
 
-def _invalid_request_findings(observed: ObservedState) -> Iterable[Finding]:
+def _invalid_request_findings(
+    observed: ObservedState, sorted_pods: tuple[ObservedPod, ...] | None = None
+) -> Iterable[Finding]:
     """The article's rules on every running GPU pod, judged by the same function as manifests before merge
     (reconciler.logic.observe.podrules): MP560 for more than one device of a MIG profile in a container, MP512 for
-    the rest."""
+    the rest. `sorted_pods`: observed.pods by key, when the caller has them sorted already."""
     # The rules read the containers alone, and a fleet's pods share a few container tuples (one object per distinct
     # value: kubeobserve.Shared): judged once per tuple, by identity (the tuple is kept in the memo with its verdict,
     # so its id cannot be reused while the memo lives); pods that share nothing are judged one by one, as before.
     verdicts: dict[int, tuple[tuple[ContainerResources, ...], list[str], list[str]]] = {}
-    for pod in sorted(observed.pods, key=lambda p: p.key):
+    for pod in sorted(observed.pods, key=_POD_KEY) if sorted_pods is None else sorted_pods:
         if not pod.active:
             continue
         verdict = verdicts.get(id(pod.containers))
@@ -1389,8 +1399,11 @@ def _gpu_slice_map(g: GpuSpec, occ: NodeOccupancy | None) -> GpuSliceMap:
     parts = []
     for i, p in enumerate(g.partitions if g.mig_enabled else ()):
         placement = g.placements[i] if i < len(g.placements) else None
-        prof = model.profiles.get(p.profile) if model else None
-        size = placement.size if placement else (prof.memory_slices if prof else 1)
+        if placement:
+            size = placement.size
+        else:  # (the catalog is asked only here: a placed partition has its size, 140,000 times at 5,000 nodes)
+            prof = model.profiles.get(p.profile) if model else None
+            size = prof.memory_slices if prof else 1
         holder = occ.assignment.get((g.index, i)) if occ else None
         parts.append(
             SlicePartition(

@@ -478,10 +478,10 @@ def holder_owner(pod_key: str, owners: Iterable[str], pods: Mapping[str, Observe
     else:
         ns, _, name = pod_key.partition("/")
         ids = frozenset({ns, name, pod_key})
-    for owner in sorted(owners):
-        if owner in ids:
-            return owner
-    return None
+    # The first owner by name that is one of the pod's identities: the least of those both name (a set of a few
+    # identities against every owner of the inventory, for each of 140,000 holders at 5,000 nodes).
+    found = ids.intersection(owners)
+    return min(found) if found else None
 
 
 def foreign_holders(j: NodeJoin, pods: Mapping[str, ObservedPod]) -> list[tuple[JoinedInstance, str, str | None]]:

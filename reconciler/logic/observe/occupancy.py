@@ -12,6 +12,7 @@ what", and the slice map of the report shows it per placement.
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 from reconciler.logic.codecs import dpsharing
 from reconciler.model.drift import Holder, Occupancy
 from reconciler.model.inventory import MigStrategy, NodeSpec
-from reconciler.model.observed import GPU_RESOURCE, MIG_RESOURCE_PREFIX, ObservedNode, ObservedPod, is_gpu_resource
+from reconciler.model.observed import (
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    ObservedNode,
+    ObservedPod,
+    is_gpu_resource,
+    requested_by,
+)
 
 if TYPE_CHECKING:
     from reconciler.logic.observe.observation import NodeJoin
@@ -93,14 +101,28 @@ def _label(resource: str, plan: NodeSpec | None) -> str:
     return profile_label(base, plan) + resource[len(base) :]
 
 
+_IDENTITY_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app")
+
+
 def pod_identities(pod: ObservedPod) -> frozenset[str]:
     ids = {pod.namespace, pod.name, pod.key}
-    for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app"):
+    for key in _IDENTITY_LABELS:
         if key in pod.labels:
             ids.add(pod.labels[key])
     if pod.owner is not None:
         ids.update(_owner_identities(pod.owner.kind, pod.owner.name))
     return frozenset(ids)
+
+
+def _is_identity(pod: ObservedPod, name: str) -> bool:
+    """`name in pod_identities(pod)`, without building the set: asked once per owner of a resource on the node."""
+    if name == pod.namespace or name == pod.name or name == pod.key:
+        return True
+    labels = pod.labels
+    for key in _IDENTITY_LABELS:
+        if key in labels and labels[key] == name:
+            return True
+    return pod.owner is not None and name in _owner_identities(pod.owner.kind, pod.owner.name)
 
 
 @functools.lru_cache(maxsize=1 << 12)
@@ -178,17 +200,18 @@ def _node_occupancy(
     else:
         totals = {}
     holders: dict[str, list[tuple[ObservedPod, int]]] = {}
-    for pod in sorted(pods, key=lambda p: p.key):
-        if not pod.holds_devices:
+    for pod in sorted(pods, key=_KEY):
+        if pod.node is None or pod.phase in _FINISHED:  # not pod.holds_devices, without two property calls a pod
             continue
-        for res, n in pod.requested().items():
+        for res, n in requested_by(pod.containers).items():
             if n > 0 and is_gpu_resource(res):
                 holders.setdefault(res, []).append((pod, n))
     assignment: dict[tuple[int, int], str] = {}
     owner_of: dict[tuple[str, str], str | None] = {}
-    if plan is not None and strategy is MigStrategy.MIXED:
+    if plan is not None and strategy is MigStrategy.MIXED and holders:
+        by_resource = _slots_by_resource(plan)
         for res, pod_list in holders.items():
-            assignment.update(_assign(plan, res, pod_list, owner_of))
+            assignment.update(_assign(plan, res, pod_list, owner_of, by_resource.get(res, [])))
     entries = []
     for res in sorted(set(totals) | set(holders)):
         used = sum(n for _, n in holders.get(res, []))
@@ -200,20 +223,32 @@ def _node_occupancy(
     return NodeOccupancy(node=node, entries=tuple(entries), assignment=assignment)
 
 
+_KEY = operator.attrgetter("key")
+_FINISHED = frozenset({"Succeeded", "Failed"})  # ObservedPod.active's phases, as a set
+
+
+def _slots_by_resource(plan: NodeSpec) -> dict[str, list[tuple[int, int, str | None]]]:
+    """The partitions of each resource on the node's MIG GPUs, (gpu index, position, owner), in slot order (GPUs by
+    index, partitions in plan order): one pass over the plan for all the resources its pods hold."""
+    out: dict[str, list[tuple[int, int, str | None]]] = {}
+    for g in sorted(plan.gpus, key=lambda g: g.index):
+        if g.mig_enabled:
+            for i, p in enumerate(g.partitions):
+                out.setdefault(resource_of(p.profile), []).append((g.index, i, p.owner))
+    return out
+
+
 def _assign(
     plan: NodeSpec,
     resource: str,
     pods: list[tuple[ObservedPod, int]],
     owner_of: dict[tuple[str, str], str | None],
+    slots: list[tuple[int, int, str | None]] | None = None,
 ) -> dict[tuple[int, int], str]:
-    """Give each holding pod concrete partitions of `resource`: its owner's first, then unowned ones."""
-    slots = [
-        (g.index, i, p.owner)
-        for g in sorted(plan.gpus, key=lambda g: g.index)
-        if g.mig_enabled
-        for i, p in enumerate(g.partitions)
-        if resource_of(p.profile) == resource
-    ]
+    """Give each holding pod concrete partitions of `resource`: its owner's first, then unowned ones. `slots`: the
+    plan's partitions of `resource` (_slots_by_resource), when the caller has them already."""
+    if slots is None:
+        slots = _slots_by_resource(plan).get(resource, [])
     taken: dict[tuple[int, int], str] = {}
     remaining: list[tuple[ObservedPod, int]] = []
     # The owned slots per owner, in slot order: a pod is matched against the few owners of this resource on the
@@ -222,15 +257,26 @@ def _assign(
     for s in slots:
         if s[2] is not None:
             by_owner.setdefault(s[2], []).append(s)
+    # Per owner, how many of its first slots are taken (a slot once taken stays taken): a pod of that owner looks
+    # from there on, not over every slot of the owner again.
+    skip: dict[str, int] = {}
     for pod, n in pods:
         mine: list[tuple[int, int, str | None]] = []
         if by_owner:
-            ids = pod_identities(pod)
-            owners = [o for o in by_owner if o in ids]
+            owners = [o for o in by_owner if _is_identity(pod, o)]
             if len(owners) == 1:
-                mine = [s for s in by_owner[owners[0]] if (s[0], s[1]) not in taken]
+                own = by_owner[owners[0]]
+                at = skip.get(owners[0], 0)
+                while at < len(own) and (own[at][0], own[at][1]) in taken:
+                    at += 1
+                skip[owners[0]] = at
+                for s in own[at:]:
+                    if (s[0], s[1]) not in taken:
+                        mine.append(s)
+                        if len(mine) == n:
+                            break
             elif owners:  # several owners' slots, interleaved in slot order
-                mine = [s for s in slots if s[2] is not None and s[2] in ids and (s[0], s[1]) not in taken]
+                mine = [s for s in slots if s[2] is not None and s[2] in owners and (s[0], s[1]) not in taken]
         for s in mine[:n]:
             taken[(s[0], s[1])] = pod.key
             owner_of[(resource, pod.key)] = s[2]

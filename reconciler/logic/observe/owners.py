@@ -101,7 +101,7 @@ def accounts(
                 key = (p.owner or "", p.profile)
                 if p.state != "unplanned":
                     reserved[key] = reserved.get(key, 0) + 1
-                    sources.setdefault(key, set()).add(src)
+                    _add(sources, key, src)
                 if p.state == "missing" or not p.holder:
                     continue
                 if p.state != "unplanned":
@@ -111,7 +111,7 @@ def accounts(
                     if own is not None:
                         k = (own, p.profile)
                         by_owner[k] = by_owner.get(k, 0) + 1
-                        sources.setdefault(k, set()).add(src)
+                        _add(sources, k, src)
                     if src == "inferred" and p.owner and own != p.owner:
                         pods_of.setdefault(key, set()).add(pod)
     out = []
@@ -129,3 +129,12 @@ def accounts(
             )
         )
     return tuple(out)
+
+
+def _add(sets: dict[tuple[str, str], set[str]], key: tuple[str, str], value: str) -> None:
+    """sets.setdefault(key, set()).add(value), without a new empty set for every call (280,000 at 5,000 nodes)."""
+    found = sets.get(key)
+    if found is None:
+        sets[key] = {value}
+    else:
+        found.add(value)
