@@ -95,7 +95,12 @@ def test_the_controller_releases_after_a_cycle_that_raised(tmp_path: Path, monke
         flags={"repo": str(tmp_path / "repo"), "cache_dir": str(tmp_path / "c"), "leader_election": False},
     )
     released: list[bool] = []
-    monkeypatch.setattr(heaptrim, "release_free_heap", lambda: released.append(True) or True)
+
+    def release() -> bool:
+        released.append(True)
+        return True
+
+    monkeypatch.setattr(heaptrim, "release_free_heap", release)
 
     def cycle(ctx: CycleContext) -> CycleOutcome:
         raise RuntimeError("the cycle broke")
