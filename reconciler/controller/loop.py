@@ -13,7 +13,8 @@ everything it publishes from the cycle's reconciler.outcome.CycleOutcome. What t
 - a failed cycle (exception, or an outcome with status FAILED) counts towards the backoff;
 - after each cycle: metrics, Events and node marks (on change only), one structured log line with
   revision, result and finding codes;
-- Python's cycle collector is off while a cycle runs and makes one full pass after it (gcpolicy.py);
+- Python's cycle collector is off while a cycle runs and makes one full pass after it (gcpolicy.py), and the C
+  heap's free pages go back to the system after it (heaptrim.py);
 - what keeps it from reconciling (no namespace, RBAC, no repository, lost leadership, no API server) is a
   Wait on its WaitBoard (waiting.py): WARNING once with the fix, then slowly; a metric; an Event where one
   can be written; /readyz false while it lasts.
@@ -32,7 +33,7 @@ from reconciler.adapters import deadline
 from reconciler.adapters.kube import client as kubeclient
 from reconciler.adapters.kube.events import KubeSignals
 from reconciler.adapters.kube.lease import FencedApiClient, KubeLease
-from reconciler.controller import signals
+from reconciler.controller import heaptrim, signals
 from reconciler.controller.gcpolicy import collector_per_cycle
 from reconciler.controller.http import ControllerHttp
 from reconciler.controller.leader import LeaderElector
@@ -217,8 +218,13 @@ class Controller:
     # --- one cycle ----------------------------------------------------------------------------------------
 
     def _run_cycle(self, trigger: str) -> None:
-        with deadline.cycle_deadline(self.settings.cycle_deadline_seconds):
-            self._run_cycle_in_time(trigger)
+        try:
+            with deadline.cycle_deadline(self.settings.cycle_deadline_seconds):
+                self._run_cycle_in_time(trigger)
+        finally:
+            # The cycle's outcome (its report files included) is gone by now: what the C heap freed goes back to
+            # the system, so the process holds between cycles what it uses (heaptrim.py).
+            heaptrim.release_free_heap()
 
     def _run_cycle_in_time(self, trigger: str) -> None:
         if not self.may_write():
@@ -260,7 +266,9 @@ class Controller:
         )
         if outcome.status is CycleStatus.FAILED:
             self.metrics.consecutive_failures.set(self.runner.failures + 1)
-            raise CycleFailed("; ".join(outcome.failures) or outcome.message or "cycle failed")
+            failure = "; ".join(outcome.failures) or outcome.message or "cycle failed"
+            del outcome  # the raised error's frame would keep the whole outcome alive past the heap's release
+            raise CycleFailed(failure)
         self.metrics.consecutive_failures.set(0)
         self.metrics.last_success.set(time.time())
 
