@@ -115,8 +115,15 @@ def _device(device: Any, path: str) -> list[FieldError]:
             )
         )
     for key in sorted(attributes):
-        errs += _attribute(attributes[key], f"{path}.attributes[{key}]")
+        attr = attributes[key]
+        if type(attr) is dict and len(attr) == 1 and _plain_string(attr.get("string")):
+            continue  # the common case, valid: one string value within the bound (no path text built for it)
+        errs += _attribute(attr, f"{path}.attributes[{key}]")
     return errs
+
+
+def _plain_string(value: Any) -> bool:
+    return type(value) is str and len(value) <= ATTRIBUTE_MAX_VALUE_LENGTH
 
 
 def validate_resource_slice(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
