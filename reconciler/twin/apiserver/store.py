@@ -250,6 +250,12 @@ class Store:
         """Whether the object is stored. Lock held."""
         return self._get_entry(resource, namespace, name) is not None
 
+    def count(self, resource: str) -> int:
+        """How many objects of a resource are stored (every namespace), none of them decoded."""
+        rt = self.resource_type(resource)
+        with self._lock:
+            return len(self._table(rt).items)
+
     @staticmethod
     def _storage_key(rt: ResourceType) -> str:
         return "events" if rt.key == _EVENTS_V1 else rt.key
