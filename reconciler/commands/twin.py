@@ -60,16 +60,22 @@ def _drift(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
 def _seed(inventory: Path) -> Any:
     """The twin starts as if migplan had applied the inventory (reconciler/twinseed.py); None when the
     inventory does not validate (the twin then makes its own start, and `migplan run` reports the inventory)."""
+    import gc
     from datetime import UTC, datetime
 
     from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
     from reconciler.twin.cluster import AppliedSeed
     from reconciler.twinseed import applied_seed
 
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # reading 5,000 nodes allocates a million small acyclic objects: full GC passes cost 0.7 s
     try:
         facts = applied_seed(read_inventory_dir(inventory), now=datetime.now(UTC))
     except InventoryReadError:
         return None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return AppliedSeed(*facts) if facts is not None else None
 
 
@@ -174,7 +180,7 @@ def command(
                 present = sorted(set(twin.fleet.nodes) - set(twin.fleet.absent))
                 twin.start_dra_plugins(present, dynamic_mig=dra == "dynamic-mig")
                 twin.settle()
-            nodes = len(twin.store.list("nodes"))
+            nodes = twin.store.count("nodes")  # counted, not listed: 5,000 nodes decoded took a noticeable while
             sockets = {node: twin.pod_resources_socket(node) for node in served}  # started here, before FILE
             # Each served node's NVML as a file `migplan agent` reads through its pynvml seam (PYNVML_MODULE);
             # rewritten on the serving loop whenever the node's GPUs or their holders change.

@@ -30,6 +30,7 @@ Assumptions where the references are silent (also listed in reconciler/twin/ASSU
 
 from __future__ import annotations
 
+import hashlib
 import operator
 import threading
 import uuid
@@ -116,6 +117,18 @@ def _memory_mb(prof: Profile) -> int:
 
 
 _PROFILE_CACHE: dict[str, dict[int, GiProfile]] = {}
+_NAMESPACE_URL = uuid.NAMESPACE_URL.bytes
+
+
+def uuid5_url(name: str) -> str:
+    """`str(uuid.uuid5(uuid.NAMESPACE_URL, name))`, the same text, without building a UUID object: RFC 4122's
+    name-based SHA-1 UUID (the first 16 bytes of SHA-1(namespace + name), version 5, variant RFC 4122). A
+    5,000-node twin derives over 400,000 of them while it starts (device plugin IDs, DRA ResourceSlices)."""
+    d = bytearray(hashlib.sha1(_NAMESPACE_URL + name.encode()).digest()[:16])
+    d[6] = (d[6] & 0x0F) | 0x50  # version 5
+    d[8] = (d[8] & 0x3F) | 0x80  # variant RFC 4122
+    h = d.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def gi_profiles(model: GpuModel) -> dict[int, GiProfile]:
@@ -154,7 +167,7 @@ class ComputeInstance:
 
     @property
     def uuid(self) -> str:
-        return "MIG-" + str(uuid.uuid5(uuid.NAMESPACE_URL, self.uuid_seed))
+        return "MIG-" + uuid5_url(self.uuid_seed)
 
 
 @dataclass(slots=True)
@@ -188,7 +201,7 @@ class MigDevice:
 
     @property
     def uuid(self) -> str:
-        return "MIG-" + str(uuid.uuid5(uuid.NAMESPACE_URL, self.uuid_seed))
+        return "MIG-" + uuid5_url(self.uuid_seed)
 
 
 class TwinGpu:
@@ -228,10 +241,14 @@ class TwinGpu:
         self.gpu_instances: dict[int, GpuInstance] = {}
         self.holder: str | None = None  # pod holding the whole GPU (MIG disabled, or strategy none)
         self._serial = 0
+        self._uuid: str | None = None
 
     @property
     def uuid(self) -> str:
-        return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"migplan-twin/{self.node}/{self.index}"))
+        # derived once: node and index never change, and the device plugin and the DRA plugin ask per device
+        if self._uuid is None:
+            self._uuid = "GPU-" + uuid5_url(f"migplan-twin/{self.node}/{self.index}")
+        return self._uuid
 
     # ----------------------------------------------------------------- descriptive
     @property

@@ -167,6 +167,19 @@ def test_pagination_with_selector_misses_nothing(store: Store) -> None:
     assert seen == [f"n{i:02d}" for i in range(0, 25, 2)]
 
 
+def test_count_is_the_number_listed_in_every_namespace(store: Store) -> None:
+    assert store.count("nodes") == 0 and store.count("pods") == 0
+    for i in range(3):
+        store.create("nodes", _node(f"n{i}"))
+    for ns in ("default", "gpu-operator"):
+        store.create("pods", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, ns)
+    store.delete("nodes", "n1")
+    assert store.count("nodes") == len(store.list("nodes")) == 2
+    assert store.count("pods") == len(store.list("pods")) == 2
+    with pytest.raises(ApiError):
+        store.count("no-such-resource")
+
+
 # ------------------------------------------------------------------ write semantics
 
 

@@ -119,6 +119,30 @@ def _device(device: Any, path: str) -> list[FieldError]:
     return errs
 
 
+def _plainly_valid(device: Any) -> bool:
+    """True for a device `_device` finds nothing wrong with whose attributes are all plain strings: the devices
+    a driver publishes by the hundred thousand. Checked without building a field path per device and attribute
+    (a 5,000-node fleet publishes 300,000 devices, 1.5 million attributes); anything else takes `_device`."""
+    if type(device) is not dict:
+        return False
+    name = device.get("name")
+    if type(name) is not str or not 0 < len(name) <= 63 or not DNS1123_LABEL.match(name):
+        return False
+    attributes = device.get("attributes") or {}
+    capacity = device.get("capacity") or {}
+    if type(attributes) is not dict or type(capacity) is not dict:
+        return False
+    if len(attributes) + len(capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
+        return False
+    for attr in attributes.values():
+        if type(attr) is not dict or len(attr) != 1:
+            return False
+        value = attr.get("string")
+        if type(value) is not str or len(value) > ATTRIBUTE_MAX_VALUE_LENGTH:
+            return False
+    return True
+
+
 def validate_resource_slice(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
     """ValidateResourceSlice / ValidateResourceSliceUpdate (validateResourceSliceSpec)."""
     spec = obj.get("spec")
@@ -174,7 +198,8 @@ def validate_resource_slice(obj: dict[str, Any], old: dict[str, Any] | None) -> 
             errs.append(FieldError("TooMany", "spec.devices", len(devices), f"must have at most {limit} items"))
         seen: set[str] = set()
         for i, d in enumerate(devices):
-            errs += _device(d, f"spec.devices[{i}]")
+            if not _plainly_valid(d):
+                errs += _device(d, f"spec.devices[{i}]")
             name = d.get("name") if isinstance(d, dict) else None
             if isinstance(name, str) and name in seen:
                 errs.append(FieldError("Duplicate", f"spec.devices[{i}].name", name))

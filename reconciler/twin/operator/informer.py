@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reconciler.twin.fleet import Fleet
-from reconciler.twin.operator.cache import OperatorCache, PodInfo, PodKey
+from reconciler.twin.operator.cache import OperatorCache, PodInfo, PodKey, pod_head
 from reconciler.twin.operator.components.configmounts import ConfigMapMounts
 from reconciler.twin.operator.names import MM_DS
 from reconciler.twin.operator.storeapi import StoreApi
@@ -76,7 +76,12 @@ class Informer:
             c.remember_node(n)
         daemons = (MM_DS, c.device_plugin_ds_name)
         out = []
-        for p in store.each("pods"):
+        for raw, whole in store.each_lazy("pods"):
+            head = pod_head(raw)  # most pods are read for a few fields: only those are decoded
+            if head is not None and (head["metadata"].get("labels") or {}).get("app") not in daemons:
+                c.remember_pod(head)
+                continue
+            p = whole()
             info = c.remember_pod(p)
             if info.app in daemons:
                 out.append((info, p))
