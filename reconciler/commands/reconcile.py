@@ -27,6 +27,7 @@ from tabulate import tabulate
 
 from reconciler.adapters.fsinventory import InventoryReadError, read_inventory_dir
 from reconciler.commands.common import fail, failing, output_option
+from reconciler.commands.texttable import simple_table
 from reconciler.engine import CycleResult, reconcile_once
 from reconciler.model.cycles import EXIT_ERROR
 from reconciler.model.diagnostics import Diagnostic
@@ -65,7 +66,7 @@ def render_text(result: CycleResult, outcome: CycleOutcome | None = None) -> str
         ]
         out += ["", f"Plan: {len(result.plan.writes)} write(s), {len(result.plan.skipped)} held back"]
         if plan_rows:
-            out.append(tabulate(plan_rows, headers=["action", "subject", "reason"], tablefmt="simple"))
+            out.append(simple_table(plan_rows, ["action", "subject", "reason"]))
         if result.applied:
             out.append(f"Applied {len(result.applied)} write(s).")
         if result.not_applied:
@@ -79,7 +80,7 @@ def render_text(result: CycleResult, outcome: CycleOutcome | None = None) -> str
             finding_rows: list[list[Any]] = [
                 [f.node or "(cluster)", f.code, f.severity.value, f.message] for f in findings
             ]
-            out.append(tabulate(finding_rows, headers=["node", "code", "severity", "message"], tablefmt="simple"))
+            out.append(simple_table(finding_rows, ["node", "code", "severity", "message"]))
         occ_nodes = [n for n in report.nodes if n.occupancy]
         out += ["", "Occupancy:"]
         if len(occ_nodes) <= MAX_NODE_ROWS:
