@@ -32,7 +32,13 @@ HEADERS = ["action", "subject", "reason"]
 
 
 def plan_rows(n: int) -> list[list[object]]:
-    return [["skip", f"node/gpu-node-{i:05d}", "in sync: mig.config=all-balanced on 8 GPU(s)"] for i in range(n)]
+    """The first cycle's plan as a 1,000-node `benchmarks/commands.py` run prints it: the ConfigMap, a skip per node."""
+    waiting = (
+        "waiting: migplan-8x-custom-3b9c0642 is written to the ConfigMap this cycle; "
+        "mig-manager reads its mounted copy one configPropagationSeconds later"
+    )
+    configure = ["configure", "configmap/gpu-operator/migplan-mig-parted-config", "render the inventory"]
+    return [configure, *(["skip", f"node/gpu-{i:05d}", waiting] for i in range(n))]
 
 
 def cpu(fn: Callable[[], object], repeat: int) -> float:
