@@ -536,7 +536,7 @@ class KubeCluster:
         # in a table of their own, new at every full list (the caches outlive observations).
         self.node_cache: informer.WatchCache[ObservedNode] | None = None
         self.pod_cache: informer.WatchCache[kubeobserve.PodRecord] | None = None
-        self._cache_parts = kubeobserve.Shared()
+        self._cache_parts = kubeobserve.CacheParts()
         if watch:
             self.node_cache = informer.WatchCache(
                 kind="Node",
@@ -817,7 +817,7 @@ class KubeCluster:
         self.relists += 1
         cache.stop()
         if cache is self.pod_cache:
-            self._cache_parts = kubeobserve.Shared()  # a new table: the old one holds what deleted pods shared
+            self._cache_parts = kubeobserve.CacheParts()  # a new table: the old one holds what deleted pods shared
         seen: list[str | None] = []
 
         def listing(**kwargs: Any) -> _RvTap:
