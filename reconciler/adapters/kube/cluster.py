@@ -472,7 +472,7 @@ class _Listed(Generic[R]):
     """What a full LIST read for a watch-fed cache: entries by uid, and any object without one (loose)."""
 
     def __init__(self) -> None:
-        self.entries: dict[str, informer.Entry[R]] = {}
+        self.entries: dict[informer.Uid, informer.Entry[R]] = {}
         self.loose: list[informer.Entry[R]] = []
 
 
@@ -827,13 +827,15 @@ class KubeCluster:
             meta = obj.get("metadata")
             uid = meta.get("uid") if isinstance(meta, Mapping) else None
             rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-            kept = cache.kept(uid, rv)
-            made = kept if kept is not None else read(obj)
-            if made is None:
-                return
             if isinstance(uid, str) and uid and isinstance(rv, str):
-                acc.entries[uid] = (rv, made[0], made[1])
-            else:  # never from a real server: listed and used, but the cache cannot follow it (not seeded)
+                # uid and resourceVersion as the cache keeps them (informer.compact_uid, compact_rv), made once
+                at, version = informer.compact_uid(uid), informer.compact_rv(rv)
+                made = cache.kept_at(at, version) or read(obj)
+                if made is not None:
+                    acc.entries[at] = (version, made[0], made[1])
+                return
+            made = cache.kept(uid, rv) or read(obj)
+            if made is not None:  # never from a real server: listed and used, but the cache cannot follow it
                 acc.loose.append((str(rv), made[0], made[1]))
 
         listed = self._fold(what, listing, _Listed[R], add, shape=shape)

@@ -20,7 +20,10 @@ from reconciler.adapters.kube.observe import PodRecord
 def _pod(name: str, *, gpu: bool = True) -> Any:
     container: dict[str, Any] = {"name": "main"}
     if gpu:
-        container["resources"] = {"requests": {"nvidia.com/mig-1g.18gb": "1"}, "limits": {"nvidia.com/mig-1g.18gb": "1"}}
+        container["resources"] = {
+            "requests": {"nvidia.com/mig-1g.18gb": "1"},
+            "limits": {"nvidia.com/mig-1g.18gb": "1"},
+        }
     pod = {
         "kind": "Pod",
         "metadata": {
