@@ -481,6 +481,33 @@ def _node_entry(obj: Mapping[str, Any]) -> tuple[str, ObservedNode]:
     return str(node.name), node
 
 
+# A node's label values repeat across the fleet (GPU Feature Discovery's product, memory and counts, the MIG config
+# names): a watch-fed node cache keeps each once for all nodes, not once per node. Only label values (at most 63
+# characters for the API server); the table starts again past this many values (some 4 MB at most), so values that
+# change with every write cannot make it grow without end.
+NODE_LABEL_VALUES = 1 << 15
+
+
+class _NodeLabels:
+    """Equal label values of the cached nodes kept once (see NODE_LABEL_VALUES). Read by the node watch's thread and
+    by a cycle's relist: one dict operation at a time (atomic), and sharing an equal str is never wrong."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def entry(self, obj: Mapping[str, Any]) -> tuple[str, ObservedNode]:
+        """_node_entry of the node, its label values taken from the table: the same node, equal values."""
+        meta = obj.get("metadata")
+        labels = meta.get("labels") if type(meta) is dict else None
+        if type(labels) is dict and labels:
+            values = self.values
+            if len(values) >= NODE_LABEL_VALUES:
+                values.clear()
+            shared = {k: values.setdefault(v, v) if type(v) is str and len(v) <= 63 else v for k, v in labels.items()}
+            obj = {**obj, "metadata": {**meta, "labels": shared}}
+        return _node_entry(obj)
+
+
 def _text(resp: Any) -> str:
     """A raw answer read as text (a pod log): UTF-8, an undecodable byte replaced rather than failing the read."""
     return _drain(resp).decode("utf-8", errors="replace")
@@ -537,11 +564,12 @@ class KubeCluster:
         self.node_cache: informer.WatchCache[ObservedNode] | None = None
         self.pod_cache: informer.WatchCache[kubeobserve.PodRecord] | None = None
         self._cache_parts = kubeobserve.CacheParts()
+        self._node_labels = _NodeLabels()  # the node cache's label values, kept once
         if watch:
             self.node_cache = informer.WatchCache(
                 kind="Node",
                 open_watch=functools.partial(self._open_watch, "watch nodes", self.core.list_node),
-                read=_node_entry,
+                read=self._node_labels.entry,
                 expired=ListExpired,
             )
             self.pod_cache = informer.WatchCache(
@@ -679,7 +707,12 @@ class KubeCluster:
             nodes = {
                 n.name: n
                 for n in self._watched(
-                    self.node_cache, node_target, "list nodes", self.core.list_node, _node_entry, kubeshapes.NODES
+                    self.node_cache,
+                    node_target,
+                    "list nodes",
+                    self.core.list_node,
+                    self._node_labels.entry,
+                    kubeshapes.NODES,
                 )
             }
         else:
