@@ -499,7 +499,7 @@ class _NodeLabels:
         """_node_entry of the node, its label values taken from the table: the same node, equal values."""
         meta = obj.get("metadata")
         labels = meta.get("labels") if type(meta) is dict else None
-        if type(labels) is dict and labels:
+        if type(meta) is dict and type(labels) is dict and labels:  # as a decoder makes them; anything else as it is
             values = self.values
             if len(values) >= NODE_LABEL_VALUES:
                 values.clear()
