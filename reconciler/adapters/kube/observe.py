@@ -365,7 +365,13 @@ def gpu_pod_from_json(obj: Mapping[str, Any], shared: Shared | None = None) -> O
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace", "")
     node = spec.get("nodeName") or None
-    phase = (obj.get("status") or {}).get("phase") or "Pending"
+    status = obj.get("status")
+    # type() first: a decoded pod's status is a dict, and the ABC check alone costs ~0.1 us a pod
+    phase = status.get("phase") if type(status) is dict or isinstance(status, Mapping) else None
+    if type(phase) is not str or not phase:
+        # Missing, or what no API server sends (a list, a map, a number; a status that is not an object): read as a
+        # missing phase is. Never kept as it came: the phase is compared with strings and looked up in sets.
+        phase = "Pending"
     labels = meta.get("labels") or {}
     node_selector = spec.get("nodeSelector") or {}
     owner = controller_of(meta)
