@@ -32,6 +32,7 @@ from types import ModuleType
 import pygit2
 from pygit2.enums import FileMode
 
+from reconciler.adapters.git import bulkfork
 from reconciler.adapters.git.packwrite import BULK_FROM, PACK_BYTES, BlobSink
 from reconciler.adapters.git.reports import check_branch, guard_files
 from reconciler.adapters.git.source import GIT_FAILED, ORIGIN, GitFailure, InventoryRepo
@@ -146,16 +147,22 @@ def store_report(
     fingerprint: str | None = None,
     bulk_from: int = BULK_FROM,
     pack_bytes: int = PACK_BYTES,
+    fork: bool = True,
 ) -> StoredReport | GitFailure:
     """Write the report into `repo`'s object database (see the module docstring). `bulk_from`, `pack_bytes`: when
-    rendered files go into packs, and how much content one pack holds (adapters/git/packwrite.py)."""
+    rendered files go into packs, and how much content one pack holds (adapters/git/packwrite.py). `fork`: from
+    `bulk_from` pages to render on, split them with a forked child where that is safe (adapters/git/bulkfork.py);
+    False keeps one process."""
     fp = fingerprint if fingerprint is not None else renderer_fingerprint()
     git = repo.repo
     tip = _Tip(repo, branch, path, fp)
     last = memo.stored if memo is not None else {}
     stored: dict[str, tuple[object, str, str]] = {}
     blobs: dict[str, str] = {}
-    rendered = reused = 0
+    rendered = reused = packed = 0
+    # Where a child may render half of a bulk report, the pages to render are gathered first (their count decides);
+    # elsewhere each is rendered as it comes, as one process always did.
+    later: list[PageSource] | None = [] if fork and bulkfork.may_fork() else None
     try:
         sink = BlobSink(git, bulk_from=bulk_from, pack_bytes=pack_bytes)
         for page in pages:
@@ -169,12 +176,25 @@ def store_report(
                 if found is not None:
                     oid = found
                     reused += 1
+                elif later is not None:
+                    oid = ""  # named once rendered, below
+                    later.append(page)
+                    rendered += 1
                 else:
                     oid = sink.add(page.render())
                     rendered += 1
             stored[page.path] = (page.inputs, digest, oid)
             blobs[page.path] = oid
+        if later is not None and len(later) >= bulk_from and bulkfork.may_fork():
+            two = bulkfork.render_in_two(git, later, pack_bytes=pack_bytes)
+            ids, packed = two.ids, two.packed
+        else:
+            ids = [sink.add(page.render()) for page in later or ()]
+        for page, oid in zip(later or (), ids, strict=True):
+            stored[page.path] = (stored[page.path][0], stored[page.path][1], oid)
+            blobs[page.path] = oid
         sink.close()  # every page's blob is in the object database from here on (loose or packed)
+        packed += sink.packed
         entries = pageindex.index_entries((p, d, o) for p, (_, d, o) in stored.items())
         blobs[INDEX_FILE] = str(git.create_blob(pageindex.render_index(entries, fp)))
         # The top files quote settings, URLs and error texts: guarded before they become objects.
@@ -186,4 +206,4 @@ def store_report(
         memo.stored = stored
         memo.pages, memo.maps = {}, {}  # the bytes are in the object database now
         memo.rendered = rendered
-    return StoredReport(blobs=blobs, rendered=rendered, reused=reused, packed=sink.packed)
+    return StoredReport(blobs=blobs, rendered=rendered, reused=reused, packed=packed)
