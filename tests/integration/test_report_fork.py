@@ -47,7 +47,8 @@ REPO = Path(__file__).parents[2]
 SETTINGS = ReportSettings(branch="migplan-reports", path="reports/par1")
 BOT = BotIdentity("migplan-bot", "bot@example.com")
 FP = "c0" * 32
-SMALL: dict[str, Any] = {"bulk_from": 10, "pack_bytes": 20_000}  # 40 nodes of one GPU: 80 files, the bulk path, several packs
+# 40 nodes of one GPU: 80 files, the bulk path, several packs
+SMALL: dict[str, Any] = {"bulk_from": 10, "pack_bytes": 20_000}
 
 
 @pytest.fixture()
@@ -237,6 +238,9 @@ def test_a_failed_child_has_its_pages_rendered_by_the_parent(
         assert "exit status -9" in said
 
 
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
 def _with(reply: dict[str, Any], **changed: Any) -> bytes:
     return json.dumps({**reply, **changed}).encode()
 
@@ -249,6 +253,7 @@ GARBAGE = {
     "one id short": lambda reply: _with(reply, ids=reply["ids"][:-1]),
     "malformed id": lambda reply: _with(reply, ids=["../x" * 10, *reply["ids"][1:]]),
     "an id not in the database": lambda reply: _with(reply, ids=["ab" * 20, *reply["ids"][1:]]),
+    "the id of a tree": lambda reply: _with(reply, ids=[EMPTY_TREE, *reply["ids"][1:]]),  # libgit2 always has it
     "packed count a string": lambda reply: _with(reply, packed="40"),
     "packed more than sent": lambda reply: _with(reply, packed=10**6),
     "oversized": lambda reply: b" " * 2_000_000,
