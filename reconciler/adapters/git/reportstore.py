@@ -10,10 +10,12 @@ neither of these knows it:
   same input digest and the same blob id the tip's tree holds at that path.
 Everything else is rendered and handed to a BlobSink (adapters/git/packwrite.py): a few changed pages are written as
 loose objects (pygit2 `create_blob`), many (the first report at fleet size) as packs, and all of them are in the object
-database when store_report returns, before the outbox entry naming them is written. The process keeps blob ids, not
-the report's bytes, and the commit (adapters/git/reports.py) builds its tree from them, so a report commit writes
-only the blobs of the pages that changed. The tip is read from the cache without network, as `last_report` does:
-this cycle's fetch brought it up to date; an unreadable tip, index or tree only costs renders.
+database when store_report returns, before the outbox entry naming them is written. From `bulk_from` pages to render
+on, where the process may fork safely (one thread, two CPUs: adapters/git/bulkfork.py), a forked child renders and
+writes every other one of them on its own handle; the ids, index and tree are those of one process. The process
+keeps blob ids, not the report's bytes, and the commit (adapters/git/reports.py) builds its tree from them, so a
+report commit writes only the blobs of the pages that changed. The tip is read from the cache without network, as
+`last_report` does: this cycle's fetch brought it up to date; an unreadable tip, index or tree only costs renders.
 
 Not pure: writes objects into the repository's object database (the cache of a remote, or the local repository,
 where unreferenced blobs are what `git gc` prunes, as for any abandoned commit).
