@@ -141,19 +141,21 @@ def _child(path: str, share: list[PageSource], out: int, pack_bytes: int) -> Non
     parent's atexit handlers, buffers and finalizers are the parent's."""
     code = 1
     try:
+        rendered = False
         try:
             sink = BlobSink(pygit2.Repository(path), bulk_from=1, pack_bytes=pack_bytes)
             ids = [sink.add(page.render()) for page in share]
             sink.close()
-            reply = {"paths": [p.path for p in share], "ids": ids, "packed": sink.packed}
-            code = 0
+            reply: dict[str, object] = {"paths": [p.path for p in share], "ids": ids, "packed": sink.packed}
+            rendered = True
         except Exception as exc:  # told to the parent, which renders the share itself; never a traceback
             reply = {"error": f"{type(exc).__name__}: {exc}"[:500]}
         data = _reply_bytes(reply)
         while data:
             data = data[os.write(out, data) :]
+        code = 0 if rendered else 1
     finally:
-        os._exit(code)
+        os._exit(code)  # also after an exception here (a parent gone: EPIPE) or an interrupt
 
 
 def _reply_bytes(reply: dict[str, object]) -> bytes:

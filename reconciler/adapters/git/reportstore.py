@@ -187,7 +187,7 @@ def store_report(
                     rendered += 1
             stored[page.path] = (page.inputs, digest, oid)
             blobs[page.path] = oid
-        if later is not None and len(later) >= bulk_from and bulkfork.may_fork():
+        if later is not None and len(later) >= max(2, bulk_from) and bulkfork.may_fork():
             two = bulkfork.render_in_two(git, later, pack_bytes=pack_bytes)
             ids, packed = two.ids, two.packed
         else:
