@@ -361,3 +361,20 @@ def test_no_fork_where_it_is_not_safe(
             other.join()
     assert isinstance(stored, StoredReport) and (stored.rendered, stored.packed) == (80, 80)
     assert forks == []  # one process, as before
+
+
+def test_a_memo_naming_blobs_another_repository_holds_renders_them_again(tmp_path: Path) -> None:
+    # The memo's check is the object database's (the object's header, not the object): a page whose remembered blob
+    # is not in this repository is rendered again, never named unwritten.
+    report = fleet(40, set(range(40)))
+    memo = RenderMemo()
+    first = _store(_local(tmp_path, "a"), report, memo=memo, fork=False)
+    assert isinstance(first, StoredReport) and first.rendered == 80
+    again = _store(_local(tmp_path, "a2"), report, memo=memo, fork=False)  # the same memo, another repository
+    assert isinstance(again, StoredReport) and (again.rendered, again.reused) == (80, 0)
+    repo = _local(tmp_path, "a3")
+    third = _store(repo, report, memo=memo, fork=False)
+    fourth = _store(repo, report, memo=memo, fork=False)  # now the memo's blobs are here
+    assert isinstance(third, StoredReport) and isinstance(fourth, StoredReport)
+    assert (fourth.rendered, fourth.reused) == (0, 80) and fourth.blobs == third.blobs
+    _in_odb(repo, fourth)

@@ -169,7 +169,7 @@ def store_report(
         sink = BlobSink(git, bulk_from=bulk_from, pack_bytes=pack_bytes)
         for page in pages:
             remembered = last.get(page.path)
-            if remembered is not None and remembered[0] == page.inputs and pygit2.Oid(hex=remembered[2]) in git:
+            if remembered is not None and remembered[0] == page.inputs and git.odb.exists(remembered[2]):
                 digest, oid = remembered[1], remembered[2]
                 reused += 1
             else:
