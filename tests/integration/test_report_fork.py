@@ -11,6 +11,7 @@ is (the CPUs the process may use, so that a one-CPU runner still tests the forke
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -126,6 +127,11 @@ def _gone(pid: int) -> bool:
     return False
 
 
+def _fds() -> int:
+    """File descriptors this process holds (a pipe end left open would show here)."""
+    return len(os.listdir("/proc/self/fd"))
+
+
 def _twin_report(root: Path, nodes: int) -> DriftReport:
     """The first cycle's report of a twin fleet (benchmarks/validate.py's block inventory, 8 GPUs a node)."""
     inventory = root / "inventory"
@@ -223,8 +229,10 @@ def test_a_failed_child_has_its_pages_rendered_by_the_parent(
 
     expected = _store(_local(tmp_path, "single"), report, fork=False, **SMALL)
     repo = _local(tmp_path, "forked")
+    fds = _fds()
     with caplog.at_level(logging.WARNING, logger="migplan.report"):
         stored = _store(repo, report, pages=_child_only(report, act), **SMALL)
+    assert _fds() == fds  # both pipe ends closed
     assert isinstance(stored, StoredReport) and isinstance(expected, StoredReport)
     assert len(forks) == 1 and not forks[0].forked  # a child ran, and its share came from the parent
     assert stored == expected
@@ -378,3 +386,22 @@ def test_a_memo_naming_blobs_another_repository_holds_renders_them_again(tmp_pat
     assert isinstance(third, StoredReport) and isinstance(fourth, StoredReport)
     assert (fourth.rendered, fourth.reused) == (0, 80) and fourth.blobs == third.blobs
     _in_odb(repo, fourth)
+
+
+def test_no_process_to_fork_renders_every_page_here(
+    tmp_path: Path, two_cpus: None, forks: list[bulkfork.Rendered], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = fleet(40, set(range(40)))
+    expected = _store(_local(tmp_path, "single"), report, fork=False, **SMALL)
+
+    def refused() -> int:
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")  # fork(2) at the process limit
+
+    monkeypatch.setattr(os, "fork", refused)
+    repo = _local(tmp_path, "forked")
+    fds = _fds()
+    stored = _store(repo, report, **SMALL)
+    assert _fds() == fds
+    assert isinstance(stored, StoredReport) and stored == expected
+    assert len(forks) == 1 and not forks[0].forked
+    _in_odb(repo, stored)

@@ -38,6 +38,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import pygit2
 from pygit2.enums import ObjectType
@@ -97,19 +98,27 @@ def render_in_two(repo: pygit2.Repository, todo: Sequence[PageSource], *, pack_b
     mine, theirs = list(todo[0::2]), list(todo[1::2])
     # Each process holds half of `pack_bytes` for its next pack: the pair holds what one process would (measured at
     # 1,000 nodes: the parent's peak RSS as in one process, the child's private memory 26 MB instead of 32).
-    pack_bytes = max(1, pack_bytes // 2)
+    half = max(1, pack_bytes // 2)
     left = deadline.remaining()
-    timeout = CHILD_TIMEOUT if left is None else min(CHILD_TIMEOUT, left)
-    until = time.monotonic() + timeout
+    until = time.monotonic() + (CHILD_TIMEOUT if left is None else min(CHILD_TIMEOUT, left))
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:  # no process to be had (EAGAIN, ENOMEM): one process, as where forking is not safe
+        os.close(read_end)
+        os.close(write_end)
+        log.warning("report pages: cannot fork a renderer (%s); all pages are rendered here", exc)
+        alone = BlobSink(repo, bulk_from=1, pack_bytes=pack_bytes)
+        ids = [alone.add(page.render()) for page in todo]
+        alone.close()
+        return Rendered(ids=ids, packed=alone.packed, forked=False, child_maxrss_kb=0)
     if pid == 0:  # the child: never returns
         os.close(read_end)
-        _child(repo.path, theirs, write_end, pack_bytes)
+        _child(repo.path, theirs, write_end, half)
     os.close(write_end)
     reaped = False
     try:
-        sink = BlobSink(repo, bulk_from=1, pack_bytes=pack_bytes)  # bulk already: packs from the first blob
+        sink = BlobSink(repo, bulk_from=1, pack_bytes=half)  # bulk already: packs from the first blob
         own = [sink.add(page.render()) for page in mine]
         try:
             reply = _read_reply(read_end, until, len(theirs))
@@ -136,7 +145,7 @@ def render_in_two(repo: pygit2.Repository, todo: Sequence[PageSource], *, pack_b
     return Rendered(ids=ids, packed=sink.packed + child_packed, forked=forked, child_maxrss_kb=maxrss)
 
 
-def _child(path: str, share: list[PageSource], out: int, pack_bytes: int) -> None:
+def _child(path: str, share: list[PageSource], out: int, pack_bytes: int) -> NoReturn:
     """Render and write `share` on a handle of its own, reply through `out`, and leave without cleaning up: the
     parent's atexit handlers, buffers and finalizers are the parent's."""
     code = 1
