@@ -16,6 +16,7 @@ miss). Otherwise (a crash, SIGKILL, an exception, garbage or a short reply, a ch
 and reaps the child and renders the child's share itself: the result is the same, only slower. A child still
 running when the cycle's deadline (adapters/deadline.py) passes is killed and the report fails instead (TimeoutError,
 which store_report returns as its GIT_FAILED failure): nothing names a blob that is not in the object database.
+A fork refused (EAGAIN, ENOMEM) leaves every page to the parent.
 
 Forking is safe only where no other thread can hold a lock the child would need: `may_fork()` asks for exactly one
 thread (Python's count and, where /proc shows them, the process's tasks, libgit2's and C libraries' included), a
@@ -49,7 +50,7 @@ from reconciler.logic.reports.reports import PageSource
 
 log = logging.getLogger("migplan.report")
 
-# Seconds the child may take when no cycle deadline is set (a `reconcile --once` always has one, 30 s by default).
+# Seconds the child may take when no cycle deadline is set (`reconcile --once` always has one: --deadline, 30 s).
 CHILD_TIMEOUT = 600.0
 # Reply bytes per page the parent reads at most (a path and an id, JSON-quoted) beyond a fixed allowance: a child
 # that sends more is not ours to believe, and is not read to the end.
