@@ -11,6 +11,7 @@ is (the CPUs the process may use, so that a one-CPU runner still tests the forke
 
 from __future__ import annotations
 
+import _thread
 import errno
 import json
 import logging
@@ -347,15 +348,28 @@ def test_a_page_that_fails_in_the_parent_fails_as_in_one_process_and_leaves_no_c
     assert len(children) == 1 and _gone(children[0])
 
 
-@pytest.mark.parametrize("why", ["another thread", "one cpu", "no fork"])
+@pytest.mark.parametrize("why", ["another thread", "a thread Python does not count", "one cpu", "no fork"])
 def test_no_fork_where_it_is_not_safe(
     tmp_path: Path, two_cpus: None, forks: list[bulkfork.Rendered], monkeypatch: pytest.MonkeyPatch, why: str
 ) -> None:
     report = fleet(40, set(range(40)))
     stop = threading.Event()
     other = threading.Thread(target=stop.wait, name="watch")
+    raw = _thread.allocate_lock()  # held by a thread started below the threading module, as a C library's would be
+    raw_done = _thread.allocate_lock()
     if why == "another thread":
         other.start()
+    elif why == "a thread Python does not count":
+        raw.acquire()
+        raw_done.acquire()
+
+        def wait_raw() -> None:
+            with raw:
+                pass
+            raw_done.release()
+
+        _thread.start_new_thread(wait_raw, ())
+        assert threading.active_count() == 1  # invisible to Python's count: only the kernel's task list shows it
     elif why == "one cpu":
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     else:
@@ -367,6 +381,14 @@ def test_no_fork_where_it_is_not_safe(
         stop.set()
         if other.is_alive():
             other.join()
+        if raw.locked():
+            raw.release()
+            with raw_done:  # the raw thread has left its function
+                pass
+            for _ in range(500):  # and then the process (the next test must find one task again)
+                if len(os.listdir("/proc/self/task")) == 1:
+                    break
+                time.sleep(0.01)
     assert isinstance(stored, StoredReport) and (stored.rendered, stored.packed) == (80, 80)
     assert forks == []  # one process, as before
 
