@@ -70,8 +70,12 @@ class CycleRunner:
         backoff_max: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         history: int = 2000,
+        after: Callable[[], object] | None = None,
     ) -> None:
         self._cycle = cycle
+        # Called after each cycle that ran, once its exception (if any) is handled and dropped: nothing of the
+        # cycle is reachable any more, a failed one's frames included (the controller gives its heap back then).
+        self._after = after
         self._base = backoff_base
         self._cap = backoff_max
         self._clock = clock
@@ -134,6 +138,9 @@ class CycleRunner:
             record = CycleRecord(trigger, started, ended, ok, error)
             self.history.append(record)
             self._lock.release()
+        # Past the except blocks: a raised cycle's exception, and with it its traceback's frames, is gone.
+        if self._after is not None:
+            self._after()
         return record
 
     def take_pending(self) -> str | None:

@@ -8,20 +8,25 @@ lists, libgit2's buffers) comes from glibc's malloc, which keeps freed memory in
 arena (glibc >= 2.8 releases whole free pages inside the heap too, not only its top), so what the process holds
 between cycles is what it uses. It changes no value, only what stays resident; it costs a few milliseconds.
 
-Linux with glibc only: elsewhere (macOS, musl, which has no `malloc_trim`) the release is a no-op. The pure core
-knows nothing of it; it is a process policy of the controller's shell, as the collector's (gcpolicy.py).
+Linux with glibc only: elsewhere (macOS, musl, which has no `malloc_trim`, or a Python built without ctypes) the
+release is a no-op. The pure core knows nothing of it; it is a process policy of the controller's shell, as the
+collector's (gcpolicy.py).
 """
 
 from __future__ import annotations
 
-import ctypes
 import sys
 from collections.abc import Callable
 
 
 def _glibc_malloc_trim() -> Callable[[int], int] | None:
-    """glibc's `malloc_trim`, or None where the process has none."""
+    """glibc's `malloc_trim`, or None where the process has none (or no ctypes: an interpreter built without
+    libffi, where the controller still runs, its heap left as malloc keeps it)."""
     if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+    except ImportError:
         return None
     try:
         trim = ctypes.CDLL(None).malloc_trim  # the process's own symbols: the C library it runs on

@@ -125,6 +125,7 @@ class Controller:
             self._run_cycle,
             backoff_base=settings.backoff_base_seconds,
             backoff_max=settings.backoff_max_seconds,
+            after=self._release_heap,
         )
         self.scheduler = Scheduler(self.runner, interval=settings.interval_seconds, jitter=settings.jitter_seconds)
         host, port = settings.listen_host_port
@@ -218,13 +219,15 @@ class Controller:
     # --- one cycle ----------------------------------------------------------------------------------------
 
     def _run_cycle(self, trigger: str) -> None:
-        try:
-            with deadline.cycle_deadline(self.settings.cycle_deadline_seconds):
-                self._run_cycle_in_time(trigger)
-        finally:
-            # The cycle's outcome (its report files included) is gone by now: what the C heap freed goes back to
-            # the system, so the process holds between cycles what it uses (heaptrim.py).
-            heaptrim.release_free_heap()
+        with deadline.cycle_deadline(self.settings.cycle_deadline_seconds):
+            self._run_cycle_in_time(trigger)
+
+    def _release_heap(self) -> None:
+        # The runner calls this after each cycle, once a raised cycle's exception has been handled and dropped (not
+        # in a `finally` here, where its traceback would still hold the failed cycle's frames): the cycle's outcome,
+        # report files included, is gone, so what the C heap freed goes back to the system and the process holds
+        # between cycles what it uses (heaptrim.py).
+        heaptrim.release_free_heap()
 
     def _run_cycle_in_time(self, trigger: str) -> None:
         if not self.may_write():

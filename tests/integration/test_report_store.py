@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,31 @@ def test_a_hostile_index_only_costs_renders(remote, tmp_path: Path, case: int) -
         assert (stored.rendered, stored.reused) == (12, 0)
     assert _commit(repo, stored, "restored") == "committed"  # the index is rewritten
     _assert_same_as_full_render(bare, report)
+
+
+def test_the_index_of_the_repr_digests_renders_every_page_once_after_an_upgrade(remote, tmp_path: Path) -> None:
+    """Issue 29 (`first5k`): the digests were sha256 of the inputs' repr under a v1 header. An index written so by
+    the version before, naming every page at its very blob, is ignored whole: every page rendered once (nothing
+    fails, no page reused on a digest of the other scheme), then reused from the v2 index it writes."""
+    daemon, bare = remote
+    repo = _repo(daemon.url("inv"), tmp_path / "cache")
+    report = fleet(6, {1})
+    _commit(repo, _store(repo, report), "r1")
+    parsed = pageindex.parse_index(_tree(bare)[pageindex.INDEX_FILE], FP)
+    assert parsed is not None
+    lines = [f"# migplan page index v1 {FP}"]
+    for page in sorted(reports.page_sources(report), key=lambda p: p.path):
+        digest = hashlib.sha256(FP.encode() + b"\0" + repr(page.inputs).encode()).hexdigest()[:32]
+        lines.append(f"{page.path}\t{digest}\t{parsed[page.path].oid}")
+    _push_on_branch(bare, tmp_path / "work2", {pageindex.INDEX_FILE: ("\n".join(lines) + "\n").encode()})
+    assert repo.fetch() is None
+    stored = _store(repo, report)
+    assert (stored.rendered, stored.reused) == (12, 0)  # 6 pages, 6 maps
+    assert _commit(repo, stored, "upgraded") == "committed"  # the index, rewritten as v2
+    _assert_same_as_full_render(bare, report)
+    repo = _repo(daemon.url("inv"), tmp_path / "cache2")  # the next process
+    assert repo.fetch() is None
+    assert (_store(repo, report).rendered, _store(repo, report).reused) == (0, 12)
 
 
 def test_a_page_edited_or_removed_on_the_branch_is_rendered_again(remote, tmp_path: Path) -> None:

@@ -46,9 +46,28 @@ BULK_FROM = 1_000
 # grows by about 1.7x this (measured: +14 MB at 8 MiB, +26 MB at 16, +51 MB at 32); 8 MiB makes 7 packs at 1,000
 # nodes and about 33 at 5,000, where loose objects made 9,000 and 45,000 files.
 PACK_BYTES = 8 * 1024 * 1024
-# libgit2 threads searching deltas in each pack: two at least (the caller's thread only waits meanwhile), at most
-# four (each takes the GIL for every blob it reads).
-PACK_THREADS = min(4, max(2, os.cpu_count() or 2))
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask where the platform has one (Linux: a container's cpuset,
+    taskset), else the host's count. os.cpu_count() counts the host's CPUs whatever the process is limited to."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        try:
+            return max(1, len(affinity(0)))
+        except OSError:
+            pass
+    return max(1, os.cpu_count() or 1)
+
+
+def pack_threads() -> int:
+    """libgit2 threads searching deltas in each pack: one per CPU the process may use (the caller's thread only
+    waits meanwhile, so on a single CPU one thread is all there is), at most four (each takes the GIL for every blob
+    it reads)."""
+    return min(4, usable_cpus())
+
+
+PACK_THREADS = pack_threads()
 
 
 class _HeldBlobs(pygit2.OdbBackend):

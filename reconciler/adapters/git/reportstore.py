@@ -10,10 +10,12 @@ neither of these knows it:
   same input digest and the same blob id the tip's tree holds at that path.
 Everything else is rendered and handed to a BlobSink (adapters/git/packwrite.py): a few changed pages are written as
 loose objects (pygit2 `create_blob`), many (the first report at fleet size) as packs, and all of them are in the object
-database when store_report returns, before the outbox entry naming them is written. The process keeps blob ids, not
-the report's bytes, and the commit (adapters/git/reports.py) builds its tree from them, so a report commit writes
-only the blobs of the pages that changed. The tip is read from the cache without network, as `last_report` does:
-this cycle's fetch brought it up to date; an unreadable tip, index or tree only costs renders.
+database when store_report returns, before the outbox entry naming them is written. From `bulk_from` pages to render
+on, where the process may fork safely (one thread, two CPUs: adapters/git/bulkfork.py), a forked child renders and
+writes every other one of them on its own handle; the ids, index and tree are those of one process. The process
+keeps blob ids, not the report's bytes, and the commit (adapters/git/reports.py) builds its tree from them, so a
+report commit writes only the blobs of the pages that changed. The tip is read from the cache without network, as
+`last_report` does: this cycle's fetch brought it up to date; an unreadable tip, index or tree only costs renders.
 
 Not pure: writes objects into the repository's object database (the cache of a remote, or the local repository,
 where unreferenced blobs are what `git gc` prunes, as for any abandoned commit).
@@ -32,6 +34,7 @@ from types import ModuleType
 import pygit2
 from pygit2.enums import FileMode
 
+from reconciler.adapters.git import bulkfork
 from reconciler.adapters.git.packwrite import BULK_FROM, PACK_BYTES, BlobSink
 from reconciler.adapters.git.reports import check_branch, guard_files
 from reconciler.adapters.git.source import GIT_FAILED, ORIGIN, GitFailure, InventoryRepo
@@ -146,21 +149,27 @@ def store_report(
     fingerprint: str | None = None,
     bulk_from: int = BULK_FROM,
     pack_bytes: int = PACK_BYTES,
+    fork: bool = True,
 ) -> StoredReport | GitFailure:
     """Write the report into `repo`'s object database (see the module docstring). `bulk_from`, `pack_bytes`: when
-    rendered files go into packs, and how much content one pack holds (adapters/git/packwrite.py)."""
+    rendered files go into packs, and how much content one pack holds (adapters/git/packwrite.py). `fork`: from
+    `bulk_from` pages to render on, split them with a forked child where that is safe (adapters/git/bulkfork.py);
+    False keeps one process."""
     fp = fingerprint if fingerprint is not None else renderer_fingerprint()
     git = repo.repo
     tip = _Tip(repo, branch, path, fp)
     last = memo.stored if memo is not None else {}
     stored: dict[str, tuple[object, str, str]] = {}
     blobs: dict[str, str] = {}
-    rendered = reused = 0
+    rendered = reused = packed = 0
+    # Where a child may render half of a bulk report, the pages to render are gathered first (their count decides);
+    # elsewhere each is rendered as it comes, as one process always did.
+    later: list[PageSource] | None = [] if fork and bulkfork.may_fork() else None
     try:
         sink = BlobSink(git, bulk_from=bulk_from, pack_bytes=pack_bytes)
         for page in pages:
             remembered = last.get(page.path)
-            if remembered is not None and remembered[0] == page.inputs and pygit2.Oid(hex=remembered[2]) in git:
+            if remembered is not None and remembered[0] == page.inputs and git.odb.exists(remembered[2]):
                 digest, oid = remembered[1], remembered[2]
                 reused += 1
             else:
@@ -169,12 +178,25 @@ def store_report(
                 if found is not None:
                     oid = found
                     reused += 1
+                elif later is not None:
+                    oid = ""  # named once rendered, below
+                    later.append(page)
+                    rendered += 1
                 else:
                     oid = sink.add(page.render())
                     rendered += 1
             stored[page.path] = (page.inputs, digest, oid)
             blobs[page.path] = oid
+        if later is not None and len(later) >= max(2, bulk_from) and bulkfork.may_fork():
+            two = bulkfork.render_in_two(git, later, pack_bytes=pack_bytes)
+            ids, packed = two.ids, two.packed
+        else:
+            ids = [sink.add(page.render()) for page in later or ()]
+        for page, oid in zip(later or (), ids, strict=True):
+            stored[page.path] = (stored[page.path][0], stored[page.path][1], oid)
+            blobs[page.path] = oid
         sink.close()  # every page's blob is in the object database from here on (loose or packed)
+        packed += sink.packed
         entries = pageindex.index_entries((p, d, o) for p, (_, d, o) in stored.items())
         blobs[INDEX_FILE] = str(git.create_blob(pageindex.render_index(entries, fp)))
         # The top files quote settings, URLs and error texts: guarded before they become objects.
@@ -186,4 +208,4 @@ def store_report(
         memo.stored = stored
         memo.pages, memo.maps = {}, {}  # the bytes are in the object database now
         memo.rendered = rendered
-    return StoredReport(blobs=blobs, rendered=rendered, reused=reused, packed=sink.packed)
+    return StoredReport(blobs=blobs, rendered=rendered, reused=reused, packed=packed)

@@ -259,6 +259,16 @@ def pod_claims(obj: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
+# How many entries each table of Shared keeps before it starts again (cleared, then filled by the pods that follow).
+# `migplan run`'s pod cache keeps one Shared between full lists, and a churning cluster brings values that never come
+# back (each Job's labels, owner and container names; short-lived namespaces and nodes): without a bound these stay
+# forever. Clearing only loses sharing, never a value: every entry is an equal of what the caller passed. The text
+# table holds every node name and namespace of a fleet at once (Kubernetes' tested limits: 5,000 nodes, 10,000
+# namespaces), so it must hold more than those or a single list would restart it again and again.
+SHARED_TEXTS_LIMIT = 32_768
+SHARED_TABLE_LIMIT = 4_096
+
+
 class Shared:
     """Equal parts of one observation's pods kept once: a fleet's pods repeat the same few namespaces, phases,
     node names, label sets (one per ReplicaSet), GPU requests and owners, and each parsed pod otherwise holds its
@@ -266,7 +276,8 @@ class Shared:
 
     Values are only ever read (frozen dataclasses of read-only mappings), so one object can stand for all its
     equals. A value that cannot be a key (a hostile label value that is a list) is kept as it is, unshared.
-    Bounded by the cluster: the kube adapter begins a fresh table every observation (`begin`)."""
+    The kube adapter begins a fresh table every observation (`begin`); the watch-fed pod cache keeps one until its
+    next full list, so each table is also cleared when full (SHARED_TEXTS_LIMIT, SHARED_TABLE_LIMIT)."""
 
     def __init__(self) -> None:
         self._texts: dict[str, str] = {}
@@ -283,18 +294,33 @@ class Shared:
         self._owners.clear()
         self._parsed.clear()
 
+    # Each table is checked for room before a new key goes in (the `in` test only once it is full: the common
+    # case stays one setdefault).
+
     def text(self, value: T) -> T:
-        return self._texts.setdefault(value, value) if isinstance(value, str) else value  # type: ignore[return-value]
+        if not isinstance(value, str):
+            return value
+        texts = self._texts
+        if len(texts) >= SHARED_TEXTS_LIMIT and value not in texts:
+            texts.clear()
+        return texts.setdefault(value, value)  # type: ignore[return-value]
 
     def mapping(self, value: Mapping[str, Any]) -> Mapping[str, Any]:
+        maps = self._maps
         try:
-            return self._maps.setdefault(tuple(value.items()), value)
+            key = tuple(value.items())
+            if len(maps) >= SHARED_TABLE_LIMIT and key not in maps:
+                maps.clear()
+            return maps.setdefault(key, value)
         except TypeError:  # an unhashable value: kept as it is
             return value
 
     def containers(self, value: tuple[ContainerResources, ...]) -> tuple[ContainerResources, ...]:
         key = tuple((c.name, tuple(c.requests.items()), tuple(c.limits.items())) for c in value)
-        return self._containers.setdefault(key, value)
+        table = self._containers
+        if len(table) >= SHARED_TABLE_LIMIT and key not in table:
+            table.clear()
+        return table.setdefault(key, value)
 
     def containers_of(self, spec: Mapping[str, Any]) -> tuple[tuple[ContainerResources, ...], tuple[Malformed, ...]]:
         """`_containers(spec)` and what it found unreadable, the containers kept once (`containers`); parsed once per
@@ -305,13 +331,19 @@ class Shared:
             bad: list[Malformed] = []
             known = (self.containers(_containers(spec, bad)), tuple(bad))
             if key is not None:
+                if len(self._parsed) >= SHARED_TABLE_LIMIT:
+                    self._parsed.clear()
                 self._parsed[key] = known
         return known
 
     def owner(self, value: OwnerRef | None) -> OwnerRef | None:
         if value is None:
             return None
-        return self._owners.setdefault((value.kind, value.name, value.controller), value)
+        key = (value.kind, value.name, value.controller)
+        owners = self._owners
+        if len(owners) >= SHARED_TABLE_LIMIT and key not in owners:
+            owners.clear()
+        return owners.setdefault(key, value)
 
 
 def gpu_pod_from_json(obj: Mapping[str, Any], shared: Shared | None = None) -> ObservedPod | None:
@@ -333,7 +365,13 @@ def gpu_pod_from_json(obj: Mapping[str, Any], shared: Shared | None = None) -> O
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace", "")
     node = spec.get("nodeName") or None
-    phase = (obj.get("status") or {}).get("phase") or "Pending"
+    status = obj.get("status")
+    # type() first: a decoded pod's status is a dict, and the ABC check alone costs ~0.1 us a pod
+    phase = status.get("phase") if type(status) is dict or isinstance(status, Mapping) else None
+    if type(phase) is not str or not phase:
+        # Missing, or what no API server sends (a list, a map, a number; a status that is not an object): read as a
+        # missing phase is. Never kept as it came: the phase is compared with strings and looked up in sets.
+        phase = "Pending"
     labels = meta.get("labels") or {}
     node_selector = spec.get("nodeSelector") or {}
     owner = controller_of(meta)
@@ -744,7 +782,7 @@ class PodRecord:
 
 
 class CacheParts(Shared):
-    """Shared, plus the tally traits (Traits) a cache's records repeat, kept once."""
+    """Shared, plus the tally traits (Traits) a cache's records repeat, kept once (at most SHARED_TABLE_LIMIT)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -756,9 +794,12 @@ class CacheParts(Shared):
 
     def traits(self, value: Traits) -> Traits:
         labels = value[0]
+        table = self._traits
         try:  # keyed by the labels' items (a dict is no key); a value that cannot be one is kept as it is, unshared
             key = (tuple(labels.items()) if type(labels) is dict else labels, *value[1:])
-            return self._traits.setdefault(key, value)
+            if len(table) >= SHARED_TABLE_LIMIT and key not in table:
+                table.clear()  # bounded as Shared's tables are
+            return table.setdefault(key, value)
         except TypeError:
             return value
 

@@ -128,7 +128,9 @@ def tally_entry(obj: Mapping[str, Any]) -> tuple[str, _Entry] | None:
         return None  # not bound: a reboot of no node ends it
     status = obj.get("status")
     phase = status.get("phase") if isinstance(status, dict) else None
-    if phase in _FINISHED:
+    if type(phase) is not str:
+        phase = None  # what no API server sends (a list, a map, a number): counted as a pod without a phase is
+    elif phase in _FINISHED:
         return None
     annotations = meta.get("annotations")
     if annotations and isinstance(annotations, dict) and MIRROR_POD_ANNOTATION in annotations:

@@ -20,6 +20,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import yaml
 
@@ -187,8 +188,9 @@ def _cut(value: object, limit: int = 60) -> str:
 
 # One cycle parses the same ConfigMap text up to four times (the planner's before and after, the configs it carries
 # over, the disruption guard's previous configs): 0.2 s each at 5,000 nodes. The last texts that parsed are
-# remembered by value with their (frozen) entries; each call gets its own outer dict. A text that fails is never
-# remembered (it raises every time). Bounded: cleared when full.
+# remembered by value with their entries, shared by every caller: frozen, mig_devices included (a read-only view,
+# _parse_entry), so no caller can change what the next one reads; each call gets its own outer dict. A text that
+# fails is never remembered (it raises every time). Bounded: cleared when full.
 _PARSED: dict[str, dict[str, tuple[ConfigEntry, ...]]] = {}
 _PARSED_LIMIT = 4
 
@@ -291,7 +293,10 @@ def _parse_entry(name: str, raw: object) -> ConfigEntry:
         filters = tuple(filt)
     else:
         raise MigPartedFormatError(f"invalid format for 'device-filter': {filt!r}")
-    return ConfigEntry(devices=devices, mig_enabled=enabled, mig_devices=mig_devices, device_filter=filters)
+    # Read-only: parse_strict hands the same entry to every caller of the same text.
+    return ConfigEntry(
+        devices=devices, mig_enabled=enabled, mig_devices=MappingProxyType(mig_devices), device_filter=filters
+    )
 
 
 def _valid_profile(profile: str) -> bool:

@@ -24,12 +24,19 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import msgspec
+
 INDEX_FILE = "index/pages.tsv"  # under reports.path; in a folder, so the top-file guard does not scan it
-_HEADER = "# migplan page index v1 "
+# v2: digests of the inputs' MessagePack encoding (v1: of their repr). An index of another version is ignored whole,
+# so the first report after an upgrade renders every page once and writes a v2 index (the renderer fingerprint,
+# which hashes this module's source, says the same where the source is shipped).
+_HEADER = "# migplan page index v2 "
+_ENCODER = msgspec.msgpack.Encoder(order="deterministic")
 # 5,000 nodes x (1 page + 8 maps) at ~120 bytes a line is ~5.4 MB: anything far larger is not ours.
 MAX_INDEX_BYTES = 32 * 1024 * 1024
 
 _DIGEST = re.compile(r"[0-9a-f]{32}")
+NO_DIGEST = ""  # input_digest of inputs it cannot digest: not of _DIGEST's shape, so never read back nor written
 _OID = re.compile(r"[0-9a-f]{40}")
 # Exactly the names reports.py gives per-node files: one component under nodes/ or maps/, the report writer's
 # character set, no leading dot (never '.', '..' or '.git').
@@ -50,12 +57,31 @@ def is_page_path(path: str) -> bool:
 
 
 def input_digest(inputs: object, fingerprint: str) -> str:
-    """The digest of a page's inputs: frozen values (NodeReport, GpuSliceMap, tuples, str, bool) whose repr is
-    their content; `fingerprint` stands for the page code. Equal values give equal digests in any process;
-    a value whose repr were not stable (an object without one) only costs a render, never a stale page."""
+    """The digest of a page's inputs: frozen values (NodeReport, GpuSliceMap, tuples, str, int, bool, None);
+    `fingerprint` stands for the page code. Equal values give equal digests in any process.
+
+    The values are encoded as MessagePack by msgspec, in C: a dataclass as a map of its field names to its values in
+    field order, an enum as its value, sets and dict keys sorted (`order="deterministic"`: a frozenset of strings
+    iterates in a per-process hash order). MessagePack is self-delimiting and types what it encodes, so ("a", "bc")
+    and ("ab", "c"), None and "", 0, False and 0.0 are distinct bytes. What it does not tell apart is a tuple from a
+    list, a dataclass from a dict of its fields, an enum from its value: a page's inputs are typed (reports.py
+    page_sources), so a field holds one of these kinds or the other, never both; only Finding.desired and .observed
+    are Any, and no page draws them. It replaced `repr` (issue 29, `first5k`): the same purpose, without a Python
+    call per dataclass (the generated `__repr__` and its recursion guard, half a million calls in a first report at
+    5,000 nodes). A value msgspec cannot encode (an int past 64 bits, a lone surrogate, an object of another kind,
+    a set of unorderable values) is digested by its repr, under another tag, as before: at worst a render.
+    A value nested too deep for either has NO_DIGEST, which matches no index line and is left out of the index.
+    """
+    try:
+        tag, body = b"msgpack", _ENCODER.encode(inputs)
+    except (TypeError, ValueError, OverflowError, RecursionError):  # UnicodeEncodeError is a ValueError
+        try:
+            tag, body = b"repr", repr(inputs).encode("utf-8", "surrogatepass")
+        except RecursionError:  # nested past the interpreter's limit: no digest, so never reused nor indexed
+            return NO_DIGEST
     h = hashlib.sha256(fingerprint.encode("utf-8", "surrogatepass"))
-    h.update(b"\0")
-    h.update(repr(inputs).encode("utf-8", "surrogatepass"))
+    h.update(b"\0" + tag + b"\0")
+    h.update(body)
     return h.hexdigest()[:32]
 
 

@@ -12,7 +12,9 @@ import gc
 from typing import Any
 
 import orjson
+import pytest
 
+from reconciler.adapters.kube import observe as kubeobserve
 from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.adapters.kube.observe import PodRecord
 
@@ -91,3 +93,14 @@ def test_the_tally_entry_is_the_listed_pod_s() -> None:
     (record,) = _records(_pod("vllm-5d9c-a"))
     labels = {"app": "vllm"}
     assert record.tally == ("gpu-00001", ("serving/vllm-5d9c-a", labels, "ReplicaSet", True, "Running", False))
+
+
+def test_the_traits_table_is_bounded_and_its_traits_are_the_pods(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kubeobserve, "SHARED_TABLE_LIMIT", 4)
+    parts = kubeobserve.CacheParts()
+    for i in range(20):  # a pod of its own Job each: labels never seen again
+        pod = _pod(f"job-{i}")
+        pod["metadata"]["labels"] = {"job-name": f"job-{i}"}
+        record = kubeobserve.pod_record(pod, shared=parts)
+        assert record.traits == ({"job-name": f"job-{i}"}, "ReplicaSet", True, "Running", False)
+        assert len(parts._traits) <= 4

@@ -64,3 +64,21 @@ def test_the_memo_is_bounded(loads: list[str]) -> None:
         assert f"all-1g-{texts.index(t)}" in migparted.parse_strict(t)
     assert len(migparted._PARSED) <= migparted._PARSED_LIMIT
     assert loads == texts
+
+
+def test_a_caller_cannot_change_what_the_next_caller_reads(loads: list[str]) -> None:
+    """The entries are shared between callers of the same text: their profile counts are read-only."""
+    first = migparted.parse_strict(TEXT)
+    counts = first["all-1g"][0].mig_devices
+    with pytest.raises(TypeError):
+        counts["1g.18gb"] = 1  # type: ignore[index]
+    with pytest.raises(TypeError):
+        del counts["1g.18gb"]  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        counts.clear()  # type: ignore[attr-defined]
+    again = migparted.parse_strict(TEXT)
+    assert loads == [TEXT]  # the remembered entries, not a fresh parse
+    assert again["all-1g"][0].mig_devices == {"1g.18gb": 7}
+    assert dict(again["all-1g"][0].mig_devices) == {"1g.18gb": 7}
+    # Still read as before: equal to a plain mapping and rendered the same.
+    assert migparted.layouts_of(again["all-1g"], [0])[0].devices == (("1g.18gb", 7),)  # type: ignore[index]
