@@ -293,9 +293,27 @@ def _run_stage(
     stop = threading.Event()
     if len(groups) <= 1 or workers <= 1:
         return [_run_group(cluster, g, dry_run, stop) for g in groups]
-    with ThreadPoolExecutor(max_workers=min(workers, len(groups)), thread_name_prefix="migplan-write") as pool:
-        futures = [pool.submit(contextvars.copy_context().run, _run_group, cluster, g, dry_run, stop) for g in groups]
-        return [f.result() for f in futures]
+    # Each thread takes the next group itself until none is left, rather than one submitted task per group: a
+    # task per group cost a Future, a queue round trip and a wake-up of this (waiting) thread per write, all of
+    # it under the GIL the writers need (issue 29, adoptcpu). Groups still start in plan order.
+    caller = contextvars.copy_context()
+    outcomes: list[_GroupOutcome] = [_GroupOutcome()] * len(groups)
+    pending = iter(range(len(groups)))
+    taking = threading.Lock()
+
+    def writer() -> None:
+        while True:
+            with taking:
+                i = next(pending, None)
+            if i is None:
+                return
+            outcomes[i] = caller.copy().run(_run_group, cluster, groups[i], dry_run, stop)
+
+    threads = min(workers, len(groups))
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="migplan-write") as pool:
+        for running in [pool.submit(writer) for _ in range(threads)]:
+            running.result()
+    return outcomes
 
 
 def write_report(c: Cycle) -> None:
