@@ -166,7 +166,14 @@ def detect_drift(c: Cycle) -> None:
 
 def make_plan(c: Cycle) -> None:
     assert c.observed is not None and c.analysis is not None
-    c.plan = planner.plan(c.desired, c.observed, now=c.now, rendered=c.analysis.rendered, silent_after=c.silent_after)
+    c.plan = planner.plan(
+        c.desired,
+        c.observed,
+        now=c.now,
+        rendered=c.analysis.rendered,
+        silent_after=c.silent_after,
+        unoffered=c.analysis.unoffered,
+    )
 
 
 def apply_plan(c: Cycle) -> None:

@@ -102,6 +102,9 @@ class Analysis:
     # The state of each GPU node's observer, for the report and the metrics: reporting | silent |
     # malformed | absent.
     observers: Mapping[str, str] = field(default_factory=dict)
+    # profilecheck.unoffered of every inventory node the cluster has (None: its GPUs offer its plan's profiles),
+    # so the plan does not compute it again for every node it relabels (issue 29, adoptcpu).
+    unoffered: Mapping[str, str | None] = field(default_factory=dict)
 
 
 def analyze(
@@ -152,6 +155,7 @@ def analyze(
         rendered=rendered,
         joins=joins,
         observers=_observers(ctx),
+        unoffered=ctx.unoffered,
     )
 
 
@@ -171,6 +175,8 @@ class DriftContext:
     joins: Mapping[str, observation.NodeJoin]  # the nodes whose observer's report is used
     ready: nodestate.Readiness
     occupancy: Mapping[str, NodeOccupancy]  # per node (desired nodes present + undocumented GPU nodes)
+    # Filled by _check_profiles_offered: node -> profilecheck.unoffered (Analysis.unoffered).
+    unoffered: dict[str, str | None] = field(default_factory=dict)
 
     def elsewhere(self, name: str) -> bool:
         """Another component writes the node's MIG layout (declared, or NVIDIA's DRA driver with DynamicMIG):
@@ -327,7 +333,7 @@ def _check_profiles_offered(ctx: DriftContext) -> Iterable[Finding]:
     """A node whose plan names profiles its GPUs do not offer is never labelled for that config (MP564)."""
     catalog = load_catalog()
     for name, plan, node in ctx.planned_nodes():
-        unoffered = profilecheck.unoffered(plan, node.labels, catalog)
+        unoffered = ctx.unoffered[name] = profilecheck.unoffered(plan, node.labels, catalog)
         if unoffered is not None:
             yield finding(
                 "MP564",

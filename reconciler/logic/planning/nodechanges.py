@@ -106,6 +106,7 @@ class _Inputs:
     pods_by_node: Mapping[str, tuple[ObservedPod, ...]]
     ready: nodestate.Readiness  # whether a node's advertised counts can be believed
     claimed: Mapping[str, list[tuple[str, str]]]  # node -> [(DRA device, pod)] from ResourceClaims (draclaims)
+    unoffered: Mapping[str, str | None]  # profilecheck.unoffered per node, where the drift analysis found it
 
     def pods(self, name: str) -> tuple[ObservedPod, ...]:
         return self.pods_by_node.get(name, ())
@@ -117,6 +118,8 @@ def node_changes(
     rendered: migparted.MigPartedConfig,
     now: datetime,
     silent_after: timedelta = observation.SILENT_AFTER,
+    *,
+    unoffered: Mapping[str, str | None] | None = None,
 ) -> NodeChanges:
     """Per-node changes, whether every node has settled (no change wanted, none in flight), and the
     re-apply aliases the ConfigMap must carry for them. In apply.mode agent only `settled` is used (the NVML
@@ -131,6 +134,7 @@ def node_changes(
         observed.pods_by_node(),
         nodestate.readiness(desired, observed, now=now),
         draclaims.by_node(observed.claims),
+        unoffered or {},
     )
     unreadable = drift.unreadable_nodes(observed)
     writers = drift.other_writers(desired, observed)  # found writing a node given to migplan: held, said (MP570)
@@ -284,7 +288,11 @@ def wanted_changes(
     disruption the node does not hold a slot for yet."""
     config, settings = want.config, inputs.desired.cluster.apply
     held = _relabel_hold(node, config)
-    unoffered = profilecheck.unoffered(inputs.desired.nodes[node.name], node.labels, load_catalog())
+    unoffered = (
+        inputs.unoffered[node.name]
+        if node.name in inputs.unoffered
+        else profilecheck.unoffered(inputs.desired.nodes[node.name], node.labels, load_catalog())
+    )
     if unoffered is not None:
         # mig-parted would empty the GPUs it cannot cut and report success (MP564 says why): never label for it.
         return [held(f"held: {unoffered}", code="MP564")], ()

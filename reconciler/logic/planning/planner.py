@@ -47,7 +47,7 @@ Only fields and labels migplan owns appear in a patch.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -97,9 +97,12 @@ def plan(
     now: datetime,
     rendered: migparted.MigPartedConfig | None = None,
     silent_after: timedelta = observation.SILENT_AFTER,
+    unoffered: Mapping[str, str | None] | None = None,
 ) -> Plan:
     """The ordered changes for this cycle (see the module docstring for the order and the rules).
-    `silent_after`: how old a node observer's report may be and still feed the disruption guard."""
+    `silent_after`: how old a node observer's report may be and still feed the disruption guard. `unoffered`:
+    profilecheck.unoffered per node as the drift analysis of the same states found it (Analysis.unoffered);
+    a node it lacks is checked here."""
     rendered = rendered or migparted.render(desired)
     stamp = rfc3339(now)
     agent = desired.cluster.apply.mode is ApplyMode.AGENT
@@ -109,7 +112,7 @@ def plan(
     static = drastatic.static_nodes(desired, observed)
     gpu_cluster = drastatic.gpu_cluster(observed)
     by_operator = desired if agent or not static else _only(desired, lambda n: n not in static)
-    nodes = node_changes(by_operator, observed, rendered, now, silent_after)
+    nodes = node_changes(by_operator, observed, rendered, now, silent_after, unoffered=unoffered)
     changes: list[Change] = []
     # The node agent applies layouts itself: no mig-parted ConfigMap, no mig-manager. Under a GPUCluster neither
     # exists (MIG Manager is a ClusterPolicy operand): every node migplan lays out there is a DRA-static one.
