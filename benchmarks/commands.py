@@ -193,6 +193,18 @@ def timed_process(argv: list[str], *, env: dict[str, str] | None = None) -> tupl
     return wall, usage.ru_maxrss / 1024, proc.returncode, out[0]
 
 
+def twin_sampler(folder: Path, label: str) -> subprocess.Popen[bytes]:
+    """py-spy recording the twin's process until interrupted: the samples of whichever thread holds the GIL (its CPU in
+    Python; a thread blocked on a socket is not counted)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = Path(sys.executable).parent / "py-spy"
+    out = folder / f"twin-{label}-{time.time_ns()}.txt"
+    argv = [str(exe), "record", "--pid", str(TWIN_PID[0]), "--format", "raw", "--rate", "100", "--gil", "-o", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # attached before the cycle starts
+    return proc
+
+
 def floor_list_main(kubeconfig: str) -> None:
     """The bare official client listing every node and pod page raw (a process of its own)."""
     from kubernetes import client, config
@@ -277,6 +289,12 @@ def main() -> int:
     ap.add_argument("--no-run", action="store_true", help="skip the `migplan run` part")
     ap.add_argument("--profile", type=Path, help="write a cProfile of each reconcile process into this folder")
     ap.add_argument(
+        "--twin-profile",
+        type=Path,
+        help="sample the twin's process with py-spy (if installed; never a dependency) during each reconcile process:"
+        " one collapsed-stack file per cycle in this folder",
+    )
+    ap.add_argument(
         "--compare",
         action="append",
         default=[],
@@ -328,8 +346,12 @@ def main() -> int:
                 out = args.profile / f"{label}-{time.time_ns()}.prof"
                 rest = reconcile[len(migplan()) :]
                 argv = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "reconciler", *rest]
+            sampler = twin_sampler(args.twin_profile, label) if args.twin_profile else None
             wall, peak, rc, _ = timed_process(argv)
             cpu, twin_cpu = CPU[0], TWIN_CPU[0]
+            if sampler:
+                sampler.send_signal(signal.SIGINT)  # py-spy writes its file when interrupted
+                sampler.wait(60)
             writes = twin.writes()
             twin.call("settle")
             print(f"    ({label}: {cpu:.2f} s CPU; twin {twin_cpu:.2f} s CPU)", flush=True)
