@@ -347,6 +347,7 @@ def main() -> int:
                 rest = reconcile[len(migplan()) :]
                 argv = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "reconciler", *rest]
             sampler = twin_sampler(args.twin_profile, label) if args.twin_profile else None
+            twin0 = process_cpu(TWIN_PID[0])
             wall, peak, rc, _ = timed_process(argv)
             cpu, twin_cpu = CPU[0], TWIN_CPU[0]
             if sampler:
@@ -354,7 +355,9 @@ def main() -> int:
                 sampler.wait(60)
             writes = twin.writes()
             twin.call("settle")
-            print(f"    ({label}: {cpu:.2f} s CPU; twin {twin_cpu:.2f} s CPU)", flush=True)
+            settled = process_cpu(TWIN_PID[0]) - twin0  # with what its operator still did after the process
+            twin_line = f"twin {twin_cpu:.2f} s CPU, {settled:.2f} s until settled"
+            print(f"    ({label}: {cpu:.2f} s CPU; {twin_line})", flush=True)
             return wall, peak, rc, writes
 
         def verdict(label: str, wall: float, peak: float, floor_s: float | None, extra: str = "") -> None:
@@ -371,9 +374,15 @@ def main() -> int:
         time.sleep(1.2)  # configPropagationSeconds: 1
         wall, peak, rc, writes = cycle("adopting")
         if writes:
+            twin0 = process_cpu(TWIN_PID[0])
             wf, _, _, _ = timed_process([sys.executable, __file__, "--floor-write", str(kubeconfig), str(writes), "16"])
-            print(f"    (write floor: {CPU[0]:.2f} s CPU; twin {TWIN_CPU[0]:.2f} s CPU)", flush=True)
+            floor_cpu, floor_twin = CPU[0], TWIN_CPU[0]
             twin.call("settle")
+            settled = process_cpu(TWIN_PID[0]) - twin0
+            print(
+                f"    (write floor: {floor_cpu:.2f} s CPU; twin {floor_twin:.2f} s CPU, {settled:.2f} s until settled)",
+                flush=True,
+            )
         else:
             wf = 0.0
         verdict(
