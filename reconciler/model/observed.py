@@ -233,6 +233,22 @@ class ObservedPod:
             object.__setattr__(self, "_key", key)
         return key
 
+    def take_key(self, key: str) -> None:
+        """Hold `key` as this pod's `key` when it is exactly "namespace/name" (made by whoever read the pod, e.g. the
+        kube adapter's cache record): one string for both instead of two equal ones. Anything else is ignored."""
+        namespace, name = self.namespace, self.name
+        if (
+            self._key is None
+            and type(key) is str
+            and type(namespace) is str  # a hostile pod's fields may be anything the JSON holds
+            and type(name) is str
+            and len(key) == len(namespace) + 1 + len(name)
+            and key.startswith(namespace)
+            and key.endswith(name)
+            and key[len(namespace)] == "/"
+        ):
+            object.__setattr__(self, "_key", key)
+
     @property
     def active(self) -> bool:
         return self.phase not in ("Succeeded", "Failed")

@@ -472,13 +472,40 @@ class _Listed(Generic[R]):
     """What a full LIST read for a watch-fed cache: entries by uid, and any object without one (loose)."""
 
     def __init__(self) -> None:
-        self.entries: dict[str, informer.Entry[R]] = {}
+        self.entries: dict[informer.Uid, informer.Entry[R]] = {}
         self.loose: list[informer.Entry[R]] = []
 
 
 def _node_entry(obj: Mapping[str, Any]) -> tuple[str, ObservedNode]:
     node = kubeobserve.node_from_json(obj)
     return str(node.name), node
+
+
+# A node's label values repeat across the fleet (GPU Feature Discovery's product, memory and counts, the MIG config
+# names): a watch-fed node cache keeps each once for all nodes, not once per node. Only label values (at most 63
+# characters for the API server); the table starts again past this many values (some 4 MB at most), so values that
+# change with every write cannot make it grow without end.
+NODE_LABEL_VALUES = 1 << 15
+
+
+class _NodeLabels:
+    """Equal label values of the cached nodes kept once (see NODE_LABEL_VALUES). Read by the node watch's thread and
+    by a cycle's relist: one dict operation at a time (atomic), and sharing an equal str is never wrong."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def entry(self, obj: Mapping[str, Any]) -> tuple[str, ObservedNode]:
+        """_node_entry of the node, its label values taken from the table: the same node, equal values."""
+        meta = obj.get("metadata")
+        labels = meta.get("labels") if type(meta) is dict else None
+        if type(meta) is dict and type(labels) is dict and labels:  # as a decoder makes them; anything else as it is
+            values = self.values
+            if len(values) >= NODE_LABEL_VALUES:
+                values.clear()
+            shared = {k: values.setdefault(v, v) if type(v) is str and len(v) <= 63 else v for k, v in labels.items()}
+            obj = {**obj, "metadata": {**meta, "labels": shared}}
+        return _node_entry(obj)
 
 
 def _text(resp: Any) -> str:
@@ -536,12 +563,13 @@ class KubeCluster:
         # in a table of their own, new at every full list (the caches outlive observations).
         self.node_cache: informer.WatchCache[ObservedNode] | None = None
         self.pod_cache: informer.WatchCache[kubeobserve.PodRecord] | None = None
-        self._cache_parts = kubeobserve.Shared()
+        self._cache_parts = kubeobserve.CacheParts()
+        self._node_labels = _NodeLabels()  # the node cache's label values, kept once
         if watch:
             self.node_cache = informer.WatchCache(
                 kind="Node",
                 open_watch=functools.partial(self._open_watch, "watch nodes", self.core.list_node),
-                read=_node_entry,
+                read=self._node_labels.entry,
                 expired=ListExpired,
             )
             self.pod_cache = informer.WatchCache(
@@ -679,7 +707,12 @@ class KubeCluster:
             nodes = {
                 n.name: n
                 for n in self._watched(
-                    self.node_cache, node_target, "list nodes", self.core.list_node, _node_entry, kubeshapes.NODES
+                    self.node_cache,
+                    node_target,
+                    "list nodes",
+                    self.core.list_node,
+                    self._node_labels.entry,
+                    kubeshapes.NODES,
                 )
             }
         else:
@@ -817,7 +850,7 @@ class KubeCluster:
         self.relists += 1
         cache.stop()
         if cache is self.pod_cache:
-            self._cache_parts = kubeobserve.Shared()  # a new table: the old one holds what deleted pods shared
+            self._cache_parts = kubeobserve.CacheParts()  # a new table: the old one holds what deleted pods shared
         seen: list[str | None] = []
 
         def listing(**kwargs: Any) -> _RvTap:
@@ -827,13 +860,15 @@ class KubeCluster:
             meta = obj.get("metadata")
             uid = meta.get("uid") if isinstance(meta, Mapping) else None
             rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-            kept = cache.kept(uid, rv)
-            made = kept if kept is not None else read(obj)
-            if made is None:
-                return
             if isinstance(uid, str) and uid and isinstance(rv, str):
-                acc.entries[uid] = (rv, made[0], made[1])
-            else:  # never from a real server: listed and used, but the cache cannot follow it (not seeded)
+                # uid and resourceVersion as the cache keeps them (informer.compact_uid, compact_rv), made once
+                at, version = informer.compact_uid(uid), informer.compact_rv(rv)
+                made = cache.kept_at(at, version) or read(obj)
+                if made is not None:
+                    acc.entries[at] = (version, made[0], made[1])
+                return
+            made = cache.kept(uid, rv) or read(obj)
+            if made is not None:  # never from a real server: listed and used, but the cache cannot follow it
                 acc.loose.append((str(rv), made[0], made[1]))
 
         listed = self._fold(what, listing, _Listed[R], add, shape=shape)

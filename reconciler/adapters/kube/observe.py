@@ -710,31 +710,98 @@ class ParseMemo(Generic[T]):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class PodRecord:
-    """What the PodSorter needs of one pod, whatever the GpuOperatorSettings (they may change between cycles), so a
-    pod can be kept without its raw JSON (a watch-fed cache keeps one per pod: kube/informer.py).
+class PodExtras:
+    """What few pods carry beyond what every pod's record holds: a mig-manager pod's or a DaemonSet's pod's fields
+    (see PodRecord). Apart so a fleet's other 100,000 pods do not each hold five empty fields."""
 
-    `key` is "namespace/name", the order a LIST returns pods in (the API server's storage key). `tally` is the
-    reboot tally's (rebootpods.tally_entry), `gpu` the parsed GPU pod (gpu_pod_from_json, or None), `mig_manager`
-    whether it carries mig-manager's app label, `daemonsets` the names of the DaemonSets among its owners,
-    `device_plugin` its DevicePluginPod (no log line yet) when it has such an owner, and `log_ref` the few fields
-    a log read names it by (metadata name and namespace, its containers' names), kept only for a pod whose log may
-    be read: a mig-manager pod, or a DaemonSet's pod that is not Ready."""
-
-    key: str
-    namespace: Any
-    node: Any
-    tally: tuple[str, Any] | None
-    gpu: ObservedPod | None
     mig_manager: bool
     mig_manager_source: str | None
     daemonsets: tuple[Any, ...]
     device_plugin: DevicePluginPod | None
     log_ref: Json | None
 
+
+# The reboot tally's entry of a pod but its key (rebootpods.tally_entry): (labels, owner kind, controlled, phase,
+# terminating). A fleet's pods repeat a handful of these, so a cache keeps one tuple for all equal ones (CacheParts).
+Traits = tuple[Any, str, bool, Any, bool]
+TallyEntry = tuple[str, Any, str, bool, Any, bool]  # the key, then the traits (rebootpods._Entry)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodRecord:
+    """What the PodSorter needs of one pod, whatever the GpuOperatorSettings (they may change between cycles), so a
+    pod can be kept without its raw JSON (a watch-fed cache keeps one per pod: kube/informer.py).
+
+    `key` is "namespace/name", the order a LIST returns pods in (the API server's storage key). `traits` is the
+    reboot tally's entry but the key (None: a pod the tally does not count), `tally` the (node, entry) it makes of
+    them (rebootpods.tally_entry), `gpu` the parsed GPU pod (gpu_pod_from_json, or None, holding `key` as its own),
+    and `extras` what a mig-manager pod or a DaemonSet's pod carries besides (PodExtras, None for the others):
+    `mig_manager` whether it carries mig-manager's app label, `daemonsets` the names of the DaemonSets among its
+    owners, `device_plugin` its DevicePluginPod (no log line yet) when it has such an owner, and `log_ref` the few
+    fields a log read names it by (metadata name and namespace, its containers' names), kept only for a pod whose
+    log may be read: a mig-manager pod, or a DaemonSet's pod that is not Ready.
+
+    One object per pod with pointers to shared values (a cache keeps 140,000 at 5,000 nodes): the tally's entry is
+    made when a cycle counts the pod, not kept."""
+
+    key: str
+    namespace: Any
+    node: Any
+    traits: Traits | None
+    gpu: ObservedPod | None
+    extras: PodExtras | None = None
+
+    @property
+    def tally(self) -> tuple[str, TallyEntry] | None:
+        traits = self.traits
+        return None if traits is None else (self.node, (self.key, *traits))
+
+    @property
+    def mig_manager(self) -> bool:
+        return self.extras is not None and self.extras.mig_manager
+
+    @property
+    def mig_manager_source(self) -> str | None:
+        return None if self.extras is None else self.extras.mig_manager_source
+
+    @property
+    def daemonsets(self) -> tuple[Any, ...]:
+        return () if self.extras is None else self.extras.daemonsets
+
+    @property
+    def device_plugin(self) -> DevicePluginPod | None:
+        return None if self.extras is None else self.extras.device_plugin
+
+    @property
+    def log_ref(self) -> Json | None:
+        return None if self.extras is None else self.extras.log_ref
+
     def holds_nothing(self) -> bool:
         """True when the sorter would take nothing from this pod under any settings (it need not be kept)."""
-        return self.tally is None and self.gpu is None and not self.mig_manager and not self.daemonsets
+        return self.traits is None and self.gpu is None and not self.mig_manager and not self.daemonsets
+
+
+class CacheParts(Shared):
+    """Shared, plus the tally traits (Traits) a cache's records repeat, kept once (at most SHARED_TABLE_LIMIT)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._traits: dict[tuple[Any, ...], Traits] = {}
+
+    def begin(self) -> None:
+        super().begin()
+        self._traits.clear()
+
+    def traits(self, value: Traits) -> Traits:
+        labels = value[0]
+        table = self._traits
+        try:  # keyed by the labels' items (a dict is no key); a value that cannot be one is kept as it is, unshared
+            key = (tuple(labels.items()) if type(labels) is dict else labels, *value[1:])
+            if len(table) >= SHARED_TABLE_LIMIT and key not in table:
+                table.clear()  # bounded as Shared's tables are
+            return table.setdefault(key, value)
+        except TypeError:
+            return value
 
 
 def _log_ref(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> Json:
@@ -748,7 +815,7 @@ def pod_record(
     obj: Json, gpu_pod: Callable[[Json], ObservedPod | None] = gpu_pod_from_json, shared: Shared | None = None
 ) -> PodRecord:
     """One listed or watched pod as the PodSorter reads it (PodRecord). With `shared`, the tally's label set is the
-    one equal label set kept for all pods (Shared.mapping)."""
+    one equal label set kept for all pods (Shared.mapping), and with CacheParts its traits too."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     namespace = meta.get("namespace")
@@ -765,31 +832,41 @@ def pod_record(
     readable = isinstance(obj.get("status") or {}, Mapping)  # else its Ready state cannot be read: not a plugin pod
     device_plugin = device_plugin_pod_from_json(obj) if daemonsets and readable else None
     tally = tally_entry(obj)
-    if shared is not None:
-        # A watch-fed cache keeps every record for the process's life: the node name, phase, label set and
-        # DaemonSet names a fleet's pods repeat are kept once (the decoded page's own copies are dropped with it).
-        daemonsets = tuple(shared.text(d) for d in daemonsets)
-        if tally is not None:
-            node, (key, tally_labels, owner_kind, controlled, phase, terminating) = tally
+    bound_to = spec.get("nodeName")
+    traits: Traits | None = None
+    if tally is not None:
+        # tally_entry's node is spec.nodeName itself (a checked string): the record's `node`
+        key, tally_labels, owner_kind, controlled, phase, terminating = tally[1]
+        if shared is not None:
+            # A watch-fed cache keeps every record for the process's life: the node name, phase, label set and
+            # DaemonSet names a fleet's pods repeat are kept once (the decoded page's own copies are dropped with it).
             if type(tally_labels) is dict:
                 tally_labels = shared.mapping(tally_labels)
-            tally = (shared.text(node), (key, tally_labels, owner_kind, controlled, shared.text(phase), terminating))
-    wants_log = mig_manager or (device_plugin is not None and not device_plugin.ready)
-    bound_to = spec.get("nodeName")
+            phase = shared.text(phase)
+        traits = (tally_labels, owner_kind, controlled, phase, terminating)
+        if isinstance(shared, CacheParts):
+            traits = shared.traits(traits)
+    else:
+        key = f"{namespace}/{meta.get('name')}"
     if shared is not None:
+        daemonsets = tuple(shared.text(d) for d in daemonsets)
         namespace, bound_to = shared.text(namespace), shared.text(bound_to)
-    return PodRecord(
-        key=tally[1][0] if tally is not None else f"{namespace}/{meta.get('name')}",  # the tally's: one string
-        namespace=namespace,
-        node=bound_to,
-        tally=tally,
-        gpu=gpu_pod(obj),
-        mig_manager=mig_manager,
-        mig_manager_source=mig_manager_source(obj) if mig_manager else None,
-        daemonsets=daemonsets,
-        device_plugin=device_plugin,
-        log_ref=_log_ref(meta, spec) if wants_log else None,
+    wants_log = mig_manager or (device_plugin is not None and not device_plugin.ready)
+    gpu = gpu_pod(obj)
+    if gpu is not None:
+        gpu.take_key(key)  # one "namespace/name" string for the record and its pod, not two equal ones
+    extras = (
+        PodExtras(
+            mig_manager=mig_manager,
+            mig_manager_source=mig_manager_source(obj) if mig_manager else None,
+            daemonsets=daemonsets,
+            device_plugin=device_plugin,
+            log_ref=_log_ref(meta, spec) if wants_log else None,
+        )
+        if mig_manager or daemonsets
+        else None
     )
+    return PodRecord(key=key, namespace=namespace, node=bound_to, traits=traits, gpu=gpu, extras=extras)
 
 
 class PodSorter:
@@ -857,8 +934,9 @@ class PodSorter:
         (the sorting of one listed pod stays the direct path: a record per pod would cost a LIST-fed cycle some
         3 us a pod, 0.4 s at 5,000 nodes)."""
         ops = self.ops
-        if pod.tally is not None:
-            self.reboot.add_entry(*pod.tally)
+        traits = pod.traits
+        if traits is not None:
+            self.reboot.add_entry(pod.node, (pod.key, *traits))
         if pod.mig_manager and pod.namespace == ops.namespace:
             node_name = pod.node
             if isinstance(node_name, str) and pod.mig_manager_source is not None:

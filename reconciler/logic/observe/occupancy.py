@@ -227,6 +227,20 @@ _KEY = operator.attrgetter("key")
 _FINISHED = frozenset({"Succeeded", "Failed"})  # ObservedPod.active's phases, as a set
 
 
+# The (gpu index, partition position) keys of an assignment: a fleet's nodes repeat the same few (8 GPUs x at most 7
+# partitions) and a controller keeps every node's last occupancy (_MEMO), so each is one tuple for all the nodes, not
+# one per held partition (some 140,000 at 5,000 nodes). Bounded: only small numbers are kept (a catalog GPU's).
+_SLOTS: dict[tuple[int, int], tuple[int, int]] = {}
+_SLOT_LIMIT = 64
+
+
+def _slot(gpu: int, position: int) -> tuple[int, int]:
+    key = (gpu, position)
+    if type(gpu) is int and type(position) is int and 0 <= gpu < _SLOT_LIMIT and 0 <= position < _SLOT_LIMIT:
+        return _SLOTS.setdefault(key, key)
+    return key
+
+
 def _slots_by_resource(plan: NodeSpec) -> dict[str, list[tuple[int, int, str | None]]]:
     """The partitions of each resource on the node's MIG GPUs, (gpu index, position, owner), in slot order (GPUs by
     index, partitions in plan order): one pass over the plan for all the resources its pods hold."""
@@ -278,7 +292,7 @@ def _assign(
             elif owners:  # several owners' slots, interleaved in slot order
                 mine = [s for s in slots if s[2] is not None and s[2] in owners and (s[0], s[1]) not in taken]
         for s in mine[:n]:
-            taken[(s[0], s[1])] = pod.key
+            taken[_slot(s[0], s[1])] = pod.key
             owner_of[(resource, pod.key)] = s[2]
         if len(mine) < n:
             remaining.append((pod, n - len(mine)))
@@ -292,7 +306,7 @@ def _assign(
             s = order[at]
             at += 1
             if (s[0], s[1]) not in taken:
-                taken[(s[0], s[1])] = pod.key
+                taken[_slot(s[0], s[1])] = pod.key
                 got += 1
     return taken
 
@@ -343,7 +357,7 @@ def observed_occupancy(
         for i in g.instances:
             count(resource_of(i.profile) if strategy is MigStrategy.MIXED else GPU_RESOURCE, i.holders, i.owner)
             if i.holders and i.position is not None:
-                assignment[(g.index, i.position)] = ", ".join(i.holders)
+                assignment[_slot(g.index, i.position)] = ", ".join(i.holders)
     entries = []
     for res in sorted(totals):
         hs = tuple(Holder(pod=p, count=n, owner=owner_of.get((res, p))) for p, n in sorted(held.get(res, {}).items()))
