@@ -20,8 +20,10 @@ spawns no child) and its ratio to floors measured in the same run, interleaved w
 - the adopting cycle's write floor: a bare official-client process sending the same number of node merge patches
   at the same concurrency (spec.apply.writeConcurrency, default 16).
 The CPU seconds (user + system) of each reconcile process are printed too: on a shared machine they move much less
-than wall time. `--compare DIR` also times another source tree's `migplan` (PYTHONPATH=DIR, its own cache) on the
-same in-sync cycles, interleaved; `PYTHONPATH=DIR` on the whole benchmark measures that tree's every cycle.
+than wall time; and beside them, for every timed process (cycle or floor), the CPU seconds the twin's process spent
+while it ran (`/proc/<pid>/stat` before and after; the twin shares the machine, and a real API server would not).
+`--compare DIR` also times another source tree's `migplan` (PYTHONPATH=DIR, its own cache) on the same in-sync
+cycles, interleaved; `PYTHONPATH=DIR` on the whole benchmark measures that tree's every cycle.
 Before timing, the bytecode of each measured tree's `reconciler` package is written, as pip writes it on install
 (`--source-bytecode`: not, as before; see `precompile`).
 Targets (issue 29) at 5,000 nodes: each cycle <= 15 s (goal 10), in-sync <= 1.3x its floor, the report-changing
@@ -107,6 +109,8 @@ class Twin:
         self.proc = ctx.Process(target=_serve_twin, args=(child, str(inventory), str(kubeconfig)), daemon=True)
         self.proc.start()
         self.pods: int = self.conn.recv()
+        if self.proc.pid is not None:
+            TWIN_PID[:] = [self.proc.pid]
 
     def call(self, cmd: str, arg: Any = None) -> Any:
         self.conn.send((cmd, arg))
@@ -129,10 +133,44 @@ def migplan() -> list[str]:
 
 
 CPU: list[float] = [0.0]  # CPU seconds (user + system) of the last timed process: steadier than wall when shared
+TWIN_PID: list[int] = []  # the twin child, once started: its CPU is read around every timed process
+TWIN_CPU: list[float] = [0.0]  # the twin's CPU seconds while the last timed process ran
+
+
+def stat_cpu_ticks(stat: str) -> int:
+    """utime + stime + cutime + cstime (clock ticks) of one `/proc/<pid>/stat` line.
+
+    Field 2, the command name, is in parentheses and may itself hold spaces and parentheses (`(a) (b)`): the fields
+    after it are counted from its last `)`, which nothing after it can contain (proc(5))."""
+    head, sep, tail = stat.rpartition(")")
+    if not sep or "(" not in head:
+        raise ValueError(f"not a /proc/<pid>/stat line: {stat[:80]!r}")
+    fields = tail.split()  # fields[0] is field 3 (state); utime is field 14
+    if len(fields) < 15:
+        raise ValueError(f"a /proc/<pid>/stat line with {len(fields) + 2} fields: {stat[:80]!r}")
+    return sum(int(f) for f in fields[11:15])
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process so far: all its threads, its waited-for children, and its live
+    descendants (read from /proc/<pid>/task/*/children); 0.0 for a process already gone."""
+    ticks = 0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        proc = Path(f"/proc/{current}")
+        try:
+            ticks += stat_cpu_ticks((proc / "stat").read_text())
+            for task in (proc / "task").iterdir():
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # gone since it was listed
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def timed_process(argv: list[str], *, env: dict[str, str] | None = None) -> tuple[float, float, int, bytes]:
     """(wall s, peak RSS MB, exit code, stdout) of one whole process; its CPU seconds in CPU[0]."""
+    twin0 = process_cpu(TWIN_PID[0]) if TWIN_PID else 0.0
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     out: list[bytes] = []
@@ -145,6 +183,7 @@ def timed_process(argv: list[str], *, env: dict[str, str] | None = None) -> tupl
         r.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
+    TWIN_CPU[0] = process_cpu(TWIN_PID[0]) - twin0 if TWIN_PID else 0.0
     for r in readers:
         r.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -152,6 +191,18 @@ def timed_process(argv: list[str], *, env: dict[str, str] | None = None) -> tupl
     if proc.returncode not in (0, 1):
         sys.stderr.write(f"{' '.join(argv[:3])} exited {proc.returncode}: {(out[0] + err[0])[-3000:].decode()}\n")
     return wall, usage.ru_maxrss / 1024, proc.returncode, out[0]
+
+
+def twin_sampler(folder: Path, label: str) -> subprocess.Popen[bytes]:
+    """py-spy recording the twin's process until interrupted: the samples of whichever thread holds the GIL (its CPU in
+    Python; a thread blocked on a socket is not counted)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = Path(sys.executable).parent / "py-spy"
+    out = folder / f"twin-{label}-{time.time_ns()}.txt"
+    argv = [str(exe), "record", "--pid", str(TWIN_PID[0]), "--format", "raw", "--rate", "100", "--gil", "-o", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # attached before the cycle starts
+    return proc
 
 
 def floor_list_main(kubeconfig: str) -> None:
@@ -215,7 +266,13 @@ def floor(inventory: Path, kubeconfig: Path) -> tuple[float, float, float]:
     """(validate s, bare list s, peak MB of the two) — the in-sync cycle's floor, both as processes."""
     tv, mv, rc, _ = timed_process([*migplan(), "validate", str(inventory), "-o", "json"])
     assert rc == 0, "the benchmark inventory must be valid"
+    validate_cpu, validate_twin = CPU[0], TWIN_CPU[0]
     tl, ml, _, _ = timed_process([sys.executable, __file__, "--floor-list", str(kubeconfig)])
+    print(
+        f"    (floor: validate {validate_cpu:.2f} s CPU; twin {validate_twin:.2f} s CPU;"
+        f" bare list {CPU[0]:.2f} s CPU; twin {TWIN_CPU[0]:.2f} s CPU)",
+        flush=True,
+    )
     return tv, tl, max(mv, ml)
 
 
@@ -231,6 +288,12 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=10.0, help="`migplan run --interval`")
     ap.add_argument("--no-run", action="store_true", help="skip the `migplan run` part")
     ap.add_argument("--profile", type=Path, help="write a cProfile of each reconcile process into this folder")
+    ap.add_argument(
+        "--twin-profile",
+        type=Path,
+        help="sample the twin's process with py-spy (if installed; never a dependency) during each reconcile process:"
+        " one collapsed-stack file per cycle in this folder",
+    )
     ap.add_argument(
         "--compare",
         action="append",
@@ -283,11 +346,18 @@ def main() -> int:
                 out = args.profile / f"{label}-{time.time_ns()}.prof"
                 rest = reconcile[len(migplan()) :]
                 argv = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "reconciler", *rest]
+            sampler = twin_sampler(args.twin_profile, label) if args.twin_profile else None
+            twin0 = process_cpu(TWIN_PID[0])
             wall, peak, rc, _ = timed_process(argv)
-            cpu = CPU[0]
+            cpu, twin_cpu = CPU[0], TWIN_CPU[0]
+            if sampler:
+                sampler.send_signal(signal.SIGINT)  # py-spy writes its file when interrupted
+                sampler.wait(60)
             writes = twin.writes()
             twin.call("settle")
-            print(f"    ({label}: {cpu:.2f} s CPU)", flush=True)
+            settled = process_cpu(TWIN_PID[0]) - twin0  # with what its operator still did after the process
+            twin_line = f"twin {twin_cpu:.2f} s CPU, {settled:.2f} s until settled"
+            print(f"    ({label}: {cpu:.2f} s CPU; {twin_line})", flush=True)
             return wall, peak, rc, writes
 
         def verdict(label: str, wall: float, peak: float, floor_s: float | None, extra: str = "") -> None:
@@ -304,8 +374,15 @@ def main() -> int:
         time.sleep(1.2)  # configPropagationSeconds: 1
         wall, peak, rc, writes = cycle("adopting")
         if writes:
+            twin0 = process_cpu(TWIN_PID[0])
             wf, _, _, _ = timed_process([sys.executable, __file__, "--floor-write", str(kubeconfig), str(writes), "16"])
+            floor_cpu, floor_twin = CPU[0], TWIN_CPU[0]
             twin.call("settle")
+            settled = process_cpu(TWIN_PID[0]) - twin0
+            print(
+                f"    (write floor: {floor_cpu:.2f} s CPU; twin {floor_twin:.2f} s CPU, {settled:.2f} s until settled)",
+                flush=True,
+            )
         else:
             wf = 0.0
         verdict(
@@ -412,11 +489,11 @@ def run_controller(
             time.sleep(0.5)
         t0 = time.monotonic()
         start_count = len(finished())
-        cpu0 = cpu()
+        cpu0, twin0 = cpu(), process_cpu(twin.proc.pid or 0)
         time.sleep(args.run_seconds)
         steady = finished()[start_count:]
         span = time.monotonic() - t0
-        steady_cpu = cpu() - cpu0
+        steady_cpu, steady_twin = cpu() - cpu0, process_cpu(twin.proc.pid or 0) - twin0
         # 1% drift again (other nodes than the reconcile --once run's), inside the long-lived process
         n_drift = max(1, int(args.nodes * args.drift_percent / 100))
         victims = names[1 :: max(1, len(names) // n_drift)][:n_drift]
@@ -436,7 +513,7 @@ def run_controller(
     print(
         f"migplan run (interval {args.interval:.0f} s, watched {span:.0f} s in steady state): {len(steady)} cycle(s)"
         + (f", {min(secs):.2f} s min / {statistics.median(secs):.2f} s median each" if secs else "")
-        + f"; {steady_cpu:.2f} s CPU in all"
+        + f"; {steady_cpu:.2f} s CPU in all (twin {steady_twin:.2f} s CPU)"
     )
     if not changed:
         print(f"  no cycle after the drift; log tail: {log_path.read_bytes()[-2000:]!r}")

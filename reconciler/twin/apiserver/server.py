@@ -55,6 +55,7 @@ _DEFAULT_WATCH_TIMEOUT = 1800.0
 # UIDs the twin's "service-accounts" FlowSchema / "workload-low" priority level answer with (fixed, made up)
 PF_FLOW_SCHEMA_UID = "6a0b4e4f-6d1e-4c43-9a52-2f0a3c1b7e01"
 PF_PRIORITY_LEVEL_UID = "0e4b2f5d-1c7a-4f0e-8b3d-5a9c6e2d4f02"
+_DATE_TEXT: list[tuple[int, str]] = [(-1, "")]  # (whole second, its Date header text): see _Handler.date_time_string
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,23 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         return  # quiet: tests and the demo print what matters themselves
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The Date header of every response, as BaseHTTPRequestHandler writes it, formatted once per second
+        (email.utils.formatdate took some 40 us of each PATCH): it shows whole seconds, so every moment of a second
+        gives the same text, except within a thousandth of the next second, where formatdate's rounding to
+        microseconds may carry over: such a moment is formatted as it comes."""
+        if timestamp is not None:
+            return super().date_time_string(timestamp)
+        now = time.time()
+        second = int(now)
+        if now - second >= 0.999:
+            return super().date_time_string(now)
+        cached_second, text = _DATE_TEXT[0]
+        if cached_second != second:
+            text = super().date_time_string(now)
+            _DATE_TEXT[0] = (second, text)  # one tuple replaced at once: threads read either the old or the new
+        return text
 
     # ------------------------------------------------------------ entry points
 
