@@ -440,8 +440,9 @@ class InventoryRepo:
         """Every file under `root` at `revision`, from the object database.
 
         `exclude` (relative to the repository top level) drops a subtree, e.g. the reports directory
-        when it sits inside the root. With `previous`, unchanged subtrees and blobs are taken from it
-        instead of being read again: a one-node change reads one blob.
+        when it sits inside the root. With `previous`, unchanged blobs whose bytes it holds are taken from it
+        instead of being read again: a one-node change reads one blob (a snapshot kept `without_bytes`, as the
+        controller keeps the applied one between cycles, holds none: every blob is read).
         """
         root = normalize_root(root)
         try:
