@@ -251,7 +251,7 @@ def load_revision(
 
 @dataclass(frozen=True, slots=True)
 class _Applied:
-    snapshot: Snapshot
+    snapshot: Snapshot  # without its files' bytes (Snapshot.without_bytes): kept between cycles
     desired: DesiredState
     warnings: tuple[Diagnostic, ...]
     signature: signatures.SignatureCheck | None
@@ -372,7 +372,7 @@ class InventorySource:
         )
         if result.desired is not None:
             snap = self._without_reports(repo, snap, result.desired)
-            self._applied = _Applied(snap, result.desired, result.warnings, None)
+            self._applied = _Applied(snap.without_bytes(), result.desired, result.warnings, None)
 
     def _damaged(self, why: str) -> GitFailure:
         # Said once, as this cycle's source error (exit 2); the remote's head is then validated afresh
@@ -445,7 +445,7 @@ class InventorySource:
         if applied is not None and (why := node_removal_refusal(applied.desired, result.desired)) is not None:
             return self._refuse(Refusal(latest, NODES_REMOVED, why, result.diagnostics), fetch_error)
         snap = self._without_reports(repo, snap, result.desired)
-        self._applied = _Applied(snap, result.desired, result.warnings, check)
+        self._applied = _Applied(snap.without_bytes(), result.desired, result.warnings, check)
         self._refused = None
         self._restored = True  # what the record named is superseded
         saved = self._save(self._applied)

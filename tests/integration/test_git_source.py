@@ -247,3 +247,16 @@ def test_missing_known_hosts_file_is_a_host_key_refusal(servers, tmp_path: Path)
     auth = GitAuth(ssh_private_key=ssh.client_key, known_hosts=tmp_path / "does-not-exist")
     got = _open(ssh.url("inv"), tmp_path, auth).fetch()
     assert isinstance(got, GitFailure) and got.code == gitsource.HOST_KEY_REFUSED and "cannot be read" in got.message
+
+
+def test_a_snapshot_kept_without_bytes_holds_none_and_the_next_read_reads_every_file(servers, tmp_path: Path) -> None:
+    # What a controller keeps between cycles (issue 29, runrss4): the blob ids, not the files' bytes.
+    repo = _open(servers["daemon"].url("inv"), tmp_path)
+    assert repo.fetch() is None
+    old = _snap(repo, "v1")
+    kept = old.without_bytes()
+    assert dict(kept.files) == {} and kept.blob_ids == old.blob_ids
+    assert (kept.revision, kept.root, kept.tree_id) == (old.revision, old.root, old.tree_id)
+    new = _snap(repo, "main", previous=kept)
+    assert dict(new.files) == dict(_snap(repo, "main").files) and new.blob_ids == _snap(repo, "main").blob_ids
+    assert new.files["nodes/n1.yaml"] is not old.files["nodes/n1.yaml"]  # read again: nothing kept to reuse

@@ -4,8 +4,8 @@
 per-node pages as reports.PageSource values (path, the values it is rendered from, how to render it), and returns
 the blob id of every file, the page index (logic/reports/pageindex.py) included. A page is rendered only when
 neither of these knows it:
-- the process's RenderMemo (a long-lived `migplan run`): the same inputs as the page it wrote last cycle, compared
-  by equality, give that page's blob id;
+- the process's RenderMemo (a long-lived `migplan run`): the same input digest as the page it wrote last cycle gives
+  that page's blob id (the memo keeps the digest and the id per path, not the inputs: issue 29, `runrss4`);
 - the reports branch tip (a new process, `migplan reconcile --once`): its `index/pages.tsv` names the page with the
   same input digest and the same blob id the tip's tree holds at that path.
 Everything else is rendered and handed to a BlobSink (adapters/git/packwrite.py): a few changed pages are written as
@@ -159,7 +159,7 @@ def store_report(
     git = repo.repo
     tip = _Tip(repo, branch, path, fp)
     last = memo.stored if memo is not None else {}
-    stored: dict[str, tuple[object, str, str]] = {}
+    stored: dict[str, tuple[str, str]] = {}  # path -> (input digest, blob id): what the memo keeps
     blobs: dict[str, str] = {}
     rendered = reused = packed = 0
     # Where a child may render half of a bulk report, the pages to render are gathered first (their count decides);
@@ -168,12 +168,17 @@ def store_report(
     try:
         sink = BlobSink(git, bulk_from=bulk_from, pack_bytes=pack_bytes)
         for page in pages:
+            digest = pageindex.input_digest(page.inputs, fp)
             remembered = last.get(page.path)
-            if remembered is not None and remembered[0] == page.inputs and git.odb.exists(remembered[2]):
-                digest, oid = remembered[1], remembered[2]
+            if (
+                remembered is not None
+                and digest != pageindex.NO_DIGEST  # inputs that cannot be digested are never reused
+                and remembered[0] == digest
+                and git.odb.exists(remembered[1])
+            ):
+                oid = remembered[1]
                 reused += 1
             else:
-                digest = pageindex.input_digest(page.inputs, fp)
                 found = tip.blob(page.path, tip.index.get(page.path), digest)
                 if found is not None:
                     oid = found
@@ -185,7 +190,7 @@ def store_report(
                 else:
                     oid = sink.add(page.render())
                     rendered += 1
-            stored[page.path] = (page.inputs, digest, oid)
+            stored[page.path] = (digest, oid)
             blobs[page.path] = oid
         if later is not None and len(later) >= max(2, bulk_from) and bulkfork.may_fork():
             two = bulkfork.render_in_two(git, later, pack_bytes=pack_bytes)
@@ -193,11 +198,11 @@ def store_report(
         else:
             ids = [sink.add(page.render()) for page in later or ()]
         for page, oid in zip(later or (), ids, strict=True):
-            stored[page.path] = (stored[page.path][0], stored[page.path][1], oid)
+            stored[page.path] = (stored[page.path][0], oid)
             blobs[page.path] = oid
         sink.close()  # every page's blob is in the object database from here on (loose or packed)
         packed += sink.packed
-        entries = pageindex.index_entries((p, d, o) for p, (_, d, o) in stored.items())
+        entries = pageindex.index_entries((p, d, o) for p, (d, o) in stored.items())
         blobs[INDEX_FILE] = str(git.create_blob(pageindex.render_index(entries, fp)))
         # The top files quote settings, URLs and error texts: guarded before they become objects.
         for name, data in guard_files(top).items():

@@ -128,6 +128,14 @@ class Snapshot:
     blob_ids: Mapping[str, str]
     tree_id: str  # the root's tree id (before `exclude`): equal tree ids mean identical content
 
+    def without_bytes(self) -> Snapshot:
+        """This snapshot as a long-lived controller keeps it between cycles: revision, root, blob ids and tree id,
+        and no file's bytes (issue 29, `runrss4`: 3 KB per node file). Nothing reads them once the revision is
+        validated (the ParseCache keeps each file's results, not its bytes); given to read() as `previous`, it
+        makes every file be read again (about 50 us per file, once per new revision)."""
+        unreadable = getattr(self.files, "unreadable", {})
+        return Snapshot(self.revision, self.root, InventoryFiles(None, unreadable), self.blob_ids, self.tree_id)
+
 
 def _is_scp_like(url: str) -> bool:
     # user@host:path (git's scp-like SSH syntax), but not C:\ paths or plain relative paths
@@ -432,8 +440,9 @@ class InventoryRepo:
         """Every file under `root` at `revision`, from the object database.
 
         `exclude` (relative to the repository top level) drops a subtree, e.g. the reports directory
-        when it sits inside the root. With `previous`, unchanged subtrees and blobs are taken from it
-        instead of being read again: a one-node change reads one blob.
+        when it sits inside the root. With `previous`, unchanged blobs whose bytes it holds are taken from it
+        instead of being read again: a one-node change reads one blob (a snapshot kept `without_bytes`, as the
+        controller keeps the applied one between cycles, holds none: every blob is read).
         """
         root = normalize_root(root)
         try:
@@ -497,8 +506,8 @@ class InventoryRepo:
                 elif entry.type == ObjectType.BLOB:
                     blob_id = str(entry.id)
                     blob_ids[path] = blob_id
-                    if prev_blobs.get(path) == blob_id:
-                        files[path] = prev_files[path]
+                    if prev_blobs.get(path) == blob_id and (kept := prev_files.get(path)) is not None:
+                        files[path] = kept  # (a snapshot kept without its bytes has none: read again)
                     elif (size := self._blob_size(entry.id)) > MAX_BLOB_BYTES:
                         # Size before read: looking the blob up inflates all of it (hundreds of MB per blob).
                         files.unreadable[path] = f"larger than {MAX_BLOB_BYTES} bytes ({size} bytes): not read"

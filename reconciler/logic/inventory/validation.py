@@ -114,9 +114,11 @@ class _Entry:
     layout: LayoutSpec | None = None
     node: NodeSpec | None = None  # GPUs that use a layout have partitions=() until stage 2
     layout_refs: Mapping[int, SourceRef] = field(default_factory=dict)  # GPU index -> `layout:` key
-    # The file's bytes when it was read by the fast path, whose layout_refs lines are only the GPU
-    # item's line: a diagnostic that needs the exact `layout:` line re-reads it (see _layout_ref).
-    data: bytes | None = None
+    # Read by the fast path, whose layout_refs lines are only the GPU item's line: a diagnostic that needs the
+    # exact `layout:` line reads the file again, from the files being validated (see _layout_ref). A flag, not the
+    # bytes: a controller keeps its cache between cycles, and the files' bytes need not live as long (issue 29,
+    # `runrss4`); the entry's key (path, blob id or content id) names exactly the bytes validated with it.
+    reread: bool = False
 
 
 class ParseCache:
@@ -290,7 +292,7 @@ def _validate(
         diagnostics.extend(entry.diagnostics)
     cache._entries = used
 
-    desired, cross = _stage2(entries, catalog=catalog, cache=cache, revision=revision)
+    desired, cross = _stage2(entries, files, catalog=catalog, cache=cache, revision=revision)
     diagnostics.extend(cross)
     if desired is not None:
         diagnostics.extend(_report_target(desired.cluster, followed_branch=where[0], root=where[1]))
@@ -348,7 +350,7 @@ def _stage1(
     if shape is not None and shapes is not None:
         known = shapes.get(shape.key, _UNSEEN)
         if isinstance(known, _Recipe):
-            return _rebind(known, path, shape.stem.decode(), data, blob)
+            return _rebind(known, path, shape.stem.decode(), blob)
         if known is None:
             shape = None  # seen, and not reusable: read as usual without trying again
     # A new shape's file is parsed once: the fast path and the shape's guard share the parse.
@@ -357,7 +359,7 @@ def _stage1(
     if shape is not None and shapes is not None and len(shapes) < _SHAPE_LIMIT:
         shapes[shape.key] = _recipe(e) if _shape_holds(e, shape, parsed) else None
     # Direct construction: dataclasses.replace() costs more than the rest of a small file's entry.
-    return _Entry(e.path, e.kind, e.diagnostics, blob, e.cluster, e.layout, e.node, e.layout_refs, e.data)
+    return _Entry(e.path, e.kind, e.diagnostics, blob, e.cluster, e.layout, e.node, e.layout_refs, e.reread)
 
 
 # --------------------------------------------------------------------------------------------
@@ -558,7 +560,7 @@ def _recipe(e: _Entry) -> _Recipe | None:
     return _Recipe(e, _line(node.source), gpus, refs)
 
 
-def _rebind(r: _Recipe, path: str, name: str, data: bytes, blob: str) -> _Entry:
+def _rebind(r: _Recipe, path: str, name: str, blob: str) -> _Entry:
     """The entry of another file of the same shape, with this file's name and path in every position."""
     gpus = []
     for index, model, mig_enabled, layout, placements, line, parts in r.gpus:
@@ -570,7 +572,7 @@ def _rebind(r: _Recipe, path: str, name: str, data: bytes, blob: str) -> _Entry:
     assert e.node is not None  # a recipe is only made of a node entry
     renamed = NodeSpec(name, tuple(gpus), e.node.labels, _ref(path, r.name_line), e.node.layout_writer)
     refs = {i: _ref(path, line) for i, line in r.layout_refs}
-    return _Entry(path, e.kind, (), blob, None, None, renamed, refs, data if e.data is not None else None)
+    return _Entry(path, e.kind, (), blob, None, None, renamed, refs, e.reread)
 
 
 def _stage1_entry(
@@ -635,7 +637,7 @@ def _fast_stage1(
     if doc.exact:
         return entry
     e = entry
-    return _Entry(e.path, e.kind, e.diagnostics, e.blob, e.cluster, e.layout, e.node, e.layout_refs, data)
+    return _Entry(e.path, e.kind, e.diagnostics, e.blob, e.cluster, e.layout, e.node, e.layout_refs, True)
 
 
 def _build(doc: YamlDoc, path: str, kind: str, catalog: Catalog, memo: _GpuMemo) -> _Entry:
@@ -905,7 +907,7 @@ def _index_gaps(doc: YamlDoc, file: str, name: str, raw_gpus: list[Any]) -> list
 
 
 def _stage2(
-    entries: list[_Entry], *, catalog: Catalog, cache: ParseCache, revision: Revision
+    entries: list[_Entry], files: Mapping[str, bytes], *, catalog: Catalog, cache: ParseCache, revision: Revision
 ) -> tuple[DesiredState | None, list[Diagnostic]]:
     out: list[Diagnostic] = []
     cluster_entries = [e for e in entries if e.kind == "Cluster"]
@@ -948,7 +950,7 @@ def _stage2(
                 continue
             le = layouts.get(g.layout)
             if le is None:
-                ref_src = _layout_ref(e, g)
+                ref_src = _layout_ref(e, g, files)
                 known = ", ".join(sorted(layouts)) or "none"
                 out.append(
                     diag(
@@ -966,7 +968,7 @@ def _stage2(
             if model is None:
                 continue  # MP301 already reported on the node
             if lay.model is not None and lay.model != model.key:
-                ref_src = _layout_ref(e, g)
+                ref_src = _layout_ref(e, g, files)
                 out.append(
                     diag(
                         "MP314",
@@ -1010,10 +1012,11 @@ def _stage2(
     return desired, out
 
 
-def _layout_ref(e: _Entry, g: GpuSpec) -> SourceRef | None:
-    """Where `layout:` is written for GPU g, exactly, even for a file read by the fast path."""
-    if e.data is not None:
-        doc, _ = yamldocs.load_yaml(e.data, file=e.path)
+def _layout_ref(e: _Entry, g: GpuSpec, files: Mapping[str, bytes]) -> SourceRef | None:
+    """Where `layout:` is written for GPU g, exactly, even for a file read by the fast path (its bytes are
+    files[e.path]: the entry was found or made for them)."""
+    if e.reread:
+        doc, _ = yamldocs.load_yaml(files[e.path], file=e.path)
         if doc is not None:
             for i, raw in enumerate(doc.value["spec"]["gpus"]):
                 if raw.get("index") == g.index and "layout" in raw:

@@ -76,9 +76,10 @@ class RenderMemo:
         self.pages: dict[str, tuple[tuple[NodeReport, tuple[GpuSliceMap, ...], bool], bytes]] = {}
         self.maps: dict[tuple[str, int], tuple[GpuSliceMap, bytes]] = {}
         self.rendered = 0  # files rendered by the last report (the others came from the memo)
-        # When the report is written into Git (adapters/git/reportstore.py): path -> (inputs, input digest, blob
-        # id) of each per-node file, so the bytes need not be kept; pages/maps are then left empty.
-        self.stored: dict[str, tuple[object, str, str]] = {}
+        # When the report is written into Git (adapters/git/reportstore.py): path -> (input digest, blob id) of each
+        # per-node file, so neither the bytes nor the inputs need be kept (pageindex.input_digest tells equal inputs
+        # apart from changed ones); pages/maps are then left empty.
+        self.stored: dict[str, tuple[str, str]] = {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ Git side is a fake that keeps commits in a dict, so each rule is one short test 
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -294,3 +295,37 @@ def test_load_revision_through_the_port(tmp_path: Path) -> None:
         GitRemote("https://git.example/inv.git", tmp_path), "nope", open_repo=lambda _r: git
     )
     assert isinstance(missing, GitFailure) and missing.code == "MP704"
+
+
+def _bytes_held(src: sourcing.InventorySource, git: FakeGit) -> list[bytes]:
+    """The file bytes the source itself holds (its Git handle, which holds every commit, left out)."""
+    seen: set[int] = {id(git)}
+    found: list[bytes] = []
+    todo: list[object] = [src]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, type) or type(obj).__name__ in ("module", "function"):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, bytes) and b"kind: " in obj:
+            found.append(obj)
+        todo.extend(gc.get_referents(obj))
+    return found
+
+
+def test_between_cycles_the_source_keeps_no_file_bytes(tmp_path: Path) -> None:
+    # issue 29, runrss4: the applied snapshot keeps its blob ids, the parse cache its results; neither the bytes
+    git = FakeGit()
+    git.commit(good(3))
+    src = source(git, tmp_path)
+    assert src.cycle().changed
+    assert _bytes_held(src, git) == []
+    sha = git.commit(good(3, **{"nodes/n1.yaml": node("n1", profile="1g.18gb")}))
+    r = src.cycle()  # a one-node change: the unchanged files are read again, one file parsed
+    assert r.changed and r.revision is not None and r.revision.sha == sha and r.desired is not None
+    assert [p.profile for p in r.desired.nodes["n1"].gpus[0].partitions] == ["1g.18gb"]
+    assert [p.profile for p in r.desired.nodes["n0"].gpus[0].partitions] == ["3g.71gb"]
+    assert _bytes_held(src, git) == []
+    restarted = source(git, tmp_path)  # a new process restores the recorded revision
+    assert restarted.cycle().revision is not None
+    assert _bytes_held(restarted, git) == []
