@@ -141,8 +141,12 @@ def _locked_cycle(
     # Written to Git: the top files are rendered; a node page or map only when its inputs changed since the
     # report this process (memo) or the reports branch (its page index) holds, and straight into the object
     # database (adapters/git/reportstore.py). The outcome carries the top files; the pages are in Git.
-    report_json = report_to_json(result.report)  # drift.yaml's document, and what the report cadence digests
+    # drift.yaml's document, and what the report cadence digests: the largest value of a fleet's report cycle, so it
+    # is digested and rendered first and not held while the pages are rendered and stored.
+    report_json = report_to_json(result.report)
+    status = reportcadence.status_digest(report_json, src.to_json())
     files = render_top_files(result.report, source=src.to_json(), doc=report_json)
+    del report_json
     settings = desired.cluster.reports
     repo = InventoryRepo.open(source.remote)
     stored = (
@@ -161,7 +165,7 @@ def _locked_cycle(
     counts = {k.lower(): v for k, v in result.report.counts().items() if k != "InSync"}
     if src.refused is not None:
         counts["refused revision"] = 1
-    digests = reportcadence.digests(report_json, {}, src.to_json(), blob_ids=stored.blobs)
+    digests = reportcadence.ReportDigests(status=status, content=reportcadence.blobs_digest(stored.blobs))
     cadence = _cadence(repo, settings, digests, now)
     if cadence.held_until is not None:
         # Occupancy only, inside reports.minInterval: nothing new is queued (older queued reports are

@@ -100,6 +100,18 @@ def digests(
     Git blob id, the report as written into the object database: adapters/git/reportstore.py) the content
     digest is taken over those ids instead of `files`: a blob id is the digest of the file's bytes, so
     the unchanged pages need not be read or kept to know the report did not change."""
+    status = status_digest(report_json, source)
+    if blob_ids is not None:
+        return ReportDigests(status=status, content=blobs_digest(blob_ids))
+    h = hashlib.sha256()
+    for name, data in sorted(files.items()):
+        h.update(name.encode("utf-8", "surrogateescape") + b"\0" + str(len(data)).encode() + b"\0" + data)
+    return ReportDigests(status=status, content=h.hexdigest())
+
+
+def status_digest(report_json: Mapping[str, Any], source: Mapping[str, Any]) -> str:
+    """The status digest of digests(): taken apart so a caller can drop the document (the largest value of a
+    fleet's report cycle) before the pages are written, and take the content digest from their blob ids later."""
     nodes = [_without_holders({k: v for k, v in n.items() if k != "occupancy"}) for n in report_json.get("nodes", ())]
     # Owner accounts: what the plan reserves is status; how much of it pods hold right now is occupancy (a pod of
     # another owner on a partition is a finding, MP541, and changes the status through the findings).
@@ -110,16 +122,16 @@ def digests(
         "nodes": nodes,
         "source": source,
     }
-    status = hashlib.sha256(orjson.dumps(status_view, option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()
+    return hashlib.sha256(orjson.dumps(status_view, option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()
+
+
+def blobs_digest(blob_ids: Mapping[str, str]) -> str:
+    """The content digest of digests() taken over the report's blob ids (file -> Git blob id)."""
     h = hashlib.sha256()
-    if blob_ids is not None:
-        for name, oid in sorted(blob_ids.items()):
-            h.update(b"blob\0" + name.encode("utf-8", "surrogateescape") + b"\0")
-            h.update(oid.encode("ascii", "replace") + b"\0")
-        return ReportDigests(status=status, content=h.hexdigest())
-    for name, data in sorted(files.items()):
-        h.update(name.encode("utf-8", "surrogateescape") + b"\0" + str(len(data)).encode() + b"\0" + data)
-    return ReportDigests(status=status, content=h.hexdigest())
+    for name, oid in sorted(blob_ids.items()):
+        h.update(b"blob\0" + name.encode("utf-8", "surrogateescape") + b"\0")
+        h.update(oid.encode("ascii", "replace") + b"\0")
+    return h.hexdigest()
 
 
 def report_path(message: str) -> str | None:

@@ -14,6 +14,7 @@ them all). Output is deterministic: nodes by name, findings by (node, code, gpu,
 from __future__ import annotations
 
 import functools
+import io
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -271,16 +272,26 @@ def render_drift_yaml(
     data = dict(doc) if doc is not None else report_to_json(report)
     if source is not None:
         data = {**{k: v for k, v in data.items() if k != "nodes"}, "source": dict(source), "nodes": data["nodes"]}
-    return yaml_text(data).encode("utf-8")
+    return yaml_bytes(data)
 
 
 def yaml_text(doc: dict[str, Any]) -> str:
     """A mapping of plain data (dict, list, str, int, float, bool, None) as block-style YAML."""
+    return yaml_bytes(doc).decode("utf-8")
+
+
+def yaml_bytes(doc: dict[str, Any]) -> bytes:
+    """yaml_text(doc), encoded as UTF-8, made without holding the document's lines all at once: a 5,000-node
+    drift.yaml is some 700,000 lines, and as one list of strings, then joined, then encoded, it was the largest
+    transient of `migplan run`'s report cycle. The lines go into the buffer a few thousand at a time."""
     if not doc:
-        return "{}\n"
-    out: list[str] = []
-    _Emitter(out).block(doc, 0)
-    return "\n".join(out) + "\n"
+        return b"{}\n"
+    sink = io.BytesIO()
+    emitter = _Emitter([], sink)
+    emitter.block(doc, 0)
+    emitter.flush()
+    # (getvalue hands over the buffer itself, trimmed to size, when nothing else holds a view of it: no copy)
+    return sink.getvalue()
 
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_./@+-]*(?: [A-Za-z0-9_./@+()-]+)*$")
@@ -313,6 +324,7 @@ def _quote(text: str) -> str:
 
 
 _KEYS_REMEMBERED = 4096
+_FLUSH_LINES = 4096  # lines an emitter holds at most before it moves them into its sink (checked per mapping/list)
 
 
 class _Emitter:
@@ -320,11 +332,20 @@ class _Emitter:
     of thousands of times: each distinct key is turned into its scalar once per document (values, mostly distinct
     pod names and messages, are not remembered: that would hold a second table as large as the report)."""
 
-    __slots__ = ("keys", "out")
+    __slots__ = ("keys", "out", "sink")
 
-    def __init__(self, out: list[str]) -> None:
-        self.out = out
+    def __init__(self, out: list[str], sink: io.BytesIO) -> None:
+        self.out = out  # the lines not yet in `sink` (cleared in place: `block` holds its append)
+        self.sink = sink
         self.keys: dict[str, str] = {}
+
+    def flush(self) -> None:
+        """Move the pending lines into the sink, each ended by a newline."""
+        out = self.out
+        if out:
+            out.append("")
+            self.sink.write("\n".join(out).encode("utf-8"))
+            out.clear()
 
     def key(self, k: Any) -> str:
         if type(k) is not str:
@@ -342,6 +363,8 @@ class _Emitter:
 
         The str, int, dict and list of a drift.yaml (exact types) are written here without a call per value (half a
         million values at 5,000 nodes); any other value takes inline's (and _scalar's) general way, same text."""
+        if len(self.out) >= _FLUSH_LINES:
+            self.flush()
         append, keys, fullmatch = self.out.append, self.keys, _PLAIN.fullmatch
         pad = " " * indent
         if isinstance(value, dict):

@@ -9,6 +9,7 @@ import copy
 import enum
 import json
 import re
+import tracemalloc
 from datetime import UTC, datetime
 from typing import Any
 
@@ -142,6 +143,58 @@ def test_what_it_writes_reads_back(doc: dict[str, Any]) -> None:
 def test_many_distinct_keys_are_written_right_past_the_remembered_ones() -> None:
     doc = {f"k{i}": {"true" if i % 2 else f"x{i}": i} for i in range(reports._KEYS_REMEMBERED + 50)}
     assert reports.yaml_text(doc) == _reference(doc)
+
+
+def _fleet_like(nodes: int) -> dict[str, Any]:
+    """A drift.yaml-like document: many short lines, nested lists of mappings, hostile values among them."""
+    return {
+        "revision": "main@sha1:" + "b" * 40,
+        "nodes": [
+            {
+                "name": f"gpu-{i:05d}",
+                "status": "InSync" if i % 7 else "true",
+                "gpus": [
+                    {"index": g, "partitions": [{"profile": "1g.18gb", "holders": [f"ml/pod-{i}-{g}", "a: b"]}]}
+                    for g in range(2)
+                ],
+                "empty": [] if i % 2 else {},
+            }
+            for i in range(nodes)
+        ],
+    }
+
+
+def test_a_document_of_many_flushes_is_the_reference_bytes() -> None:
+    """Lines go into the buffer reports._FLUSH_LINES at a time, from inside nested mappings and lists: the bytes are
+    the same wherever the cuts fall (some 40,000 lines; a cut after every line too)."""
+    doc = _fleet_like(2_500)
+    expected = _reference(doc)
+    assert expected.count("\n") > 8 * reports._FLUSH_LINES
+    assert reports.yaml_bytes(doc) == expected.encode("utf-8")
+    assert reports.yaml_text(doc) == expected
+    old = reports._FLUSH_LINES
+    try:
+        for every in (1, 2, 3, 97):
+            reports._FLUSH_LINES = every
+            assert reports.yaml_bytes(_fleet_like(40)) == _reference(_fleet_like(40)).encode("utf-8"), every
+    finally:
+        reports._FLUSH_LINES = old
+
+
+def test_the_lines_of_a_large_document_are_never_all_held() -> None:
+    """The emitter's peak is about the output's own bytes: the document's lines as strings, their join and its
+    encoding (what it made before, some 5 times the output for drift.yaml's short lines) are never all alive."""
+    doc = _fleet_like(4_000)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        out = reports.yaml_bytes(doc)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert len(out) > 1_000_000
+    assert peak < 2 * len(out), (peak, len(out))
 
 
 def test_top_files_from_a_given_document_are_the_same_and_leave_it_alone() -> None:
