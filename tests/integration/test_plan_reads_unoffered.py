@@ -12,6 +12,8 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+from helpers.inventories import H100_NODE, plan_h100_node_as_h200
+
 from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.logic.drift import drift
@@ -22,21 +24,13 @@ from reconciler.model.plans import Action, Kind
 from reconciler.twin.cluster import ClusterTwin
 
 INVENTORY = Path(__file__).parents[2] / "inventory"
-NODE = "gpu-h100-01"
-AS_H200 = """apiVersion: migplan/v1
-kind: Node
-metadata: {name: gpu-h100-01}
-spec:
-  gpus:
-    - {index: 0, model: H200-141GB, mig: {enabled: true, partitions: [{profile: 1g.18gb}, {profile: 1g.18gb}]}}
-    - {index: 1, model: H100-80GB, mig: {enabled: false}}
-"""
+NODE = H100_NODE
 
 
 def _states(tmp_path: Path) -> tuple[DesiredState, ObservedState]:
     root = tmp_path / "inventory"
     shutil.copytree(INVENTORY, root)
-    (root / "nodes" / f"{NODE}.yaml").write_text(AS_H200)
+    plan_h100_node_as_h200(root)
     desired, diags = load_desired(root)
     assert desired is not None, [str(d) for d in diags]
     with ClusterTwin.from_inventory(INVENTORY) as twin:

@@ -11,6 +11,8 @@ import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from helpers.inventories import H100_NODE, plan_h100_node_as_h200
+
 from reconciler.adapters.kube.cluster import KubeCluster
 from reconciler.commands.reconcile import load_desired
 from reconciler.engine import reconcile_once
@@ -18,21 +20,13 @@ from reconciler.model.plans import Kind
 from reconciler.twin.cluster import ClusterTwin
 
 INVENTORY = Path(__file__).parents[2] / "inventory"
-NODE = "gpu-h100-01"
-AS_H200 = """apiVersion: migplan/v1
-kind: Node
-metadata: {name: gpu-h100-01}
-spec:
-  gpus:
-    - {index: 0, model: H200-141GB, mig: {enabled: true, partitions: [{profile: 1g.18gb}, {profile: 1g.18gb}]}}
-    - {index: 1, model: H100-80GB, mig: {enabled: false}}
-"""
+NODE = H100_NODE
 
 
 def test_a_node_whose_gpus_lack_the_plans_profiles_is_never_labelled(tmp_path: Path) -> None:
     root = tmp_path / "inventory"
     shutil.copytree(INVENTORY, root)
-    (root / "nodes" / f"{NODE}.yaml").write_text(AS_H200)
+    plan_h100_node_as_h200(root)
     cluster_file = root / "cluster.yaml"
     cluster_file.write_text(
         cluster_file.read_text().replace("  apply:\n", "  apply:\n    configPropagationSeconds: 0\n")
