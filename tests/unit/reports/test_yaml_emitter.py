@@ -184,7 +184,7 @@ def test_a_document_of_many_flushes_is_the_reference_bytes() -> None:
 def test_the_lines_of_a_large_document_are_never_all_held() -> None:
     """The emitter's peak is about the output's own bytes: the document's lines as strings, their join and its
     encoding (what it made before, some 5 times the output for drift.yaml's short lines) are never all alive."""
-    doc = _fleet_like(4_000)
+    doc = _fleet_like(6_000)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
@@ -193,8 +193,10 @@ def test_the_lines_of_a_large_document_are_never_all_held() -> None:
         peak = tracemalloc.get_traced_memory()[1] - before
     finally:
         tracemalloc.stop()
-    assert len(out) > 1_000_000
-    assert peak < 2 * len(out), (peak, len(out))
+    assert len(out) > 2_000_000
+    # 1.25x measured; the old emitter's 5.6x. The margin is for what another thread of the process may allocate
+    # meanwhile (tracemalloc counts every thread's).
+    assert peak < 2.5 * len(out), (peak, len(out))
 
 
 def test_top_files_from_a_given_document_are_the_same_and_leave_it_alone() -> None:
