@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gitserver import GitDaemon, git, make_bare, seed
+from gitserver import GitDaemon, git
+from servedcluster import h200_fleet, served
 
 from reconciler.adapters.git.reports import commit_report
 from reconciler.adapters.git.source import GitAuth, GitRemote, InventoryRepo
@@ -39,43 +40,11 @@ NODES = 4
 BRANCH = "migplan-reports"
 
 
-def _inventory(min_interval: str) -> dict[str, str]:
-    files = {
-        "cluster.yaml": "apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: cadence}\n"
-        # configPropagationSeconds 0: the cycles run on the real clock (test_config_propagation_twin shows the delay)
-        f"spec:\n  migStrategy: mixed\n  apply: {{configPropagationSeconds: 0}}\n"
-        f"  reports: {{minInterval: {min_interval}}}\n",
-    }
-    for i in range(NODES):
-        files[f"nodes/n{i}.yaml"] = (
-            f"apiVersion: migplan/v1\nkind: Node\nmetadata: {{name: n{i}}}\nspec:\n  gpus:\n"
-            "    - index: 0\n      model: H200-141GB\n      mig:\n        enabled: true\n        partitions:\n"
-            + "          - {profile: 1g.18gb}\n"
-            * 7
-        )
-    return files
-
-
 @contextlib.contextmanager
 def _cluster(tmp_path: Path, min_interval: str) -> Iterator[tuple[GitDaemon, KubeCluster, ClusterTwin, Path]]:
-    srv = tmp_path / "srv"
-    srv.mkdir()
-    bare = make_bare(srv, "inv")
-    files = _inventory(min_interval)
-    seed(bare, tmp_path / "work", files, message="inventory")
-    inv = tmp_path / "inv"
-    for rel, text in files.items():
-        (inv / rel).parent.mkdir(parents=True, exist_ok=True)
-        (inv / rel).write_text(text)
-    daemon = GitDaemon(srv).start()
-    twin = ClusterTwin.from_inventory(inv).start()
-    cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
-    try:
-        yield daemon, cluster, twin, bare
-    finally:
-        cluster.close()
-        twin.stop()
-        daemon.stop()
+    files = h200_fleet("cadence", NODES, "{profile: 1g.18gb}", 7, min_interval=min_interval)
+    with served(tmp_path, files) as up:
+        yield up
 
 
 def _source(daemon: GitDaemon, cache: Path) -> InventorySource:

@@ -10,7 +10,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from gitserver import GitDaemon, make_bare, seed
+from servedcluster import h200_fleet, served
 
 from reconciler import gitops
 from reconciler.logic.reports import reportcadence
@@ -20,36 +20,9 @@ class _Doc(dict[str, Any]):
     """report_to_json's document, with a weak reference to watch its lifetime (a plain dict takes none)."""
 
 
-def _inventory(nodes: int) -> dict[str, str]:
-    files = {
-        "cluster.yaml": "apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: held}\n"
-        "spec:\n  migStrategy: mixed\n  apply: {configPropagationSeconds: 0}\n  reports: {minInterval: 0s}\n",
-    }
-    for i in range(nodes):
-        files[f"nodes/n{i}.yaml"] = (
-            f"apiVersion: migplan/v1\nkind: Node\nmetadata: {{name: n{i}}}\nspec:\n  gpus:\n"
-            "    - index: 0\n      model: H200-141GB\n      mig:\n        enabled: true\n        partitions:\n"
-            + "          - {profile: 3g.71gb}\n"
-            * 2
-        )
-    return files
-
-
 def test_the_report_document_is_gone_while_the_pages_are_stored(tmp_path: Path, monkeypatch: Any) -> None:
     from reconciler.adapters.git.source import GitAuth, GitRemote
-    from reconciler.adapters.kube.cluster import KubeCluster
     from reconciler.sourcing import InventorySource
-    from reconciler.twin.cluster import ClusterTwin
-
-    srv = tmp_path / "srv"
-    srv.mkdir()
-    bare = make_bare(srv, "inv")
-    files = _inventory(3)
-    seed(bare, tmp_path / "work", files, message="inventory")
-    inv = tmp_path / "inv"
-    for rel, text in files.items():
-        (inv / rel).parent.mkdir(parents=True, exist_ok=True)
-        (inv / rel).write_text(text)
 
     docs: list[weakref.ref[_Doc]] = []  # each cycle's document, watched
     whole: list[dict[str, Any]] = []  # a copy of it (the cycle keeps none) and the source state, to digest them
@@ -84,18 +57,11 @@ def test_the_report_document_is_gone_while_the_pages_are_stored(tmp_path: Path, 
     monkeypatch.setattr(gitops, "store_report", store)
     monkeypatch.setattr(gitops, "commit_report", commit)
     monkeypatch.setattr(gitops, "render_top_files", top)
-    daemon = GitDaemon(srv).start()
-    twin = ClusterTwin.from_inventory(inv).start()
-    cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
-    try:
+    with served(tmp_path, h200_fleet("held", 3, "{profile: 3g.71gb}", 2)) as (daemon, cluster, _, _):
         source = InventorySource(
             GitRemote(daemon.url("inv"), tmp_path / "cache", GitAuth(), timeout_ms=5000), ref="main"
         )
         out = gitops.run_gitops_cycle(source=source, cluster=cluster, deadline=60)
         assert out.report is not None and out.report.status == "committed", out.to_json()
-    finally:
-        cluster.close()
-        twin.stop()
-        daemon.stop()
     assert alive_while_storing == [False]
     assert len(committed) == 1

@@ -20,6 +20,7 @@ import pygit2
 import pytest
 from gitserver import GitDaemon, git, make_bare, seed
 from helpers.reportfleet import fleet
+from servedcluster import h200_fleet, served
 
 from reconciler.adapters.git.reports import BotIdentity, Outbox, commit_report, flush_outbox
 from reconciler.adapters.git.reportstore import StoredReport, store_report
@@ -295,37 +296,11 @@ def test_an_unwritable_object_database_is_a_failure_value(remote, tmp_path: Path
 # --- the whole cycle: `reconcile --once` twice, one node changed in between ---------------------------------
 
 
-def _inventory(nodes: int) -> dict[str, str]:
-    files = {
-        "cluster.yaml": "apiVersion: migplan/v1\nkind: Cluster\nmetadata: {name: store}\n"
-        "spec:\n  migStrategy: mixed\n  apply: {configPropagationSeconds: 0}\n  reports: {minInterval: 0s}\n",
-    }
-    for i in range(nodes):
-        files[f"nodes/n{i}.yaml"] = (
-            f"apiVersion: migplan/v1\nkind: Node\nmetadata: {{name: n{i}}}\nspec:\n  gpus:\n"
-            "    - index: 0\n      model: H200-141GB\n      mig:\n        enabled: true\n        partitions:\n"
-            + "          - {profile: 1g.18gb}\n"
-            * 7
-        )
-    return files
-
-
 def test_a_second_reconcile_once_rewrites_only_the_changed_nodes_pages(tmp_path: Path, monkeypatch: Any) -> None:
-    from reconciler.adapters.kube.cluster import KubeCluster
     from reconciler.gitops import run_gitops_cycle
     from reconciler.logic.reports import slicesvg
     from reconciler.sourcing import InventorySource
-    from reconciler.twin.cluster import ClusterTwin
 
-    srv = tmp_path / "srv"
-    srv.mkdir()
-    bare = make_bare(srv, "inv")
-    files = _inventory(4)
-    seed(bare, tmp_path / "work", files, message="inventory")
-    inv = tmp_path / "inv"
-    for rel, text in files.items():
-        (inv / rel).parent.mkdir(parents=True, exist_ok=True)
-        (inv / rel).write_text(text)
     rendered: list[str] = []
     page, svg = reports.render_node_page, slicesvg.gpu_svg
 
@@ -339,10 +314,7 @@ def test_a_second_reconcile_once_rewrites_only_the_changed_nodes_pages(tmp_path:
 
     monkeypatch.setattr(reports, "render_node_page", counted_page)
     monkeypatch.setattr(slicesvg, "gpu_svg", counted_svg)
-    daemon = GitDaemon(srv).start()
-    twin = ClusterTwin.from_inventory(inv).start()
-    cluster = KubeCluster.from_kubeconfig(str(twin.kubeconfig))
-    try:
+    with served(tmp_path, h200_fleet("store", 4, "{profile: 1g.18gb}", 7)) as (daemon, cluster, twin, bare):
 
         def once() -> Any:
             # a new process each time: a new source on the same cache directory, no memo
@@ -378,10 +350,6 @@ def test_a_second_reconcile_once_rewrites_only_the_changed_nodes_pages(tmp_path:
         assert pages and all("n2" in p for p in pages), pages  # n2's page (and map), nothing else
         assert sorted(rendered) == pages  # rendered exactly what the commit rewrote
         assert "index/pages.tsv" in _changed_at(bare, "reports")
-    finally:
-        cluster.close()
-        twin.stop()
-        daemon.stop()
 
 
 def _changed_at(bare: Path, root: str) -> list[str]:
