@@ -20,7 +20,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -222,6 +222,16 @@ def _note_pid(path: Path) -> None:
         path.write_text(str(os.getpid()))
 
 
+def _hang(pid_file: Path) -> Callable[[], None]:
+    """What a child that never answers does when it renders: note its pid, then sleep past any deadline."""
+
+    def hang() -> None:
+        _note_pid(pid_file)
+        time.sleep(60)
+
+    return hang
+
+
 @pytest.mark.parametrize("how", ["raises", "killed", "leaves-without-reply"])
 def test_a_failed_child_has_its_pages_rendered_by_the_parent(
     tmp_path: Path, two_cpus: None, forks: list[bulkfork.Rendered], how: str, caplog: pytest.LogCaptureFixture
@@ -298,15 +308,10 @@ def test_a_child_past_the_cycle_deadline_is_killed_and_the_report_fails(
 ) -> None:
     report = fleet(40, set(range(40)))
     pid_file = _pid_file(tmp_path)
-
-    def hang() -> None:
-        _note_pid(pid_file)
-        time.sleep(60)
-
     repo = _local(tmp_path, "forked")
     started = time.monotonic()
     with deadline.cycle_deadline(2.0):
-        failed = _store(repo, report, pages=_child_only(report, hang), **SMALL)
+        failed = _store(repo, report, pages=_child_only(report, _hang(pid_file)), **SMALL)
     assert isinstance(failed, GitFailure) and failed.code == GIT_FAILED
     assert "cycle deadline" in failed.message
     assert time.monotonic() - started < 30  # killed at the deadline, not waited for (a bound, not a timing claim)
@@ -319,14 +324,9 @@ def test_a_child_past_its_own_timeout_without_a_cycle_deadline_is_replaced_by_th
 ) -> None:
     report = fleet(40, set(range(40)))
     pid_file = _pid_file(tmp_path)
-
-    def hang() -> None:
-        _note_pid(pid_file)
-        time.sleep(60)
-
     monkeypatch.setattr(bulkfork, "CHILD_TIMEOUT", 1.0)
     expected = _store(_local(tmp_path, "single"), report, fork=False, **SMALL)
-    stored = _store(_local(tmp_path, "forked"), report, pages=_child_only(report, hang), **SMALL)
+    stored = _store(_local(tmp_path, "forked"), report, pages=_child_only(report, _hang(pid_file)), **SMALL)
     assert isinstance(stored, StoredReport) and stored == expected
     assert len(forks) == 1 and not forks[0].forked
     assert _gone(int(pid_file.read_text()))
